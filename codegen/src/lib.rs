@@ -1,0 +1,5 @@
+//! moegen-codegen: turns kernel descriptions into artifacts. Today it renders the tactic
+//! space with its resource budgets and the workspace plan; PTX emission lands next
+//! (see the README's status ladder).
+
+pub mod report;

@@ -1,0 +1,295 @@
+//! Kernel descriptions: what codegen consumes to emit one kernel. A description is only
+//! obtained through [`KernelDescBuilder::build`], which checks that its parts agree.
+
+use crate::formats::{MXFP4_BLOCK, NVFP4_BLOCK};
+use crate::resources::{KernelBudget, ResourceError, plan_gemm};
+use crate::tactic::{GemmKind, GemmTactic};
+use crate::target::Target;
+
+/// Element type of a block-scaled operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ElementType {
+    /// FP4 E2M1, packed two per byte.
+    E2m1,
+}
+
+/// Type of the per-block scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ScaleType {
+    /// E4M3 with sign 0 (NVFP4).
+    Ue4m3,
+    /// Power of two (MX formats).
+    Ue8m0,
+}
+
+/// A block-scaled number format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct BlockScaledFormat {
+    element: ElementType,
+    scale: ScaleType,
+    block: u32,
+}
+
+impl BlockScaledFormat {
+    /// NVFP4: E2M1 values, one UE4M3 scale per 16, plus an f32 global scale per tensor.
+    pub const NVFP4: Self = Self { element: ElementType::E2m1, scale: ScaleType::Ue4m3, block: 16 };
+    /// MXFP4: E2M1 values, one UE8M0 scale per 32.
+    pub const MXFP4: Self = Self { element: ElementType::E2m1, scale: ScaleType::Ue8m0, block: 32 };
+
+    /// A format the block-scaled MMA (`kind::mxf4nvf4`) accepts: UE4M3 only with 16-element
+    /// blocks; UE8M0 with 16 or 32 (sm100-ptx.md §2.2).
+    pub fn new(element: ElementType, scale: ScaleType, block: u32) -> Result<Self, DescError> {
+        match (scale, block) {
+            (ScaleType::Ue4m3, 16) | (ScaleType::Ue8m0, 16 | 32) => {
+                Ok(Self { element, scale, block })
+            }
+            _ => Err(DescError::BadScaleBlock { scale, block }),
+        }
+    }
+    /// Element type.
+    pub fn element(&self) -> ElementType {
+        self.element
+    }
+    /// Scale type.
+    pub fn scale(&self) -> ScaleType {
+        self.scale
+    }
+    /// Elements per scale.
+    pub fn block(&self) -> u32 {
+        self.block
+    }
+    /// Whether a per-tensor f32 global scale applies (NVFP4 only).
+    pub fn has_global_scale(&self) -> bool {
+        self.scale == ScaleType::Ue4m3
+    }
+}
+
+const _: () = assert!(NVFP4_BLOCK == 16 && MXFP4_BLOCK == 32);
+
+/// How an operand reaches shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum OperandSource {
+    /// Rows fetched one by one through an index map with cp.async (GEMM1's A).
+    Gathered,
+    /// A TMA tile load from a tensor map.
+    Tma,
+}
+
+/// How an operand's scales are laid out in global memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ScaleLayout {
+    /// Row-major per row (gatherable).
+    Linear,
+    /// The tensor-core 128x4 layout.
+    Swizzled128x4,
+}
+
+/// One GEMM input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Operand {
+    /// Number format.
+    pub format: BlockScaledFormat,
+    /// How it is loaded.
+    pub source: OperandSource,
+    /// Where its scales live.
+    pub scale_layout: ScaleLayout,
+}
+
+/// Whether SwiGLU sees α·acc in f32 or rounded to bf16 first (TRT-LLM PR 17409 found the
+/// bf16 rounding closer to some unfused references).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum SwigluInput {
+    /// Keep α·up and α·gate in f32 (default).
+    #[default]
+    F32,
+    /// Round α·up and α·gate to bf16 (nearest-even) before SwiGLU.
+    Bf16,
+}
+
+/// How GEMM2 adds routes into the output.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum FinalizeMode {
+    /// One bf16 bulk reduce-add per row into `out[token]`; the order of routes is up to the
+    /// hardware, so the last bf16 rounding can differ from run to run.
+    #[default]
+    BulkReduceAdd,
+    /// Write each route's bf16 row to `[N·k, H]`; a reduction kernel sums them in slot order.
+    Deterministic,
+}
+
+/// What a kernel does with its accumulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Epilogue {
+    /// GEMM1: α1, SwiGLU over 64-column (up, gate) pairs, requantize to `output`.
+    SwigluRequant {
+        /// Output format (scales written in the 128x4 layout over permuted rows).
+        output: BlockScaledFormat,
+        /// Precision of SwiGLU's inputs.
+        swiglu_input: SwigluInput,
+    },
+    /// GEMM2: α2 · router weight, accumulate bf16 rows into the output.
+    Finalize {
+        /// Atomic or deterministic accumulation.
+        mode: FinalizeMode,
+    },
+}
+
+/// A validated kernel description.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct KernelDesc {
+    target: Target,
+    tactic: GemmTactic,
+    a: Operand,
+    b: Operand,
+    epilogue: Epilogue,
+    budget: KernelBudget,
+}
+
+impl KernelDesc {
+    /// Target.
+    pub fn target(&self) -> Target {
+        self.target
+    }
+    /// GEMM tactic.
+    pub fn tactic(&self) -> &GemmTactic {
+        &self.tactic
+    }
+    /// A operand (activations).
+    pub fn a(&self) -> &Operand {
+        &self.a
+    }
+    /// B operand (expert weights).
+    pub fn b(&self) -> &Operand {
+        &self.b
+    }
+    /// Epilogue.
+    pub fn epilogue(&self) -> &Epilogue {
+        &self.epilogue
+    }
+    /// Resource budget and pipeline depths.
+    pub fn budget(&self) -> &KernelBudget {
+        &self.budget
+    }
+}
+
+/// Builds a [`KernelDesc`]; defaults are the production NVFP4 kernels for the tactic.
+#[derive(Clone, Debug)]
+pub struct KernelDescBuilder {
+    target: Target,
+    tactic: GemmTactic,
+    format: BlockScaledFormat,
+    swiglu_input: SwigluInput,
+    finalize: FinalizeMode,
+    depths: Option<(u32, u32)>,
+}
+
+impl KernelDescBuilder {
+    /// Starts from a GEMM tactic (which fixes GEMM1 or GEMM2).
+    pub fn new(tactic: GemmTactic) -> Self {
+        Self {
+            target: Target::default(),
+            tactic,
+            format: BlockScaledFormat::NVFP4,
+            swiglu_input: SwigluInput::default(),
+            finalize: FinalizeMode::default(),
+            depths: None,
+        }
+    }
+    /// Target (default sm_100f).
+    pub fn target(mut self, target: Target) -> Self {
+        self.target = target;
+        self
+    }
+    /// Operand format for A, B and GEMM1's output (default NVFP4).
+    pub fn format(mut self, format: BlockScaledFormat) -> Self {
+        self.format = format;
+        self
+    }
+    /// SwiGLU input precision (GEMM1 only).
+    pub fn swiglu_input(mut self, v: SwigluInput) -> Self {
+        self.swiglu_input = v;
+        self
+    }
+    /// Finalize mode (GEMM2 only).
+    pub fn finalize(mut self, v: FinalizeMode) -> Self {
+        self.finalize = v;
+        self
+    }
+    /// Overrides the pipeline depths the resource model picks (they may only be shallower).
+    pub fn depths(mut self, ab_stages: u32, acc_stages: u32) -> Self {
+        self.depths = Some((ab_stages, acc_stages));
+        self
+    }
+
+    /// Validates and plans the kernel.
+    pub fn build(self) -> Result<KernelDesc, DescError> {
+        let mut budget = plan_gemm(self.target, &self.tactic)?;
+        if let Some((ab, acc)) = self.depths {
+            budget = budget.with_depths(&self.tactic, ab, acc)?;
+        }
+        let weights = Operand {
+            format: self.format,
+            source: OperandSource::Tma,
+            scale_layout: ScaleLayout::Swizzled128x4,
+        };
+        let (a, epilogue) = match self.tactic.kind() {
+            GemmKind::Gemm1 => {
+                if self.finalize != FinalizeMode::default() {
+                    return Err(DescError::OptionForOtherGemm {
+                        option: "finalize mode",
+                        gemm: GemmKind::Gemm1,
+                    });
+                }
+                (
+                    Operand {
+                        format: self.format,
+                        source: OperandSource::Gathered,
+                        scale_layout: ScaleLayout::Linear,
+                    },
+                    Epilogue::SwigluRequant {
+                        output: self.format,
+                        swiglu_input: self.swiglu_input,
+                    },
+                )
+            }
+            GemmKind::Gemm2 => {
+                if self.swiglu_input != SwigluInput::default() {
+                    return Err(DescError::OptionForOtherGemm {
+                        option: "SwiGLU input",
+                        gemm: GemmKind::Gemm2,
+                    });
+                }
+                (weights, Epilogue::Finalize { mode: self.finalize })
+            }
+        };
+        Ok(KernelDesc { target: self.target, tactic: self.tactic, a, b: weights, epilogue, budget })
+    }
+}
+
+/// A description that cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DescError {
+    /// Scale type and block size the MMA cannot combine.
+    #[error("{scale:?} scales cannot have {block}-element blocks")]
+    BadScaleBlock {
+        /// Scale type.
+        scale: ScaleType,
+        /// Block size.
+        block: u32,
+    },
+    /// An option that belongs to the other GEMM.
+    #[error("the {option} option does not apply to {gemm}")]
+    OptionForOtherGemm {
+        /// Option name.
+        option: &'static str,
+        /// The GEMM being built.
+        gemm: GemmKind,
+    },
+    /// The target cannot hold the tactic.
+    #[error(transparent)]
+    Resources(#[from] ResourceError),
+}

@@ -1,0 +1,27 @@
+//! moegen-dsl: the vocabulary every other moegen crate speaks.
+//!
+//! - [`formats`]: E2M1, E4M3, UE8M0 codecs bit-exact to the PTX `cvt` forms, NVFP4/MXFP4
+//!   block quantization, the 128x4 and linear scale layouts.
+//! - [`tactic`]: the tactic space, built so that a kernel's MMA M always equals the routing
+//!   tile size.
+//! - [`resources`]: the per-target shared-memory/TMEM model that fixes pipeline depths.
+//! - [`kernel_desc`]: validated kernel descriptions for codegen.
+//! - [`anchors`]: the production reference kernels' figures, for comparison.
+
+pub mod anchors;
+pub mod epilogue_math;
+pub mod formats;
+pub mod kernel_desc;
+pub mod resources;
+pub mod tactic;
+pub mod target;
+
+pub use kernel_desc::{
+    BlockScaledFormat, DescError, Epilogue, FinalizeMode, KernelDesc, KernelDescBuilder,
+    SwigluInput,
+};
+pub use resources::{KernelBudget, ResourceError, plan_gemm};
+pub use tactic::{
+    CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_tactics,
+};
+pub use target::Target;

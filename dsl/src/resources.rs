@@ -1,0 +1,232 @@
+//! The per-target resource model: shared-memory and TMEM budgets, and the pipeline depths
+//! they allow for each GEMM tactic. docs/resource-model.md explains each term and how the
+//! result differs from the CuTe-DSL reference.
+
+use crate::tactic::{GemmKind, GemmTactic};
+use crate::target::Target;
+
+/// K elements per pipeline stage: 256 FP4 = 128 bytes, one 128-byte swizzle row.
+pub const K_STAGE: u32 = 256;
+/// Bytes of one K stage of one FP4 row.
+pub const K_STAGE_ROW_BYTES: u32 = K_STAGE / 2;
+/// Scale bytes per row per K stage (256 / 16 NVFP4 scales).
+pub const K_STAGE_SCALE_BYTES: u32 = K_STAGE / 16;
+/// Rows each CTA's MMA covers.
+pub const CTA_ROWS: u32 = 128;
+/// Shared memory kept for mbarriers (≤ 16 AB stages, accumulator and epilogue barriers),
+/// the TMEM address slot, the scheduler's tile ring and GEMM1's per-tile token indices.
+pub const RESERVED_SMEM: u32 = 1024;
+/// Most AB stages a kernel uses; the reserved block is sized for this many barrier pairs.
+pub const MAX_AB_STAGES: u32 = 16;
+/// Most accumulator stages: a third buffer would not overlap anything more.
+pub const MAX_ACC_STAGES: u32 = 2;
+/// Scale-factor TMEM column sets: double-buffered so a `tcgen05.cp` for stage k+1 never
+/// overwrites columns an MMA of stage k may still read (the reference reuses one set).
+pub const SF_TMEM_BUFFERS: u32 = 2;
+/// GEMM2 epilogue staging: bf16 columns per row per bulk reduce-add.
+pub const GEMM2_EPILOGUE_SUBTILE_COLS: u32 = 32;
+/// GEMM2 epilogue staging buffers (one filled while the other drains).
+pub const GEMM2_EPILOGUE_BUFFERS: u32 = 2;
+
+/// Budget of one kernel for one tactic on one target; every byte figure is per CTA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct KernelBudget {
+    /// A tile per stage (128 rows × 128 B).
+    pub a_stage_bytes: u32,
+    /// B tile per stage (this CTA's N / CTA-group rows × 128 B).
+    pub b_stage_bytes: u32,
+    /// SFA per stage (128 rows × 16 scales).
+    pub sfa_stage_bytes: u32,
+    /// SFB per stage (all N rows, padded to 128, × 16 scales; 2-CTA pairs each hold all).
+    pub sfb_stage_bytes: u32,
+    /// Sum of the four above.
+    pub stage_bytes: u32,
+    /// Pipeline depth of the A/B/SF ring.
+    pub ab_stages: u32,
+    /// Epilogue staging in shared memory.
+    pub epilogue_bytes: u32,
+    /// Barriers, scheduler ring, TMEM slot.
+    pub reserved_bytes: u32,
+    /// Dynamic shared memory the kernel requests.
+    pub smem_bytes: u32,
+    /// Bytes the TMA producer's `expect_tx` announces per stage on the (leader's) barrier.
+    pub tma_tx_bytes_per_stage: u32,
+    /// Accumulator buffers in TMEM.
+    pub acc_stages: u32,
+    /// TMEM columns used by accumulators.
+    pub tmem_acc_columns: u32,
+    /// TMEM columns used by scale factors (all buffers).
+    pub tmem_sf_columns: u32,
+    /// TMEM columns allocated (a power of two ≥ 32).
+    pub tmem_alloc_columns: u32,
+}
+
+/// A tactic the target cannot hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceError {
+    /// Fewer than two AB stages fit.
+    #[error(
+        "{tactic}: only {stages} A/B stage(s) of {stage_bytes} B fit in {budget} B of shared memory; at least 2 are needed"
+    )]
+    TooFewStages {
+        /// Tactic name.
+        tactic: String,
+        /// Stages that fit.
+        stages: u32,
+        /// Bytes per stage.
+        stage_bytes: u32,
+        /// Bytes available for stages.
+        budget: u32,
+    },
+    /// Not even one accumulator fits in TMEM.
+    #[error("{tactic}: {needed} TMEM columns needed, {available} available")]
+    TmemExhausted {
+        /// Tactic name.
+        tactic: String,
+        /// Columns needed.
+        needed: u32,
+        /// Columns available.
+        available: u32,
+    },
+    /// Cluster larger than the target allows.
+    #[error("{tactic}: cluster of {ctas} CTAs exceeds the target's {max}")]
+    ClusterTooLarge {
+        /// Tactic name.
+        tactic: String,
+        /// CTAs in the cluster.
+        ctas: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// A requested pipeline depth the budget cannot hold.
+    #[error(
+        "{tactic}: {what} {requested} is outside 1..={max} (2..= for A/B stages) for this target"
+    )]
+    DepthOutOfRange {
+        /// Tactic name.
+        tactic: String,
+        /// Which depth.
+        what: &'static str,
+        /// Requested value.
+        requested: u32,
+        /// Largest that fits.
+        max: u32,
+    },
+}
+
+fn epilogue_bytes(tactic: &GemmTactic) -> u32 {
+    let [_, n] = tactic.mma_tiler();
+    match tactic.kind() {
+        // SwiGLU halves N; the FP4 output tile (128 rows × N/2 values × ½ byte) is staged once
+        // for its TMA store, which is drained before the next tile's epilogue writes.
+        GemmKind::Gemm1 => CTA_ROWS * (n / 2) / 2,
+        // Each thread owns a row and reduce-adds it in 32-column bf16 pieces; two pieces in
+        // flight instead of the reference's whole 128×N tile, which starved N = 256 at 2 stages.
+        GemmKind::Gemm2 => {
+            GEMM2_EPILOGUE_BUFFERS * CTA_ROWS * GEMM2_EPILOGUE_SUBTILE_COLS.min(n) * 2
+        }
+    }
+}
+
+/// Plans one GEMM kernel: the deepest A/B pipeline and accumulator buffering that fit.
+pub fn plan_gemm(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, ResourceError> {
+    let limits = target.limits();
+    let name = tactic.to_string();
+    if tactic.cluster_ctas() > limits.max_cluster_ctas {
+        return Err(ResourceError::ClusterTooLarge {
+            tactic: name,
+            ctas: tactic.cluster_ctas(),
+            max: limits.max_cluster_ctas,
+        });
+    }
+    let group = tactic.cta_group().size();
+    let [_, n] = tactic.mma_tiler();
+    let a = CTA_ROWS * K_STAGE_ROW_BYTES;
+    let b = n / group * K_STAGE_ROW_BYTES;
+    let sfa = CTA_ROWS * K_STAGE_SCALE_BYTES;
+    let sfb = n.div_ceil(CTA_ROWS) * CTA_ROWS * K_STAGE_SCALE_BYTES;
+    let stage_bytes = a + b + sfa + sfb;
+    let epilogue = epilogue_bytes(tactic);
+    let budget = limits.max_dynamic_smem - RESERVED_SMEM - epilogue;
+    let ab_stages = (budget / stage_bytes).min(MAX_AB_STAGES);
+    if ab_stages < 2 {
+        return Err(ResourceError::TooFewStages {
+            tactic: name,
+            stages: ab_stages,
+            stage_bytes,
+            budget,
+        });
+    }
+    // GEMM1 gathers A and SFA with cp.async; only B and SFB arrive by TMA. In 2-CTA mode the
+    // leader's barrier counts the bytes landing in both CTAs.
+    let tx_per_cta = match tactic.kind() {
+        GemmKind::Gemm1 => b + sfb,
+        GemmKind::Gemm2 => stage_bytes,
+    };
+    // One 32-bit TMEM column holds 4 scale bytes for each of the 128 lanes.
+    let sf_cols_per_stage = K_STAGE_SCALE_BYTES / 4 * (1 + n.div_ceil(CTA_ROWS));
+    let tmem_sf_columns = SF_TMEM_BUFFERS * sf_cols_per_stage;
+    let acc_fit = limits.tmem_columns.saturating_sub(tmem_sf_columns) / n;
+    let acc_stages = acc_fit.min(MAX_ACC_STAGES);
+    if acc_stages == 0 {
+        return Err(ResourceError::TmemExhausted {
+            tactic: name,
+            needed: n + tmem_sf_columns,
+            available: limits.tmem_columns,
+        });
+    }
+    let tmem_acc_columns = acc_stages * n;
+    let tmem_alloc_columns = (tmem_acc_columns + tmem_sf_columns).next_power_of_two().max(32);
+    Ok(KernelBudget {
+        a_stage_bytes: a,
+        b_stage_bytes: b,
+        sfa_stage_bytes: sfa,
+        sfb_stage_bytes: sfb,
+        stage_bytes,
+        ab_stages,
+        epilogue_bytes: epilogue,
+        reserved_bytes: RESERVED_SMEM,
+        smem_bytes: RESERVED_SMEM + epilogue + ab_stages * stage_bytes,
+        tma_tx_bytes_per_stage: tx_per_cta * group,
+        acc_stages,
+        tmem_acc_columns,
+        tmem_sf_columns,
+        tmem_alloc_columns,
+    })
+}
+
+impl KernelBudget {
+    /// The same budget with shallower pipelines (e.g. to test or to share an SM); depths
+    /// deeper than the model allows are refused.
+    pub fn with_depths(
+        mut self,
+        tactic: &GemmTactic,
+        ab_stages: u32,
+        acc_stages: u32,
+    ) -> Result<Self, ResourceError> {
+        if !(2..=self.ab_stages).contains(&ab_stages) {
+            return Err(ResourceError::DepthOutOfRange {
+                tactic: tactic.to_string(),
+                what: "A/B stages",
+                requested: ab_stages,
+                max: self.ab_stages,
+            });
+        }
+        if !(1..=self.acc_stages).contains(&acc_stages) {
+            return Err(ResourceError::DepthOutOfRange {
+                tactic: tactic.to_string(),
+                what: "accumulator stages",
+                requested: acc_stages,
+                max: self.acc_stages,
+            });
+        }
+        let n = self.tmem_acc_columns / self.acc_stages;
+        self.ab_stages = ab_stages;
+        self.acc_stages = acc_stages;
+        self.smem_bytes = self.reserved_bytes + self.epilogue_bytes + ab_stages * self.stage_bytes;
+        self.tmem_acc_columns = acc_stages * n;
+        self.tmem_alloc_columns =
+            (self.tmem_acc_columns + self.tmem_sf_columns).next_power_of_two().max(32);
+        Ok(self)
+    }
+}

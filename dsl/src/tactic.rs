@@ -1,0 +1,357 @@
+//! The tactic space: how each GEMM of the MoE layer is tiled and clustered.
+//!
+//! The routing sort indexes all metadata by routing tile (T rows), so every kernel's MMA M
+//! (128 × CTA-group size) must equal T. Upstream once enumerated 1-CTA GEMM2 tactics for
+//! T = 256 and silently dropped half the rows (FlashInfer #3067). Here the MMA M is never a
+//! free parameter of a [`MoeTactic`]: it is derived from the tile size, and the 2-CTA mode
+//! from the MMA M, so that bug cannot be expressed.
+
+use std::fmt;
+
+/// Rows of a routing tile.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub enum TileSize {
+    /// 128 rows: 1-CTA MMA.
+    T128,
+    /// 256 rows: 2-CTA MMA (`cta_group::2`) across a CTA pair.
+    T256,
+}
+
+impl TileSize {
+    /// Both tile sizes, ascending.
+    pub const ALL: [TileSize; 2] = [TileSize::T128, TileSize::T256];
+
+    /// Rows per tile.
+    pub fn rows(self) -> u32 {
+        match self {
+            TileSize::T128 => 128,
+            TileSize::T256 => 256,
+        }
+    }
+
+    /// The tile size with `rows` rows.
+    pub fn from_rows(rows: u32) -> Result<Self, TacticError> {
+        match rows {
+            128 => Ok(TileSize::T128),
+            256 => Ok(TileSize::T256),
+            _ => Err(TacticError::UnsupportedMmaM { m: rows }),
+        }
+    }
+
+    /// CTAs that cooperate on one MMA of this tile.
+    pub fn cta_group(self) -> CtaGroup {
+        match self {
+            TileSize::T128 => CtaGroup::One,
+            TileSize::T256 => CtaGroup::Two,
+        }
+    }
+}
+
+impl fmt::Display for TileSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.rows())
+    }
+}
+
+/// `tcgen05` CTA group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum CtaGroup {
+    /// `cta_group::1`.
+    One,
+    /// `cta_group::2`: the even CTA of a pair issues the MMA for both.
+    Two,
+}
+
+impl CtaGroup {
+    /// CTAs in the group.
+    pub fn size(self) -> u32 {
+        match self {
+            CtaGroup::One => 1,
+            CtaGroup::Two => 2,
+        }
+    }
+}
+
+/// The two GEMMs of the layer.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub enum GemmKind {
+    /// Gather + FC1 + SwiGLU + NVFP4 requantization.
+    Gemm1,
+    /// FC2 + router-weighted finalize into the output.
+    Gemm2,
+}
+
+impl fmt::Display for GemmKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GemmKind::Gemm1 => "gemm1",
+            GemmKind::Gemm2 => "gemm2",
+        })
+    }
+}
+
+/// Order in which a persistent CTA walks output tiles.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum Raster {
+    /// N fastest: consecutive tiles share the routing tile (and its gathered A rows).
+    #[default]
+    AlongN,
+    /// M fastest: consecutive tiles share the weight tile.
+    AlongM,
+}
+
+/// MMA N values the kernels implement.
+pub const SUPPORTED_MMA_N: [u32; 2] = [128, 256];
+
+/// One GEMM's tiling: MMA tiler (M derived from the tile), cluster shape, raster order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct GemmTactic {
+    kind: GemmKind,
+    tile: TileSize,
+    mma_n: u32,
+    cluster_n: u32,
+    raster: Raster,
+}
+
+impl GemmTactic {
+    /// Validates a GEMM tactic given as CUTLASS spells it: `mma_tiler = [m, n]`,
+    /// `cluster = [m, n]`.
+    ///
+    /// Rules: M ∈ {128, 256}; cluster M equals the CTA-group size M/128 (2-CTA is derived,
+    /// never chosen); N ∈ {128, 256}; GEMM1 cannot multicast A along N (its A is gathered
+    /// per row), so its cluster N is 1; GEMM2's cluster N is 1 or 2.
+    pub fn new(
+        kind: GemmKind,
+        mma_tiler: [u32; 2],
+        cluster: [u32; 2],
+        raster: Raster,
+    ) -> Result<Self, TacticError> {
+        let tile = TileSize::from_rows(mma_tiler[0])?;
+        let group = tile.cta_group().size();
+        if cluster[0] != group {
+            return Err(TacticError::ClusterMNotCtaGroup {
+                cluster_m: cluster[0],
+                mma_m: mma_tiler[0],
+            });
+        }
+        if !SUPPORTED_MMA_N.contains(&mma_tiler[1]) {
+            return Err(TacticError::UnsupportedMmaN { n: mma_tiler[1] });
+        }
+        match (kind, cluster[1]) {
+            (GemmKind::Gemm1, 1) | (GemmKind::Gemm2, 1 | 2) => {}
+            (GemmKind::Gemm1, n) => {
+                return Err(TacticError::GatherCannotMulticast { cluster_n: n });
+            }
+            (GemmKind::Gemm2, n) => return Err(TacticError::UnsupportedClusterN { cluster_n: n }),
+        }
+        Ok(Self { kind, tile, mma_n: mma_tiler[1], cluster_n: cluster[1], raster })
+    }
+
+    /// Which GEMM.
+    pub fn kind(&self) -> GemmKind {
+        self.kind
+    }
+    /// The routing tile size this tactic's MMA M equals.
+    pub fn tile(&self) -> TileSize {
+        self.tile
+    }
+    /// `[M, N]` of one MMA tile (M spans the CTA pair in 2-CTA mode).
+    pub fn mma_tiler(&self) -> [u32; 2] {
+        [self.tile.rows(), self.mma_n]
+    }
+    /// `[M, N]` cluster shape in CTAs.
+    pub fn cluster(&self) -> [u32; 2] {
+        [self.tile.cta_group().size(), self.cluster_n]
+    }
+    /// CTAs per cluster.
+    pub fn cluster_ctas(&self) -> u32 {
+        self.tile.cta_group().size() * self.cluster_n
+    }
+    /// 1-CTA or 2-CTA MMA.
+    pub fn cta_group(&self) -> CtaGroup {
+        self.tile.cta_group()
+    }
+    /// Tile walk order.
+    pub fn raster(&self) -> Raster {
+        self.raster
+    }
+
+    /// Whether a grid over `n_dim` output columns can be covered by this tactic's clusters:
+    /// the N-tile count must be a positive multiple of the cluster N (a cluster never
+    /// straddles the grid's edge, and a 2-wide multicast needs two real N tiles).
+    pub fn fits_n(&self, n_dim: u64) -> bool {
+        let n_tiles = n_dim.div_ceil(u64::from(self.mma_n));
+        n_tiles >= u64::from(self.cluster_n) && n_tiles % u64::from(self.cluster_n) == 0
+    }
+}
+
+impl fmt::Display for GemmTactic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [m, n] = self.mma_tiler();
+        let [cm, cn] = self.cluster();
+        write!(f, "{}_m{m}n{n}_c{cm}x{cn}", self.kind)
+    }
+}
+
+/// A whole-layer tactic: routing tile size and the two GEMM tactics built for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct MoeTactic {
+    tile: TileSize,
+    gemm1: GemmTactic,
+    gemm2: GemmTactic,
+}
+
+impl MoeTactic {
+    /// Pairs two GEMM tactics under one routing tile size; both MMA Ms must equal it.
+    pub fn new(tile: TileSize, gemm1: GemmTactic, gemm2: GemmTactic) -> Result<Self, TacticError> {
+        for (want, g) in [(GemmKind::Gemm1, gemm1), (GemmKind::Gemm2, gemm2)] {
+            if g.kind != want {
+                return Err(TacticError::WrongGemmKind { expected: want, actual: g.kind });
+            }
+            if g.tile != tile {
+                return Err(TacticError::MmaMNotTileSize {
+                    gemm: want,
+                    mma_m: g.tile.rows(),
+                    tile: tile.rows(),
+                });
+            }
+        }
+        Ok(Self { tile, gemm1, gemm2 })
+    }
+
+    /// Routing tile size.
+    pub fn tile(&self) -> TileSize {
+        self.tile
+    }
+    /// GEMM1 tactic.
+    pub fn gemm1(&self) -> &GemmTactic {
+        &self.gemm1
+    }
+    /// GEMM2 tactic.
+    pub fn gemm2(&self) -> &GemmTactic {
+        &self.gemm2
+    }
+
+    /// The applicability guard: both GEMMs' grids must be coverable by their clusters for a
+    /// layer with intermediate size `intermediate` (GEMM1 has N = 2·I) and hidden size
+    /// `hidden` (GEMM2 has N = H), and the layer must have at least one routing tile.
+    pub fn applies_to(&self, max_tiles: u64, intermediate: u64, hidden: u64) -> bool {
+        max_tiles >= 1
+            && self.gemm1.fits_n(intermediate.saturating_mul(2))
+            && self.gemm2.fits_n(hidden)
+    }
+}
+
+impl fmt::Display for MoeTactic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "t{}:{}:{}", self.tile.rows(), self.gemm1, self.gemm2)
+    }
+}
+
+/// The NVFP4 tactic space of moe-pipeline.md §6: T ∈ {128, 256}; GEMM1 N ∈ {128, 256} with
+/// cluster (T/128, 1); GEMM2 N ∈ {128, 256} × cluster N ∈ {1, 2}. 2 · 2 · 4 = 16 tactics, in
+/// a fixed order (tile, GEMM1 N, GEMM2 N, GEMM2 cluster N).
+pub fn nvfp4_tactics() -> Vec<MoeTactic> {
+    let mut out = Vec::with_capacity(16);
+    for tile in TileSize::ALL {
+        let m = tile.rows();
+        let cm = tile.cta_group().size();
+        for n1 in SUPPORTED_MMA_N {
+            for n2 in SUPPORTED_MMA_N {
+                for cn2 in [1, 2] {
+                    // The space is built from values `GemmTactic::new` accepts by definition;
+                    // a rejection here would be a bug in this table, surfaced by the tests.
+                    let g1 = GemmTactic::new(GemmKind::Gemm1, [m, n1], [cm, 1], Raster::AlongN);
+                    let g2 = GemmTactic::new(GemmKind::Gemm2, [m, n2], [cm, cn2], Raster::AlongN);
+                    if let (Ok(g1), Ok(g2)) = (g1, g2)
+                        && let Ok(t) = MoeTactic::new(tile, g1, g2)
+                    {
+                        out.push(t);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The tactics of `tactics` that the guard admits for a problem.
+pub fn applicable_tactics(
+    tactics: &[MoeTactic],
+    max_tiles_for: impl Fn(TileSize) -> u64,
+    intermediate: u64,
+    hidden: u64,
+) -> Vec<MoeTactic> {
+    tactics
+        .iter()
+        .copied()
+        .filter(|t| t.applies_to(max_tiles_for(t.tile()), intermediate, hidden))
+        .collect()
+}
+
+/// A tactic that cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TacticError {
+    /// MMA M outside {128, 256}.
+    #[error(
+        "MMA M {m} is not supported (block-scaled FP4 MMAs have M = 128 per CTA; use 128 or 256)"
+    )]
+    UnsupportedMmaM {
+        /// The M given.
+        m: u32,
+    },
+    /// MMA N outside the supported set.
+    #[error("MMA N {n} is not supported (expected 128 or 256)")]
+    UnsupportedMmaN {
+        /// The N given.
+        n: u32,
+    },
+    /// Cluster M must equal the CTA-group size implied by MMA M.
+    #[error("cluster M {cluster_m} does not match MMA M {mma_m}: cluster M must be MMA M / 128")]
+    ClusterMNotCtaGroup {
+        /// Cluster M given.
+        cluster_m: u32,
+        /// MMA M given.
+        mma_m: u32,
+    },
+    /// GEMM1 gathers A per row, so it cannot multicast A across an N cluster.
+    #[error(
+        "GEMM1 cluster N {cluster_n} is invalid: gathered A rows cannot be multicast, cluster N must be 1"
+    )]
+    GatherCannotMulticast {
+        /// Cluster N given.
+        cluster_n: u32,
+    },
+    /// GEMM2 cluster N outside {1, 2}.
+    #[error("GEMM2 cluster N {cluster_n} is not supported (expected 1 or 2)")]
+    UnsupportedClusterN {
+        /// Cluster N given.
+        cluster_n: u32,
+    },
+    /// A GEMM tactic of the wrong kind in a slot.
+    #[error("expected a {expected} tactic, got a {actual} tactic")]
+    WrongGemmKind {
+        /// Slot's kind.
+        expected: GemmKind,
+        /// Tactic's kind.
+        actual: GemmKind,
+    },
+    /// The routing-tile invariant.
+    #[error(
+        "{gemm} MMA M {mma_m} differs from the routing tile size {tile}: metadata is indexed per routing tile"
+    )]
+    MmaMNotTileSize {
+        /// Which GEMM.
+        gemm: GemmKind,
+        /// Its MMA M.
+        mma_m: u32,
+        /// The routing tile size.
+        tile: u32,
+    },
+}

@@ -1,0 +1,63 @@
+//! The CPU reference of the NVFP4 MoE layer: routing sort → GEMM1 → GEMM2 + finalize,
+//! written from moe-pipeline.md and the arithmetic fixed in docs/reference.md, so that
+//! kernels (simulated or on hardware) and benchmarks have one thing to be checked against.
+
+mod exact_dot;
+mod gemm1;
+mod gemm2;
+mod oracle;
+mod shape;
+mod weights;
+
+pub use exact_dot::{DecodedRow, MMA_K, block_scaled_dot, fixed_to_f32};
+pub use gemm1::{Gemm1Output, gemm1_reference};
+pub use gemm2::{Routing, finalize, gemm2_contributions};
+pub use oracle::{oracle_moe, relative_l2_error};
+pub use shape::{MoeShape, SWIGLU_INTERLEAVE};
+pub use weights::{
+    Nvfp4Activations, PreparedWeights, prepare_weights, quantize_activations, validate_weights,
+    w1_scale_layout, w2_scale_layout,
+};
+
+use half::bf16;
+use moegen_dsl::{FinalizeMode, SwigluInput, TileSize};
+
+use crate::error::{Result, check_len};
+use crate::routing::{SortOutputs, moe_sort};
+
+/// Choices the reference makes explicit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReferenceOptions {
+    /// SwiGLU input precision.
+    pub swiglu_input: SwigluInput,
+    /// How routes are summed.
+    pub finalize: FinalizeMode,
+}
+
+/// Every intermediate of one reference run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceRun {
+    /// Routing sort outputs.
+    pub sort: SortOutputs,
+    /// GEMM1's NVFP4 output.
+    pub gemm1: Gemm1Output,
+    /// `[tokens, H]` output.
+    pub output: Vec<bf16>,
+}
+
+/// Runs the whole layer on the CPU.
+pub fn moe_reference(
+    shape: &MoeShape,
+    x: &Nvfp4Activations,
+    w: &PreparedWeights,
+    routing: &Routing,
+    tile: TileSize,
+    opts: ReferenceOptions,
+) -> Result<ReferenceRun> {
+    check_len("routing tokens", routing.tokens, x.tokens)?;
+    let sort = moe_sort(&routing.experts, routing.tokens, &shape.window, tile)?;
+    let gemm1 = gemm1_reference(shape, x, w, &sort, opts.swiglu_input)?;
+    let contrib = gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
+    let output = finalize(&contrib, routing.tokens, shape.top_k(), shape.hidden, opts.finalize)?;
+    Ok(ReferenceRun { sort, gemm1, output })
+}

@@ -1,0 +1,76 @@
+//! An unquantized f64 oracle of the MoE layer, to measure what NVFP4 costs in accuracy.
+
+use super::gemm2::Routing;
+use super::shape::MoeShape;
+use crate::error::{Result, RuntimeError, check_len};
+
+/// `out[t] = Σ_local routes w · down_e · (up_e·x ⊙ silu(gate_e·x))` in f64, from the
+/// unquantized weights `up`, `gate` `[L, I, H]`, `down` `[L, H, I]` and activations
+/// `[tokens, H]`.
+pub fn oracle_moe<T: Copy + Into<f32>>(
+    shape: &MoeShape,
+    x: &[T],
+    up: &[T],
+    gate: &[T],
+    down: &[T],
+    routing: &Routing,
+) -> Result<Vec<f64>> {
+    let (h, i, k, l) = (shape.hidden, shape.intermediate, shape.top_k(), shape.local_experts());
+    let n = routing.tokens;
+    check_len("activations", x.len(), n * h)?;
+    for (what, w) in [("up weights", up), ("gate weights", gate), ("down weights", down)] {
+        check_len(what, w.len(), l * i * h)?;
+    }
+    check_len("routing experts", routing.experts.len(), n * k)?;
+    check_len("router weights", routing.weights.len(), n * k)?;
+    let f = |v: T| f64::from(v.into());
+    let mut out = vec![0f64; n * h];
+    let mut act = vec![0f64; i];
+    for t in 0..n {
+        let xt = &x[t * h..(t + 1) * h];
+        for s in 0..k {
+            let e = routing.experts[t * k + s];
+            if e < 0 || e as usize >= shape.window.num_experts {
+                return Err(RuntimeError::ExpertOutOfRange {
+                    token: t,
+                    slot: s,
+                    expert: i64::from(e),
+                    experts: shape.window.num_experts,
+                });
+            }
+            let Some(le) = (e as usize).checked_sub(shape.window.offset).filter(|&le| le < l)
+            else {
+                continue;
+            };
+            for (j, a) in act.iter_mut().enumerate() {
+                let row = (le * i + j) * h;
+                let (mut u, mut g) = (0f64, 0f64);
+                for c in 0..h {
+                    u += f(up[row + c]) * f(xt[c]);
+                    g += f(gate[row + c]) * f(xt[c]);
+                }
+                *a = u * g / (1.0 + (-g).exp());
+            }
+            let w = f64::from(routing.weights[t * k + s]);
+            for o in 0..h {
+                let row = (le * h + o) * i;
+                let d: f64 = (0..i).map(|j| f(down[row + j]) * act[j]).sum();
+                out[t * h + o] += w * d;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// ‖approx − exact‖₂ / ‖exact‖₂ (0 when both are zero, infinity when only `exact` is).
+pub fn relative_l2_error(approx: &[f64], exact: &[f64]) -> f64 {
+    let (mut num, mut den) = (0f64, 0f64);
+    for (a, e) in approx.iter().zip(exact) {
+        num += (a - e) * (a - e);
+        den += e * e;
+    }
+    if den == 0.0 {
+        return if num == 0.0 { 0.0 } else { f64::INFINITY };
+    }
+    (num / den).sqrt()
+}

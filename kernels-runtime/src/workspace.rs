@@ -1,0 +1,196 @@
+//! One device workspace for the whole layer stack: every buffer the routing sort and the
+//! GEMMs exchange, sized so that any tile size and any layer of the model can use it.
+//! Tile-indexed arrays take the largest tile count (smallest T), row-indexed arrays the
+//! largest padded row count (largest T), so no tactic is favoured by its allocation during
+//! tuning (FlashInfer PR #3252).
+
+use moegen_dsl::TileSize;
+use moegen_dsl::formats::Scale128x4;
+
+use crate::error::{Result, RuntimeError};
+use crate::sizing::{expanded_rows, max_permuted_rows, max_tiles};
+
+/// Alignment of every buffer's offset (TMA needs 16 B; 256 B keeps rows of different
+/// buffers off shared cache lines and matches allocator granularity).
+pub const BUFFER_ALIGN: u64 = 256;
+
+/// What the workspace must serve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkspaceRequest {
+    /// Largest token count a launch may carry.
+    pub tokens: u64,
+    /// Routes per token.
+    pub top_k: u64,
+    /// Experts resident on this rank.
+    pub local_experts: u64,
+    /// Per-expert intermediate size I; adds GEMM1's NVFP4 output and its scales.
+    pub intermediate: Option<u64>,
+    /// Hidden size H; adds the deterministic finalize scratch `[N·k, H]` bf16.
+    pub hidden: Option<u64>,
+    /// Tile sizes the workspace must serve.
+    pub tile_sizes: Vec<TileSize>,
+}
+
+/// One buffer of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BufferPlan {
+    /// Kernel-facing name.
+    pub name: &'static str,
+    /// Element type as the kernels see it.
+    pub dtype: &'static str,
+    /// Element count.
+    pub elements: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Byte offset in the workspace (aligned to [`BUFFER_ALIGN`]).
+    pub offset: u64,
+}
+
+/// Sizes for one tile size alone.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TilePlan {
+    /// Tile rows.
+    pub tile_size: u32,
+    /// Worst-case routing tiles.
+    pub max_tiles: u64,
+    /// Worst-case padded rows.
+    pub max_permuted_rows: u64,
+    /// Buffers, laid out one after another.
+    pub buffers: Vec<BufferPlan>,
+    /// End of the last buffer.
+    pub workspace_bytes: u64,
+}
+
+/// The shared plan.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct WorkspacePlan {
+    /// N·k.
+    pub expanded_rows: u64,
+    /// Each tile size on its own.
+    pub per_tile: Vec<TilePlan>,
+    /// Tile arrays at the largest tile count, row arrays at the largest row count.
+    pub shared: Vec<BufferPlan>,
+    /// Bytes of the shared workspace (without the deterministic scratch).
+    pub workspace_bytes: u64,
+    /// The deterministic finalize's `[N·k, H]` bf16 scratch, if `hidden` was given; a
+    /// separate allocation, needed only by that GEMM2 variant.
+    pub deterministic_scratch_bytes: Option<u64>,
+}
+
+struct Sizes {
+    expanded: u64,
+    tiles: u64,
+    rows: u64,
+    intermediate: Option<u64>,
+}
+
+fn check_i32(what: &'static str, value: u64) -> Result<()> {
+    if value > i32::MAX as u64 {
+        return Err(RuntimeError::IndexTooLarge { what, value });
+    }
+    Ok(())
+}
+
+fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
+    let mut specs: Vec<(&'static str, &'static str, u64, u64)> = vec![
+        ("tile_idx_to_expert_idx", "i32", s.tiles, 4),
+        ("tile_idx_to_mn_limit", "i32", s.tiles, 4),
+        ("expanded_idx_to_permuted_idx", "i32", s.expanded, 4),
+        ("permuted_idx_to_expanded_idx", "i32", s.rows, 4),
+        ("num_non_exiting_tiles", "i32", 1, 4),
+        ("total_num_padded_tokens", "i32", 1, 4),
+    ];
+    if let Some(i) = s.intermediate {
+        let overflow = RuntimeError::Overflow { what: "GEMM1 output size" };
+        let packed = s.rows.checked_mul(i / 2).ok_or(overflow.clone())?;
+        let rows = usize::try_from(s.rows).map_err(|_| overflow.clone())?;
+        let cols = usize::try_from(i / 16).map_err(|_| overflow.clone())?;
+        let scales = Scale128x4::new(rows, cols)?.bytes() as u64;
+        specs.push(("gemm1_output", "e2m1x2", packed, 1));
+        specs.push(("gemm1_output_scales", "ue4m3 (128x4)", scales, 1));
+    }
+    let mut out = Vec::with_capacity(specs.len());
+    let mut offset = 0u64;
+    let overflow = RuntimeError::Overflow { what: "workspace size" };
+    for (name, dtype, elements, size) in specs {
+        let bytes = elements.checked_mul(size).ok_or(overflow.clone())?;
+        out.push(BufferPlan { name, dtype, elements, bytes, offset });
+        offset = offset
+            .checked_add(bytes)
+            .and_then(|e| e.checked_next_multiple_of(BUFFER_ALIGN))
+            .ok_or(overflow.clone())?;
+    }
+    Ok(out)
+}
+
+fn end_of(buffers: &[BufferPlan]) -> u64 {
+    buffers.last().map_or(0, |b| b.offset + b.bytes)
+}
+
+/// Plans the workspace; every count is checked to fit the kernels' i32 indices.
+pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
+    let expanded = expanded_rows(req.tokens, req.top_k)?;
+    check_i32("tokens × top_k", expanded)?;
+    if req.tile_sizes.is_empty() {
+        return Err(RuntimeError::Zero { what: "tile size count" });
+    }
+    if let Some(i) = req.intermediate {
+        if i == 0 {
+            return Err(RuntimeError::Zero { what: "intermediate size" });
+        }
+        if !i.is_multiple_of(64) {
+            return Err(RuntimeError::Alignment {
+                what: "intermediate size",
+                value: i as usize,
+                multiple: 64,
+            });
+        }
+    }
+    let mut tiles = req.tile_sizes.clone();
+    tiles.sort();
+    tiles.dedup();
+    let mut per_tile = Vec::with_capacity(tiles.len());
+    for t in tiles {
+        let tile = u64::from(t.rows());
+        let sizes = Sizes {
+            expanded,
+            tiles: max_tiles(expanded, req.local_experts, tile)?,
+            rows: max_permuted_rows(expanded, req.local_experts, tile)?,
+            intermediate: req.intermediate,
+        };
+        check_i32("max_permuted_rows", sizes.rows)?;
+        let b = buffers(&sizes)?;
+        per_tile.push(TilePlan {
+            tile_size: t.rows(),
+            max_tiles: sizes.tiles,
+            max_permuted_rows: sizes.rows,
+            workspace_bytes: end_of(&b),
+            buffers: b,
+        });
+    }
+    // The maxima, taken explicitly rather than assumed from the tile order.
+    let shared_sizes = Sizes {
+        expanded,
+        tiles: per_tile.iter().map(|p| p.max_tiles).max().unwrap_or(0),
+        rows: per_tile.iter().map(|p| p.max_permuted_rows).max().unwrap_or(0),
+        intermediate: req.intermediate,
+    };
+    let shared = buffers(&shared_sizes)?;
+    let deterministic_scratch_bytes = match req.hidden {
+        None => None,
+        Some(0) => return Err(RuntimeError::Zero { what: "hidden size" }),
+        Some(h) => Some(
+            expanded
+                .checked_mul(h)
+                .and_then(|v| v.checked_mul(2))
+                .ok_or(RuntimeError::Overflow { what: "deterministic scratch size" })?,
+        ),
+    };
+    Ok(WorkspacePlan {
+        expanded_rows: expanded,
+        per_tile,
+        workspace_bytes: end_of(&shared),
+        shared,
+        deterministic_scratch_bytes,
+    })
+}
