@@ -1,0 +1,110 @@
+//! The resource model against the limits and the production reference.
+
+use moegen_dsl::anchors::{REFERENCE_KERNELS, reference_kernel};
+use moegen_dsl::kernel_desc::{BlockScaledFormat, ElementType, OperandSource, ScaleLayout, ScaleType};
+use moegen_dsl::*;
+
+/// The distinct GEMM kernels of the tactic space (4 GEMM1 + 8 GEMM2).
+fn all_gemms() -> Vec<GemmTactic> {
+    let mut v: Vec<GemmTactic> = nvfp4_tactics().iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
+    v.sort_by_key(|g| g.to_string());
+    v.dedup();
+    v
+}
+
+#[test]
+fn every_kernel_fits_the_target() {
+    for target in Target::ALL {
+        let lim = target.limits();
+        for g in all_gemms() {
+            let b = plan_gemm(target, &g).unwrap();
+            assert!(b.smem_bytes <= lim.max_dynamic_smem, "{g}: {} B", b.smem_bytes);
+            assert!(b.tmem_alloc_columns <= lim.tmem_columns, "{g}");
+            assert!(b.tmem_alloc_columns.is_power_of_two() && b.tmem_alloc_columns >= 32);
+            assert!(b.tmem_acc_columns + b.tmem_sf_columns <= b.tmem_alloc_columns);
+            assert!(b.ab_stages >= 2 && b.acc_stages >= 1);
+            assert_eq!(b.stage_bytes % 1024, 0, "{g}: stages stay 1024-B aligned for 128B swizzle");
+        }
+    }
+}
+
+#[test]
+fn stage_counts_meet_or_beat_the_reference() {
+    let mut compared = 0;
+    for g in all_gemms() {
+        let b = plan_gemm(Target::Sm100a, &g).unwrap();
+        if let Some(r) = reference_kernel(g.kind(), g.tile(), g.mma_tiler()[1]) {
+            assert!(b.ab_stages >= r.ab_stages, "{g}: {} < reference {}", b.ab_stages, r.ab_stages);
+            assert_eq!(b.acc_stages, r.acc_stages, "{g}: accumulator buffering as the reference");
+            compared += 1;
+        }
+    }
+    assert_eq!(all_gemms().len(), 12);
+    assert_eq!(compared, 12, "every kernel has a reference row (cluster N aside)");
+    assert_eq!(REFERENCE_KERNELS.len(), 8);
+}
+
+#[test]
+fn gemm2_n256_is_not_starved() {
+    for tile in [128, 256] {
+        let g = GemmTactic::new(GemmKind::Gemm2, [tile, 256], [tile / 128, 1], Raster::AlongN).unwrap();
+        let r = reference_kernel(GemmKind::Gemm2, g.tile(), 256).unwrap();
+        assert!(plan_gemm(Target::Sm100f, &g).unwrap().ab_stages > r.ab_stages, "tile {tile}");
+    }
+}
+
+#[test]
+fn stage_bytes_and_tx_counts_match_the_reference_ptx() {
+    // sm100-ptx.md §7.2: 36864 B per 128x128x256 stage, 77824 B on the leader for 256x256.
+    let g = GemmTactic::new(GemmKind::Gemm2, [128, 128], [1, 1], Raster::AlongN).unwrap();
+    let b = plan_gemm(Target::Sm100f, &g).unwrap();
+    assert_eq!((b.stage_bytes, b.tma_tx_bytes_per_stage), (36864, 36864));
+    let g = GemmTactic::new(GemmKind::Gemm2, [256, 256], [2, 1], Raster::AlongN).unwrap();
+    let b = plan_gemm(Target::Sm100f, &g).unwrap();
+    assert_eq!((b.stage_bytes, b.tma_tx_bytes_per_stage), (38912, 77824));
+    // GEMM1 gathers A and SFA: only B and SFB are TMA bytes.
+    let g = GemmTactic::new(GemmKind::Gemm1, [128, 256], [1, 1], Raster::AlongN).unwrap();
+    let b = plan_gemm(Target::Sm100f, &g).unwrap();
+    assert_eq!(b.tma_tx_bytes_per_stage, 32768 + 4096);
+}
+
+#[test]
+fn depth_overrides_only_go_shallower() {
+    let g = GemmTactic::new(GemmKind::Gemm1, [128, 128], [1, 1], Raster::AlongN).unwrap();
+    let b = plan_gemm(Target::Sm100f, &g).unwrap();
+    let s = b.with_depths(&g, 3, 1).unwrap();
+    assert_eq!((s.ab_stages, s.acc_stages), (3, 1));
+    assert_eq!(s.smem_bytes, b.reserved_bytes + b.epilogue_bytes + 3 * b.stage_bytes);
+    assert!(matches!(b.with_depths(&g, b.ab_stages + 1, 1), Err(ResourceError::DepthOutOfRange { .. })));
+    assert!(matches!(b.with_depths(&g, 1, 1), Err(ResourceError::DepthOutOfRange { .. })));
+    assert!(matches!(b.with_depths(&g, 2, 3), Err(ResourceError::DepthOutOfRange { .. })));
+}
+
+#[test]
+fn kernel_descriptions_validate_their_parts() {
+    let ts = nvfp4_tactics();
+    let t = ts[0];
+    let d = KernelDescBuilder::new(*t.gemm1()).build().unwrap();
+    assert_eq!(d.a().source, OperandSource::Gathered);
+    assert_eq!(d.a().scale_layout, ScaleLayout::Linear);
+    assert_eq!(d.b().scale_layout, ScaleLayout::Swizzled128x4);
+    assert!(matches!(d.epilogue(), Epilogue::SwigluRequant { swiglu_input: SwigluInput::F32, .. }));
+    assert_eq!(d.budget(), &plan_gemm(Target::Sm100f, t.gemm1()).unwrap());
+    let d = KernelDescBuilder::new(*t.gemm2()).finalize(FinalizeMode::Deterministic).build().unwrap();
+    assert_eq!(d.a().source, OperandSource::Tma);
+    assert_eq!(d.epilogue(), &Epilogue::Finalize { mode: FinalizeMode::Deterministic });
+    assert!(matches!(
+        KernelDescBuilder::new(*t.gemm1()).finalize(FinalizeMode::Deterministic).build(),
+        Err(DescError::OptionForOtherGemm { .. })
+    ));
+    assert!(matches!(
+        KernelDescBuilder::new(*t.gemm2()).swiglu_input(SwigluInput::Bf16).build(),
+        Err(DescError::OptionForOtherGemm { .. })
+    ));
+    let d = KernelDescBuilder::new(*t.gemm1()).format(BlockScaledFormat::MXFP4).depths(2, 1).build().unwrap();
+    assert_eq!(d.budget().ab_stages, 2);
+    assert!(!d.a().format.has_global_scale());
+    assert!(matches!(KernelDescBuilder::new(*t.gemm1()).depths(99, 1).build(), Err(DescError::Resources(_))));
+    assert!(BlockScaledFormat::new(ElementType::E2m1, ScaleType::Ue4m3, 32).is_err());
+    assert!(BlockScaledFormat::new(ElementType::E2m1, ScaleType::Ue8m0, 16).is_ok());
+}
