@@ -79,15 +79,30 @@ fn nvfp4_dequantization_error_is_within_one_e2m1_step() {
 
 #[test]
 fn nvfp4_rejects_bad_input() {
-    assert_eq!(quantize_nvfp4(&[0.0; 15], 1, 15, 1.0), Err(FormatError::ColsNotBlockMultiple { cols: 15, block: 16 }));
-    assert_eq!(quantize_nvfp4(&[0.0; 16], 1, 32, 1.0), Err(FormatError::LengthMismatch { expected: 32, actual: 16 }));
+    assert_eq!(
+        quantize_nvfp4(&[0.0; 15], 1, 15, 1.0),
+        Err(FormatError::ColsNotBlockMultiple { cols: 15, block: 16 })
+    );
+    assert_eq!(
+        quantize_nvfp4(&[0.0; 16], 1, 32, 1.0),
+        Err(FormatError::LengthMismatch { expected: 32, actual: 16 })
+    );
     assert_eq!(quantize_nvfp4(&[], 0, 16, 1.0), Err(FormatError::ZeroSize { rows: 0, cols: 16 }));
-    assert!(matches!(quantize_nvfp4(&[0.0; 16], 1, 16, 0.0), Err(FormatError::BadGlobalScale { .. })));
-    assert!(matches!(quantize_nvfp4(&[0.0; 16], 1, 16, f32::NAN), Err(FormatError::BadGlobalScale { .. })));
+    assert!(matches!(
+        quantize_nvfp4(&[0.0; 16], 1, 16, 0.0),
+        Err(FormatError::BadGlobalScale { .. })
+    ));
+    assert!(matches!(
+        quantize_nvfp4(&[0.0; 16], 1, 16, f32::NAN),
+        Err(FormatError::BadGlobalScale { .. })
+    ));
     let mut bad = [0.0f32; 16];
     bad[3] = f32::INFINITY;
     assert!(matches!(quantize_nvfp4(&bad, 1, 16, 1.0), Err(FormatError::NonFinite { .. })));
-    assert!(matches!(quantize_nvfp4(&[0.0; 16], usize::MAX, 16, 1.0), Err(FormatError::SizeOverflow { .. })));
+    assert!(matches!(
+        quantize_nvfp4(&[0.0; 16], usize::MAX, 16, 1.0),
+        Err(FormatError::SizeOverflow { .. })
+    ));
     assert_eq!(nvfp4_global_scale(0.0), Ok(1.0));
     assert!(nvfp4_global_scale(f32::NAN).is_err());
 }

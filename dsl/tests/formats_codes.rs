@@ -74,7 +74,8 @@ fn e4m3_decodes_every_code() {
         }
         let e = i32::from((code >> 3) & 0xF);
         let m = f64::from(code & 7);
-        let expect = if e == 0 { m / 8.0 * 2f64.powi(-6) } else { (1.0 + m / 8.0) * 2f64.powi(e - 7) };
+        let expect =
+            if e == 0 { m / 8.0 * 2f64.powi(-6) } else { (1.0 + m / 8.0) * 2f64.powi(e - 7) };
         let expect = if code & 0x80 != 0 { -expect } else { expect };
         assert_eq!(f64::from(v), expect, "code {code:#x}");
     }

@@ -1,12 +1,15 @@
 //! The resource model against the limits and the production reference.
 
 use moegen_dsl::anchors::{REFERENCE_KERNELS, reference_kernel};
-use moegen_dsl::kernel_desc::{BlockScaledFormat, ElementType, OperandSource, ScaleLayout, ScaleType};
+use moegen_dsl::kernel_desc::{
+    BlockScaledFormat, ElementType, OperandSource, ScaleLayout, ScaleType,
+};
 use moegen_dsl::*;
 
 /// The distinct GEMM kernels of the tactic space (4 GEMM1 + 8 GEMM2).
 fn all_gemms() -> Vec<GemmTactic> {
-    let mut v: Vec<GemmTactic> = nvfp4_tactics().iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
+    let mut v: Vec<GemmTactic> =
+        nvfp4_tactics().iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
     v.sort_by_key(|g| g.to_string());
     v.dedup();
     v
@@ -47,7 +50,8 @@ fn stage_counts_meet_or_beat_the_reference() {
 #[test]
 fn gemm2_n256_is_not_starved() {
     for tile in [128, 256] {
-        let g = GemmTactic::new(GemmKind::Gemm2, [tile, 256], [tile / 128, 1], Raster::AlongN).unwrap();
+        let g =
+            GemmTactic::new(GemmKind::Gemm2, [tile, 256], [tile / 128, 1], Raster::AlongN).unwrap();
         let r = reference_kernel(GemmKind::Gemm2, g.tile(), 256).unwrap();
         assert!(plan_gemm(Target::Sm100f, &g).unwrap().ab_stages > r.ab_stages, "tile {tile}");
     }
@@ -75,7 +79,10 @@ fn depth_overrides_only_go_shallower() {
     let s = b.with_depths(&g, 3, 1).unwrap();
     assert_eq!((s.ab_stages, s.acc_stages), (3, 1));
     assert_eq!(s.smem_bytes, b.reserved_bytes + b.epilogue_bytes + 3 * b.stage_bytes);
-    assert!(matches!(b.with_depths(&g, b.ab_stages + 1, 1), Err(ResourceError::DepthOutOfRange { .. })));
+    assert!(matches!(
+        b.with_depths(&g, b.ab_stages + 1, 1),
+        Err(ResourceError::DepthOutOfRange { .. })
+    ));
     assert!(matches!(b.with_depths(&g, 1, 1), Err(ResourceError::DepthOutOfRange { .. })));
     assert!(matches!(b.with_depths(&g, 2, 3), Err(ResourceError::DepthOutOfRange { .. })));
 }
@@ -90,7 +97,8 @@ fn kernel_descriptions_validate_their_parts() {
     assert_eq!(d.b().scale_layout, ScaleLayout::Swizzled128x4);
     assert!(matches!(d.epilogue(), Epilogue::SwigluRequant { swiglu_input: SwigluInput::F32, .. }));
     assert_eq!(d.budget(), &plan_gemm(Target::Sm100f, t.gemm1()).unwrap());
-    let d = KernelDescBuilder::new(*t.gemm2()).finalize(FinalizeMode::Deterministic).build().unwrap();
+    let d =
+        KernelDescBuilder::new(*t.gemm2()).finalize(FinalizeMode::Deterministic).build().unwrap();
     assert_eq!(d.a().source, OperandSource::Tma);
     assert_eq!(d.epilogue(), &Epilogue::Finalize { mode: FinalizeMode::Deterministic });
     assert!(matches!(
@@ -101,10 +109,17 @@ fn kernel_descriptions_validate_their_parts() {
         KernelDescBuilder::new(*t.gemm2()).swiglu_input(SwigluInput::Bf16).build(),
         Err(DescError::OptionForOtherGemm { .. })
     ));
-    let d = KernelDescBuilder::new(*t.gemm1()).format(BlockScaledFormat::MXFP4).depths(2, 1).build().unwrap();
+    let d = KernelDescBuilder::new(*t.gemm1())
+        .format(BlockScaledFormat::MXFP4)
+        .depths(2, 1)
+        .build()
+        .unwrap();
     assert_eq!(d.budget().ab_stages, 2);
     assert!(!d.a().format.has_global_scale());
-    assert!(matches!(KernelDescBuilder::new(*t.gemm1()).depths(99, 1).build(), Err(DescError::Resources(_))));
+    assert!(matches!(
+        KernelDescBuilder::new(*t.gemm1()).depths(99, 1).build(),
+        Err(DescError::Resources(_))
+    ));
     assert!(BlockScaledFormat::new(ElementType::E2m1, ScaleType::Ue4m3, 32).is_err());
     assert!(BlockScaledFormat::new(ElementType::E2m1, ScaleType::Ue8m0, 16).is_ok());
 }

@@ -21,8 +21,10 @@ fn offsets_follow_the_documented_formula() {
 fn one_row_block_by_one_k_stage_is_2048_contiguous_bytes() {
     // 128 rows × 16 scale columns (K = 256) of row block 1 in a K = 1024 matrix.
     let l = Scale128x4::new(384, 64).unwrap();
-    let mut offs: Vec<usize> =
-        (128..256).flat_map(|r| (16..32).map(move |c| (r, c))).map(|(r, c)| l.offset(r, c).unwrap()).collect();
+    let mut offs: Vec<usize> = (128..256)
+        .flat_map(|r| (16..32).map(move |c| (r, c)))
+        .map(|(r, c)| l.offset(r, c).unwrap())
+        .collect();
     offs.sort();
     let start = offs[0];
     assert_eq!(offs, (start..start + 2048).collect::<Vec<_>>());
@@ -55,7 +57,10 @@ fn swizzle_round_trips_and_zero_pads() {
     assert_eq!(sw.len(), 256 * 8);
     assert_eq!(sw.iter().filter(|&&b| b != 0).count(), rows * cols, "padding is zero");
     assert_eq!(l.unswizzle(&sw).unwrap(), linear);
-    assert_eq!(l.swizzle(&linear[1..]), Err(FormatError::LengthMismatch { expected: 780, actual: 779 }));
+    assert_eq!(
+        l.swizzle(&linear[1..]),
+        Err(FormatError::LengthMismatch { expected: 780, actual: 779 })
+    );
     assert!(l.unswizzle(&sw[1..]).is_err());
     assert_eq!(Scale128x4::new(0, 4), Err(FormatError::ZeroSize { rows: 0, cols: 4 }));
     assert!(matches!(Scale128x4::new(usize::MAX, 4), Err(FormatError::SizeOverflow { .. })));

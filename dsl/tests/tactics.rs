@@ -52,8 +52,14 @@ fn the_one_cta_gemm2_for_tile_256_cannot_be_built() {
 #[test]
 fn invalid_gemm_tactics_are_typed_errors() {
     use GemmKind::*;
-    assert_eq!(GemmTactic::new(Gemm1, [64, 128], [1, 1], Raster::AlongN), Err(TacticError::UnsupportedMmaM { m: 64 }));
-    assert_eq!(GemmTactic::new(Gemm1, [128, 96], [1, 1], Raster::AlongN), Err(TacticError::UnsupportedMmaN { n: 96 }));
+    assert_eq!(
+        GemmTactic::new(Gemm1, [64, 128], [1, 1], Raster::AlongN),
+        Err(TacticError::UnsupportedMmaM { m: 64 })
+    );
+    assert_eq!(
+        GemmTactic::new(Gemm1, [128, 96], [1, 1], Raster::AlongN),
+        Err(TacticError::UnsupportedMmaN { n: 96 })
+    );
     assert_eq!(
         GemmTactic::new(Gemm1, [128, 128], [1, 2], Raster::AlongN),
         Err(TacticError::GatherCannotMulticast { cluster_n: 2 })
