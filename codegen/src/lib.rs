@@ -1,5 +1,6 @@
 //! moegen-codegen: turns kernel descriptions into artifacts. Today it renders the tactic
-//! space with its resource budgets and the workspace plan; PTX emission lands next
-//! (see the README's status ladder).
+//! space with its resource budgets and the workspace plan, and finds the NVIDIA tools
+//! that check generated code; PTX emission lands next (see the README's status ladder).
 
 pub mod report;
+pub mod tools;

@@ -1,0 +1,54 @@
+//! Locating the NVIDIA command-line tools (installed from PyPI by
+//! `scripts/install-cuda-tools.sh`, or wherever the environment points).
+
+use std::path::{Path, PathBuf};
+
+/// The workspace root (the parent of this crate's folder).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Root of the CUDA 13 tool folder: `$MOEGEN_CUDA_HOME`, else the one the install script
+/// fills, `<workspace>/.tools/cuda/nvidia/cu13`.
+pub fn cuda_home() -> PathBuf {
+    std::env::var_os("MOEGEN_CUDA_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools/cuda/nvidia/cu13"))
+}
+
+fn existing(what: &str, env: &str, default: PathBuf) -> Result<PathBuf, String> {
+    let path = std::env::var_os(env).map(PathBuf::from).unwrap_or(default);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{what} not found at {} (run scripts/install-cuda-tools.sh, or set {env} / MOEGEN_CUDA_HOME)",
+            path.display()
+        ))
+    }
+}
+
+/// The ptxas binary: `$MOEGEN_PTXAS`, else `<cuda_home>/bin/ptxas`.
+pub fn ptxas() -> Result<PathBuf, String> {
+    existing("ptxas", "MOEGEN_PTXAS", cuda_home().join("bin/ptxas"))
+}
+
+/// The nvdisasm binary: `$MOEGEN_NVDISASM`, else `<cuda_home>/bin/nvdisasm`.
+pub fn nvdisasm() -> Result<PathBuf, String> {
+    existing("nvdisasm", "MOEGEN_NVDISASM", cuda_home().join("bin/nvdisasm"))
+}
+
+/// The CUDA include folder holding `cuda_fp4.h` and `cuda_fp8.h`: `<cuda_home>/include`.
+pub fn cuda_include() -> Result<PathBuf, String> {
+    let dir = cuda_home().join("include");
+    if dir.join("cuda_fp4.h").exists() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "cuda_fp4.h not found in {} (run scripts/install-cuda-tools.sh, or set MOEGEN_CUDA_HOME)",
+            dir.display()
+        ))
+    }
+}
