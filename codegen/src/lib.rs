@@ -2,5 +2,7 @@
 //! space with its resource budgets and the workspace plan, and finds the NVIDIA tools
 //! that check generated code; PTX emission lands next (see the README's status ladder).
 
+pub mod kernels;
+pub mod ptx;
 pub mod report;
 pub mod tools;

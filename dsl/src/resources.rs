@@ -163,8 +163,11 @@ pub fn plan_gemm(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Re
         GemmKind::Gemm1 => b + sfb,
         GemmKind::Gemm2 => stage_bytes,
     };
-    // One 32-bit TMEM column holds 4 scale bytes for each of the 128 lanes.
-    let sf_cols_per_stage = K_STAGE_SCALE_BYTES / 4 * (1 + n.div_ceil(CTA_ROWS));
+    // Per MMA (K = 64) a 32-bit column holds the 4 scale bytes of one row per lane; 128 rows
+    // take 4 columns (lane r%32, column r/32). A K stage is 4 MMAs: SFA 16 columns, SFB 16
+    // per 128 B-rows (sm100-ptx.md §4.4).
+    let mmas_per_stage = K_STAGE / 64;
+    let sf_cols_per_stage = mmas_per_stage * 4 * (1 + n.div_ceil(CTA_ROWS));
     let tmem_sf_columns = SF_TMEM_BUFFERS * sf_cols_per_stage;
     let acc_fit = limits.tmem_columns.saturating_sub(tmem_sf_columns) / n;
     let acc_stages = acc_fit.min(MAX_ACC_STAGES);

@@ -1,0 +1,169 @@
+//! Where everything of a GEMM kernel lives: shared-memory offsets, TMEM columns, warp roles,
+//! barrier counts and descriptor constants, all derived from the resource model's budget.
+
+use moegen_dsl::resources::{K_STAGE, SF_TMEM_BUFFERS};
+use moegen_dsl::{FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput, Target};
+
+/// Reserved-block offsets (bytes from the dynamic shared base).
+pub const OFF_FULL: u32 = 0;
+/// Empty barriers, one per stage.
+pub const OFF_EMPTY: u32 = 128;
+/// Accumulator-full barriers.
+pub const OFF_ACC_FULL: u32 = 256;
+/// Accumulator-empty barriers.
+pub const OFF_ACC_EMPTY: u32 = 272;
+/// 2-CTA GEMM1: the peer's local gather-complete barriers, relayed to the leader.
+pub const OFF_GATHER_FULL: u32 = 288;
+/// TMEM base address slot.
+pub const OFF_TMEM_SLOT: u32 = 512;
+/// First stage.
+pub const OFF_STAGES: u32 = 1024;
+
+/// Everything a GEMM builder needs, derived once.
+#[derive(Clone, Debug)]
+pub struct GemmLayout {
+    /// GEMM1 or GEMM2.
+    pub kind: GemmKind,
+    /// Target.
+    pub target: Target,
+    /// Routing tile rows (MMA M).
+    pub tile: u32,
+    /// MMA N.
+    pub n: u32,
+    /// Cluster M (CTA-group size).
+    pub cm: u32,
+    /// Cluster N.
+    pub cn: u32,
+    /// Budget from the resource model.
+    pub budget: KernelBudget,
+    /// SwiGLU input precision (GEMM1).
+    pub swiglu_input: SwigluInput,
+    /// Finalize mode (GEMM2).
+    pub finalize: FinalizeMode,
+    /// Warps: epilogue 0..4 always.
+    pub warps: u32,
+    /// First gather warp (GEMM1).
+    pub gather_warp: u32,
+    /// MMA warp.
+    pub mma_warp: u32,
+    /// TMA producer warp.
+    pub tma_warp: u32,
+    /// Relay warp (2-CTA GEMM1), if any.
+    pub relay_warp: Option<u32>,
+}
+
+impl GemmLayout {
+    /// Derives the layout of a validated description.
+    pub fn new(desc: &KernelDesc) -> Self {
+        let t = desc.tactic();
+        let [tile, n] = t.mma_tiler();
+        let [cm, cn] = t.cluster();
+        let (swiglu_input, finalize) = match *desc.epilogue() {
+            moegen_dsl::Epilogue::SwigluRequant { swiglu_input, .. } => (swiglu_input, FinalizeMode::default()),
+            moegen_dsl::Epilogue::Finalize { mode } => (SwigluInput::default(), mode),
+        };
+        let (gather_warp, mma_warp, tma_warp, relay_warp, warps) = match t.kind() {
+            GemmKind::Gemm1 if cm == 2 => (4, 8, 9, Some(10), 11),
+            GemmKind::Gemm1 => (4, 8, 9, None, 10),
+            GemmKind::Gemm2 => (4, 4, 5, None, 6),
+        };
+        Self {
+            kind: t.kind(),
+            target: desc.target(),
+            tile,
+            n,
+            cm,
+            cn,
+            budget: *desc.budget(),
+            swiglu_input,
+            finalize,
+            warps,
+            gather_warp,
+            mma_warp,
+            tma_warp,
+            relay_warp,
+        }
+    }
+
+    /// Threads per CTA.
+    pub fn threads(&self) -> u32 {
+        self.warps * 32
+    }
+    /// Byte offset of stage `s`'s A tile.
+    pub fn stage_a(&self, s: u32) -> u32 {
+        OFF_STAGES + s * self.budget.stage_bytes
+    }
+    /// Offset of the B tile within a stage.
+    pub fn b_in_stage(&self) -> u32 {
+        self.budget.a_stage_bytes
+    }
+    /// Offset of SFA within a stage.
+    pub fn sfa_in_stage(&self) -> u32 {
+        self.budget.a_stage_bytes + self.budget.b_stage_bytes
+    }
+    /// Offset of SFB within a stage.
+    pub fn sfb_in_stage(&self) -> u32 {
+        self.sfa_in_stage() + self.budget.sfa_stage_bytes
+    }
+    /// Epilogue staging.
+    pub fn epilogue_off(&self) -> u32 {
+        OFF_STAGES + self.budget.ab_stages * self.budget.stage_bytes
+    }
+    /// TMEM columns of one scale-factor buffer (SFA then SFB).
+    pub fn sf_cols_per_buffer(&self) -> u32 {
+        self.budget.tmem_sf_columns / SF_TMEM_BUFFERS
+    }
+    /// SFB TMEM columns per MMA (4 per 128 rows of B).
+    pub fn sfb_cols_per_mma(&self) -> u32 {
+        4 * self.n.div_ceil(128)
+    }
+    /// 128-row SFB blocks per stage.
+    pub fn sfb_row_blocks(&self) -> u32 {
+        self.n.div_ceil(128)
+    }
+    /// The block-scaled instruction descriptor: E2M1 × E2M1 (1 in bits 7-9 and 10-12),
+    /// UE4M3 scales (bit 23 = 0), K-major, N >> 3 in bits 17-22, M >> 4 in bits 24-28,
+    /// scale-factor ids 0 (bits 4-5, 29-30), as sm100-ptx.md §2.3.
+    pub fn idesc(&self) -> u32 {
+        (1 << 7) | (1 << 10) | ((self.n >> 3) << 17) | ((self.tile >> 4) << 24)
+    }
+    /// `.cta_group::N` suffix.
+    pub fn cta_group(&self) -> &'static str {
+        if self.cm == 2 { "cta_group::2" } else { "cta_group::1" }
+    }
+    /// K stages per 256 elements.
+    pub fn k_stage(&self) -> u32 {
+        K_STAGE
+    }
+    /// Arrivals that complete a full barrier: the leader's producer, plus for GEMM1 every
+    /// gather thread (noinc) and, in 2-CTA mode, the peer's relay.
+    pub fn full_count(&self) -> u32 {
+        match self.kind {
+            GemmKind::Gemm1 => 1 + 128 + u32::from(self.cm == 2),
+            GemmKind::Gemm2 => 1,
+        }
+    }
+    /// Arrivals that complete an empty barrier: one commit per MMA issuer sharing the stage.
+    pub fn empty_count(&self) -> u32 {
+        self.cn
+    }
+    /// Arrivals that complete an accumulator-empty barrier: one per epilogue warp of the pair.
+    pub fn acc_empty_count(&self) -> u32 {
+        4 * self.cm
+    }
+    /// Kernel entry name.
+    pub fn name(&self) -> String {
+        let det = match (self.kind, self.finalize) {
+            (GemmKind::Gemm2, FinalizeMode::Deterministic) => "_det",
+            _ => "",
+        };
+        let bf = match (self.kind, self.swiglu_input) {
+            (GemmKind::Gemm1, SwigluInput::Bf16) => "_bf16glu",
+            _ => "",
+        };
+        format!(
+            "moegen_sm100_nvfp4_{}_t{}_n{}_c{}x{}{det}{bf}",
+            self.kind, self.tile, self.n, self.cm, self.cn
+        )
+    }
+}
