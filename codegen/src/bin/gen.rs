@@ -2,7 +2,12 @@
 
 use std::process::ExitCode;
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand};
+use moegen_codegen::check::{assemble_all, render_stats, stats};
+use moegen_codegen::emit::{default_out_dir, diff_files, render_files, write_files};
+use moegen_codegen::kernel_set::default_kernel_set;
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
 use moegen_dsl::{Target, TileSize};
 use moegen_runtime::workspace::WorkspaceRequest;
@@ -17,6 +22,28 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Write the default kernel set (PTX + manifest + the moegen-kernels crate); what bare
+    /// `gen` does.
+    Emit {
+        /// Output folder (default: the workspace's generated/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Regenerate in memory, fail if the output folder differs, and assemble every kernel
+    /// with ptxas (sm_100f, sm_103f, sm_100a; sm_90a for the Hopper SIMT kernels), failing on
+    /// any error, spill or stack frame.
+    Check {
+        /// Folder to compare with (default: the workspace's generated/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Print per-kernel ptxas registers, spills, stack, shared memory, stage counts and SASS
+    /// instruction counts beside the production reference's figures.
+    Stats {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the tactic space with each kernel's pipeline depths and shared-memory/TMEM budget.
     Tactics {
         /// PTX target: sm_100f (default) or sm_100a.
@@ -49,15 +76,62 @@ enum Command {
     },
 }
 
-fn run(cli: Cli) -> Result<String, String> {
+/// A failure after the arguments were accepted: the message and the exit code.
+struct Failure(String, u8);
+
+impl From<String> for Failure {
+    fn from(s: String) -> Self {
+        Failure(s, 1)
+    }
+}
+
+fn emit(out: Option<PathBuf>) -> Result<String, Failure> {
+    let dir = out.unwrap_or_else(default_out_dir);
+    let kernels = default_kernel_set().map_err(|e| e.to_string())?;
+    let files = render_files(&kernels)?;
+    write_files(&dir, &files)?;
+    Ok(format!("wrote {} kernels ({} files) to {}", kernels.len(), files.len(), dir.display()))
+}
+
+fn check(out: Option<PathBuf>) -> Result<String, Failure> {
+    let dir = out.unwrap_or_else(default_out_dir);
+    let kernels = default_kernel_set().map_err(|e| e.to_string())?;
+    let files = render_files(&kernels)?;
+    let diff = diff_files(&dir, &files);
+    if !diff.is_empty() {
+        return Err(Failure(
+            format!("{} is stale (run `cargo run --bin gen`): {}", dir.display(), diff.join(", ")),
+            1,
+        ));
+    }
+    let runs = assemble_all(&kernels)?;
+    Ok(format!(
+        "{} is fresh; {} kernels assembled in {} ptxas runs with 0 spill and 0 stack bytes",
+        dir.display(),
+        kernels.len(),
+        runs.len()
+    ))
+}
+
+fn run(cli: Cli) -> Result<String, Failure> {
+    let bad = |e: String| Failure(e, 2);
     match cli.command {
-        None => {
-            tactics_report(Target::default()).map(|r| render_tactics(&r)).map_err(|e| e.to_string())
+        None => emit(None),
+        Some(Command::Emit { out }) => emit(out),
+        Some(Command::Check { out }) => check(out),
+        Some(Command::Stats { json }) => {
+            let kernels = default_kernel_set().map_err(|e| e.to_string())?;
+            let rows = stats(&kernels)?;
+            if json {
+                serde_json::to_string_pretty(&rows).map_err(|e| Failure(e.to_string(), 1))
+            } else {
+                Ok(render_stats(&rows))
+            }
         }
         Some(Command::Tactics { target, json }) => {
-            let r = tactics_report(target).map_err(|e| e.to_string())?;
+            let r = tactics_report(target).map_err(|e| bad(e.to_string()))?;
             if json {
-                serde_json::to_string_pretty(&r).map_err(|e| e.to_string())
+                serde_json::to_string_pretty(&r).map_err(|e| Failure(e.to_string(), 1))
             } else {
                 Ok(render_tactics(&r))
             }
@@ -71,9 +145,9 @@ fn run(cli: Cli) -> Result<String, String> {
                 hidden,
                 tile_sizes: TileSize::ALL.to_vec(),
             };
-            let r = plan_report(&req).map_err(|e| e.to_string())?;
+            let r = plan_report(&req).map_err(|e| bad(e.to_string()))?;
             if json {
-                serde_json::to_string_pretty(&r).map_err(|e| e.to_string())
+                serde_json::to_string_pretty(&r).map_err(|e| Failure(e.to_string(), 1))
             } else {
                 Ok(render_plan(&r))
             }
@@ -103,9 +177,9 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => {
+        Err(Failure(e, code)) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(code)
         }
     }
 }

@@ -51,6 +51,39 @@ pub fn round_bf16(b: &mut KernelBuilder, x: Reg) -> Reg {
 /// NVFP4-quantizes 16 values with global scale `g`: returns the two packed b32 words
 /// (elements 0..8 and 8..16, element 2i in the low nibble) and the E4M3 scale code (b32).
 pub fn quantize16(b: &mut KernelBuilder, v: &[Reg], g: Reg) -> (Reg, Reg, Reg) {
+    quantize16_with(b, v, g, true)
+}
+
+/// One E2M1 code (b32, low nibble) by comparisons, for targets without the `cvt`:
+/// |x| is counted past the midpoints 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 (strictly where the
+/// lower neighbour has the even code, inclusively where the upper one has), NaN → 7, and
+/// the sign bit of x (zero included) → bit 3 — `f32_to_e2m1` exactly.
+pub fn e2m1_code_sw(b: &mut KernelBuilder, x: Reg) -> Reg {
+    let m = f(b, "abs.f32", vec![x.into()]);
+    let mut code = b.mov_u32(0u32);
+    for (t, strict) in [
+        (0.25f32, true),
+        (0.75, false),
+        (1.25, true),
+        (1.75, false),
+        (2.5, true),
+        (3.5, false),
+        (5.0, true),
+    ] {
+        let p = b.setp(if strict { "gt.f32" } else { "ge.f32" }, m, t);
+        let inc = b.selp_u32(1u32, 0u32, p);
+        code = b.add_u32(code, inc);
+    }
+    let nan = b.setp("nan.f32", m, m);
+    let bits = b.op(RegClass::B32, "mov.b32", vec![x.into()]);
+    let sign = b.shr_u32(bits, 31u32);
+    let sign = b.shl_b32(sign, 3u32);
+    let signed = b.or_b32(code, sign);
+    b.op(RegClass::B32, "selp.b32", vec![7u32.into(), signed.into(), nan.into()])
+}
+
+/// [`quantize16`], with the E2M1 conversion by `cvt` (`hw`) or by [`e2m1_code_sw`].
+pub fn quantize16_with(b: &mut KernelBuilder, v: &[Reg], g: Reg, hw: bool) -> (Reg, Reg, Reg) {
     let mut amax = f(b, "mov.f32", vec![0f32.into()]);
     for &x in v {
         let a = f(b, "abs.f32", vec![x.into()]);
@@ -67,14 +100,35 @@ pub fn quantize16(b: &mut KernelBuilder, v: &[Reg], g: Reg) -> (Reg, Reg, Reg) {
     let q = f(b, "min.f32", vec![q.into(), f32::MAX.into()]);
     let is0 = b.setp("eq.f32", sfd, 0f32);
     let q = f(b, "selp.f32", vec![0f32.into(), q.into(), is0.into()]);
-    let scaled: Vec<Reg> = v.iter().map(|&x| f(b, "mul.rn.f32", vec![x.into(), q.into()])).collect();
+    let scaled: Vec<Reg> =
+        v.iter().map(|&x| f(b, "mul.rn.f32", vec![x.into(), q.into()])).collect();
     let mut words = Vec::with_capacity(2);
     for half in scaled.chunks(8) {
-        let bytes: Vec<Operand> = half
-            .chunks(2)
-            .map(|p| b.op(RegClass::B8, "cvt.rn.satfinite.e2m1x2.f32", vec![p[1].into(), p[0].into()]).into())
-            .collect();
-        words.push(b.op(RegClass::B32, "mov.b32", vec![Operand::Vector(bytes)]));
+        if hw {
+            let bytes: Vec<Operand> = half
+                .chunks(2)
+                .map(|p| {
+                    b.op(
+                        RegClass::B8,
+                        "cvt.rn.satfinite.e2m1x2.f32",
+                        vec![p[1].into(), p[0].into()],
+                    )
+                    .into()
+                })
+                .collect();
+            words.push(b.op(RegClass::B32, "mov.b32", vec![Operand::Vector(bytes)]));
+        } else {
+            let mut word = b.mov_u32(0u32);
+            for (i, &x) in half.iter().enumerate() {
+                let c = e2m1_code_sw(b, x);
+                word = b.op(
+                    RegClass::B32,
+                    "bfi.b32",
+                    vec![c.into(), word.into(), (4 * i as u32).into(), 4u32.into()],
+                );
+            }
+            words.push(word);
+        }
     }
     let code = b.op(RegClass::B32, "cvt.u32.u16", vec![pair.into()]);
     let code = b.and_b32(code, 0xFFu32);

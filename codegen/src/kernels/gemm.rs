@@ -39,7 +39,6 @@ struct Common {
 
 /// One work unit inside the schedule loop.
 struct Unit {
-    m: Reg,
     n: Reg,
     expert: Reg,
     mn_limit: Reg,
@@ -51,7 +50,12 @@ fn imm(v: u32) -> Operand {
 }
 
 /// Emits the static schedule loop around `body`.
-fn schedule(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, body: &mut dyn FnMut(&mut KernelBuilder, &Unit)) {
+fn schedule(
+    b: &mut KernelBuilder,
+    l: &GemmLayout,
+    c: &Common,
+    body: &mut dyn FnMut(&mut KernelBuilder, &Unit),
+) {
     let top = b.new_label("unit");
     let done = b.new_label("units_done");
     let u = b.mov_u32(c.cluster_id);
@@ -69,10 +73,21 @@ fn schedule(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, body: &mut dyn Fn
     let mn_limit = b.ld_global("u32", RegClass::B32, la);
     let rows = b.mul_u32(m, l.tile);
     let row0 = b.mad_u32(c.m_rank, 128u32, rows);
-    body(b, &Unit { m, n, expert, mn_limit, row0 });
+    body(b, &Unit { n, expert, mn_limit, row0 });
     b.ins("add.u32", vec![u.into(), u.into(), c.clusters.into()]);
     b.bra(&top);
     b.label(&done);
+}
+
+/// A runtime loop `for ch in 0..count` with a compile-time count.
+fn chunk_loop(b: &mut KernelBuilder, count: u32, body: &mut dyn FnMut(&mut KernelBuilder, Reg)) {
+    let top = b.new_label("chunk");
+    let ch = b.mov_u32(0u32);
+    b.label(&top);
+    body(b, ch);
+    b.ins("add.u32", vec![ch.into(), ch.into(), 1u32.into()]);
+    let more = b.setp("lt.u32", ch, count);
+    b.bra_if(more, false, &top);
 }
 
 /// A runtime K-stage loop `for kk in 0..k_tiles`.
@@ -189,32 +204,52 @@ fn declare_params(b: &mut KernelBuilder, l: &GemmLayout) {
             b.param("tmap_out", ParamType::TensorMap, "h [max_permuted_rows, I] e2m1: 16U4_ALIGN8B, dims {I, rows}, box {N/2, 32}, no swizzle");
             b.param("x", ParamType::U64, "activations [tokens, H/2] e2m1x2");
             b.param("x_sf", ParamType::U64, "activation scales [tokens, H/16] ue4m3, linear");
-            b.param("out_sf", ParamType::U64, "h scales: 128x4 layout of [max_permuted_rows, I/16]");
+            b.param(
+                "out_sf",
+                ParamType::U64,
+                "h scales: 128x4 layout of [max_permuted_rows, I/16]",
+            );
             b.param("alpha", ParamType::U64, "α1 f32 [L]");
             b.param("out_global_scale", ParamType::U64, "fc2_input_scale: f32 [1] (device)");
         }
         GemmKind::Gemm2 => {
             b.param("tmap_a", ParamType::TensorMap, "h [max_permuted_rows, I] e2m1: 16U4_ALIGN8B, dims {I, rows}, box {256, 128}, SWIZZLE_128B");
-            b.param("tmap_sfa", ParamType::TensorMap, "h scales (128x4): UINT16, dims {256, I/64, rows/128}, box {256, 4, 1}, no swizzle");
+            b.param(
+                "tmap_sfa",
+                ParamType::TensorMap,
+                "h scales (128x4): UINT16, dims {256, I/64, rows/128}, box {256, 4, 1}, no swizzle",
+            );
             b.param("tmap_b", ParamType::TensorMap, "W2 [L, H, I] e2m1: 16U4_ALIGN8B, dims {I, H, L}, box {256, N/cta_group, 1}, SWIZZLE_128B");
             b.param("tmap_sfb", ParamType::TensorMap, "W2 scales, L × 128x4 blocks: UINT16, dims {256, I/64, ceil(H/128), L}, box {256, 4, ceil(N/128), 1}, no swizzle");
             b.param("alpha", ParamType::U64, "α2 f32 [L]");
             b.param("router_weights", ParamType::U64, "router weights f32 [tokens, top_k]");
             let out = match l.finalize {
-                FinalizeMode::BulkReduceAdd => "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added",
-                FinalizeMode::Deterministic => "scratch bf16 [tokens·top_k, H]; local routes' rows are written",
+                FinalizeMode::BulkReduceAdd => {
+                    "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"
+                }
+                FinalizeMode::Deterministic => {
+                    "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
+                }
             };
             b.param("out", ParamType::U64, out);
         }
     }
     b.param("tile_idx_to_expert_idx", ParamType::U64, "i32 [max_tiles] from the routing sort");
     b.param("tile_idx_to_mn_limit", ParamType::U64, "i32 [max_tiles] from the routing sort");
-    b.param("permuted_idx_to_expanded_idx", ParamType::U64, "i32 [max_tiles·T] from the routing sort");
+    b.param(
+        "permuted_idx_to_expanded_idx",
+        ParamType::U64,
+        "i32 [max_tiles·T] from the routing sort",
+    );
     b.param("num_non_exiting_tiles", ParamType::U64, "i32 [1] from the routing sort");
     b.param("hidden", ParamType::U32, "H, a multiple of 256");
     b.param("intermediate", ParamType::U32, "I, a multiple of 256");
     b.param("top_k", ParamType::U32, "routes per token");
-    b.param("max_tiles", ParamType::U32, "routing tiles the buffers were sized for (static grid bound)");
+    b.param(
+        "max_tiles",
+        ParamType::U32,
+        "routing tiles the buffers were sized for (static grid bound)",
+    );
 }
 
 fn prologue(b: &mut KernelBuilder, l: &GemmLayout) -> Common {
@@ -386,8 +421,17 @@ fn producer_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
                 "mbarrier.arrive.expect_tx.shared::cta.b64",
                 vec![Operand::Sink, Operand::Reg(full).at(0), imm(per_cta_tx * l.cm)],
             );
-            // 2-CTA: both CTAs' bytes complete on the leader's barrier (bit 24 selects the peer).
-            let bar = if l.cm == 2 { b.and_b32(full, Operand::Hex(0xFEFF_FFFF)) } else { full };
+            // 2-CTA: both CTAs' bytes complete on the leader's barrier (its shared::cluster
+            // address; CUTLASS gets the same address by clearing the peer bit 24).
+            let bar = if l.cm == 2 {
+                b.op(
+                    RegClass::B32,
+                    "mapa.shared::cluster.u32",
+                    vec![full.into(), c.leader_rank.into()],
+                )
+            } else {
+                full
+            };
             let st = stage_base(b, l, c, s);
             let kc = b.shl_b32(kk, 8u32);
             let kq = b.shl_b32(kk, 2u32);
@@ -405,10 +449,28 @@ fn producer_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
             let dst_b = b.add_u32(st, l.b_in_stage());
             let nrow = b.mul_u32(u.n, l.n);
             let nrow = b.mad_u32(c.m_rank, l.n / l.cm, nrow);
-            tma_load(b, l, 3, dst_b, map_b, vec![kc.into(), nrow.into(), u.expert.into()], bar, None);
+            tma_load(
+                b,
+                l,
+                3,
+                dst_b,
+                map_b,
+                vec![kc.into(), nrow.into(), u.expert.into()],
+                bar,
+                None,
+            );
             let dst_sfb = b.add_u32(st, l.sfb_in_stage());
             let nblk = b.mul_u32(u.n, l.sfb_row_blocks());
-            tma_load(b, l, 4, dst_sfb, map_sfb, vec![imm(0), kq.into(), nblk.into(), u.expert.into()], bar, None);
+            tma_load(
+                b,
+                l,
+                4,
+                dst_sfb,
+                map_sfb,
+                vec![imm(0), kq.into(), nblk.into(), u.expert.into()],
+                bar,
+                None,
+            );
             ring_advance(b, s, ph, l.budget.ab_stages);
         });
     });
@@ -438,7 +500,12 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
         let valid = b.setp("lt.u32", row, u.mn_limit);
         let exp_addr = b.index_addr(p2e, row, 4);
         let expanded = b.mov_u32(0u32);
-        b.ins_if(valid, false, "ld.global.u32", vec![expanded.into(), Operand::Reg(exp_addr).at(0)]);
+        b.ins_if(
+            valid,
+            false,
+            "ld.global.u32",
+            vec![expanded.into(), Operand::Reg(exp_addr).at(0)],
+        );
         let token = b.div_u32(expanded, top_k);
         let src_row = b.mul_wide_u32(token, row_bytes);
         let src_row = b.add_u64(x, src_row);
@@ -460,7 +527,12 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
                 let dst = b.mad_u32(sw, 16u32, a_dst);
                 b.ins(
                     "cp.async.cg.shared.global",
-                    vec![Operand::Reg(dst).at(0), Operand::Reg(src).at(i64::from(ch * 16)), imm(16), n16.into()],
+                    vec![
+                        Operand::Reg(dst).at(0),
+                        Operand::Reg(src).at(i64::from(ch * 16)),
+                        imm(16),
+                        n16.into(),
+                    ],
                 );
             }
             let sfa = b.add_u32(st, l.sfa_in_stage());
@@ -472,7 +544,12 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
                 let dst = b.add_u32(sfa, kb * 512);
                 b.ins(
                     "cp.async.ca.shared.global",
-                    vec![Operand::Reg(dst).at(0), Operand::Reg(ssrc).at(i64::from(kb * 4)), imm(4), n4.into()],
+                    vec![
+                        Operand::Reg(dst).at(0),
+                        Operand::Reg(ssrc).at(i64::from(kb * 4)),
+                        imm(4),
+                        n4.into(),
+                    ],
                 );
             }
             // The leader's gather completes straight on its full barrier; the peer's on a
@@ -484,7 +561,10 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
             } else {
                 full
             };
-            b.ins("cp.async.mbarrier.arrive.noinc.shared::cta.b64", vec![Operand::Reg(target).at(0)]);
+            b.ins(
+                "cp.async.mbarrier.arrive.noinc.shared::cta.b64",
+                vec![Operand::Reg(target).at(0)],
+            );
             ring_advance(b, s, ph, l.budget.ab_stages);
         });
     });
@@ -628,7 +708,9 @@ fn commit(b: &mut KernelBuilder, cg: &str, bar: Reg, mask: Option<Reg>) {
             vec![Operand::Reg(bar).at(0)],
         ),
         Some(m) => b.ins(
-            &format!("tcgen05.commit.{cg}.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64"),
+            &format!(
+                "tcgen05.commit.{cg}.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64"
+            ),
             vec![Operand::Reg(bar).at(0), m.into()],
         ),
     }
@@ -661,7 +743,10 @@ fn tmem_load(b: &mut KernelBuilder, addr: Reg, col: u32, count: u32) -> Vec<Reg>
     let regs: Vec<Reg> = (0..count).map(|_| b.reg(RegClass::B32)).collect();
     b.ins(
         &format!("tcgen05.ld.sync.aligned.32x32b.x{count}.b32"),
-        vec![Operand::Vector(regs.iter().map(|&r| r.into()).collect()), Operand::Reg(addr).at(i64::from(col))],
+        vec![
+            Operand::Vector(regs.iter().map(|&r| r.into()).collect()),
+            Operand::Reg(addr).at(i64::from(col)),
+        ],
     );
     regs
 }
@@ -710,8 +795,11 @@ fn epilogue_gemm2(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
         let col0 = b.mul_u32(u.n, l.n * 2);
         let col0 = b.cvt_u64_u32(col0);
         let dst_row = b.add_u64(dst_row, col0);
-        for ch in 0..l.n / 32 {
-            let v = tmem_load(b, taddr, ch * 32, 32);
+        // One 32-column piece per iteration (a runtime loop keeps the SASS small).
+        chunk_loop(b, l.n / 32, &mut |b, ch| {
+            let col = b.shl_b32(ch, 5u32);
+            let at = b.add_u32(taddr, col);
+            let v = tmem_load(b, at, 0, 32);
             b.ins("tcgen05.wait::ld.sync.aligned", vec![]);
             let v = as_f32(b, &v);
             // Staging buffer `chunk & 1`: wait until the bulk op that last read it is done.
@@ -729,24 +817,31 @@ fn epilogue_gemm2(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
                     "st.shared.v4.b32",
                     vec![
                         Operand::Reg(src).at(16 * q as i64),
-                        Operand::Vector(words[4 * q..4 * q + 4].iter().map(|&r| r.into()).collect()),
+                        Operand::Vector(
+                            words[4 * q..4 * q + 4].iter().map(|&r| r.into()).collect(),
+                        ),
                     ],
                 );
             }
             b.ins("fence.proxy.async.shared::cta", vec![]);
             let op = match l.finalize {
-                FinalizeMode::BulkReduceAdd => "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16",
+                FinalizeMode::BulkReduceAdd => {
+                    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16"
+                }
                 FinalizeMode::Deterministic => "cp.async.bulk.global.shared::cta.bulk_group",
             };
+            let byte_off = b.shl_b32(ch, 6u32);
+            let byte_off = b.cvt_u64_u32(byte_off);
+            let dst = b.add_u64(dst_row, byte_off);
             b.ins_if(
                 valid,
                 false,
                 op,
-                vec![Operand::Reg(dst_row).at(i64::from(ch * 64)), Operand::Reg(src).at(0), imm(64)],
+                vec![Operand::Reg(dst).at(0), Operand::Reg(src).at(0), imm(64)],
             );
             b.ins("cp.async.bulk.commit_group", vec![]);
             b.ins("add.u32", vec![chunk.into(), chunk.into(), 1u32.into()]);
-        }
+        });
         acc_release(b, l, c, a, aph);
     });
     b.ins("cp.async.bulk.wait_group", vec![imm(0)]);
@@ -781,40 +876,46 @@ fn epilogue_gemm1(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
         let row = b.add_u32(u.row0, c.tid);
         let rowblock = b.shr_u32(row, 7u32);
         let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
-        for p in 0..l.n / 128 {
-            for j in 0..4u32 {
-                let up = tmem_load(b, taddr, p * 128 + j * 16, 16);
-                let gate = tmem_load(b, taddr, p * 128 + 64 + j * 16, 16);
-                b.ins("tcgen05.wait::ld.sync.aligned", vec![]);
-                let up = as_f32(b, &up);
-                let gate = as_f32(b, &gate);
-                let mut h = Vec::with_capacity(16);
-                for i in 0..16 {
-                    let mut uu = b.op(RegClass::F32, "mul.rn.f32", vec![al.into(), up[i].into()]);
-                    let mut gg = b.op(RegClass::F32, "mul.rn.f32", vec![al.into(), gate[i].into()]);
-                    if l.swiglu_input == SwigluInput::Bf16 {
-                        uu = round_bf16(b, uu);
-                        gg = round_bf16(b, gg);
-                    }
-                    h.push(swiglu(b, uu, gg));
+        // Piece c covers h columns 16c..16c+16 of this tile: up at accumulator column
+        // (c/4)·128 + (c%4)·16, gate 64 columns further (the 64-row up/gate interleave).
+        chunk_loop(b, l.n / 32, &mut |b, ch| {
+            let pair = b.shr_u32(ch, 2u32);
+            let within = b.and_b32(ch, 3u32);
+            let col = b.shl_b32(pair, 7u32);
+            let col = b.mad_u32(within, 16u32, col);
+            let at = b.add_u32(taddr, col);
+            let up = tmem_load(b, at, 0, 16);
+            let gate = tmem_load(b, at, 64, 16);
+            b.ins("tcgen05.wait::ld.sync.aligned", vec![]);
+            let up = as_f32(b, &up);
+            let gate = as_f32(b, &gate);
+            let mut h = Vec::with_capacity(16);
+            for i in 0..16 {
+                let mut uu = b.op(RegClass::F32, "mul.rn.f32", vec![al.into(), up[i].into()]);
+                let mut gg = b.op(RegClass::F32, "mul.rn.f32", vec![al.into(), gate[i].into()]);
+                if l.swiglu_input == SwigluInput::Bf16 {
+                    uu = round_bf16(b, uu);
+                    gg = round_bf16(b, gg);
                 }
-                let (w0, w1, code) = quantize16(b, &h, gs);
-                b.ins(
-                    "st.shared.v2.b32",
-                    vec![Operand::Reg(my_row).at(i64::from(p * 32 + j * 8)), Operand::Vector(vec![w0.into(), w1.into()])],
-                );
-                // Scale column hb of the 128x4 layout over permuted rows.
-                let hb = b.mad_u32(u.n, l.n / 32, p * 4 + j);
-                let atom = b.shr_u32(hb, 2u32);
-                let atom = b.add_u32(atom_row, atom);
-                let within = b.and_b32(hb, 3u32);
-                let off = b.mad_u32(atom, 512u32, lane_sf);
-                let off = b.add_u32(off, within);
-                let dst = b.index_addr(out_sf, off, 1);
-                let byte = b.op(RegClass::B16, "cvt.u16.u32", vec![code.into()]);
-                b.ins("st.global.u8", vec![Operand::Reg(dst).at(0), byte.into()]);
+                h.push(swiglu(b, uu, gg));
             }
-        }
+            let (w0, w1, code) = quantize16(b, &h, gs);
+            let soff = b.mad_u32(ch, 8u32, my_row);
+            b.ins(
+                "st.shared.v2.b32",
+                vec![Operand::Reg(soff).at(0), Operand::Vector(vec![w0.into(), w1.into()])],
+            );
+            // Scale column hb of the 128x4 layout over permuted rows.
+            let hb = b.mad_u32(u.n, l.n / 32, ch);
+            let atom = b.shr_u32(hb, 2u32);
+            let atom = b.add_u32(atom_row, atom);
+            let within = b.and_b32(hb, 3u32);
+            let off = b.mad_u32(atom, 512u32, lane_sf);
+            let off = b.add_u32(off, within);
+            let dst = b.index_addr(out_sf, off, 1);
+            let byte = b.op(RegClass::B16, "cvt.u16.u32", vec![code.into()]);
+            b.ins("st.global.u8", vec![Operand::Reg(dst).at(0), byte.into()]);
+        });
         acc_release(b, l, c, a, aph);
         b.ins("fence.proxy.async.shared::cta", vec![]);
         b.ins("bar.warp.sync", vec![Operand::Imm(-1)]);

@@ -59,7 +59,9 @@ impl GemmLayout {
         let [tile, n] = t.mma_tiler();
         let [cm, cn] = t.cluster();
         let (swiglu_input, finalize) = match *desc.epilogue() {
-            moegen_dsl::Epilogue::SwigluRequant { swiglu_input, .. } => (swiglu_input, FinalizeMode::default()),
+            moegen_dsl::Epilogue::SwigluRequant { swiglu_input, .. } => {
+                (swiglu_input, FinalizeMode::default())
+            }
             moegen_dsl::Epilogue::Finalize { mode } => (SwigluInput::default(), mode),
         };
         let (gather_warp, mma_warp, tma_warp, relay_warp, warps) = match t.kind() {

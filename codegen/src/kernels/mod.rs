@@ -1,6 +1,10 @@
 //! Kernel builders: one module per kernel family.
 
 pub mod epilogue_math;
+pub mod finalize_reduce;
 pub mod gemm;
 pub mod gemm_layout;
+pub mod moe_sort;
+pub mod quantize;
+pub mod simt_target;
 pub mod sync;

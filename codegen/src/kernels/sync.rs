@@ -9,7 +9,10 @@ pub fn mbar_wait(b: &mut KernelBuilder, bar: Reg, parity: impl Into<Operand>) {
     let parity = parity.into();
     b.label(&top);
     let p = b.reg(RegClass::Pred);
-    b.ins("mbarrier.try_wait.parity.shared::cta.b64", vec![p.into(), Operand::Reg(bar).at(0), parity]);
+    b.ins(
+        "mbarrier.try_wait.parity.shared::cta.b64",
+        vec![p.into(), Operand::Reg(bar).at(0), parity],
+    );
     b.bra_if(p, true, &top);
 }
 
@@ -21,7 +24,10 @@ pub fn mbar_init(b: &mut KernelBuilder, bar: Reg, count: u32) {
 /// Arrives on a barrier in CTA `rank` of the cluster (the local CTA when `rank` is ours).
 pub fn mbar_arrive_cluster(b: &mut KernelBuilder, bar: Reg, rank: Reg) {
     let remote = b.op(RegClass::B32, "mapa.shared::cluster.u32", vec![bar.into(), rank.into()]);
-    b.ins("mbarrier.arrive.release.cluster.shared::cluster.b64", vec![Operand::Sink, Operand::Reg(remote).at(0)]);
+    b.ins(
+        "mbarrier.arrive.release.cluster.shared::cluster.b64",
+        vec![Operand::Sink, Operand::Reg(remote).at(0)],
+    );
 }
 
 /// A predicate true on one lane of the (converged) warp.

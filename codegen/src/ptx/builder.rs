@@ -193,7 +193,12 @@ impl KernelBuilder {
         self.op(RegClass::B32, "mul.lo.u32", vec![a.into(), b.into()])
     }
     /// `mad.lo.u32 d, a, b, c` = a·b + c.
-    pub fn mad_u32(&mut self, a: impl Into<Operand>, b: impl Into<Operand>, c: impl Into<Operand>) -> Reg {
+    pub fn mad_u32(
+        &mut self,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+        c: impl Into<Operand>,
+    ) -> Reg {
         self.op(RegClass::B32, "mad.lo.u32", vec![a.into(), b.into(), c.into()])
     }
     /// `div.u32`.

@@ -1,0 +1,158 @@
+//! `gen check` and `gen stats`: assemble every generated kernel with ptxas for each
+//! architecture it must run on, and read resource use and SASS instruction counts.
+
+use moegen_dsl::anchors::{ReferenceKernel, reference_kernel};
+use moegen_dsl::{GemmKind, TileSize};
+
+use crate::kernel_set::GeneratedKernel;
+use crate::ptxas::{PtxasReport, SassCounts, assemble, count_sass, disassemble};
+
+/// The architectures a kernel is assembled for, each with the PTX text to feed ptxas:
+/// sm_100f PTX for sm_100f and sm_103f (the family), and retargeted to sm_100a; sm_90a PTX
+/// for sm_90a.
+pub fn assembly_targets(k: &GeneratedKernel) -> Vec<(&'static str, String)> {
+    match k.entry.target.as_str() {
+        "sm_100f" => vec![
+            ("sm_100f", k.ptx.clone()),
+            ("sm_103f", k.ptx.clone()),
+            ("sm_100a", k.ptx.replacen(".target sm_100f", ".target sm_100a", 1)),
+        ],
+        "sm_90a" => vec![("sm_90a", k.ptx.clone())],
+        _ => Vec::new(),
+    }
+}
+
+/// One ptxas run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Assembled {
+    /// Kernel.
+    pub kernel: String,
+    /// `-arch`.
+    pub arch: String,
+    /// ptxas's report.
+    pub report: PtxasReport,
+}
+
+/// Assembles every kernel for every architecture; an error names the first kernel that
+/// fails to assemble or that spills or uses a stack frame.
+pub fn assemble_all(kernels: &[GeneratedKernel]) -> Result<Vec<Assembled>, String> {
+    let mut out = Vec::new();
+    for k in kernels {
+        for (arch, ptx) in assembly_targets(k) {
+            let (report, _) = assemble(&ptx, arch).map_err(|e| format!("{}: {e}", k.entry.name))?;
+            if report.spill_stores + report.spill_loads + report.stack_frame > 0 {
+                return Err(format!(
+                    "{} for {arch}: {} B spill stores, {} B spill loads, {} B stack frame",
+                    k.entry.name, report.spill_stores, report.spill_loads, report.stack_frame
+                ));
+            }
+            out.push(Assembled { kernel: k.entry.name.clone(), arch: arch.to_owned(), report });
+        }
+    }
+    Ok(out)
+}
+
+/// Static figures of one kernel.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct KernelStats {
+    /// Kernel.
+    pub kernel: String,
+    /// Family.
+    pub family: String,
+    /// Architecture assembled for.
+    pub arch: String,
+    /// ptxas report.
+    pub ptxas: PtxasReport,
+    /// Dynamic shared memory bytes (GEMMs; SIMT kernels' depends on L).
+    pub dynamic_smem: u32,
+    /// A/B stages (GEMMs).
+    pub ab_stages: Option<u32>,
+    /// Accumulator stages (GEMMs).
+    pub acc_stages: Option<u32>,
+    /// SASS counts.
+    pub sass: SassCounts,
+    /// The production reference kernel of the same GEMM, tile and N.
+    pub reference: Option<ReferenceKernel>,
+}
+
+/// Gathers [`KernelStats`] for every kernel (its first architecture).
+pub fn stats(kernels: &[GeneratedKernel]) -> Result<Vec<KernelStats>, String> {
+    let mut out = Vec::new();
+    for k in kernels {
+        let Some((arch, ptx)) = assembly_targets(k).into_iter().next() else { continue };
+        let (report, cubin) = assemble(&ptx, arch).map_err(|e| format!("{}: {e}", k.entry.name))?;
+        let sass = count_sass(&disassemble(&cubin)?);
+        let reference = k.entry.tactic.as_ref().and_then(|t| {
+            let kind = if t.gemm == "gemm1" { GemmKind::Gemm1 } else { GemmKind::Gemm2 };
+            let tile = TileSize::from_rows(t.tile_size).ok()?;
+            (t.cluster[1] == 1)
+                .then(|| reference_kernel(kind, tile, t.mma_tiler[1]).copied())
+                .flatten()
+        });
+        out.push(KernelStats {
+            kernel: k.entry.name.clone(),
+            family: k.entry.family.clone(),
+            arch: arch.to_owned(),
+            ptxas: report,
+            dynamic_smem: k.entry.dynamic_smem.fixed,
+            ab_stages: k.entry.tactic.as_ref().map(|t| t.ab_stages),
+            acc_stages: k.entry.tactic.as_ref().map(|t| t.acc_stages),
+            sass,
+            reference,
+        });
+    }
+    Ok(out)
+}
+
+/// The stats as a text table.
+pub fn render_stats(rows: &[KernelStats]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<46} {:>4} {:>5} {:>5} {:>7} {:>7} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>5} {:>6}  reference (regs/spill/stages/SASS)",
+        "kernel",
+        "regs",
+        "spill",
+        "stack",
+        "smem",
+        "stages",
+        "MMA",
+        "CP",
+        "TMA",
+        "GST",
+        "BRED",
+        "TSTG",
+        "SYNCS",
+        "SASS"
+    );
+    for r in rows {
+        let stages = match (r.ab_stages, r.acc_stages) {
+            (Some(a), Some(c)) => format!("{a}/{c}"),
+            _ => "-".to_owned(),
+        };
+        let reference = r.reference.map_or(String::new(), |x| {
+            format!("{}/{}/{}/{}", x.registers, x.spill_bytes, x.ab_stages, x.sass_instructions)
+        });
+        let _ = writeln!(
+            s,
+            "{:<46} {:>4} {:>5} {:>5} {:>7} {:>7} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>5} {:>6}  {}",
+            r.kernel,
+            r.ptxas.registers,
+            r.ptxas.spill_stores + r.ptxas.spill_loads,
+            r.ptxas.stack_frame,
+            r.dynamic_smem,
+            stages,
+            r.sass.get("UTCOMMA"),
+            r.sass.get("UTCCP"),
+            r.sass.get("UTMALDG"),
+            r.sass.get("LDGSTS"),
+            r.sass.get("UBLKRED"),
+            r.sass.get("UTMASTG"),
+            r.sass.get("SYNCS"),
+            r.sass.total,
+            reference
+        );
+    }
+    s
+}

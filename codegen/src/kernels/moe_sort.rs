@@ -1,0 +1,336 @@
+//! The routing sort on the GPU, in three launches with no host round trip, for any N:
+//!
+//! 1. `moe_sort_histogram`: each block counts its 1024 routes per local expert.
+//! 2. `moe_sort_offsets` (one block): per-expert totals and tile runs, the tile arrays,
+//!    the two counters, −1 on padding rows, and each block's first row per expert
+//!    (written over the counts).
+//! 3. `moe_sort_scatter`: each route's row = its block's base for the expert + the number of
+//!    earlier routes of the block with the same expert.
+//!
+//! Rows within an expert come out in ascending expanded index, the CPU reference's order, so
+//! the outputs are identical to `moe_sort` bit for bit. Expert ids outside [0, experts) are
+//! treated as non-local and flagged in `error_flags` (bit 0); nothing is written out of bounds.
+
+use super::simt_target::SimtTarget;
+use crate::ptx::{KernelBuilder, Operand, ParamType, Reg, RegClass};
+
+/// Threads per block of the histogram and scatter kernels.
+pub const THREADS: u32 = 256;
+/// Routes per block.
+pub const ROUTES_PER_BLOCK: u32 = 1024;
+/// Threads of the offsets kernel.
+pub const OFFSET_THREADS: u32 = 256;
+
+fn common_params(b: &mut KernelBuilder) {
+    b.param("experts", ParamType::U64, "i32 [tokens·top_k] global expert ids");
+    b.param("num_routes", ParamType::U32, "tokens·top_k");
+    b.param("num_experts", ParamType::U32, "experts in the model");
+    b.param("local_offset", ParamType::U32, "first local expert");
+    b.param("local_experts", ParamType::U32, "L");
+    b.param(
+        "block_counts",
+        ParamType::U64,
+        "i32 [ceil(routes/1024) · L] scratch: counts, then bases",
+    );
+}
+
+/// Local expert of route `i` or −1 (also −1 for out-of-range ids, which raise the flag).
+fn local_expert(
+    b: &mut KernelBuilder,
+    experts: Reg,
+    i: Reg,
+    ne: Reg,
+    off: Reg,
+    l: Reg,
+    flags: Reg,
+) -> Reg {
+    let addr = b.index_addr(experts, i, 4);
+    let e = b.ld_global("u32", RegClass::B32, addr);
+    // Unsigned compare also rejects negative ids.
+    let bad = b.setp("ge.u32", e, ne);
+    b.ins_if(bad, false, "red.global.or.b32", vec![Operand::Reg(flags).at(0), 1u32.into()]);
+    let rel = b.sub_u32(e, off);
+    let local = b.setp("lt.u32", rel, l);
+    let ok = b.op(RegClass::Pred, "and.pred", vec![local.into(), Operand::Name(format!("!{bad}"))]);
+    b.op(RegClass::B32, "selp.b32", vec![rel.into(), Operand::Imm(-1), ok.into()])
+}
+
+/// Counts per block and local expert.
+pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
+    let mut b = KernelBuilder::new(format!("moegen_{}_moe_sort_histogram", target.tag()));
+    common_params(&mut b);
+    b.param("error_flags", ParamType::U64, "u32 [1]: bit 0 set when an expert id is out of range");
+    b.directives.push(format!(".reqntid {THREADS}, 1, 1"));
+    let experts = b.ld_param_u64("experts");
+    let routes = b.ld_param_u32("num_routes");
+    let ne = b.ld_param_u32("num_experts");
+    let off = b.ld_param_u32("local_offset");
+    let l = b.ld_param_u32("local_experts");
+    let counts = b.ld_param_u64("block_counts");
+    let flags = b.ld_param_u64("error_flags");
+    let tid = b.sreg("%tid.x");
+    let bid = b.sreg("%ctaid.x");
+    let hist = b.smem_addr(0);
+    strided(&mut b, tid, l, THREADS, &mut |b, e| {
+        let a = b.mad_u32(e, 4u32, hist);
+        b.ins("st.shared.u32", vec![Operand::Reg(a).at(0), 0u32.into()]);
+    });
+    b.ins("bar.sync", vec![0u32.into()]);
+    let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
+    for r in 0..ROUTES_PER_BLOCK / THREADS {
+        let i = b.add_u32(first, tid);
+        let i = b.add_u32(i, r * THREADS);
+        let inside = b.setp("lt.u32", i, routes);
+        let skip = b.new_label("skip");
+        b.bra_if(inside, true, &skip);
+        let le = local_expert(&mut b, experts, i, ne, off, l, flags);
+        let none = b.setp("lt.s32", le, 0i32);
+        b.bra_if(none, false, &skip);
+        let a = b.mad_u32(le, 4u32, hist);
+        b.ins("atom.shared.add.u32", vec![Operand::Sink, Operand::Reg(a).at(0), 1u32.into()]);
+        b.label(&skip);
+    }
+    b.ins("bar.sync", vec![0u32.into()]);
+    let row = b.mul_u32(bid, l);
+    strided(&mut b, tid, l, THREADS, &mut |b, e| {
+        let a = b.mad_u32(e, 4u32, hist);
+        let v = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(a).at(0)]);
+        let idx = b.add_u32(row, e);
+        let g = b.index_addr(counts, idx, 4);
+        b.ins("st.global.u32", vec![Operand::Reg(g).at(0), v.into()]);
+    });
+    b.ins("ret", vec![]);
+    b
+}
+
+/// `for (v = start; v < end; v += step) body(v)`.
+fn strided(
+    b: &mut KernelBuilder,
+    start: Reg,
+    end: Reg,
+    step: u32,
+    body: &mut dyn FnMut(&mut KernelBuilder, Reg),
+) {
+    let v = b.mov_u32(start);
+    let top = b.new_label("for");
+    let done = b.new_label("for_done");
+    b.label(&top);
+    let stop = b.setp("ge.u32", v, end);
+    b.bra_if(stop, false, &done);
+    body(b, v);
+    b.ins("add.u32", vec![v.into(), v.into(), step.into()]);
+    b.bra(&top);
+    b.label(&done);
+}
+
+/// Totals, tile runs, counters, padding rows and per-block bases; one block.
+pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
+    let mut b = KernelBuilder::new(format!("moegen_{}_moe_sort_offsets", target.tag()));
+    b.param("num_blocks", ParamType::U32, "histogram blocks: ceil(routes/1024)");
+    b.param("local_experts", ParamType::U32, "L");
+    b.param("tile_size", ParamType::U32, "T: 128 or 256");
+    b.param("max_tiles", ParamType::U32, "length of the tile arrays");
+    b.param("block_counts", ParamType::U64, "i32 [num_blocks · L]: counts in, bases out");
+    b.param("tile_idx_to_expert_idx", ParamType::U64, "i32 [max_tiles] out");
+    b.param("tile_idx_to_mn_limit", ParamType::U64, "i32 [max_tiles] out");
+    b.param(
+        "permuted_idx_to_expanded_idx",
+        ParamType::U64,
+        "i32 [max_tiles·T] out: −1 on padding rows",
+    );
+    b.param("num_non_exiting_tiles", ParamType::U64, "i32 [1] out");
+    b.param("total_num_padded_tokens", ParamType::U64, "i32 [1] out");
+    b.param(
+        "error_flags",
+        ParamType::U64,
+        "u32 [1]: bit 1 set when the routes need more than max_tiles tiles",
+    );
+    b.directives.push(format!(".reqntid {OFFSET_THREADS}, 1, 1"));
+    let nblk = b.ld_param_u32("num_blocks");
+    let l = b.ld_param_u32("local_experts");
+    let t = b.ld_param_u32("tile_size");
+    let max_tiles = b.ld_param_u32("max_tiles");
+    let counts = b.ld_param_u64("block_counts");
+    let tile_e = b.ld_param_u64("tile_idx_to_expert_idx");
+    let tile_m = b.ld_param_u64("tile_idx_to_mn_limit");
+    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
+    let tid = b.sreg("%tid.x");
+    // Shared: totals[L] then start_tile[L].
+    let totals = b.smem_addr(0);
+    let starts_off = b.shl_b32(l, 2u32);
+    let starts = b.add_u32(totals, starts_off);
+    strided(&mut b, tid, l, OFFSET_THREADS, &mut |b, e| {
+        let sum = b.mov_u32(0u32);
+        let zero = b.mov_u32(0u32);
+        strided(b, zero, nblk, 1, &mut |b, blk| {
+            let idx = b.mad_u32(blk, l, e);
+            let a = b.index_addr(counts, idx, 4);
+            let v = b.ld_global("u32", RegClass::B32, a);
+            b.ins("add.u32", vec![sum.into(), sum.into(), v.into()]);
+        });
+        let a = b.mad_u32(e, 4u32, totals);
+        b.ins("st.shared.u32", vec![Operand::Reg(a).at(0), sum.into()]);
+    });
+    b.ins("bar.sync", vec![0u32.into()]);
+    // Exclusive scan of tile counts; L is small (experts per rank), one thread suffices.
+    let not0 = b.setp("ne.u32", tid, 0u32);
+    let after_scan = b.new_label("after_scan");
+    b.bra_if(not0, false, &after_scan);
+    let run = b.mov_u32(0u32);
+    let zero = b.mov_u32(0u32);
+    strided(&mut b, zero, l, 1, &mut |b, e| {
+        let a = b.mad_u32(e, 4u32, starts);
+        b.ins("st.shared.u32", vec![Operand::Reg(a).at(0), run.into()]);
+        let ta = b.mad_u32(e, 4u32, totals);
+        let c = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(ta).at(0)]);
+        let c1 = b.add_u32(c, t);
+        let c1 = b.sub_u32(c1, 1u32);
+        let tiles = b.div_u32(c1, t);
+        b.ins("add.u32", vec![run.into(), run.into(), tiles.into()]);
+    });
+    let live = b.min_u32(run, max_tiles);
+    let over = b.setp("gt.u32", run, max_tiles);
+    let fp = b.ld_param_u64("error_flags");
+    b.ins_if(over, false, "red.global.or.b32", vec![Operand::Reg(fp).at(0), 2u32.into()]);
+    let np = b.ld_param_u64("num_non_exiting_tiles");
+    b.ins("st.global.u32", vec![Operand::Reg(np).at(0), live.into()]);
+    let padded = b.mul_u32(live, t);
+    let pp = b.ld_param_u64("total_num_padded_tokens");
+    b.ins("st.global.u32", vec![Operand::Reg(pp).at(0), padded.into()]);
+    let la = b.mad_u32(l, 4u32, starts);
+    b.ins("st.shared.u32", vec![Operand::Reg(la).at(0), live.into()]);
+    b.label(&after_scan);
+    b.ins("bar.sync", vec![0u32.into()]);
+    let la = b.mad_u32(l, 4u32, starts);
+    let live = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(la).at(0)]);
+    // Per expert: its tiles, the padding rows of its last tile, and the per-block bases.
+    strided(&mut b, tid, l, OFFSET_THREADS, &mut |b, e| {
+        let sa = b.mad_u32(e, 4u32, starts);
+        let first = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(sa).at(0)]);
+        let ta = b.mad_u32(e, 4u32, totals);
+        let count = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(ta).at(0)]);
+        let c1 = b.add_u32(count, t);
+        let c1 = b.sub_u32(c1, 1u32);
+        let tiles = b.div_u32(c1, t);
+        let row0 = b.mul_u32(first, t);
+        let end_row = b.add_u32(row0, count);
+        let zero = b.mov_u32(0u32);
+        strided(b, zero, tiles, 1, &mut |b, k| {
+            let tile = b.add_u32(first, k);
+            let ok = b.setp("lt.u32", tile, max_tiles);
+            let ea = b.index_addr(tile_e, tile, 4);
+            b.ins_if(ok, false, "st.global.u32", vec![Operand::Reg(ea).at(0), e.into()]);
+            let next = b.add_u32(tile, 1u32);
+            let lim = b.mul_u32(next, t);
+            let lim = b.min_u32(lim, end_row);
+            let ma = b.index_addr(tile_m, tile, 4);
+            b.ins_if(ok, false, "st.global.u32", vec![Operand::Reg(ma).at(0), lim.into()]);
+        });
+        let last_end = b.add_u32(first, tiles);
+        let last_end = b.min_u32(last_end, max_tiles);
+        let last_end = b.mul_u32(last_end, t);
+        strided(b, end_row, last_end, 1, &mut |b, row| {
+            let a = b.index_addr(p2e, row, 4);
+            b.ins("st.global.u32", vec![Operand::Reg(a).at(0), Operand::Imm(-1)]);
+        });
+        let base = b.mov_u32(row0);
+        let zero = b.mov_u32(0u32);
+        strided(b, zero, nblk, 1, &mut |b, blk| {
+            let idx = b.mad_u32(blk, l, e);
+            let a = b.index_addr(counts, idx, 4);
+            let v = b.ld_global("u32", RegClass::B32, a);
+            b.ins("st.global.u32", vec![Operand::Reg(a).at(0), base.into()]);
+            b.ins("add.u32", vec![base.into(), base.into(), v.into()]);
+        });
+    });
+    // Tiles past the live ones, and their rows.
+    let from = b.add_u32(live, tid);
+    strided(&mut b, from, max_tiles, OFFSET_THREADS, &mut |b, tile| {
+        let ea = b.index_addr(tile_e, tile, 4);
+        b.ins("st.global.u32", vec![Operand::Reg(ea).at(0), Operand::Imm(-1)]);
+        let ma = b.index_addr(tile_m, tile, 4);
+        b.ins("st.global.u32", vec![Operand::Reg(ma).at(0), 0u32.into()]);
+        let r0 = b.mul_u32(tile, t);
+        let r1 = b.add_u32(r0, t);
+        strided(b, r0, r1, 1, &mut |b, row| {
+            let a = b.index_addr(p2e, row, 4);
+            b.ins("st.global.u32", vec![Operand::Reg(a).at(0), Operand::Imm(-1)]);
+        });
+    });
+    b.ins("ret", vec![]);
+    b
+}
+
+/// Places every route.
+pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
+    let mut b = KernelBuilder::new(format!("moegen_{}_moe_sort_scatter", target.tag()));
+    common_params(&mut b);
+    b.param("expanded_idx_to_permuted_idx", ParamType::U64, "i32 [tokens·top_k] out");
+    b.param("permuted_idx_to_expanded_idx", ParamType::U64, "i32 [max_tiles·T] out (valid rows)");
+    b.param("max_permuted_rows", ParamType::U32, "max_tiles·T: rows past it are never written");
+    b.param("error_flags", ParamType::U64, "u32 [1]: bit 0 set when an expert id is out of range");
+    b.directives.push(format!(".reqntid {THREADS}, 1, 1"));
+    let experts = b.ld_param_u64("experts");
+    let routes = b.ld_param_u32("num_routes");
+    let ne = b.ld_param_u32("num_experts");
+    let off = b.ld_param_u32("local_offset");
+    let l = b.ld_param_u32("local_experts");
+    let bases = b.ld_param_u64("block_counts");
+    let e2p = b.ld_param_u64("expanded_idx_to_permuted_idx");
+    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
+    let flags = b.ld_param_u64("error_flags");
+    let max_rows = b.ld_param_u32("max_permuted_rows");
+    let tid = b.sreg("%tid.x");
+    let bid = b.sreg("%ctaid.x");
+    let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
+    let local = b.smem_addr(0);
+    // Stage the block's local experts (−1 for non-local and past the end) in shared memory.
+    for r in 0..ROUTES_PER_BLOCK / THREADS {
+        let j = b.add_u32(tid, r * THREADS);
+        let i = b.add_u32(first, j);
+        let inside = b.setp("lt.u32", i, routes);
+        let le = b.mov_u32(Operand::Imm(-1));
+        let skip = b.new_label("skip_load");
+        b.bra_if(inside, true, &skip);
+        let v = local_expert(&mut b, experts, i, ne, off, l, flags);
+        b.assign("mov.u32", le, v);
+        b.label(&skip);
+        let a = b.mad_u32(j, 4u32, local);
+        b.ins("st.shared.u32", vec![Operand::Reg(a).at(0), le.into()]);
+    }
+    b.ins("bar.sync", vec![0u32.into()]);
+    for r in 0..ROUTES_PER_BLOCK / THREADS {
+        let j = b.add_u32(tid, r * THREADS);
+        let i = b.add_u32(first, j);
+        let inside = b.setp("lt.u32", i, routes);
+        let skip = b.new_label("skip_route");
+        b.bra_if(inside, true, &skip);
+        let a = b.mad_u32(j, 4u32, local);
+        let le = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(a).at(0)]);
+        let dst = b.index_addr(e2p, i, 4);
+        let none = b.setp("lt.s32", le, 0i32);
+        b.ins_if(none, false, "st.global.u32", vec![Operand::Reg(dst).at(0), Operand::Imm(-1)]);
+        b.bra_if(none, false, &skip);
+        let rank = b.mov_u32(0u32);
+        let zero = b.mov_u32(0u32);
+        strided(&mut b, zero, j, 1, &mut |b, q| {
+            let qa = b.mad_u32(q, 4u32, local);
+            let other = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(qa).at(0)]);
+            let same = b.setp("eq.u32", other, le);
+            let inc = b.selp_u32(1u32, 0u32, same);
+            b.ins("add.u32", vec![rank.into(), rank.into(), inc.into()]);
+        });
+        let idx = b.mad_u32(bid, l, le);
+        let ba = b.index_addr(bases, idx, 4);
+        let base = b.ld_global("u32", RegClass::B32, ba);
+        let row = b.add_u32(base, rank);
+        let fits = b.setp("lt.u32", row, max_rows);
+        let stored = b.selp_u32(row, Operand::Imm(-1), fits);
+        b.ins("st.global.u32", vec![Operand::Reg(dst).at(0), stored.into()]);
+        let pa = b.index_addr(p2e, row, 4);
+        b.ins_if(fits, false, "st.global.u32", vec![Operand::Reg(pa).at(0), i.into()]);
+        b.label(&skip);
+    }
+    b.ins("ret", vec![]);
+    b
+}

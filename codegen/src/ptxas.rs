@@ -1,0 +1,141 @@
+//! Driving ptxas and nvdisasm on generated PTX.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::tools;
+
+/// What `ptxas -v` reports for one entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PtxasReport {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Spill store bytes.
+    pub spill_stores: u32,
+    /// Spill load bytes.
+    pub spill_loads: u32,
+    /// Stack frame bytes.
+    pub stack_frame: u32,
+}
+
+fn scratch_path(ext: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("moegen-{}-{n}.{ext}", std::process::id()))
+}
+
+fn number_before(line: &str, unit: &str) -> Option<u32> {
+    let i = line.find(unit)?;
+    line[..i].split_whitespace().last()?.parse().ok()
+}
+
+/// Parses `ptxas -v` output.
+pub fn parse_report(text: &str) -> PtxasReport {
+    let mut r = PtxasReport::default();
+    for line in text.lines() {
+        if let Some(v) = number_before(line, "bytes stack frame") {
+            r.stack_frame = v;
+        }
+        if let Some(v) = number_before(line, "bytes spill stores") {
+            r.spill_stores = v;
+        }
+        if let Some(v) = number_before(line, "bytes spill loads") {
+            r.spill_loads = v;
+        }
+        if let Some(v) = number_before(line, "registers") {
+            r.registers = v;
+        }
+    }
+    r
+}
+
+/// Assembles `ptx` for `arch` (e.g. `sm_100f`); returns the report and the cubin.
+pub fn assemble(ptx: &str, arch: &str) -> Result<(PtxasReport, Vec<u8>), String> {
+    let ptxas = tools::ptxas()?;
+    let src = scratch_path("ptx");
+    let out = scratch_path("cubin");
+    std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
+    let result = Command::new(&ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg("-v")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .map_err(|e| format!("running {}: {e}", ptxas.display()));
+    let _ = std::fs::remove_file(&src);
+    let result = result?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    if !result.status.success() {
+        let _ = std::fs::remove_file(&out);
+        return Err(format!("ptxas -arch={arch} failed:\n{text}"));
+    }
+    let cubin = std::fs::read(&out).map_err(|e| format!("reading {}: {e}", out.display()));
+    let _ = std::fs::remove_file(&out);
+    Ok((parse_report(&text), cubin?))
+}
+
+/// SASS text of a cubin.
+pub fn disassemble(cubin: &[u8]) -> Result<String, String> {
+    let nvdisasm = tools::nvdisasm()?;
+    let path = scratch_path("cubin");
+    std::fs::write(&path, cubin).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let out = Command::new(&nvdisasm).arg("-c").arg(&path).output();
+    let _ = std::fs::remove_file(&path);
+    let out = out.map_err(|e| format!("running {}: {e}", nvdisasm.display()))?;
+    if !out.status.success() {
+        return Err(format!("nvdisasm failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Instruction families counted in SASS.
+pub const SASS_FAMILIES: [&str; 8] =
+    ["UTCOMMA", "UTCCP", "UTMALDG", "UTMASTG", "LDGSTS", "UBLKRED", "UBLKCP", "SYNCS"];
+
+/// SASS counts: per family (opcode prefix match) and the total instruction count.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SassCounts {
+    /// `(family, count)` in [`SASS_FAMILIES`] order.
+    pub families: Vec<(String, u32)>,
+    /// All instructions.
+    pub total: u32,
+}
+
+impl SassCounts {
+    /// Count of one family.
+    pub fn get(&self, family: &str) -> u32 {
+        self.families.iter().find(|(f, _)| f == family).map_or(0, |(_, n)| *n)
+    }
+}
+
+/// Counts the instructions of nvdisasm output.
+pub fn count_sass(sass: &str) -> SassCounts {
+    let mut fam = vec![0u32; SASS_FAMILIES.len()];
+    let mut total = 0;
+    for line in sass.lines() {
+        let t = line.trim_start();
+        // Instruction lines look like `/*0120*/   @!P0 OPCODE.MOD operands ;`.
+        let Some(rest) =
+            t.strip_prefix("/*").and_then(|r| r.split_once("*/")).map(|(_, r)| r.trim_start())
+        else {
+            continue;
+        };
+        if rest.is_empty() || !rest.ends_with(';') {
+            continue;
+        }
+        total += 1;
+        let op = rest.split_whitespace().find(|w| !w.starts_with('@')).unwrap_or("");
+        for (i, f) in SASS_FAMILIES.iter().enumerate() {
+            if op.starts_with(f) {
+                fam[i] += 1;
+            }
+        }
+    }
+    SassCounts { families: SASS_FAMILIES.iter().map(|f| f.to_string()).zip(fam).collect(), total }
+}
