@@ -41,18 +41,109 @@ fn tactics_json_lists_sixteen_tactics_with_the_invariants() {
     }
 }
 
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
 #[test]
-fn bare_gen_prints_the_tactic_table() {
-    let out = gen_cmd(&[]);
-    assert!(out.status.success());
+fn emit_writes_the_committed_crate_and_check_catches_drift() {
+    let dir = scratch_dir("emit");
+    let out = gen_cmd(&["emit", "--out", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8(out.stdout).unwrap().starts_with("wrote 30 kernels (33 files)"));
+    let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../generated");
+    for rel in [
+        "manifest.json",
+        "src/lib.rs",
+        "Cargo.toml",
+        "ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx",
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(dir.join(rel)).unwrap(),
+            std::fs::read_to_string(committed.join(rel)).unwrap(),
+            "{rel}"
+        );
+    }
+    // A changed and a stale file make `check` fail before any ptxas run.
+    std::fs::write(dir.join("ptx/moegen_sm90_finalize_reduce.ptx"), "edited").unwrap();
+    std::fs::write(dir.join("ptx/old_kernel.ptx"), "stale").unwrap();
+    let out = gen_cmd(&["check", "--out", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("changed: ptx/moegen_sm90_finalize_reduce.ptx"), "{err}");
+    assert!(err.contains("stale: ptx/old_kernel.ptx"), "{err}");
+    // Re-emitting repairs it and removes the stale file.
+    assert!(gen_cmd(&["emit", "--out", dir.to_str().unwrap()]).status.success());
+    assert!(!dir.join("ptx/old_kernel.ptx").exists());
+}
+
+#[test]
+fn check_passes_on_the_committed_crate() {
+    let out = gen_cmd(&["check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("NVFP4 MoE tactics for sm_100f (16 tactics)"), "{text}");
-    assert_eq!(
-        text.lines()
-            .filter(|l| l.contains(" | ") && l.trim_start().starts_with(char::is_numeric))
-            .count(),
-        16
+    assert!(
+        text.contains(
+            "is fresh; 30 kernels assembled in 80 ptxas runs with 0 spill and 0 stack bytes"
+        ),
+        "{text}"
     );
+}
+
+#[test]
+fn stats_reports_the_instruction_families_each_gemm_needs() {
+    let v = json(&["stats", "--json"]);
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 30);
+    let count = |r: &Value, f: &str| {
+        r["sass"]["families"].as_array().unwrap().iter().find(|p| p[0] == f).unwrap()[1]
+            .as_u64()
+            .unwrap()
+    };
+    for r in rows {
+        let family = r["family"].as_str().unwrap();
+        assert_eq!(r["ptxas"]["spill_stores"], 0);
+        assert_eq!(r["ptxas"]["stack_frame"], 0);
+        if family.starts_with("gemm") {
+            assert_eq!(
+                count(r, "UTCOMMA"),
+                4,
+                "{}: four block-scaled MMAs per K stage",
+                r["kernel"]
+            );
+            assert!(count(r, "UTCCP") >= 8, "{}", r["kernel"]);
+            assert!(count(r, "UTMALDG") >= 2, "{}", r["kernel"]);
+            assert!(count(r, "SYNCS") > 0, "{}", r["kernel"]);
+            if let Some(reference) = r["reference"].as_object() {
+                assert!(
+                    r["ab_stages"].as_u64() >= reference["ab_stages"].as_u64(),
+                    "{}",
+                    r["kernel"]
+                );
+                assert!(
+                    r["sass"]["total"].as_u64() <= reference["sass_instructions"].as_u64(),
+                    "{}",
+                    r["kernel"]
+                );
+            }
+        }
+        match family {
+            "gemm1" => {
+                assert!(count(r, "LDGSTS") >= 12, "gather");
+                assert!(count(r, "UTMASTG") >= 1, "TMA store of h");
+            }
+            "gemm2" => assert!(count(r, "UBLKRED") >= 1, "bulk reduce-add finalize"),
+            "gemm2_deterministic" => {
+                assert_eq!(count(r, "UBLKRED"), 0);
+                assert!(count(r, "UBLKCP") >= 1, "bulk store of route rows");
+            }
+            _ => assert_eq!(count(r, "UTCOMMA"), 0),
+        }
+    }
+    let text = String::from_utf8(gen_cmd(&["stats"]).stdout).unwrap();
+    assert!(text.lines().next().unwrap().starts_with("kernel"));
 }
 
 #[test]

@@ -352,31 +352,33 @@ fn prologue(b: &mut KernelBuilder, l: &GemmLayout) -> Common {
     }
 }
 
-fn tma_load(
-    b: &mut KernelBuilder,
-    l: &GemmLayout,
+/// One TMA tile load: `dims`-D box at `coords` of `map` into `dst`, completing on `bar`.
+struct TmaLoad {
     dims: usize,
     dst: Reg,
     map: Reg,
     coords: Vec<Operand>,
     bar: Reg,
     multicast: Option<Reg>,
-) {
+}
+
+fn tma_load(b: &mut KernelBuilder, l: &GemmLayout, t: TmaLoad) {
     let mut op = format!(
-        "cp.async.bulk.tensor.{dims}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+        t.dims
     );
-    if multicast.is_some() {
+    if t.multicast.is_some() {
         op.push_str(".multicast::cluster");
     }
     if l.cm == 2 {
         op.push_str(".cta_group::2");
     }
     let mut ops = vec![
-        Operand::Reg(dst).at(0),
-        Operand::TensorRef(Box::new(map.into()), coords),
-        Operand::Reg(bar).at(0),
+        Operand::Reg(t.dst).at(0),
+        Operand::TensorRef(Box::new(t.map.into()), t.coords),
+        Operand::Reg(t.bar).at(0),
     ];
-    if let Some(mask) = multicast {
+    if let Some(mask) = t.multicast {
         ops.push(mask.into());
     }
     b.ins(&op, ops);
@@ -441,35 +443,37 @@ fn producer_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
                     b.bra_if(a_issuer, true, &skip);
                 }
                 let rb = b.shr_u32(u.row0, 7u32);
-                tma_load(b, l, 2, st, ma, vec![kc.into(), u.row0.into()], bar, mask_a);
+                let coords = vec![kc.into(), u.row0.into()];
+                tma_load(
+                    b,
+                    l,
+                    TmaLoad { dims: 2, dst: st, map: ma, coords, bar, multicast: mask_a },
+                );
                 let sfa = b.add_u32(st, l.sfa_in_stage());
-                tma_load(b, l, 3, sfa, msfa, vec![imm(0), kq.into(), rb.into()], bar, mask_a);
+                let coords = vec![imm(0), kq.into(), rb.into()];
+                tma_load(
+                    b,
+                    l,
+                    TmaLoad { dims: 3, dst: sfa, map: msfa, coords, bar, multicast: mask_a },
+                );
                 b.label(&skip);
             }
             let dst_b = b.add_u32(st, l.b_in_stage());
             let nrow = b.mul_u32(u.n, l.n);
             let nrow = b.mad_u32(c.m_rank, l.n / l.cm, nrow);
+            let coords = vec![kc.into(), nrow.into(), u.expert.into()];
             tma_load(
                 b,
                 l,
-                3,
-                dst_b,
-                map_b,
-                vec![kc.into(), nrow.into(), u.expert.into()],
-                bar,
-                None,
+                TmaLoad { dims: 3, dst: dst_b, map: map_b, coords, bar, multicast: None },
             );
             let dst_sfb = b.add_u32(st, l.sfb_in_stage());
             let nblk = b.mul_u32(u.n, l.sfb_row_blocks());
+            let coords = vec![imm(0), kq.into(), nblk.into(), u.expert.into()];
             tma_load(
                 b,
                 l,
-                4,
-                dst_sfb,
-                map_sfb,
-                vec![imm(0), kq.into(), nblk.into(), u.expert.into()],
-                bar,
-                None,
+                TmaLoad { dims: 4, dst: dst_sfb, map: map_sfb, coords, bar, multicast: None },
             );
             ring_advance(b, s, ph, l.budget.ab_stages);
         });

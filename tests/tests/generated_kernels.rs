@@ -1,0 +1,83 @@
+//! The committed generated/ crate: fresh, complete, consistent with its manifest; every
+//! kernel assembles for each architecture it targets with no spill and no stack.
+
+use std::collections::BTreeSet;
+
+use moegen_codegen::check::{assemble_all, assembly_targets};
+use moegen_codegen::emit::{default_out_dir, diff_files, render_files};
+use moegen_codegen::kernel_set::default_kernel_set;
+use moegen_dsl::nvfp4_tactics;
+use moegen_tests::require;
+
+#[test]
+fn generated_is_fresh() {
+    let kernels = default_kernel_set().unwrap();
+    let files = render_files(&kernels).unwrap();
+    let diff = diff_files(&default_out_dir(), &files);
+    assert!(diff.is_empty(), "generated/ is stale, run `cargo run --bin gen`: {diff:?}");
+}
+
+#[test]
+fn the_set_covers_every_tactic_and_simt_kernel() {
+    let names: BTreeSet<&str> = moegen_kernels::KERNELS.iter().map(|k| k.name).collect();
+    assert_eq!(names.len(), moegen_kernels::KERNELS.len(), "unique names");
+    for t in nvfp4_tactics() {
+        for g in [t.gemm1(), t.gemm2()] {
+            let [m, n] = g.mma_tiler();
+            let [cm, cn] = g.cluster();
+            let name = format!("moegen_sm100_nvfp4_{}_t{m}_n{n}_c{cm}x{cn}", g.kind());
+            assert!(names.contains(name.as_str()), "{name} missing");
+            if g.kind() == moegen_dsl::GemmKind::Gemm2 {
+                assert!(names.contains(format!("{name}_det").as_str()), "{name}_det missing");
+            }
+        }
+    }
+    for tag in ["sm100", "sm90"] {
+        for f in [
+            "moe_sort_histogram",
+            "moe_sort_offsets",
+            "moe_sort_scatter",
+            "quantize_nvfp4",
+            "finalize_reduce",
+        ] {
+            let name = format!("moegen_{tag}_{f}");
+            assert!(names.contains(name.as_str()), "{name} missing");
+        }
+    }
+    assert_eq!(names.len(), 4 + 8 + 8 + 10);
+    let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
+    let listed: BTreeSet<&str> = manifest["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, names);
+    for k in moegen_kernels::KERNELS {
+        assert!(k.ptx.contains(&format!(".visible .entry {}(", k.name)), "{}", k.name);
+        assert!(k.ptx.contains(&format!(".target {}", k.target)), "{}", k.name);
+    }
+    let gemm = moegen_kernels::kernel("moegen_sm100_nvfp4_gemm2_t256_n256_c2x2").unwrap();
+    assert_eq!(gemm.family, "gemm2");
+    let entry =
+        manifest["kernels"].as_array().unwrap().iter().find(|k| k["name"] == gemm.name).unwrap();
+    assert_eq!(entry["cluster_dims"], serde_json::json!([4, 1, 1]));
+    assert_eq!(entry["threads"], 192);
+    assert_eq!(entry["params"][0]["name"], "tmap_a");
+    assert_eq!(entry["params"][0]["ty"], "TensorMap");
+}
+
+#[test]
+fn every_kernel_assembles_without_spills_for_each_architecture() {
+    require(moegen_codegen::tools::ptxas());
+    let kernels = default_kernel_set().unwrap();
+    let runs = assemble_all(&kernels).unwrap_or_else(|e| panic!("{e}"));
+    let expected: usize = kernels.iter().map(|k| assembly_targets(k).len()).sum();
+    assert_eq!(runs.len(), expected);
+    let archs: BTreeSet<&str> = runs.iter().map(|r| r.arch.as_str()).collect();
+    assert_eq!(archs, BTreeSet::from(["sm_100a", "sm_100f", "sm_103f", "sm_90a"]));
+    for r in &runs {
+        assert_eq!(r.report.spill_stores + r.report.spill_loads + r.report.stack_frame, 0, "{r:?}");
+        assert!(r.report.registers > 0, "{r:?}: ptxas reported no registers, the parse failed");
+    }
+}
