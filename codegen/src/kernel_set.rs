@@ -176,7 +176,13 @@ pub fn simt_kernels(target: SimtTarget) -> Result<Vec<GeneratedKernel>, Generate
 
 /// The default set, in a fixed order.
 pub fn default_kernel_set() -> Result<Vec<GeneratedKernel>, GenerateError> {
-    let mut all = gemm_kernels(Target::Sm100f)?;
+    kernel_set(Target::Sm100f)
+}
+
+/// The GEMM kernels for `target` (sm_100f or sm_100a) and the SIMT kernels for the SM100
+/// family and sm_90a.
+pub fn kernel_set(target: Target) -> Result<Vec<GeneratedKernel>, GenerateError> {
+    let mut all = gemm_kernels(target)?;
     for t in SimtTarget::ALL {
         all.extend(simt_kernels(t)?);
     }

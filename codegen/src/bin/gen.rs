@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use moegen_codegen::check::{assemble_all, render_stats, stats};
 use moegen_codegen::emit::{default_out_dir, diff_files, render_files, write_files};
-use moegen_codegen::kernel_set::default_kernel_set;
+use moegen_codegen::kernel_set::{default_kernel_set, kernel_set};
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
 use moegen_dsl::{Target, TileSize};
 use moegen_runtime::workspace::WorkspaceRequest;
@@ -28,6 +28,9 @@ enum Command {
         /// Output folder (default: the workspace's generated/).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Target of the GEMM kernels: sm_100f (default, what generated/ holds) or sm_100a.
+        #[arg(long, default_value = "sm_100f")]
+        target: Target,
     },
     /// Regenerate in memory, fail if the output folder differs, and assemble every kernel
     /// with ptxas (sm_100f, sm_103f, sm_100a; sm_90a for the Hopper SIMT kernels), failing on
@@ -85,9 +88,15 @@ impl From<String> for Failure {
     }
 }
 
-fn emit(out: Option<PathBuf>) -> Result<String, Failure> {
+fn emit(out: Option<PathBuf>, target: Target) -> Result<String, Failure> {
+    if target != Target::default() && out.is_none() {
+        return Err(Failure(
+            format!("--target {target} needs --out: generated/ holds the default set"),
+            2,
+        ));
+    }
     let dir = out.unwrap_or_else(default_out_dir);
-    let kernels = default_kernel_set().map_err(|e| e.to_string())?;
+    let kernels = kernel_set(target).map_err(|e| e.to_string())?;
     let files = render_files(&kernels)?;
     write_files(&dir, &files)?;
     Ok(format!("wrote {} kernels ({} files) to {}", kernels.len(), files.len(), dir.display()))
@@ -116,8 +125,8 @@ fn check(out: Option<PathBuf>) -> Result<String, Failure> {
 fn run(cli: Cli) -> Result<String, Failure> {
     let bad = |e: String| Failure(e, 2);
     match cli.command {
-        None => emit(None),
-        Some(Command::Emit { out }) => emit(out),
+        None => emit(None, Target::default()),
+        Some(Command::Emit { out, target }) => emit(out, target),
         Some(Command::Check { out }) => check(out),
         Some(Command::Stats { json }) => {
             let kernels = default_kernel_set().map_err(|e| e.to_string())?;
