@@ -7,7 +7,9 @@
 //! - [`reference`]: the CPU reference of the whole NVFP4 layer, an f64 oracle, and the
 //!   weight preparation a checkpoint needs.
 
+pub mod backend;
 pub mod buckets;
+pub mod device_ops;
 pub mod error;
 pub mod reference;
 pub mod routing;

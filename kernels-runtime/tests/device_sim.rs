@@ -1,0 +1,183 @@
+//! The generated SIMT kernels, run in moegen-sim through the backend interface, against the
+//! CPU reference: bit-identical outputs.
+
+use half::bf16;
+use moegen_dsl::{FinalizeMode, TileSize};
+use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::device_ops::{
+    DeviceOpError, device_finalize_reduce, device_moe_sort, device_quantize,
+};
+use moegen_runtime::reference::{finalize, quantize_activations};
+use moegen_runtime::routing::{ExpertWindow, moe_sort};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn routing(tokens: usize, k: usize, experts: usize, seed: u64, skew: bool) -> Vec<i32> {
+    let mut r = Rng(seed);
+    (0..tokens * k)
+        .map(|_| {
+            if skew && r.next().is_multiple_of(3) { 3 } else { (r.next() % experts as u64) as i32 }
+        })
+        .collect()
+}
+
+#[test]
+fn routing_sort_matches_the_cpu_sort_bit_for_bit() {
+    let cases = [
+        (1, 2, 8, 2, 4, TileSize::T128, false),
+        (5, 2, 8, 2, 4, TileSize::T256, false),
+        (300, 2, 8, 4, 4, TileSize::T128, true),
+        (700, 4, 16, 0, 16, TileSize::T128, true),
+        (513, 8, 64, 8, 8, TileSize::T256, false),
+    ];
+    for (i, &(tokens, k, experts, offset, local, tile, skew)) in cases.iter().enumerate() {
+        let w = ExpertWindow::new(experts, offset, local, k).unwrap();
+        let ids = routing(tokens, k, experts, 17 + i as u64, skew);
+        let want = moe_sort(&ids, tokens, &w, tile).unwrap();
+        let mut sim = SimBackend::new();
+        let got = device_moe_sort(&mut sim, &ids, tokens, &w, tile).unwrap();
+        assert_eq!(got, want, "case {i}");
+    }
+}
+
+#[test]
+fn routing_sort_edge_cases() {
+    let w = ExpertWindow::new(8, 4, 4, 1).unwrap();
+    for ids in [vec![5; 300], vec![0, 1, 2, 3], vec![4, 7]] {
+        let n = ids.len();
+        let mut sim = SimBackend::new();
+        assert_eq!(
+            device_moe_sort(&mut sim, &ids, n, &w, TileSize::T128).unwrap(),
+            moe_sort(&ids, n, &w, TileSize::T128).unwrap()
+        );
+    }
+    // Out-of-range ids are flagged by the kernels, never written out of bounds.
+    let mut sim = SimBackend::new();
+    assert_eq!(
+        device_moe_sort(&mut sim, &[1, 9, -3], 3, &w, TileSize::T128),
+        Err(DeviceOpError::Flags(1))
+    );
+}
+
+#[test]
+fn quantize_matches_the_cpu_quantizer_bit_for_bit() {
+    let (tokens, hidden) = (7, 256);
+    let mut r = Rng(5);
+    let mut x: Vec<bf16> = (0..tokens * hidden)
+        .map(|i| {
+            bf16::from_f32(
+                ((r.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * (1 + i % 13) as f32,
+            )
+        })
+        .collect();
+    // Exact ties, zeros, tiny values and a block far below the scale's range.
+    x[0] = bf16::from_f32(0.0);
+    x[1] = bf16::from_f32(-0.0);
+    x[2] = bf16::from_f32(0.25);
+    for v in &mut x[16..32] {
+        *v = bf16::from_f32(1e-30);
+    }
+    let g = 448.0 * 6.0 / 7.0;
+    let want = quantize_activations(&x, tokens, hidden, g).unwrap();
+    let mut sim = SimBackend::new();
+    let got = device_quantize(&mut sim, &x, tokens, hidden, g).unwrap();
+    assert_eq!(got, want);
+    assert!(sim.thread_instructions > 0);
+}
+
+#[test]
+fn deterministic_finalize_matches_the_cpu_finalize() {
+    let (tokens, k, hidden) = (9, 4, 64);
+    let mut r = Rng(11);
+    let e2p: Vec<i32> =
+        (0..tokens * k).map(|i| if r.next().is_multiple_of(4) { -1 } else { i as i32 }).collect();
+    let contrib: Vec<f32> = (0..tokens * k * hidden)
+        .map(|i| {
+            let route = i / hidden;
+            if e2p[route] < 0 {
+                0.0
+            } else {
+                bf16::from_f32((r.next() >> 40) as f32 / 1e6 - 8.0).to_f32()
+            }
+        })
+        .collect();
+    let want = finalize(&contrib, tokens, k, hidden, FinalizeMode::Deterministic).unwrap();
+    let mut sim = SimBackend::new();
+    let got = device_finalize_reduce(&mut sim, &contrib, &e2p, tokens, k, hidden).unwrap();
+    assert_eq!(got, want);
+}
+
+/// A generated kernel's text with one planted defect.
+fn mutated(name: &str, from: &str, to: &str) -> String {
+    let ptx = moegen_kernels::kernel(name).unwrap().ptx;
+    assert!(ptx.contains(from), "{name} has no `{from}` to mutate");
+    ptx.replacen(from, to, 1)
+}
+
+#[test]
+fn planted_defects_in_the_simt_kernels_are_caught() {
+    let w = ExpertWindow::new(8, 2, 4, 2).unwrap();
+    let ids = routing(300, 2, 8, 3, true);
+    let want = moe_sort(&ids, 300, &w, TileSize::T128).unwrap();
+    // Off-by-one in the tile's valid-row limit: the offsets kernel computes min((t+1)·T, end).
+    let mut sim = SimBackend::new();
+    let ptx = moegen_kernels::kernel("moegen_sm100_moe_sort_offsets").unwrap().ptx;
+    let line = ptx.lines().find(|l| l.contains("min.u32")).unwrap();
+    let regs: Vec<&str> =
+        line.trim().trim_end_matches(';').split([' ', ',']).filter(|s| !s.is_empty()).collect();
+    let bad = format!("\tadd.u32 {}, {}, 1;", regs[1], regs[2]);
+    sim.replace_kernel(
+        "moegen_sm100_moe_sort_offsets",
+        &ptx.replacen(line, &format!("{line}\n{bad}"), 1),
+    )
+    .unwrap();
+    assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want.clone()));
+    // Rank counted with ≤ instead of <: two routes share a row.
+    let mut sim = SimBackend::new();
+    sim.replace_kernel(
+        "moegen_sm100_moe_sort_scatter",
+        &mutated("moegen_sm100_moe_sort_scatter", "setp.eq.u32", "setp.ne.u32"),
+    )
+    .unwrap();
+    assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want));
+    // A wrong constant (1/4 for 1/6) in the scale computation.
+    let x: Vec<bf16> = (0..64).map(|i| bf16::from_f32(i as f32 - 30.0)).collect();
+    let want = quantize_activations(&x, 1, 64, 10.0).unwrap();
+    let mut sim = SimBackend::new();
+    sim.replace_kernel(
+        "moegen_sm100_quantize_nvfp4",
+        &mutated("moegen_sm100_quantize_nvfp4", "0f3E2AAAAB", "0f3E800000"),
+    )
+    .unwrap();
+    assert_ne!(device_quantize(&mut sim, &x, 1, 64, 10.0).unwrap(), want);
+}
+
+#[test]
+fn hopper_flavour_matches_too() {
+    // The sm_90a kernels (software E2M1 encoding) are the ones the H200 runs.
+    let (tokens, hidden) = (5, 512);
+    let mut r = Rng(23);
+    let x: Vec<bf16> = (0..tokens * hidden)
+        .map(|i| bf16::from_f32(((r.next() >> 40) as f32 / 1e6 - 8.0) * (1 + i % 7) as f32))
+        .collect();
+    let g = 448.0 * 6.0 / 60.0;
+    let mut sim = SimBackend::hopper();
+    assert_eq!(
+        device_quantize(&mut sim, &x, tokens, hidden, g).unwrap(),
+        quantize_activations(&x, tokens, hidden, g).unwrap()
+    );
+    let w = ExpertWindow::new(16, 4, 8, 4).unwrap();
+    let ids = routing(200, 4, 16, 9, true);
+    assert_eq!(
+        device_moe_sort(&mut sim, &ids, 200, &w, TileSize::T256).unwrap(),
+        moe_sort(&ids, 200, &w, TileSize::T256).unwrap()
+    );
+}

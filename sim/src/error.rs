@@ -1,0 +1,89 @@
+//! Simulation errors: every failure names where it happened.
+
+/// What went wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The text is not PTX this parser reads.
+    #[error("parse error at line {line}: {message}")]
+    Parse {
+        /// Line.
+        line: usize,
+        /// What.
+        message: String,
+    },
+    /// An instruction the simulator does not model.
+    #[error("line {line}: instruction `{opcode}` is not modelled")]
+    Unsupported {
+        /// Line.
+        line: usize,
+        /// Opcode.
+        opcode: String,
+    },
+    /// A malformed instruction (operand kinds or counts).
+    #[error("line {line}: `{opcode}`: {message}")]
+    BadInstruction {
+        /// Line.
+        line: usize,
+        /// Opcode.
+        opcode: String,
+        /// What.
+        message: String,
+    },
+    /// A global access outside every allocation.
+    #[error(
+        "line {line}: global access of {size} B at {addr:#x} is out of bounds (block {block}, thread {thread})"
+    )]
+    GlobalOutOfBounds {
+        /// Line.
+        line: usize,
+        /// Address.
+        addr: u64,
+        /// Bytes.
+        size: usize,
+        /// Block.
+        block: u32,
+        /// Thread.
+        thread: u32,
+    },
+    /// A shared access outside the CTA's shared memory.
+    #[error(
+        "line {line}: shared access of {size} B at {addr:#x} is out of bounds ({limit} B; block {block}, thread {thread})"
+    )]
+    SharedOutOfBounds {
+        /// Line.
+        line: usize,
+        /// Address.
+        addr: u64,
+        /// Bytes.
+        size: usize,
+        /// Shared bytes.
+        limit: usize,
+        /// Block.
+        block: u32,
+        /// Thread.
+        thread: u32,
+    },
+    /// Every warp is blocked.
+    #[error("deadlock in block {block}: {detail}")]
+    Deadlock {
+        /// Block.
+        block: u32,
+        /// Each waiting thread group's pc and condition.
+        detail: String,
+    },
+    /// The launch ran past its step limit.
+    #[error(
+        "block {block}: stopped after {limit} thread-instructions (last at line {line}): runaway loop?"
+    )]
+    StepLimit {
+        /// Block.
+        block: u32,
+        /// The limit.
+        limit: u64,
+        /// Line last executed.
+        line: usize,
+    },
+    /// A launch that does not match the kernel.
+    #[error("launch: {0}")]
+    Launch(String),
+}
