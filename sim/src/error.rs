@@ -71,6 +71,27 @@ pub enum SimError {
         /// Each waiting thread group's pc and condition.
         detail: String,
     },
+    /// A read of shared memory whose asynchronous write has not completed through a barrier
+    /// phase the reader could have waited on.
+    #[error("line {line}: block {block} reads shared byte {addr:#x} before the asynchronous copy that wrote it completed (missing mbarrier wait?)")]
+    AsyncRace {
+        /// Line.
+        line: usize,
+        /// Block.
+        block: u32,
+        /// Shared offset.
+        addr: u64,
+    },
+    /// A CTA exited with TMEM still allocated.
+    #[error("block {block} exited with TMEM columns {start}+{columns} still allocated")]
+    TmemLeak {
+        /// Block.
+        block: u32,
+        /// First column.
+        start: u32,
+        /// Columns.
+        columns: u32,
+    },
     /// The launch ran past its step limit.
     #[error(
         "block {block}: stopped after {limit} thread-instructions (last at line {line}): runaway loop?"

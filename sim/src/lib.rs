@@ -14,6 +14,7 @@ mod memory;
 mod parse;
 
 pub use error::SimError;
+pub use exec::tensor_map::{TensorMap, TmaDataType};
 pub use exec::{Arg, LaunchConfig, LaunchStats, launch};
 pub use memory::Device;
 pub use parse::{Inst, Kernel, Module, Opnd, ParamDecl, parse_module};

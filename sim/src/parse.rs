@@ -70,6 +70,10 @@ pub struct Kernel {
     pub labels: HashMap<String, usize>,
     /// Name of the extern dynamic shared array, if any.
     pub dynamic_shared: Option<String>,
+    /// `.reqntid` x, if declared.
+    pub reqntid: Option<u32>,
+    /// `.reqnctapercluster` x, if declared.
+    pub reqnctapercluster: Option<u32>,
 }
 
 /// A parsed module.
@@ -261,7 +265,17 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
             let close = sig.rfind(')').ok_or_else(|| err(start + 1, "missing ')'"))?;
             let name = sig[..open].split_whitespace().last().unwrap_or("").to_owned();
             let params = parse_params(&sig[open + 1..close], start + 1)?;
+            let mut reqntid = None;
+            let mut reqnctapercluster = None;
+            i += 1;
             while i < lines.len() && strip_comment(lines[i]).trim() != "{" {
+                let d = strip_comment(lines[i]).trim();
+                let first_num = |rest: &str| rest.split(',').next().and_then(|x| x.trim().parse::<u32>().ok());
+                if let Some(rest) = d.strip_prefix(".reqntid") {
+                    reqntid = first_num(rest);
+                } else if let Some(rest) = d.strip_prefix(".reqnctapercluster") {
+                    reqnctapercluster = first_num(rest);
+                }
                 i += 1;
             }
             i += 1;
@@ -273,6 +287,8 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                 body: Vec::new(),
                 labels: HashMap::new(),
                 dynamic_shared: extern_shared.clone(),
+                reqntid,
+                reqnctapercluster,
             };
             while i < lines.len() {
                 let raw = strip_comment(lines[i]).trim();
