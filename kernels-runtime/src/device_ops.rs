@@ -31,17 +31,121 @@ pub enum DeviceOpError {
     Flags(u32),
 }
 
-fn kernel(b: &dyn Backend, family: &str) -> Result<(&'static str, &'static str), DeviceOpError> {
+pub(crate) fn kernel(b: &dyn Backend, family: &str) -> Result<(&'static str, &'static str), DeviceOpError> {
     let name = format!("moegen_{}_{family}", b.kernel_tag());
     moegen_kernels::kernel(&name).map(|k| (k.ptx, k.name)).ok_or(DeviceOpError::MissingKernel(name))
 }
 
-fn to_bytes_i32(v: &[i32]) -> Vec<u8> {
+pub(crate) fn to_bytes_i32(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn from_bytes_i32(b: &[u8]) -> Vec<i32> {
+pub(crate) fn from_bytes_i32(b: &[u8]) -> Vec<i32> {
     b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Device buffers of the routing sort's outputs.
+#[derive(Clone, Copy, Debug)]
+pub struct SortBuffers {
+    /// Tile arrays' length.
+    pub max_tiles: usize,
+    /// Row arrays' length.
+    pub max_rows: usize,
+    /// Routes (N·k).
+    pub routes: usize,
+    /// `tile_idx_to_expert_idx`.
+    pub tile_expert: DevicePtr,
+    /// `tile_idx_to_mn_limit`.
+    pub tile_limit: DevicePtr,
+    /// `expanded_idx_to_permuted_idx`.
+    pub e2p: DevicePtr,
+    /// `permuted_idx_to_expanded_idx`.
+    pub p2e: DevicePtr,
+    /// `num_non_exiting_tiles`.
+    pub live: DevicePtr,
+    /// `total_num_padded_tokens`.
+    pub padded: DevicePtr,
+}
+
+/// Runs the three routing-sort kernels, leaving the outputs on the device.
+pub fn device_moe_sort_buffers(
+    b: &mut dyn Backend,
+    experts: &[i32],
+    tokens: usize,
+    window: &ExpertWindow,
+    tile: TileSize,
+) -> Result<SortBuffers, DeviceOpError> {
+    let routes = tokens.checked_mul(window.top_k).ok_or(RuntimeError::Overflow { what: "tokens × top_k" })?;
+    if tokens == 0 {
+        return Err(RuntimeError::Zero { what: "tokens" }.into());
+    }
+    if experts.len() != routes {
+        return Err(RuntimeError::BufferLength { what: "routing experts", expected: routes, actual: experts.len() }.into());
+    }
+    let t = tile.rows() as usize;
+    let tiles = max_tiles(routes as u64, window.local as u64, t as u64)? as usize;
+    let rows = max_permuted_rows(routes as u64, window.local as u64, t as u64)? as usize;
+    let blocks = routes.div_ceil(ROUTES_PER_BLOCK);
+    let l = window.local;
+    let d_experts = b.upload_new(&to_bytes_i32(experts))?;
+    let d_counts = b.alloc(blocks * l * 4)?;
+    let out = SortBuffers {
+        max_tiles: tiles,
+        max_rows: rows,
+        routes,
+        tile_expert: b.alloc(tiles * 4)?,
+        tile_limit: b.alloc(tiles * 4)?,
+        e2p: b.alloc(routes * 4)?,
+        p2e: b.alloc(rows * 4)?,
+        live: b.alloc(4)?,
+        padded: b.alloc(4)?,
+    };
+    let d_flags = b.alloc(4)?;
+    let u = |v: usize| KernelArg::U32(v as u32);
+    let p = KernelArg::Ptr;
+    let common = [p(d_experts), u(routes), u(window.num_experts), u(window.offset), u(l), p(d_counts)];
+    let (ptx, name) = kernel(b, "moe_sort_histogram")?;
+    let mut args = common.to_vec();
+    args.push(p(d_flags));
+    b.launch(ptx, name, LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: (4 * l) as u32 }, &args)?;
+    let (ptx, name) = kernel(b, "moe_sort_offsets")?;
+    let args = [
+        u(blocks),
+        u(l),
+        u(t),
+        u(tiles),
+        p(d_counts),
+        p(out.tile_expert),
+        p(out.tile_limit),
+        p(out.p2e),
+        p(out.live),
+        p(out.padded),
+        p(d_flags),
+    ];
+    b.launch(ptx, name, LaunchShape { grid: 1, block: 256, dynamic_smem: (8 * l + 4) as u32 }, &args)?;
+    let (ptx, name) = kernel(b, "moe_sort_scatter")?;
+    let mut args = common.to_vec();
+    args.extend([p(out.e2p), p(out.p2e), u(rows), p(d_flags)]);
+    b.launch(ptx, name, LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: 4096 }, &args)?;
+    let flags = from_bytes_i32(&b.download(d_flags, 4)?)[0] as u32;
+    if flags != 0 {
+        return Err(DeviceOpError::Flags(flags));
+    }
+    Ok(out)
+}
+
+/// Reads the routing sort's outputs back.
+pub fn read_sort(b: &mut dyn Backend, s: &SortBuffers, tile: TileSize) -> Result<SortOutputs, DeviceOpError> {
+    let read = |b: &mut dyn Backend, ptr: DevicePtr, n: usize| b.download(ptr, n * 4).map(|v| from_bytes_i32(&v));
+    Ok(SortOutputs {
+        tile,
+        tile_idx_to_expert_idx: read(b, s.tile_expert, s.max_tiles)?,
+        tile_idx_to_mn_limit: read(b, s.tile_limit, s.max_tiles)?,
+        expanded_idx_to_permuted_idx: read(b, s.e2p, s.routes)?,
+        permuted_idx_to_expanded_idx: read(b, s.p2e, s.max_rows)?,
+        num_non_exiting_tiles: read(b, s.live, 1)?[0],
+        total_num_padded_tokens: read(b, s.padded, 1)?[0],
+    })
 }
 
 /// Runs the three routing-sort kernels and reads the six outputs back.
@@ -52,92 +156,8 @@ pub fn device_moe_sort(
     window: &ExpertWindow,
     tile: TileSize,
 ) -> Result<SortOutputs, DeviceOpError> {
-    let routes = tokens
-        .checked_mul(window.top_k)
-        .ok_or(RuntimeError::Overflow { what: "tokens × top_k" })?;
-    if tokens == 0 {
-        return Err(RuntimeError::Zero { what: "tokens" }.into());
-    }
-    if experts.len() != routes {
-        return Err(RuntimeError::BufferLength {
-            what: "routing experts",
-            expected: routes,
-            actual: experts.len(),
-        }
-        .into());
-    }
-    let t = tile.rows() as usize;
-    let tiles = max_tiles(routes as u64, window.local as u64, t as u64)? as usize;
-    let rows = max_permuted_rows(routes as u64, window.local as u64, t as u64)? as usize;
-    let blocks = routes.div_ceil(ROUTES_PER_BLOCK);
-    let l = window.local;
-    let d_experts = b.upload_new(&to_bytes_i32(experts))?;
-    let d_counts = b.alloc(blocks * l * 4)?;
-    let d_tile_e = b.alloc(tiles * 4)?;
-    let d_tile_m = b.alloc(tiles * 4)?;
-    let d_e2p = b.alloc(routes * 4)?;
-    let d_p2e = b.alloc(rows * 4)?;
-    let d_live = b.alloc(4)?;
-    let d_padded = b.alloc(4)?;
-    let d_flags = b.alloc(4)?;
-    let u = |v: usize| KernelArg::U32(v as u32);
-    let p = KernelArg::Ptr;
-    let common =
-        [p(d_experts), u(routes), u(window.num_experts), u(window.offset), u(l), p(d_counts)];
-    let (ptx, name) = kernel(b, "moe_sort_histogram")?;
-    let mut args = common.to_vec();
-    args.push(p(d_flags));
-    b.launch(
-        ptx,
-        name,
-        LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: (4 * l) as u32 },
-        &args,
-    )?;
-    let (ptx, name) = kernel(b, "moe_sort_offsets")?;
-    let args = [
-        u(blocks),
-        u(l),
-        u(t),
-        u(tiles),
-        p(d_counts),
-        p(d_tile_e),
-        p(d_tile_m),
-        p(d_p2e),
-        p(d_live),
-        p(d_padded),
-        p(d_flags),
-    ];
-    b.launch(
-        ptx,
-        name,
-        LaunchShape { grid: 1, block: 256, dynamic_smem: (8 * l + 4) as u32 },
-        &args,
-    )?;
-    let (ptx, name) = kernel(b, "moe_sort_scatter")?;
-    let mut args = common.to_vec();
-    args.extend([p(d_e2p), p(d_p2e), u(rows), p(d_flags)]);
-    b.launch(
-        ptx,
-        name,
-        LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: 4096 },
-        &args,
-    )?;
-    let flags = from_bytes_i32(&b.download(d_flags, 4)?)[0] as u32;
-    if flags != 0 {
-        return Err(DeviceOpError::Flags(flags));
-    }
-    let read = |b: &mut dyn Backend, ptr: DevicePtr, n: usize| {
-        b.download(ptr, n * 4).map(|v| from_bytes_i32(&v))
-    };
-    Ok(SortOutputs {
-        tile,
-        tile_idx_to_expert_idx: read(b, d_tile_e, tiles)?,
-        tile_idx_to_mn_limit: read(b, d_tile_m, tiles)?,
-        expanded_idx_to_permuted_idx: read(b, d_e2p, routes)?,
-        permuted_idx_to_expanded_idx: read(b, d_p2e, rows)?,
-        num_non_exiting_tiles: read(b, d_live, 1)?[0],
-        total_num_padded_tokens: read(b, d_padded, 1)?[0],
-    })
+    let s = device_moe_sort_buffers(b, experts, tokens, window, tile)?;
+    read_sort(b, &s, tile)
 }
 
 /// Quantizes bf16 activations on the device (global scale passed through device memory).

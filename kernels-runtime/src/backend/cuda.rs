@@ -10,7 +10,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
-use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape};
+use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec};
 
 fn cuda_err(e: impl std::fmt::Debug) -> BackendError {
     BackendError::Cuda(format!("{e:?}"))
@@ -153,5 +153,24 @@ impl Backend for CudaBackend {
 
     fn kernel_tag(&self) -> &'static str {
         self.tag
+    }
+
+    fn launch_cluster(
+        &mut self,
+        ptx: &'static str,
+        kernel: &str,
+        shape: LaunchShape,
+        cluster: u32,
+        args: &[KernelArg],
+    ) -> Result<(), BackendError> {
+        if cluster != 1 {
+            // Cluster launches (cuLaunchKernelEx) arrive with the SM100 GEMM path.
+            return Err(BackendError::Usage("cluster launches are not wired to CUDA yet".into()));
+        }
+        self.launch(ptx, kernel, shape, args)
+    }
+
+    fn encode_tensor_map(&mut self, _spec: &TensorMapSpec) -> Result<Vec<u8>, BackendError> {
+        Err(BackendError::Usage("cuTensorMapEncodeTiled is not wired to CUDA yet".into()))
     }
 }

@@ -49,6 +49,34 @@ pub enum BackendError {
     Usage(String),
 }
 
+/// Element type of a tensor map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmaElement {
+    /// UINT8.
+    U8,
+    /// UINT16 (scale-factor atoms).
+    U16,
+    /// Packed 4-bit, two per byte (16U4_ALIGN8B; dimension 0 counts 4-bit elements).
+    U4Packed,
+}
+
+/// A tiled tensor map, as `cuTensorMapEncodeTiled` takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapSpec {
+    /// Element type.
+    pub element: TmaElement,
+    /// Global base.
+    pub address: DevicePtr,
+    /// Elements per dimension, innermost first.
+    pub dims: Vec<u64>,
+    /// Byte strides of dimensions 1..
+    pub strides: Vec<u64>,
+    /// Box elements per dimension.
+    pub box_dims: Vec<u32>,
+    /// Swizzle span: 0, 32, 64 or 128 bytes.
+    pub swizzle: u32,
+}
+
 /// What a device must offer to run moegen's kernels.
 pub trait Backend {
     /// Allocates `bytes` zeroed bytes.
@@ -65,6 +93,17 @@ pub trait Backend {
         shape: LaunchShape,
         args: &[KernelArg],
     ) -> Result<(), BackendError>;
+    /// Launches with a cluster of `cluster` CTAs along x (the kernel's `.reqnctapercluster`).
+    fn launch_cluster(
+        &mut self,
+        ptx: &'static str,
+        kernel: &str,
+        shape: LaunchShape,
+        cluster: u32,
+        args: &[KernelArg],
+    ) -> Result<(), BackendError>;
+    /// Encodes a tensor map for this device (128 bytes, passed by value).
+    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<Vec<u8>, BackendError>;
     /// Which generated kernel flavour this device runs (`sm100` or `sm90`).
     fn kernel_tag(&self) -> &'static str;
 

@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
-use moegen_sim::{Arg, Device, LaunchConfig, Module, launch, parse_module};
+use moegen_sim::{Arg, Device, LaunchConfig, Module, TensorMap, TmaDataType, launch, parse_module};
 
-use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape};
+use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec, TmaElement};
 
 /// Runs kernels in moegen-sim.
 #[derive(Default)]
@@ -15,6 +15,8 @@ pub struct SimBackend {
     hopper: bool,
     /// Thread-instructions executed so far.
     pub thread_instructions: u64,
+    /// Block-scaled MMA instructions executed so far.
+    pub mma_instructions: u64,
 }
 
 impl SimBackend {
@@ -67,6 +69,33 @@ impl Backend for SimBackend {
         shape: LaunchShape,
         args: &[KernelArg],
     ) -> Result<(), BackendError> {
+        self.launch_cluster(ptx, kernel, shape, 1, args)
+    }
+
+    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<Vec<u8>, BackendError> {
+        let map = TensorMap {
+            dtype: match spec.element {
+                TmaElement::U8 => TmaDataType::U8,
+                TmaElement::U16 => TmaDataType::U16,
+                TmaElement::U4Packed => TmaDataType::U4Packed,
+            },
+            address: spec.address.0,
+            dims: spec.dims.clone(),
+            strides: spec.strides.clone(),
+            box_dims: spec.box_dims.clone(),
+            swizzle: spec.swizzle,
+        };
+        map.encode().map(|b| b.to_vec()).map_err(BackendError::Usage)
+    }
+
+    fn launch_cluster(
+        &mut self,
+        ptx: &'static str,
+        kernel: &str,
+        shape: LaunchShape,
+        cluster: u32,
+        args: &[KernelArg],
+    ) -> Result<(), BackendError> {
         // Modules are keyed by the address of their static text: parsed once.
         let key = ptx.as_ptr() as usize;
         if let std::collections::hash_map::Entry::Vacant(slot) = self.modules.entry(key) {
@@ -82,10 +111,12 @@ impl Backend for SimBackend {
                 KernelArg::Bytes(b) => Arg::Bytes(b.clone()),
             })
             .collect();
-        let cfg = LaunchConfig::new(shape.grid, shape.block, shape.dynamic_smem as usize);
+        let mut cfg = LaunchConfig::new(shape.grid, shape.block, shape.dynamic_smem as usize);
+        cfg.cluster = cluster;
         let stats = launch(&mut self.device, module, kernel, &cfg, &args)
             .map_err(|e| BackendError::Sim(e.to_string()))?;
         self.thread_instructions += stats.thread_instructions;
+        self.mma_instructions += stats.mma_instructions;
         Ok(())
     }
 

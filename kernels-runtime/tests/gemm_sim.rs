@@ -1,0 +1,95 @@
+//! The generated SM100 GEMM kernels, end to end in moegen-sim (routing sort → GEMM1 →
+//! GEMM2 [→ deterministic reduction]), against the CPU reference.
+
+use half::bf16;
+use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
+use moegen_dsl::{FinalizeMode, MoeTactic, TileSize, nvfp4_tactics};
+use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::device_layer::{DeviceRun, device_moe_layer};
+use moegen_runtime::reference::*;
+use moegen_runtime::routing::ExpertWindow;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn normal(&mut self) -> f32 {
+        (0..4).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).sum::<f32>() * 1.7
+    }
+}
+
+struct Problem {
+    shape: MoeShape,
+    acts: Nvfp4Activations,
+    weights: PreparedWeights,
+    routing: Routing,
+}
+
+fn problem(tokens: usize, seed: u64, route: &dyn Fn(&mut Rng, usize, usize) -> i32) -> Problem {
+    let (h, i, k) = (512, 256, 2);
+    let shape = MoeShape::new(h, i, ExpertWindow::new(8, 2, 4, k).unwrap()).unwrap();
+    let mut r = Rng(seed);
+    let x: Vec<f32> = (0..tokens * h).map(|_| r.normal()).collect();
+    let s = 1.0 / (h as f32).sqrt();
+    let up: Vec<f32> = (0..4 * i * h).map(|_| r.normal() * s).collect();
+    let gate: Vec<f32> = (0..4 * i * h).map(|_| r.normal() * s).collect();
+    let down: Vec<f32> = (0..4 * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
+    let experts: Vec<i32> = (0..tokens * k).map(|j| route(&mut r, j / k, j % k)).collect();
+    let weights: Vec<f32> = (0..tokens * k).map(|j| if j % 2 == 0 { 0.625 } else { 0.375 }).collect();
+    let gs_x = nvfp4_global_scale(block_amax(&x)).unwrap();
+    let acts = quantize_activations(&x, tokens, h, gs_x).unwrap();
+    let weights_p = prepare_weights(&shape, &up, &gate, &down, gs_x, 448.0 * 6.0 / 8.0).unwrap();
+    Problem { shape, acts, weights: weights_p, routing: Routing { tokens, experts, weights } }
+}
+
+fn random_routes(r: &mut Rng, _t: usize, slot: usize) -> i32 {
+    (r.next() % 4) as i32 + 4 * slot as i32
+}
+
+/// Runs one tactic and checks every output against the reference.
+fn check(p: &Problem, tactic: &MoeTactic, finalize: FinalizeMode, clusters: u32) -> DeviceRun {
+    let opts = ReferenceOptions { finalize, ..Default::default() };
+    let want = moe_reference(&p.shape, &p.acts, &p.weights, &p.routing, tactic.tile(), opts).unwrap();
+    let mut sim = SimBackend::new();
+    let got = device_moe_layer(&mut sim, &p.shape, &p.acts, &p.weights, &p.routing, tactic, opts, clusters)
+        .unwrap_or_else(|e| panic!("{tactic}: {e}"));
+    let live_tiles = want.sort.num_non_exiting_tiles as u64;
+    if live_tiles > 0 {
+        // Both GEMMs ran their MMAs: K/64 per tile and N block (2-CTA counts one per pair).
+        let (h, i) = (p.shape.hidden as u64, p.shape.intermediate as u64);
+        let per_tile = (2 * i / u64::from(tactic.gemm1().mma_tiler()[1])) * (h / 64)
+            + (h / u64::from(tactic.gemm2().mma_tiler()[1])) * (i / 64);
+        assert_eq!(sim.mma_instructions, live_tiles * per_tile, "{tactic}: MMA count");
+    }
+    assert_eq!(got.sort, want.sort, "{tactic}: routing sort");
+    let i = p.shape.intermediate;
+    let mut rows_checked = 0;
+    for row in 0..want.gemm1.rows {
+        if want.sort.route_of_row(row, p.shape.top_k()).is_none() {
+            continue;
+        }
+        rows_checked += 1;
+        assert_eq!(got.gemm1.packed[row * i / 2..(row + 1) * i / 2], want.gemm1.packed[row * i / 2..(row + 1) * i / 2], "{tactic}: GEMM1 row {row}");
+        for c in 0..i / 16 {
+            let o = want.gemm1.scale_layout.offset(row, c).unwrap();
+            assert_eq!(got.gemm1.scales[o], want.gemm1.scales[o], "{tactic}: GEMM1 scale row {row} col {c}");
+        }
+    }
+    let local_routes = want.sort.expanded_idx_to_permuted_idx.iter().filter(|&&r| r >= 0).count();
+    assert_eq!(rows_checked, local_routes);
+    // k = 2: the bulk reduce-add's order cannot change the result, so both modes are exact.
+    assert_eq!(got.output, want.output, "{tactic}: output");
+    got
+}
+
+#[test]
+fn one_tactic_end_to_end() {
+    let p = problem(5, 1, &random_routes);
+    let t = nvfp4_tactics()[0];
+    let run = check(&p, &t, FinalizeMode::BulkReduceAdd, 2);
+    assert!(run.output.iter().any(|v| v.to_f32() != 0.0));
+}
