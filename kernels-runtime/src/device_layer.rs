@@ -8,9 +8,12 @@ use moegen_dsl::formats::Scale128x4;
 use moegen_dsl::{FinalizeMode, MoeTactic, SwigluInput};
 
 use crate::backend::{Backend, DevicePtr, KernelArg, LaunchShape, TensorMapSpec, TmaElement};
-use crate::device_ops::{DeviceOpError, SortBuffers, device_moe_sort_buffers, from_bytes_i32, kernel, read_sort};
+use crate::device_ops::{DeviceOpError, SortBuffers, device_moe_sort_buffers, kernel, read_sort};
 use crate::error::RuntimeError;
-use crate::reference::{Gemm1Output, MoeShape, Nvfp4Activations, PreparedWeights, ReferenceOptions, Routing, validate_weights};
+use crate::reference::{
+    Gemm1Output, MoeShape, Nvfp4Activations, PreparedWeights, ReferenceOptions, Routing,
+    validate_weights,
+};
 use crate::routing::SortOutputs;
 
 /// Everything one device run produced.
@@ -34,9 +37,10 @@ struct Launch {
 }
 
 fn manifest_launch(name: &str) -> Result<Launch, DeviceOpError> {
-    let k = moegen_kernels::kernel(name).ok_or_else(|| DeviceOpError::MissingKernel(name.to_owned()))?;
-    let manifest: serde_json::Value =
-        serde_json::from_str(moegen_kernels::MANIFEST_JSON).map_err(|_| DeviceOpError::MissingKernel("manifest".into()))?;
+    let k = moegen_kernels::kernel(name)
+        .ok_or_else(|| DeviceOpError::MissingKernel(name.to_owned()))?;
+    let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON)
+        .map_err(|_| DeviceOpError::MissingKernel("manifest".into()))?;
     let e = manifest["kernels"]
         .as_array()
         .and_then(|ks| ks.iter().find(|e| e["name"] == name))
@@ -51,13 +55,25 @@ fn manifest_launch(name: &str) -> Result<Launch, DeviceOpError> {
     })
 }
 
-fn u4_map(address: DevicePtr, dims: Vec<u64>, strides: Vec<u64>, box_dims: Vec<u32>, swizzle: u32) -> TensorMapSpec {
+fn u4_map(
+    address: DevicePtr,
+    dims: Vec<u64>,
+    strides: Vec<u64>,
+    box_dims: Vec<u32>,
+    swizzle: u32,
+) -> TensorMapSpec {
     TensorMapSpec { element: TmaElement::U4Packed, address, dims, strides, box_dims, swizzle }
 }
 
 /// A 128x4 scale buffer viewed as u16 atoms: {256 u16 per atom, atoms per row block,
 /// row blocks, experts}.
-fn sf_map(address: DevicePtr, k: usize, rows: usize, experts: Option<usize>, box_rowblocks: u32) -> TensorMapSpec {
+fn sf_map(
+    address: DevicePtr,
+    k: usize,
+    rows: usize,
+    experts: Option<usize>,
+    box_rowblocks: u32,
+) -> TensorMapSpec {
     let atoms = (k / 16).div_ceil(4) as u64;
     let rowblocks = rows.div_ceil(128) as u64;
     let mut dims = vec![256, atoms, rowblocks];
@@ -75,31 +91,59 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// The layer's inputs, as the CPU reference takes them.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerInputs<'a> {
+    /// Shape and expert window.
+    pub shape: &'a MoeShape,
+    /// NVFP4 activations.
+    pub acts: &'a Nvfp4Activations,
+    /// Prepared expert weights.
+    pub weights: &'a PreparedWeights,
+    /// Router output.
+    pub routing: &'a Routing,
+}
+
 /// Runs the layer with `tactic` on `b`; `clusters` persistent clusters per GEMM (0: one per
 /// work unit).
 pub fn device_moe_layer(
     b: &mut dyn Backend,
-    shape: &MoeShape,
-    x: &Nvfp4Activations,
-    w: &PreparedWeights,
-    routing: &Routing,
+    inputs: &LayerInputs<'_>,
     tactic: &MoeTactic,
     opts: ReferenceOptions,
     clusters: u32,
 ) -> Result<DeviceRun, DeviceOpError> {
+    let LayerInputs { shape, acts: x, weights: w, routing } = *inputs;
     let (h, i, k, l) = (shape.hidden, shape.intermediate, shape.top_k(), shape.local_experts());
     if !h.is_multiple_of(256) || !i.is_multiple_of(256) {
-        return Err(RuntimeError::Alignment { what: "hidden and intermediate sizes (kernels)", value: h.min(i), multiple: 256 }.into());
+        return Err(RuntimeError::Alignment {
+            what: "hidden and intermediate sizes (kernels)",
+            value: h.min(i),
+            multiple: 256,
+        }
+        .into());
     }
     if opts.swiglu_input != SwigluInput::F32 {
-        return Err(DeviceOpError::MissingKernel("GEMM1 with bf16 SwiGLU inputs (not in the default set)".into()));
+        return Err(DeviceOpError::MissingKernel(
+            "GEMM1 with bf16 SwiGLU inputs (not in the default set)".into(),
+        ));
     }
     validate_weights(shape, w)?;
     if routing.tokens != x.tokens || x.hidden != h || routing.weights.len() != routing.tokens * k {
-        return Err(RuntimeError::BufferLength { what: "routing/activations", expected: x.tokens, actual: routing.tokens }.into());
+        return Err(RuntimeError::BufferLength {
+            what: "routing/activations",
+            expected: x.tokens,
+            actual: routing.tokens,
+        }
+        .into());
     }
     if !tactic.applies_to(1, i as u64, h as u64) {
-        return Err(RuntimeError::Alignment { what: "N tiles for this tactic's cluster", value: h, multiple: 2 * tactic.gemm2().mma_tiler()[1] as usize }.into());
+        return Err(RuntimeError::Alignment {
+            what: "N tiles for this tactic's cluster",
+            value: h,
+            multiple: 2 * tactic.gemm2().mma_tiler()[1] as usize,
+        }
+        .into());
     }
     let tile = tactic.tile();
     let t = tile.rows() as usize;
@@ -111,9 +155,13 @@ pub fn device_moe_layer(
     let [_, n2] = g2.mma_tiler();
     let det = opts.finalize == FinalizeMode::Deterministic;
     let k1 = manifest_launch(&format!("moegen_{tag}_nvfp4_gemm1_t{t}_n{n1}_c{cm}x1"))?;
-    let k2 = manifest_launch(&format!("moegen_{tag}_nvfp4_gemm2_t{t}_n{n2}_c{cm}x{cn2}{}", if det { "_det" } else { "" }))?;
+    let k2 = manifest_launch(&format!(
+        "moegen_{tag}_nvfp4_gemm2_t{t}_n{n2}_c{cm}x{cn2}{}",
+        if det { "_det" } else { "" }
+    ))?;
 
-    let sort: SortBuffers = device_moe_sort_buffers(b, &routing.experts, routing.tokens, &shape.window, tile)?;
+    let sort: SortBuffers =
+        device_moe_sort_buffers(b, &routing.experts, routing.tokens, &shape.window, tile)?;
     let rows = sort.max_rows;
     let d_x = b.upload_new(&x.packed)?;
     let d_xsf = b.upload_new(&x.scales)?;
@@ -134,31 +182,74 @@ pub fn device_moe_layer(
 
     let u = |v: usize| KernelArg::U32(v as u32);
     let p = KernelArg::Ptr;
-    let tail = [p(sort.tile_expert), p(sort.tile_limit), p(sort.p2e), p(sort.live), u(h), u(i), u(k), u(sort.max_tiles)];
-    let cm_us = cm as usize;
+    let tail = [
+        p(sort.tile_expert),
+        p(sort.tile_limit),
+        p(sort.p2e),
+        p(sort.live),
+        u(h),
+        u(i),
+        u(k),
+        u(sort.max_tiles),
+    ];
 
     // GEMM1.
     let map = |b: &mut dyn Backend, s: TensorMapSpec| b.encode_tensor_map(&s).map(KernelArg::Bytes);
-    let tm_b1 = map(b, u4_map(d_w1, vec![h as u64, 2 * i as u64, l as u64], vec![(h / 2) as u64, (i * h) as u64], vec![256, n1 / cm, 1], 128))?;
+    let tm_b1 = map(
+        b,
+        u4_map(
+            d_w1,
+            vec![h as u64, 2 * i as u64, l as u64],
+            vec![(h / 2) as u64, (i * h) as u64],
+            vec![256, n1 / cm, 1],
+            128,
+        ),
+    )?;
     let tm_sfb1 = map(b, sf_map(d_w1sf, h, 2 * i, Some(l), n1.div_ceil(128)))?;
-    let tm_out = map(b, u4_map(d_h, vec![i as u64, rows as u64], vec![(i / 2) as u64], vec![n1 / 2, 32], 0))?;
+    let tm_out = map(
+        b,
+        u4_map(d_h, vec![i as u64, rows as u64], vec![(i / 2) as u64], vec![n1 / 2, 32], 0),
+    )?;
     let mut args = vec![tm_b1, tm_sfb1, tm_out, p(d_x), p(d_xsf), p(d_hsf), p(d_a1), p(d_gs)];
     args.extend(tail.iter().cloned());
     let units1 = sort.max_tiles * (2 * i).div_ceil(n1 as usize);
     let cl1 = if clusters == 0 { units1 as u32 } else { clusters.min(units1 as u32).max(1) };
-    b.launch_cluster(k1.ptx, k1.name, LaunchShape { grid: cl1 * k1.cluster, block: k1.threads, dynamic_smem: k1.smem }, k1.cluster, &args)?;
+    b.launch_cluster(
+        k1.ptx,
+        k1.name,
+        LaunchShape { grid: cl1 * k1.cluster, block: k1.threads, dynamic_smem: k1.smem },
+        k1.cluster,
+        &args,
+    )?;
 
     // GEMM2.
-    let tm_a = map(b, u4_map(d_h, vec![i as u64, rows as u64], vec![(i / 2) as u64], vec![256, 128], 128))?;
+    let tm_a = map(
+        b,
+        u4_map(d_h, vec![i as u64, rows as u64], vec![(i / 2) as u64], vec![256, 128], 128),
+    )?;
     let tm_sfa = map(b, sf_map(d_hsf, i, rows, None, 1))?;
-    let tm_b2 = map(b, u4_map(d_w2, vec![i as u64, h as u64, l as u64], vec![(i / 2) as u64, (h * i / 2) as u64], vec![256, n2 / cm, 1], 128))?;
+    let tm_b2 = map(
+        b,
+        u4_map(
+            d_w2,
+            vec![i as u64, h as u64, l as u64],
+            vec![(i / 2) as u64, (h * i / 2) as u64],
+            vec![256, n2 / cm, 1],
+            128,
+        ),
+    )?;
     let tm_sfb2 = map(b, sf_map(d_w2sf, i, h, Some(l), n2.div_ceil(128)))?;
     let mut args = vec![tm_a, tm_sfa, tm_b2, tm_sfb2, p(d_a2), p(d_rw), p(d_out)];
     args.extend(tail.iter().cloned());
     let units2 = sort.max_tiles * h.div_ceil(n2 as usize) / cn2 as usize;
     let cl2 = if clusters == 0 { units2 as u32 } else { clusters.min(units2 as u32).max(1) };
-    b.launch_cluster(k2.ptx, k2.name, LaunchShape { grid: cl2 * k2.cluster, block: k2.threads, dynamic_smem: k2.smem }, k2.cluster, &args)?;
-    let _ = cm_us;
+    b.launch_cluster(
+        k2.ptx,
+        k2.name,
+        LaunchShape { grid: cl2 * k2.cluster, block: k2.threads, dynamic_smem: k2.smem },
+        k2.cluster,
+        &args,
+    )?;
 
     let output_ptr = if det {
         let d_final = b.alloc(routing.tokens * h * 2)?;
@@ -179,6 +270,12 @@ pub fn device_moe_layer(
         scale_layout: h_layout,
     };
     let sort = read_sort(b, &sort, tile)?;
-    let _ = from_bytes_i32;
-    Ok(DeviceRun { sort, gemm1, output: out.chunks_exact(2).map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect() })
+    Ok(DeviceRun {
+        sort,
+        gemm1,
+        output: out
+            .chunks_exact(2)
+            .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+    })
 }

@@ -31,7 +31,10 @@ pub enum DeviceOpError {
     Flags(u32),
 }
 
-pub(crate) fn kernel(b: &dyn Backend, family: &str) -> Result<(&'static str, &'static str), DeviceOpError> {
+pub(crate) fn kernel(
+    b: &dyn Backend,
+    family: &str,
+) -> Result<(&'static str, &'static str), DeviceOpError> {
     let name = format!("moegen_{}_{family}", b.kernel_tag());
     moegen_kernels::kernel(&name).map(|k| (k.ptx, k.name)).ok_or(DeviceOpError::MissingKernel(name))
 }
@@ -75,12 +78,19 @@ pub fn device_moe_sort_buffers(
     window: &ExpertWindow,
     tile: TileSize,
 ) -> Result<SortBuffers, DeviceOpError> {
-    let routes = tokens.checked_mul(window.top_k).ok_or(RuntimeError::Overflow { what: "tokens × top_k" })?;
+    let routes = tokens
+        .checked_mul(window.top_k)
+        .ok_or(RuntimeError::Overflow { what: "tokens × top_k" })?;
     if tokens == 0 {
         return Err(RuntimeError::Zero { what: "tokens" }.into());
     }
     if experts.len() != routes {
-        return Err(RuntimeError::BufferLength { what: "routing experts", expected: routes, actual: experts.len() }.into());
+        return Err(RuntimeError::BufferLength {
+            what: "routing experts",
+            expected: routes,
+            actual: experts.len(),
+        }
+        .into());
     }
     let t = tile.rows() as usize;
     let tiles = max_tiles(routes as u64, window.local as u64, t as u64)? as usize;
@@ -103,11 +113,17 @@ pub fn device_moe_sort_buffers(
     let d_flags = b.alloc(4)?;
     let u = |v: usize| KernelArg::U32(v as u32);
     let p = KernelArg::Ptr;
-    let common = [p(d_experts), u(routes), u(window.num_experts), u(window.offset), u(l), p(d_counts)];
+    let common =
+        [p(d_experts), u(routes), u(window.num_experts), u(window.offset), u(l), p(d_counts)];
     let (ptx, name) = kernel(b, "moe_sort_histogram")?;
     let mut args = common.to_vec();
     args.push(p(d_flags));
-    b.launch(ptx, name, LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: (4 * l) as u32 }, &args)?;
+    b.launch(
+        ptx,
+        name,
+        LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: (4 * l) as u32 },
+        &args,
+    )?;
     let (ptx, name) = kernel(b, "moe_sort_offsets")?;
     let args = [
         u(blocks),
@@ -122,11 +138,21 @@ pub fn device_moe_sort_buffers(
         p(out.padded),
         p(d_flags),
     ];
-    b.launch(ptx, name, LaunchShape { grid: 1, block: 256, dynamic_smem: (8 * l + 4) as u32 }, &args)?;
+    b.launch(
+        ptx,
+        name,
+        LaunchShape { grid: 1, block: 256, dynamic_smem: (8 * l + 4) as u32 },
+        &args,
+    )?;
     let (ptx, name) = kernel(b, "moe_sort_scatter")?;
     let mut args = common.to_vec();
     args.extend([p(out.e2p), p(out.p2e), u(rows), p(d_flags)]);
-    b.launch(ptx, name, LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: 4096 }, &args)?;
+    b.launch(
+        ptx,
+        name,
+        LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: 4096 },
+        &args,
+    )?;
     let flags = from_bytes_i32(&b.download(d_flags, 4)?)[0] as u32;
     if flags != 0 {
         return Err(DeviceOpError::Flags(flags));
@@ -135,8 +161,14 @@ pub fn device_moe_sort_buffers(
 }
 
 /// Reads the routing sort's outputs back.
-pub fn read_sort(b: &mut dyn Backend, s: &SortBuffers, tile: TileSize) -> Result<SortOutputs, DeviceOpError> {
-    let read = |b: &mut dyn Backend, ptr: DevicePtr, n: usize| b.download(ptr, n * 4).map(|v| from_bytes_i32(&v));
+pub fn read_sort(
+    b: &mut dyn Backend,
+    s: &SortBuffers,
+    tile: TileSize,
+) -> Result<SortOutputs, DeviceOpError> {
+    let read = |b: &mut dyn Backend, ptr: DevicePtr, n: usize| {
+        b.download(ptr, n * 4).map(|v| from_bytes_i32(&v))
+    };
     Ok(SortOutputs {
         tile,
         tile_idx_to_expert_idx: read(b, s.tile_expert, s.max_tiles)?,

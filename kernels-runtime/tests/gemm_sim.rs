@@ -1,11 +1,10 @@
 //! The generated SM100 GEMM kernels, end to end in moegen-sim (routing sort → GEMM1 →
 //! GEMM2 [→ deterministic reduction]), against the CPU reference.
 
-use half::bf16;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
 use moegen_dsl::{FinalizeMode, MoeTactic, TileSize, nvfp4_tactics};
 use moegen_runtime::backend::sim::SimBackend;
-use moegen_runtime::device_layer::{DeviceRun, device_moe_layer};
+use moegen_runtime::device_layer::{DeviceRun, LayerInputs, device_moe_layer};
 use moegen_runtime::reference::*;
 use moegen_runtime::routing::ExpertWindow;
 
@@ -39,11 +38,23 @@ fn problem(tokens: usize, seed: u64, route: &dyn Fn(&mut Rng, usize, usize) -> i
     let gate: Vec<f32> = (0..4 * i * h).map(|_| r.normal() * s).collect();
     let down: Vec<f32> = (0..4 * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
     let experts: Vec<i32> = (0..tokens * k).map(|j| route(&mut r, j / k, j % k)).collect();
-    let weights: Vec<f32> = (0..tokens * k).map(|j| if j % 2 == 0 { 0.625 } else { 0.375 }).collect();
+    let weights: Vec<f32> =
+        (0..tokens * k).map(|j| if j % 2 == 0 { 0.625 } else { 0.375 }).collect();
     let gs_x = nvfp4_global_scale(block_amax(&x)).unwrap();
     let acts = quantize_activations(&x, tokens, h, gs_x).unwrap();
     let weights_p = prepare_weights(&shape, &up, &gate, &down, gs_x, 448.0 * 6.0 / 8.0).unwrap();
     Problem { shape, acts, weights: weights_p, routing: Routing { tokens, experts, weights } }
+}
+
+impl Problem {
+    fn inputs(&self) -> LayerInputs<'_> {
+        LayerInputs {
+            shape: &self.shape,
+            acts: &self.acts,
+            weights: &self.weights,
+            routing: &self.routing,
+        }
+    }
 }
 
 fn random_routes(r: &mut Rng, _t: usize, slot: usize) -> i32 {
@@ -53,10 +64,13 @@ fn random_routes(r: &mut Rng, _t: usize, slot: usize) -> i32 {
 /// Runs one tactic and checks every output against the reference.
 fn check(p: &Problem, tactic: &MoeTactic, finalize: FinalizeMode, clusters: u32) -> DeviceRun {
     let opts = ReferenceOptions { finalize, ..Default::default() };
-    let want = moe_reference(&p.shape, &p.acts, &p.weights, &p.routing, tactic.tile(), opts).unwrap();
+    let want =
+        moe_reference(&p.shape, &p.acts, &p.weights, &p.routing, tactic.tile(), opts).unwrap();
     let mut sim = SimBackend::new();
-    let got = device_moe_layer(&mut sim, &p.shape, &p.acts, &p.weights, &p.routing, tactic, opts, clusters)
-        .unwrap_or_else(|e| panic!("{tactic}: {e}"));
+    let got = device_moe_layer(
+        &mut sim, &p.shape, &p.acts, &p.weights, &p.routing, tactic, opts, clusters,
+    )
+    .unwrap_or_else(|e| panic!("{tactic}: {e}"));
     let live_tiles = want.sort.num_non_exiting_tiles as u64;
     if live_tiles > 0 {
         // Both GEMMs ran their MMAs: K/64 per tile and N block (2-CTA counts one per pair).
@@ -73,10 +87,17 @@ fn check(p: &Problem, tactic: &MoeTactic, finalize: FinalizeMode, clusters: u32)
             continue;
         }
         rows_checked += 1;
-        assert_eq!(got.gemm1.packed[row * i / 2..(row + 1) * i / 2], want.gemm1.packed[row * i / 2..(row + 1) * i / 2], "{tactic}: GEMM1 row {row}");
+        assert_eq!(
+            got.gemm1.packed[row * i / 2..(row + 1) * i / 2],
+            want.gemm1.packed[row * i / 2..(row + 1) * i / 2],
+            "{tactic}: GEMM1 row {row}"
+        );
         for c in 0..i / 16 {
             let o = want.gemm1.scale_layout.offset(row, c).unwrap();
-            assert_eq!(got.gemm1.scales[o], want.gemm1.scales[o], "{tactic}: GEMM1 scale row {row} col {c}");
+            assert_eq!(
+                got.gemm1.scales[o], want.gemm1.scales[o],
+                "{tactic}: GEMM1 scale row {row} col {c}"
+            );
         }
     }
     let local_routes = want.sort.expanded_idx_to_permuted_idx.iter().filter(|&&r| r >= 0).count();
@@ -92,4 +113,133 @@ fn one_tactic_end_to_end() {
     let t = nvfp4_tactics()[0];
     let run = check(&p, &t, FinalizeMode::BulkReduceAdd, 2);
     assert!(run.output.iter().any(|v| v.to_f32() != 0.0));
+}
+
+#[test]
+fn every_tactic_at_every_batch_size() {
+    for (n, clusters) in [(1, 1), (5, 2), (64, 3), (300, 2)] {
+        let p = problem(n, 10 + n as u64, &random_routes);
+        for t in nvfp4_tactics() {
+            check(&p, &t, FinalizeMode::BulkReduceAdd, clusters);
+        }
+    }
+}
+
+#[test]
+fn deterministic_variant_is_exact_and_repeatable() {
+    let p = problem(64, 7, &random_routes);
+    for t in nvfp4_tactics() {
+        let a = check(&p, &t, FinalizeMode::Deterministic, 2);
+        let b = check(&p, &t, FinalizeMode::Deterministic, 1);
+        assert_eq!(a.output, b.output, "{t}: run to run");
+    }
+}
+
+#[test]
+fn routing_edge_cases() {
+    let tactics = nvfp4_tactics();
+    let some = [tactics[0], tactics[7], tactics[8], tactics[15]];
+    // All tokens on one local expert (the other slot non-local).
+    let p = problem(300, 21, &|_, _, slot| if slot == 0 { 3 } else { 0 });
+    // Only two of the four local experts used.
+    let q = problem(64, 22, &|r, _, slot| if slot == 0 { 2 } else { 5 });
+    // No local routes at all: every GEMM exits at once and the output stays zero.
+    let z = problem(16, 23, &|r, _, slot| [0, 1, 6, 7][(r.next() % 2) as usize + 2 * slot]);
+    for t in some {
+        check(&p, &t, FinalizeMode::BulkReduceAdd, 2);
+        check(&q, &t, FinalizeMode::Deterministic, 2);
+        let run = check(&z, &t, FinalizeMode::BulkReduceAdd, 2);
+        assert_eq!(run.sort.num_non_exiting_tiles, 0);
+        assert!(run.output.iter().all(|v| v.to_f32() == 0.0));
+    }
+}
+
+#[test]
+fn fuzzed_schedules_give_the_same_bits() {
+    let p = problem(64, 31, &random_routes);
+    let opts = ReferenceOptions::default();
+    for t in [nvfp4_tactics()[3], nvfp4_tactics()[13]] {
+        let want =
+            moe_reference(&p.shape, &p.acts, &p.weights, &p.routing, t.tile(), opts).unwrap();
+        for seed in [1, 2, 3] {
+            let mut sim = SimBackend::fuzzed(seed);
+            let got = device_moe_layer(&mut sim, &p.inputs(), &t, opts, 2).unwrap();
+            assert_eq!(got.output, want.output, "{t} seed {seed}");
+        }
+    }
+}
+
+/// `ptx` with the `nth` line after the first line starting with `label` that contains
+/// `pattern` rewritten by `f`.
+fn mutate_after(
+    ptx: &str,
+    label: &str,
+    pattern: &str,
+    nth: usize,
+    f: &dyn Fn(&str) -> String,
+) -> String {
+    let mut seen_label = false;
+    let mut count = 0;
+    let mut done = false;
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx.lines() {
+        if line.starts_with(label) {
+            seen_label = true;
+        }
+        if seen_label && !done && line.contains(pattern) {
+            if count == nth {
+                out.push_str(&f(line));
+                out.push('\n');
+                done = true;
+                continue;
+            }
+            count += 1;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    assert!(done, "no line {nth} with `{pattern}` after `{label}`");
+    out
+}
+
+#[test]
+fn planted_defects_in_the_gemm_kernels_are_caught() {
+    let p = problem(64, 41, &random_routes);
+    let t = nvfp4_tactics()[0];
+    let opts = ReferenceOptions::default();
+    let want =
+        moe_reference(&p.shape, &p.acts, &p.weights, &p.routing, TileSize::T128, opts).unwrap();
+    let g2 = "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1";
+    let ptx = moegen_kernels::kernel(g2).unwrap().ptx;
+    let defects = [
+        // The SFA atom of the second K block copied to the wrong TMEM column.
+        (
+            "wrong scale column",
+            mutate_after(ptx, "L_mma_", "+4], %rd", 0, &|l| l.replace("+4]", "+8]")),
+        ),
+        // The MMA warp no longer waits for the stage to be full.
+        (
+            "dropped mbarrier wait",
+            mutate_after(ptx, "L_mma_", "mbarrier.try_wait.parity", 1, &|l| {
+                let p = l.split_whitespace().nth(1).unwrap_or("%p0,").trim_end_matches(',');
+                format!("\tsetp.eq.u32 {p}, 0, 0;")
+            }),
+        ),
+        // Rows up to and including mn_limit are treated as valid.
+        (
+            "off-by-one mn_limit",
+            mutate_after(ptx, "L_epilogue_", "setp.lt.u32", 0, &|l| {
+                l.replace("setp.lt.u32", "setp.le.u32")
+            }),
+        ),
+    ];
+    for (what, bad) in defects {
+        assert_ne!(bad, ptx);
+        let mut sim = SimBackend::new();
+        sim.replace_kernel(g2, &bad).unwrap();
+        match device_moe_layer(&mut sim, &p.inputs(), &t, opts, 2) {
+            Ok(run) => assert_ne!(run.output, want.output, "{what} went unnoticed"),
+            Err(e) => eprintln!("{what}: caught as an error: {e}"),
+        }
+    }
 }

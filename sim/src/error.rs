@@ -73,7 +73,9 @@ pub enum SimError {
     },
     /// A read of shared memory whose asynchronous write has not completed through a barrier
     /// phase the reader could have waited on.
-    #[error("line {line}: block {block} reads shared byte {addr:#x} before the asynchronous copy that wrote it completed (missing mbarrier wait?)")]
+    #[error(
+        "line {line}: block {block} reads shared byte {addr:#x} before the asynchronous copy that wrote it completed (missing mbarrier wait?)"
+    )]
     AsyncRace {
         /// Line.
         line: usize,

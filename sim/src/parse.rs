@@ -270,7 +270,8 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
             i += 1;
             while i < lines.len() && strip_comment(lines[i]).trim() != "{" {
                 let d = strip_comment(lines[i]).trim();
-                let first_num = |rest: &str| rest.split(',').next().and_then(|x| x.trim().parse::<u32>().ok());
+                let first_num =
+                    |rest: &str| rest.split(',').next().and_then(|x| x.trim().parse::<u32>().ok());
                 if let Some(rest) = d.strip_prefix(".reqntid") {
                     reqntid = first_num(rest);
                 } else if let Some(rest) = d.strip_prefix(".reqnctapercluster") {

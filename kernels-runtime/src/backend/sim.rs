@@ -13,6 +13,7 @@ pub struct SimBackend {
     modules: HashMap<usize, Module>,
     replaced: HashMap<String, Module>,
     hopper: bool,
+    seed: Option<u64>,
     /// Thread-instructions executed so far.
     pub thread_instructions: u64,
     /// Block-scaled MMA instructions executed so far.
@@ -23,6 +24,11 @@ impl SimBackend {
     /// A fresh simulated device running the SM100 flavour of the SIMT kernels.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fresh simulated device whose warp schedule is fuzzed with `seed`.
+    pub fn fuzzed(seed: u64) -> Self {
+        Self { seed: Some(seed), ..Self::default() }
     }
 
     /// A fresh simulated device running the sm_90a flavour, to compare with an H100/H200.
@@ -113,6 +119,7 @@ impl Backend for SimBackend {
             .collect();
         let mut cfg = LaunchConfig::new(shape.grid, shape.block, shape.dynamic_smem as usize);
         cfg.cluster = cluster;
+        cfg.seed = self.seed;
         let stats = launch(&mut self.device, module, kernel, &cfg, &args)
             .map_err(|e| BackendError::Sim(e.to_string()))?;
         self.thread_instructions += stats.thread_instructions;

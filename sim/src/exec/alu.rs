@@ -112,7 +112,8 @@ pub(super) fn arith(parts: &[&str], v: &[u64]) -> Option<Result<u64, &'static st
     }
     if op == "bfi" {
         // bfi.b32 d, a, b, pos, len: b with bits [pos, pos+len) replaced by a's low bits.
-        let (a, b, pos, len) = (get(0) as u32, get(1) as u32, (get(2) & 0xFF) as u32, (get(3) & 0xFF) as u32);
+        let (a, b, pos, len) =
+            (get(0) as u32, get(1) as u32, (get(2) & 0xFF) as u32, (get(3) & 0xFF) as u32);
         if len == 0 || pos >= 32 {
             return Some(Ok(u64::from(b)));
         }
@@ -243,4 +244,3 @@ pub(super) fn convert(parts: &[&str], a: u64, b: Option<u64>) -> Option<u64> {
         _ => return None,
     })
 }
-

@@ -13,8 +13,8 @@
 mod alu;
 mod mbarrier;
 mod mma;
-mod tmem;
 pub mod tensor_map;
+mod tmem;
 
 use std::collections::HashMap;
 
@@ -52,12 +52,15 @@ pub struct LaunchConfig {
     pub cluster: u32,
     /// Thread-instructions after which the launch is stopped as a runaway.
     pub step_limit: u64,
+    /// Schedule fuzzing: with a seed, each round visits the warps in a shuffled order and
+    /// gives each a random quantum (1..=96); the run is still deterministic for the seed.
+    pub seed: Option<u64>,
 }
 
 impl LaunchConfig {
     /// A launch without clusters and with the default step limit (10^10).
     pub fn new(grid: u32, block: u32, dynamic_smem: usize) -> Self {
-        Self { grid, block, dynamic_smem, cluster: 1, step_limit: 10_000_000_000 }
+        Self { grid, block, dynamic_smem, cluster: 1, step_limit: 10_000_000_000, seed: None }
     }
 }
 
@@ -115,6 +118,7 @@ struct Cluster<'a> {
     cluster_id: u32,
     step_limit: u64,
     stats: LaunchStats,
+    rng: Option<u64>,
 }
 
 enum Control {
@@ -134,7 +138,12 @@ fn unsupported(inst: &Inst) -> SimError {
 
 fn layout_params(k: &Kernel, args: &[Arg]) -> Result<(Vec<u8>, Vec<usize>), SimError> {
     if args.len() != k.params.len() {
-        return Err(SimError::Launch(format!("{} takes {} arguments, {} given", k.name, k.params.len(), args.len())));
+        return Err(SimError::Launch(format!(
+            "{} takes {} arguments, {} given",
+            k.name,
+            k.params.len(),
+            args.len()
+        )));
     }
     let mut buf = Vec::new();
     let mut offs = Vec::new();
@@ -146,7 +155,12 @@ fn layout_params(k: &Kernel, args: &[Arg]) -> Result<(Vec<u8>, Vec<usize>), SimE
             Arg::Bytes(b) => b.clone(),
         };
         if bytes.len() != p.size {
-            return Err(SimError::Launch(format!("argument {} has {} bytes, the kernel declares {}", p.name, bytes.len(), p.size)));
+            return Err(SimError::Launch(format!(
+                "argument {} has {} bytes, the kernel declares {}",
+                p.name,
+                bytes.len(),
+                p.size
+            )));
         }
         let off = buf.len().next_multiple_of(p.align.max(1));
         buf.resize(off, 0);
@@ -157,15 +171,36 @@ fn layout_params(k: &Kernel, args: &[Arg]) -> Result<(Vec<u8>, Vec<usize>), SimE
 }
 
 /// Runs `name` from `module` on `device`.
-pub fn launch(device: &mut Device, module: &Module, name: &str, cfg: &LaunchConfig, args: &[Arg]) -> Result<LaunchStats, SimError> {
-    let kernel = module.kernels.iter().find(|k| k.name == name).ok_or_else(|| SimError::Launch(format!("no kernel {name}")))?;
-    if cfg.block == 0 || cfg.block > 1024 || cfg.grid == 0 || cfg.cluster == 0 || cfg.grid % cfg.cluster != 0 {
-        return Err(SimError::Launch(format!("grid {} × block {} with clusters of {} is not a valid launch", cfg.grid, cfg.block, cfg.cluster)));
+pub fn launch(
+    device: &mut Device,
+    module: &Module,
+    name: &str,
+    cfg: &LaunchConfig,
+    args: &[Arg],
+) -> Result<LaunchStats, SimError> {
+    let kernel = module
+        .kernels
+        .iter()
+        .find(|k| k.name == name)
+        .ok_or_else(|| SimError::Launch(format!("no kernel {name}")))?;
+    if cfg.block == 0
+        || cfg.block > 1024
+        || cfg.grid == 0
+        || cfg.cluster == 0
+        || !cfg.grid.is_multiple_of(cfg.cluster)
+    {
+        return Err(SimError::Launch(format!(
+            "grid {} × block {} with clusters of {} is not a valid launch",
+            cfg.grid, cfg.block, cfg.cluster
+        )));
     }
     if let Some(n) = kernel.reqntid
         && n != cfg.block
     {
-        return Err(SimError::Launch(format!("{name} requires {n} threads per CTA, launched with {}", cfg.block)));
+        return Err(SimError::Launch(format!(
+            "{name} requires {n} threads per CTA, launched with {}",
+            cfg.block
+        )));
     }
     if kernel.reqnctapercluster.unwrap_or(1) != cfg.cluster {
         return Err(SimError::Launch(format!(
@@ -183,7 +218,12 @@ pub fn launch(device: &mut Device, module: &Module, name: &str, cfg: &LaunchConf
                 shared: vec![0; cfg.dynamic_smem],
                 tags: vec![0; cfg.dynamic_smem],
                 threads: (0..cfg.block)
-                    .map(|_| Thread { regs: vec![0; kernel.reg_count], pc: 0, state: State::Running, cp_async: Vec::new() })
+                    .map(|_| Thread {
+                        regs: vec![0; kernel.reg_count],
+                        pc: 0,
+                        state: State::Running,
+                        cp_async: Vec::new(),
+                    })
                     .collect(),
                 tmem: Tmem::new(),
             })
@@ -202,6 +242,9 @@ pub fn launch(device: &mut Device, module: &Module, name: &str, cfg: &LaunchConf
             cluster_id,
             step_limit: cfg.step_limit,
             stats,
+            rng: cfg
+                .seed
+                .map(|s| s ^ (u64::from(cluster_id) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
         };
         run_cluster(device, &mut cl)?;
         stats = cl.stats;
@@ -212,7 +255,9 @@ pub fn launch(device: &mut Device, module: &Module, name: &str, cfg: &LaunchConf
 impl Cluster<'_> {
     fn wait_satisfied(&self, s: State) -> bool {
         match s {
-            State::WaitMbar { cta, off, parity } => self.mbars.get(&(cta, off)).is_none_or(|m| m.parity_done(parity)),
+            State::WaitMbar { cta, off, parity } => {
+                self.mbars.get(&(cta, off)).is_none_or(|m| m.parity_done(parity))
+            }
             _ => false,
         }
     }
@@ -229,8 +274,17 @@ impl Cluster<'_> {
     }
 
     /// Arrivals and tx on barrier (cta, off).
-    fn mbar_update(&mut self, cta: usize, off: u32, arrivals: i64, tx: i64, inst: &Inst) -> Result<(), SimError> {
-        let m = self.mbars.get_mut(&(cta, off)).ok_or_else(|| bad(inst, format!("mbarrier at CTA {cta} offset {off:#x} was never initialized")))?;
+    fn mbar_update(
+        &mut self,
+        cta: usize,
+        off: u32,
+        arrivals: i64,
+        tx: i64,
+        inst: &Inst,
+    ) -> Result<(), SimError> {
+        let m = self.mbars.get_mut(&(cta, off)).ok_or_else(|| {
+            bad(inst, format!("mbarrier at CTA {cta} offset {off:#x} was never initialized"))
+        })?;
         if m.update(arrivals, tx) {
             let id = m.id;
             self.publish(id);
@@ -239,7 +293,9 @@ impl Cluster<'_> {
     }
 
     fn mbar_id(&self, cta: usize, off: u32, inst: &Inst) -> Result<u32, SimError> {
-        self.mbars.get(&(cta, off)).map(|m| m.id).ok_or_else(|| bad(inst, format!("mbarrier at CTA {cta} offset {off:#x} was never initialized")))
+        self.mbars.get(&(cta, off)).map(|m| m.id).ok_or_else(|| {
+            bad(inst, format!("mbarrier at CTA {cta} offset {off:#x} was never initialized"))
+        })
     }
 
     /// Shared address → (CTA index, offset). Addresses below 2^24 are the executing CTA's own
@@ -251,30 +307,66 @@ impl Cluster<'_> {
             return Ok((me, off));
         }
         if hi > self.ctas.len() || addr >> 32 != 0 {
-            return Err(bad(inst, format!("shared::cluster address {addr:#x} names no CTA of this cluster")));
+            return Err(bad(
+                inst,
+                format!("shared::cluster address {addr:#x} names no CTA of this cluster"),
+            ));
         }
         Ok((hi - 1, off))
     }
 
-    fn check_shared(&self, cta: usize, off: u32, len: usize, inst: &Inst, tid: usize) -> Result<(), SimError> {
+    fn check_shared(
+        &self,
+        cta: usize,
+        off: u32,
+        len: usize,
+        inst: &Inst,
+        tid: usize,
+    ) -> Result<(), SimError> {
         let limit = self.ctas[cta].shared.len();
         if off as usize + len > limit {
-            return Err(SimError::SharedOutOfBounds { line: inst.line, addr: u64::from(off), size: len, limit, block: self.ctas[cta].ctaid, thread: tid as u32 });
+            return Err(SimError::SharedOutOfBounds {
+                line: inst.line,
+                addr: u64::from(off),
+                size: len,
+                limit,
+                block: self.ctas[cta].ctaid,
+                thread: tid as u32,
+            });
         }
         Ok(())
     }
 
     /// Reads shared bytes, failing on bytes whose asynchronous write is unpublished.
-    fn read_shared(&self, cta: usize, off: u32, len: usize, inst: &Inst, tid: usize) -> Result<&[u8], SimError> {
+    fn read_shared(
+        &self,
+        cta: usize,
+        off: u32,
+        len: usize,
+        inst: &Inst,
+        tid: usize,
+    ) -> Result<&[u8], SimError> {
         self.check_shared(cta, off, len, inst, tid)?;
         let r = off as usize..off as usize + len;
         if let Some(i) = self.ctas[cta].tags[r.clone()].iter().position(|&t| t != 0) {
-            return Err(SimError::AsyncRace { line: inst.line, block: self.ctas[cta].ctaid, addr: u64::from(off) + i as u64 });
+            return Err(SimError::AsyncRace {
+                line: inst.line,
+                block: self.ctas[cta].ctaid,
+                addr: u64::from(off) + i as u64,
+            });
         }
         Ok(&self.ctas[cta].shared[r])
     }
 
-    fn write_shared(&mut self, cta: usize, off: u32, data: &[u8], tag: u32, inst: &Inst, tid: usize) -> Result<(), SimError> {
+    fn write_shared(
+        &mut self,
+        cta: usize,
+        off: u32,
+        data: &[u8],
+        tag: u32,
+        inst: &Inst,
+        tid: usize,
+    ) -> Result<(), SimError> {
         self.check_shared(cta, off, data.len(), inst, tid)?;
         let r = off as usize..off as usize + data.len();
         self.ctas[cta].shared[r.clone()].copy_from_slice(data);
@@ -286,12 +378,34 @@ impl Cluster<'_> {
 fn run_cluster(device: &mut Device, cl: &mut Cluster<'_>) -> Result<(), SimError> {
     let n = cl.block as usize;
     let warps = n.div_ceil(32);
+    let mut order: Vec<(usize, usize)> =
+        (0..cl.ctas.len()).flat_map(|c| (0..warps).map(move |w| (c, w))).collect();
     loop {
         let mut progress = false;
-        for c in 0..cl.ctas.len() {
-            for w in 0..warps {
+        if let Some(mut x) = cl.rng {
+            // Fisher-Yates with xorshift64.
+            for i in (1..order.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                order.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            cl.rng = Some(x);
+        }
+        for &(c, w) in &order {
+            {
                 let lanes = w * 32..((w + 1) * 32).min(n);
-                for _ in 0..QUANTUM {
+                let quantum = match cl.rng {
+                    Some(mut x) => {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        cl.rng = Some(x);
+                        1 + (x % 96) as usize
+                    }
+                    None => QUANTUM,
+                };
+                for _ in 0..quantum {
                     for t in lanes.clone() {
                         let s = cl.ctas[c].threads[t].state;
                         if cl.wait_satisfied(s) {
@@ -299,8 +413,18 @@ fn run_cluster(device: &mut Device, cl: &mut Cluster<'_>) -> Result<(), SimError
                         }
                     }
                     let th = &cl.ctas[c].threads;
-                    let Some(pc) = lanes.clone().filter(|&t| th[t].state == State::Running).map(|t| th[t].pc).min() else { break };
-                    let group: Vec<usize> = lanes.clone().filter(|&t| th[t].state == State::Running && th[t].pc == pc).collect();
+                    let Some(pc) = lanes
+                        .clone()
+                        .filter(|&t| th[t].state == State::Running)
+                        .map(|t| th[t].pc)
+                        .min()
+                    else {
+                        break;
+                    };
+                    let group: Vec<usize> = lanes
+                        .clone()
+                        .filter(|&t| th[t].state == State::Running && th[t].pc == pc)
+                        .collect();
                     let Some(inst) = cl.kernel.body.get(pc) else {
                         for &t in &group {
                             cl.ctas[c].threads[t].state = State::Exited;
@@ -309,11 +433,18 @@ fn run_cluster(device: &mut Device, cl: &mut Cluster<'_>) -> Result<(), SimError
                     };
                     exec_group(device, cl, c, w, &group, inst)?;
                     // A failed wait is not progress; anything else is.
-                    if group.iter().any(|&t| !matches!(cl.ctas[c].threads[t].state, State::WaitMbar { .. })) {
+                    if group
+                        .iter()
+                        .any(|&t| !matches!(cl.ctas[c].threads[t].state, State::WaitMbar { .. }))
+                    {
                         progress = true;
                     }
                     if cl.stats.thread_instructions > cl.step_limit {
-                        return Err(SimError::StepLimit { block: cl.ctas[c].ctaid, limit: cl.step_limit, line: inst.line });
+                        return Err(SimError::StepLimit {
+                            block: cl.ctas[c].ctaid,
+                            limit: cl.step_limit,
+                            line: inst.line,
+                        });
                     }
                 }
             }
@@ -338,24 +469,44 @@ fn run_cluster(device: &mut Device, cl: &mut Cluster<'_>) -> Result<(), SimError
                 released = true;
             }
         }
-        let live: usize = cl.ctas.iter().map(|c| c.threads.iter().filter(|t| t.state != State::Exited).count()).sum();
-        let at_cluster: usize = cl.ctas.iter().map(|c| c.threads.iter().filter(|t| t.state == State::ClusterBarrier).count()).sum();
+        let live: usize = cl
+            .ctas
+            .iter()
+            .map(|c| c.threads.iter().filter(|t| t.state != State::Exited).count())
+            .sum();
+        let at_cluster: usize = cl
+            .ctas
+            .iter()
+            .map(|c| c.threads.iter().filter(|t| t.state == State::ClusterBarrier).count())
+            .sum();
         if at_cluster > 0 && at_cluster == live {
-            for t in cl.ctas.iter_mut().flat_map(|c| c.threads.iter_mut()).filter(|t| t.state == State::ClusterBarrier) {
+            for t in cl
+                .ctas
+                .iter_mut()
+                .flat_map(|c| c.threads.iter_mut())
+                .filter(|t| t.state == State::ClusterBarrier)
+            {
                 t.state = State::Running;
                 t.pc += 1;
             }
             released = true;
         }
-        let woken = cl.ctas.iter().flat_map(|c| c.threads.iter()).any(|t| cl.wait_satisfied(t.state));
+        let woken =
+            cl.ctas.iter().flat_map(|c| c.threads.iter()).any(|t| cl.wait_satisfied(t.state));
         if !progress && !released && !woken {
             let mut detail = Vec::new();
             for cta in &cl.ctas {
                 for w in 0..warps {
-                    let ts: Vec<&Thread> = cta.threads[w * 32..((w + 1) * 32).min(n)].iter().filter(|t| t.state != State::Exited).collect();
+                    let ts: Vec<&Thread> = cta.threads[w * 32..((w + 1) * 32).min(n)]
+                        .iter()
+                        .filter(|t| t.state != State::Exited)
+                        .collect();
                     if let Some(t) = ts.first() {
                         let line = cl.kernel.body.get(t.pc).map_or(0, |i| i.line);
-                        detail.push(format!("CTA {} warp {w} at line {line}: {:?}", cta.ctaid, t.state));
+                        detail.push(format!(
+                            "CTA {} warp {w} at line {line}: {:?}",
+                            cta.ctaid, t.state
+                        ));
                     }
                 }
             }
@@ -371,21 +522,48 @@ fn guard_ok(t: &Thread, inst: &Inst) -> bool {
     }
 }
 
-fn exec_group(device: &mut Device, cl: &mut Cluster<'_>, c: usize, warp: usize, group: &[usize], inst: &Inst) -> Result<(), SimError> {
+fn exec_group(
+    device: &mut Device,
+    cl: &mut Cluster<'_>,
+    c: usize,
+    warp: usize,
+    group: &[usize],
+    inst: &Inst,
+) -> Result<(), SimError> {
     cl.stats.thread_instructions += group.len() as u64;
     let op = inst.opcode.as_str();
-    let collective = op == "elect.sync" || op.starts_with("tcgen05.alloc") || op.starts_with("tcgen05.dealloc") || op.starts_with("tcgen05.relinquish") || op.starts_with("tcgen05.ld");
+    let collective = op == "elect.sync"
+        || op.starts_with("tcgen05.alloc")
+        || op.starts_with("tcgen05.dealloc")
+        || op.starts_with("tcgen05.relinquish")
+        || op.starts_with("tcgen05.ld");
     if collective {
         // `.sync.aligned` warp-wide instructions need every live lane of the warp here.
-        let live: Vec<usize> = (warp * 32..((warp + 1) * 32).min(cl.block as usize)).filter(|&t| cl.ctas[c].threads[t].state != State::Exited).collect();
+        let live: Vec<usize> = (warp * 32..((warp + 1) * 32).min(cl.block as usize))
+            .filter(|&t| cl.ctas[c].threads[t].state != State::Exited)
+            .collect();
         if op != "elect.sync" && live.len() != group.len() {
-            return Err(bad(inst, format!("warp {warp} is not converged: {} of {} live lanes arrived", group.len(), live.len())));
+            return Err(bad(
+                inst,
+                format!(
+                    "warp {warp} is not converged: {} of {} live lanes arrived",
+                    group.len(),
+                    live.len()
+                ),
+            ));
         }
         return exec_collective(cl, c, warp, group, inst);
     }
     for &t in group {
-        let mut th = std::mem::replace(&mut cl.ctas[c].threads[t], Thread { regs: Vec::new(), pc: 0, state: State::Exited, cp_async: Vec::new() });
-        let ctl = if guard_ok(&th, inst) { exec_one(device, cl, c, t, &mut th, inst) } else { Ok(Control::Next) };
+        let mut th = std::mem::replace(
+            &mut cl.ctas[c].threads[t],
+            Thread { regs: Vec::new(), pc: 0, state: State::Exited, cp_async: Vec::new() },
+        );
+        let ctl = if guard_ok(&th, inst) {
+            exec_one(device, cl, c, t, &mut th, inst)
+        } else {
+            Ok(Control::Next)
+        };
         let ctl = match ctl {
             Ok(x) => x,
             Err(e) => {
@@ -404,7 +582,13 @@ fn exec_group(device: &mut Device, cl: &mut Cluster<'_>, c: usize, warp: usize, 
     Ok(())
 }
 
-fn exec_collective(cl: &mut Cluster<'_>, c: usize, warp: usize, group: &[usize], inst: &Inst) -> Result<(), SimError> {
+fn exec_collective(
+    cl: &mut Cluster<'_>,
+    c: usize,
+    warp: usize,
+    group: &[usize],
+    inst: &Inst,
+) -> Result<(), SimError> {
     let op = inst.opcode.as_str();
     let ops = &inst.operands;
     if op == "elect.sync" {
@@ -418,7 +602,8 @@ fn exec_collective(cl: &mut Cluster<'_>, c: usize, warp: usize, group: &[usize],
         return Ok(());
     }
     let first = group[0];
-    let val = |cl: &Cluster<'_>, t: usize, o: &Opnd| value(cl, c, t, &cl.ctas[c].threads[t], o, inst);
+    let val =
+        |cl: &Cluster<'_>, t: usize, o: &Opnd| value(cl, c, t, &cl.ctas[c].threads[t], o, inst);
     if op.starts_with("tcgen05.alloc") {
         let slot = address_of(cl, c, first, &cl.ctas[c].threads[first], &ops[0], inst)?;
         let n = val(cl, first, &ops[1])? as u32;
@@ -441,7 +626,14 @@ fn exec_collective(cl: &mut Cluster<'_>, c: usize, warp: usize, group: &[usize],
             let taddr = address_of(cl, c, t, th, &ops[1], inst)? as u32;
             let lane0 = taddr >> 16;
             if lane0 != 32 * (warp as u32 % 4) {
-                return Err(bad(inst, format!("warp {warp} may access TMEM lanes {}..{}, not {lane0}", 32 * (warp % 4), 32 * (warp % 4) + 32)));
+                return Err(bad(
+                    inst,
+                    format!(
+                        "warp {warp} may access TMEM lanes {}..{}, not {lane0}",
+                        32 * (warp % 4),
+                        32 * (warp % 4) + 32
+                    ),
+                ));
             }
             let lane = lane0 + (t as u32 % 32);
             let col = taddr & 0xFFFF;
@@ -463,13 +655,22 @@ fn exec_collective(cl: &mut Cluster<'_>, c: usize, warp: usize, group: &[usize],
 }
 
 /// Reads an operand as raw bits.
-fn value(cl: &Cluster<'_>, c: usize, tid: usize, t: &Thread, o: &Opnd, inst: &Inst) -> Result<u64, SimError> {
+fn value(
+    cl: &Cluster<'_>,
+    c: usize,
+    tid: usize,
+    t: &Thread,
+    o: &Opnd,
+    inst: &Inst,
+) -> Result<u64, SimError> {
     Ok(match o {
         Opnd::Reg(r) => t.regs[*r],
         Opnd::NotReg(r) => u64::from(t.regs[*r] == 0),
         Opnd::Imm(v) => *v as u64,
         Opnd::F32(bits) => u64::from(*bits),
-        Opnd::Name(n) => special(cl, c, tid, n).ok_or_else(|| bad(inst, format!("unknown symbol {n}")))?,
+        Opnd::Name(n) => {
+            special(cl, c, tid, n).ok_or_else(|| bad(inst, format!("unknown symbol {n}")))?
+        }
         _ => return Err(bad(inst, format!("operand {o:?} is not a value"))),
     })
 }
@@ -479,7 +680,8 @@ fn special(cl: &Cluster<'_>, c: usize, tid: usize, name: &str) -> Option<u64> {
     let tid = tid as u64;
     Some(match name {
         "%tid.x" => tid,
-        "%tid.y" | "%tid.z" | "%ctaid.y" | "%ctaid.z" | "%clusterid.y" | "%clusterid.z" | "%cluster_ctaid.y" | "%cluster_ctaid.z" => 0,
+        "%tid.y" | "%tid.z" | "%ctaid.y" | "%ctaid.z" | "%clusterid.y" | "%clusterid.z"
+        | "%cluster_ctaid.y" | "%cluster_ctaid.z" => 0,
         "%ntid.x" => u64::from(cl.block),
         "%ctaid.x" => u64::from(cl.ctas[c].ctaid),
         "%nctaid.x" => u64::from(cl.grid),
@@ -507,7 +709,14 @@ fn dst(o: &Opnd, inst: &Inst) -> Result<Option<usize>, SimError> {
 }
 
 /// The address of a `[base+off]` operand.
-fn address_of(cl: &Cluster<'_>, c: usize, tid: usize, t: &Thread, o: &Opnd, inst: &Inst) -> Result<u64, SimError> {
+fn address_of(
+    cl: &Cluster<'_>,
+    c: usize,
+    tid: usize,
+    t: &Thread,
+    o: &Opnd,
+    inst: &Inst,
+) -> Result<u64, SimError> {
     match o {
         Opnd::Addr(base, off) => Ok(value(cl, c, tid, t, base, inst)?.wrapping_add(*off as u64)),
         other => value(cl, c, tid, t, other, inst),
@@ -528,17 +737,50 @@ fn vector_len(parts: &[&str]) -> usize {
     parts.iter().find_map(|p| p.strip_prefix('v').and_then(|n| n.parse().ok())).unwrap_or(1)
 }
 
-fn global_read(device: &Device, cl: &Cluster<'_>, c: usize, tid: usize, addr: u64, len: usize, inst: &Inst) -> Result<Vec<u8>, SimError> {
-    device.download(addr, len).ok_or(SimError::GlobalOutOfBounds { line: inst.line, addr, size: len, block: cl.ctas[c].ctaid, thread: tid as u32 })
+fn global_read(
+    device: &Device,
+    cl: &Cluster<'_>,
+    c: usize,
+    tid: usize,
+    addr: u64,
+    len: usize,
+    inst: &Inst,
+) -> Result<Vec<u8>, SimError> {
+    device.download(addr, len).ok_or(SimError::GlobalOutOfBounds {
+        line: inst.line,
+        addr,
+        size: len,
+        block: cl.ctas[c].ctaid,
+        thread: tid as u32,
+    })
 }
 
-fn global_write(device: &mut Device, cl: &Cluster<'_>, c: usize, tid: usize, addr: u64, data: &[u8], inst: &Inst) -> Result<(), SimError> {
-    let s = device.slice_mut(addr, data.len()).ok_or(SimError::GlobalOutOfBounds { line: inst.line, addr, size: data.len(), block: cl.ctas[c].ctaid, thread: tid as u32 })?;
+fn global_write(
+    device: &mut Device,
+    cl: &Cluster<'_>,
+    c: usize,
+    tid: usize,
+    addr: u64,
+    data: &[u8],
+    inst: &Inst,
+) -> Result<(), SimError> {
+    let s = device.slice_mut(addr, data.len()).ok_or(SimError::GlobalOutOfBounds {
+        line: inst.line,
+        addr,
+        size: data.len(),
+        block: cl.ctas[c].ctaid,
+        thread: tid as u32,
+    })?;
     s.copy_from_slice(data);
     Ok(())
 }
 
-fn param_read<'p>(cl: &'p Cluster<'_>, addr: u64, len: usize, inst: &Inst) -> Result<&'p [u8], SimError> {
+fn param_read<'p>(
+    cl: &'p Cluster<'_>,
+    addr: u64,
+    len: usize,
+    inst: &Inst,
+) -> Result<&'p [u8], SimError> {
     let off = (addr & !PARAM_SPACE) as usize;
     if addr & PARAM_SPACE == 0 {
         return Err(bad(inst, format!("{addr:#x} is not a parameter address")));
@@ -546,7 +788,14 @@ fn param_read<'p>(cl: &'p Cluster<'_>, addr: u64, len: usize, inst: &Inst) -> Re
     cl.params.get(off..off + len).ok_or_else(|| bad(inst, "parameter read out of range"))
 }
 
-fn exec_one(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst: &Inst) -> Result<Control, SimError> {
+fn exec_one(
+    device: &mut Device,
+    cl: &mut Cluster<'_>,
+    c: usize,
+    tid: usize,
+    t: &mut Thread,
+    inst: &Inst,
+) -> Result<Control, SimError> {
     let parts: Vec<&str> = inst.opcode.split('.').collect();
     let ops = &inst.operands;
     let ty = *parts.last().unwrap_or(&"");
@@ -558,7 +807,9 @@ fn exec_one(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: 
     macro_rules! set {
         ($i:expr, $val:expr) => {{
             let val = $val;
-            if let Some(r) = dst(ops.get($i).ok_or_else(|| bad(inst, "missing destination"))?, inst)? {
+            if let Some(r) =
+                dst(ops.get($i).ok_or_else(|| bad(inst, "missing destination"))?, inst)?
+            {
                 t.regs[r] = val;
             }
         }};
@@ -567,7 +818,8 @@ fn exec_one(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: 
         "ret" | "exit" => return Ok(Control::Exit),
         "bra" => {
             let Some(Opnd::Name(l)) = ops.first() else { return Err(bad(inst, "branch target")) };
-            let pc = *cl.kernel.labels.get(l).ok_or_else(|| bad(inst, format!("unknown label {l}")))?;
+            let pc =
+                *cl.kernel.labels.get(l).ok_or_else(|| bad(inst, format!("unknown label {l}")))?;
             return Ok(Control::Jump(pc));
         }
         "bar" if parts.get(1) == Some(&"sync") => {
@@ -576,7 +828,9 @@ fn exec_one(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: 
             }
             return Ok(Control::Block(State::Barrier));
         }
-        "barrier" if inst.opcode.starts_with("barrier.cluster.wait") => return Ok(Control::Block(State::ClusterBarrier)),
+        "barrier" if inst.opcode.starts_with("barrier.cluster.wait") => {
+            return Ok(Control::Block(State::ClusterBarrier));
+        }
         "barrier" if inst.opcode.starts_with("barrier.cluster.arrive") => {}
         // Ordering fences and PDL: the simulator completes everything in program order.
         "bar" | "fence" | "griddepcontrol" | "prefetch" => {}
@@ -602,14 +856,18 @@ fn exec_one(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: 
             let addr = v!(1);
             let rank = v!(2) as usize;
             if rank >= cl.ctas.len() {
-                return Err(bad(inst, format!("mapa to rank {rank} in a cluster of {}", cl.ctas.len())));
+                return Err(bad(
+                    inst,
+                    format!("mapa to rank {rank} in a cluster of {}", cl.ctas.len()),
+                ));
             }
             set!(0, (((rank + 1) as u64) << 24) | (addr & 0xFF_FFFF));
         }
         "ld" => {
             let w = width(ty).ok_or_else(|| unsupported(inst))?;
             let n = vector_len(&parts);
-            let addr = address_of(cl, c, tid, t, ops.get(1).ok_or_else(|| bad(inst, "address"))?, inst)?;
+            let addr =
+                address_of(cl, c, tid, t, ops.get(1).ok_or_else(|| bad(inst, "address"))?, inst)?;
             let bytes = match space_of(&inst.opcode) {
                 "param" => param_read(cl, addr, w * n, inst)?.to_vec(),
                 "shared" => {
@@ -654,8 +912,11 @@ fn exec_one(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: 
                 _ => return Err(bad(inst, "store to a read-only space")),
             }
         }
-        "add" | "sub" | "mul" | "mad" | "div" | "rem" | "min" | "max" | "shl" | "shr" | "and" | "or" | "xor" | "neg" | "not" | "abs" | "fma" | "bfi" => {
-            let vals = (1..ops.len()).map(|i| value(cl, c, tid, t, &ops[i], inst)).collect::<Result<Vec<_>, _>>()?;
+        "add" | "sub" | "mul" | "mad" | "div" | "rem" | "min" | "max" | "shl" | "shr" | "and"
+        | "or" | "xor" | "neg" | "not" | "abs" | "fma" | "bfi" => {
+            let vals = (1..ops.len())
+                .map(|i| value(cl, c, tid, t, &ops[i], inst))
+                .collect::<Result<Vec<_>, _>>()?;
             match arith(&parts, &vals) {
                 Some(Ok(r)) => set!(0, r),
                 Some(Err(m)) => return Err(bad(inst, m)),
@@ -678,11 +939,13 @@ fn exec_one(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: 
         }
         "atom" | "red" => {
             // `atom` returns the old value in its first operand; `red` has none.
-            let (d, a_i, v_i) = if parts[0] == "atom" { (Some(&ops[0]), 1, 2) } else { (None, 0, 1) };
+            let (d, a_i, v_i) =
+                if parts[0] == "atom" { (Some(&ops[0]), 1, 2) } else { (None, 0, 1) };
             if width(ty) != Some(4) {
                 return Err(unsupported(inst));
             }
-            let addr = address_of(cl, c, tid, t, ops.get(a_i).ok_or_else(|| bad(inst, "address"))?, inst)?;
+            let addr =
+                address_of(cl, c, tid, t, ops.get(a_i).ok_or_else(|| bad(inst, "address"))?, inst)?;
             let x = v!(v_i) as u32;
             let shared = space_of(&inst.opcode) == "shared";
             let old_bytes = if shared {
@@ -727,11 +990,21 @@ fn exec_one(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: 
     Ok(Control::Next)
 }
 
-fn mbarrier_op(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst: &Inst, parts: &[&str]) -> Result<Control, SimError> {
+fn mbarrier_op(
+    cl: &mut Cluster<'_>,
+    c: usize,
+    tid: usize,
+    t: &mut Thread,
+    inst: &Inst,
+    parts: &[&str],
+) -> Result<Control, SimError> {
     let ops = &inst.operands;
     let op = parts.get(1).copied().unwrap_or("");
     // The barrier operand is the first address operand.
-    let bar_i = ops.iter().position(|o| matches!(o, Opnd::Addr(..))).ok_or_else(|| bad(inst, "barrier address"))?;
+    let bar_i = ops
+        .iter()
+        .position(|o| matches!(o, Opnd::Addr(..)))
+        .ok_or_else(|| bad(inst, "barrier address"))?;
     let addr = address_of(cl, c, tid, t, &ops[bar_i], inst)?;
     let (bc, off) = cl.resolve_shared(c, addr, inst)?;
     if off % 8 != 0 {
@@ -750,7 +1023,11 @@ fn mbarrier_op(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst:
             cl.mbar_update(bc, off, 1, tx, inst)?;
         }
         "arrive" => {
-            let n = if ops.len() > bar_i + 1 { value(cl, c, tid, t, &ops[bar_i + 1], inst)? as i64 } else { 1 };
+            let n = if ops.len() > bar_i + 1 {
+                value(cl, c, tid, t, &ops[bar_i + 1], inst)? as i64
+            } else {
+                1
+            };
             cl.mbar_update(bc, off, n, 0, inst)?;
         }
         "expect_tx" => {
@@ -759,7 +1036,10 @@ fn mbarrier_op(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst:
         }
         "try_wait" | "test_wait" if parts.contains(&"parity") => {
             let parity = value(cl, c, tid, t, &ops[2], inst)?;
-            let m = cl.mbars.get(&(bc, off)).ok_or_else(|| bad(inst, "wait on an uninitialized mbarrier"))?;
+            let m = cl
+                .mbars
+                .get(&(bc, off))
+                .ok_or_else(|| bad(inst, "wait on an uninitialized mbarrier"))?;
             let done = m.parity_done(parity);
             if let Some(r) = dst(&ops[0], inst)? {
                 t.regs[r] = u64::from(done);
@@ -774,13 +1054,24 @@ fn mbarrier_op(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst:
     Ok(Control::Next)
 }
 
-fn copy_op(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst: &Inst) -> Result<Control, SimError> {
+fn copy_op(
+    device: &mut Device,
+    cl: &mut Cluster<'_>,
+    c: usize,
+    tid: usize,
+    t: &mut Thread,
+    inst: &Inst,
+) -> Result<Control, SimError> {
     let op = inst.opcode.as_str();
     let ops = &inst.operands;
     let addr = |cl: &Cluster<'_>, t: &Thread, i: usize| -> Result<u64, SimError> {
         address_of(cl, c, tid, t, ops.get(i).ok_or_else(|| bad(inst, "operand"))?, inst)
     };
-    if op == "cp.async.bulk.commit_group" || op.starts_with("cp.async.bulk.wait_group") || op == "cp.async.commit_group" || op.starts_with("cp.async.wait") {
+    if op == "cp.async.bulk.commit_group"
+        || op.starts_with("cp.async.bulk.wait_group")
+        || op == "cp.async.commit_group"
+        || op.starts_with("cp.async.wait")
+    {
         // Copies complete when issued.
         return Ok(Control::Next);
     }
@@ -792,7 +1083,10 @@ fn copy_op(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: &
         let id = cl.mbar_id(bc, off, inst)?;
         // The thread's earlier cp.async bytes now complete on this barrier's phase.
         for (pc, o, l) in t.cp_async.drain(..) {
-            cl.ctas[pc].tags[o as usize..(o + l) as usize].iter_mut().filter(|x| **x == CP_ASYNC_TAG).for_each(|x| *x = id);
+            cl.ctas[pc].tags[o as usize..(o + l) as usize]
+                .iter_mut()
+                .filter(|x| **x == CP_ASYNC_TAG)
+                .for_each(|x| *x = id);
             cl.pending.entry(id).or_default().push((pc, o, l));
         }
         cl.mbar_update(bc, off, 1, 0, inst)?;
@@ -800,26 +1094,44 @@ fn copy_op(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: &
     }
     if op.starts_with("cp.async.cg.shared.global") || op.starts_with("cp.async.ca.shared.global") {
         let size = value(cl, c, tid, t, &ops[2], inst)? as usize;
-        let src_size = if ops.len() > 3 { value(cl, c, tid, t, &ops[3], inst)? as usize } else { size };
+        let src_size =
+            if ops.len() > 3 { value(cl, c, tid, t, &ops[3], inst)? as usize } else { size };
         let (sc, off) = cl.resolve_shared(c, addr(cl, t, 0)?, inst)?;
         let mut data = vec![0u8; size];
         if src_size > 0 {
             let g = addr(cl, t, 1)?;
-            data[..src_size.min(size)].copy_from_slice(&global_read(device, cl, c, tid, g, src_size.min(size), inst)?);
+            data[..src_size.min(size)].copy_from_slice(&global_read(
+                device,
+                cl,
+                c,
+                tid,
+                g,
+                src_size.min(size),
+                inst,
+            )?);
         }
         cl.write_shared(sc, off, &data, CP_ASYNC_TAG, inst, tid)?;
         t.cp_async.push((sc, off, size as u32));
         return Ok(Control::Next);
     }
     if op.starts_with("cp.async.bulk.tensor") {
-        let Some(Opnd::TensorRef(map_o, coords_o)) = ops.iter().find(|o| matches!(o, Opnd::TensorRef(..))) else {
+        let Some(Opnd::TensorRef(map_o, coords_o)) =
+            ops.iter().find(|o| matches!(o, Opnd::TensorRef(..)))
+        else {
             return Err(bad(inst, "tensor reference"));
         };
         let map_addr = value(cl, c, tid, t, map_o, inst)?;
-        let map = TensorMap::decode(param_read(cl, map_addr, 128, inst)?).ok_or_else(|| bad(inst, "operand is not a tensor map encoded for the simulator"))?;
-        let coords = coords_o.iter().map(|o| value(cl, c, tid, t, o, inst).map(|v| v as u32 as i32 as i64)).collect::<Result<Vec<_>, _>>()?;
+        let map = TensorMap::decode(param_read(cl, map_addr, 128, inst)?)
+            .ok_or_else(|| bad(inst, "operand is not a tensor map encoded for the simulator"))?;
+        let coords = coords_o
+            .iter()
+            .map(|o| value(cl, c, tid, t, o, inst).map(|v| v as u32 as i32 as i64))
+            .collect::<Result<Vec<_>, _>>()?;
         if coords.len() != map.dims.len() {
-            return Err(bad(inst, format!("{} coordinates for a rank-{} map", coords.len(), map.dims.len())));
+            return Err(bad(
+                inst,
+                format!("{} coordinates for a rank-{} map", coords.len(), map.dims.len()),
+            ));
         }
         let addrs = map.box_addresses(&coords);
         if op.contains(".global.shared::cta") {
@@ -855,7 +1167,13 @@ fn copy_op(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: &
         for d in dests {
             // With .cta_group::2 the barrier is the pair leader's (at the given offset);
             // multicast signals the barrier at the same offset in each destination.
-            let bar_cta = if op.contains(".cta_group::2") { d & !1 } else if op.contains(".multicast::cluster") { d } else { bc };
+            let bar_cta = if op.contains(".cta_group::2") {
+                d & !1
+            } else if op.contains(".multicast::cluster") {
+                d
+            } else {
+                bc
+            };
             let id = cl.mbar_id(bar_cta, boff, inst)?;
             for (i, b) in data.iter().enumerate() {
                 let s = map.swizzle_addr(u64::from(doff) + i as u64) as u32;
@@ -866,11 +1184,13 @@ fn copy_op(device: &mut Device, cl: &mut Cluster<'_>, c: usize, tid: usize, t: &
         }
         return Ok(Control::Next);
     }
-    if op.starts_with("cp.async.bulk.global.shared::cta") || op.starts_with("cp.reduce.async.bulk.global.shared::cta") {
+    if op.starts_with("cp.async.bulk.global.shared::cta")
+        || op.starts_with("cp.reduce.async.bulk.global.shared::cta")
+    {
         let g = addr(cl, t, 0)?;
         let (sc, off) = cl.resolve_shared(c, addr(cl, t, 1)?, inst)?;
         let size = value(cl, c, tid, t, &ops[2], inst)? as usize;
-        if size % 16 != 0 {
+        if !size.is_multiple_of(16) {
             return Err(bad(inst, "bulk copy size must be a multiple of 16"));
         }
         let src = cl.read_shared(sc, off, size, inst, tid)?.to_vec();
@@ -906,17 +1226,27 @@ fn decode_desc(d: u64, inst: &Inst) -> Result<SmemDesc, SimError> {
     if (d >> 46) & 7 != 1 {
         return Err(bad(inst, format!("descriptor {d:#x}: bits 46-48 must be 0b001")));
     }
-    Ok(SmemDesc { start: ((d & 0x3FFF) << 4) as u32, sbo: (((d >> 32) & 0x3FFF) << 4) as u32, swizzle: (d >> 61) & 7 })
+    Ok(SmemDesc {
+        start: ((d & 0x3FFF) << 4) as u32,
+        sbo: (((d >> 32) & 0x3FFF) << 4) as u32,
+        swizzle: (d >> 61) & 7,
+    })
 }
 
-fn tcgen05_op(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst: &Inst) -> Result<Control, SimError> {
+fn tcgen05_op(
+    cl: &mut Cluster<'_>,
+    c: usize,
+    tid: usize,
+    t: &mut Thread,
+    inst: &Inst,
+) -> Result<Control, SimError> {
     let op = inst.opcode.as_str();
     let ops = &inst.operands;
     if op.starts_with("tcgen05.fence") || op.starts_with("tcgen05.wait") {
         return Ok(Control::Next);
     }
     let pair: Vec<usize> = if op.contains("cta_group::2") {
-        if c % 2 != 0 {
+        if !c.is_multiple_of(2) {
             return Err(bad(inst, "cta_group::2 operations are issued by the even CTA of a pair"));
         }
         vec![c, c + 1]
@@ -957,8 +1287,13 @@ fn tcgen05_op(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst: 
                 let bytes = cl.read_shared(p, a, 16, inst, tid)?.to_vec();
                 for q in 0..4u32 {
                     for w in 0..4u32 {
-                        let word = u32::from_le_bytes(bytes[4 * w as usize..4 * w as usize + 4].try_into().unwrap_or([0; 4]));
-                        cl.ctas[p].tmem.write(32 * q + r, col + w, word).map_err(|e| bad(inst, e))?;
+                        let word = u32::from_le_bytes(
+                            bytes[4 * w as usize..4 * w as usize + 4].try_into().unwrap_or([0; 4]),
+                        );
+                        cl.ctas[p]
+                            .tmem
+                            .write(32 * q + r, col + w, word)
+                            .map_err(|e| bad(inst, e))?;
                     }
                 }
             }
@@ -976,7 +1311,14 @@ fn tcgen05_op(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &mut Thread, inst: 
     Err(unsupported(inst))
 }
 
-fn mma(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &Thread, inst: &Inst, pair: &[usize]) -> Result<(), SimError> {
+fn mma(
+    cl: &mut Cluster<'_>,
+    c: usize,
+    tid: usize,
+    t: &Thread,
+    inst: &Inst,
+    pair: &[usize],
+) -> Result<(), SimError> {
     let ops = &inst.operands;
     let d_addr = address_of(cl, c, tid, t, &ops[0], inst)? as u32;
     let adesc = decode_desc(value(cl, c, tid, t, &ops[1], inst)?, inst)?;
@@ -992,25 +1334,40 @@ fn mma(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &Thread, inst: &Inst, pair
     let b_ty = (idesc >> 10) & 7;
     let n = ((idesc >> 17) & 0x3F) << 3;
     let m = ((idesc >> 24) & 0x1F) << 4;
-    if a_ty != 1 || b_ty != 1 || (idesc >> 23) & 1 != 0 || (idesc >> 15) & 3 != 0 || (idesc >> 4) & 3 != 0 || (idesc >> 29) & 3 != 0 {
-        return Err(bad(inst, format!("instruction descriptor {idesc:#x} is not NVFP4 E2M1×E2M1 with UE4M3 block16 scales, K-major")));
+    if a_ty != 1
+        || b_ty != 1
+        || (idesc >> 23) & 1 != 0
+        || (idesc >> 15) & 3 != 0
+        || (idesc >> 4) & 3 != 0
+        || (idesc >> 29) & 3 != 0
+    {
+        return Err(bad(
+            inst,
+            format!(
+                "instruction descriptor {idesc:#x} is not NVFP4 E2M1×E2M1 with UE4M3 block16 scales, K-major"
+            ),
+        ));
     }
     if m != 128 * pair.len() as u32 || n == 0 || n > 256 {
-        return Err(bad(inst, format!("M = {m}, N = {n} is not a valid shape for cta_group::{}", pair.len())));
+        return Err(bad(
+            inst,
+            format!("M = {m}, N = {n} is not a valid shape for cta_group::{}", pair.len()),
+        ));
     }
     if adesc.swizzle != 2 || bdesc.swizzle != 2 {
         return Err(bad(inst, "only 128B-swizzled K-major operands are modelled"));
     }
     // Element bytes of row r of an operand tile in CTA p: 32 bytes (64 FP4) of this K step.
-    let row_bytes = |cl: &Cluster<'_>, p: usize, d: &SmemDesc, r: u32| -> Result<[u8; 32], SimError> {
-        let mut out = [0u8; 32];
-        for (j, o) in out.iter_mut().enumerate() {
-            let logical = d.start + (r / 8) * d.sbo + (r % 8) * 128 + j as u32;
-            let phys = (u64::from(logical) ^ (((u64::from(logical) >> 7) & 7) << 4)) as u32;
-            *o = cl.read_shared(p, phys, 1, inst, tid)?[0];
-        }
-        Ok(out)
-    };
+    let row_bytes =
+        |cl: &Cluster<'_>, p: usize, d: &SmemDesc, r: u32| -> Result<[u8; 32], SimError> {
+            let mut out = [0u8; 32];
+            for (j, o) in out.iter_mut().enumerate() {
+                let logical = d.start + (r / 8) * d.sbo + (r % 8) * 128 + j as u32;
+                let phys = (u64::from(logical) ^ (((u64::from(logical) >> 7) & 7) << 4)) as u32;
+                *o = cl.read_shared(p, phys, 1, inst, tid)?[0];
+            }
+            Ok(out)
+        };
     let nb = n / pair.len() as u32;
     let mut b_rows = Vec::with_capacity(n as usize);
     for &p in pair {
@@ -1019,7 +1376,10 @@ fn mma(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &Thread, inst: &Inst, pair
         }
     }
     for &p in pair {
-        let sfb_words: Vec<u32> = (0..n).map(|j| cl.ctas[p].tmem.read(j % 32, sfb + j / 32)).collect::<Result<_, _>>().map_err(|e| bad(inst, e))?;
+        let sfb_words: Vec<u32> = (0..n)
+            .map(|j| cl.ctas[p].tmem.read(j % 32, sfb + j / 32))
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(inst, e))?;
         for r in 0..128u32 {
             let a = row_bytes(cl, p, &adesc, r)?;
             let sfa_word = cl.ctas[p].tmem.read(r, sfa + r / 32).map_err(|e| bad(inst, e))?;
@@ -1028,14 +1388,18 @@ fn mma(cl: &mut Cluster<'_>, c: usize, tid: usize, t: &Thread, inst: &Inst, pair
                 let mut sum: i128 = 0;
                 let mut nan = false;
                 for kb in 0..4 {
-                    let (Some(sa), Some(sb)) = (mma::scaled_e4m3((sfa_word >> (8 * kb)) as u8), mma::scaled_e4m3((sfb_word >> (8 * kb)) as u8)) else {
+                    let (Some(sa), Some(sb)) = (
+                        mma::scaled_e4m3((sfa_word >> (8 * kb)) as u8),
+                        mma::scaled_e4m3((sfb_word >> (8 * kb)) as u8),
+                    ) else {
                         nan = true;
                         continue;
                     };
                     let mut s: i64 = 0;
                     for byte in 8 * kb..8 * kb + 8 {
                         let (x, y) = (a[byte as usize], brow[byte as usize]);
-                        s += mma::twice_e2m1(x & 0xF) * mma::twice_e2m1(y & 0xF) + mma::twice_e2m1(x >> 4) * mma::twice_e2m1(y >> 4);
+                        s += mma::twice_e2m1(x & 0xF) * mma::twice_e2m1(y & 0xF)
+                            + mma::twice_e2m1(x >> 4) * mma::twice_e2m1(y >> 4);
                     }
                     sum += i128::from(s) * i128::from(sa) * i128::from(sb);
                 }

@@ -67,8 +67,13 @@ impl TensorMap {
     /// The 128 bytes a kernel receives.
     pub fn encode(&self) -> Result<[u8; 128], String> {
         let rank = self.dims.len();
-        if !(1..=5).contains(&rank) || self.box_dims.len() != rank || self.strides.len() + 1 != rank {
-            return Err(format!("rank {rank} with {} box dims and {} strides", self.box_dims.len(), self.strides.len()));
+        if !(1..=5).contains(&rank) || self.box_dims.len() != rank || self.strides.len() + 1 != rank
+        {
+            return Err(format!(
+                "rank {rank} with {} box dims and {} strides",
+                self.box_dims.len(),
+                self.strides.len()
+            ));
         }
         if self.box_dims.iter().any(|&b| b == 0 || b > 256) {
             return Err("box dimensions must be in 1..=256".into());
@@ -81,8 +86,10 @@ impl TensorMap {
             s => return Err(format!("swizzle {s}")),
         };
         let inner_bytes = u64::from(self.box_dims[0]) * self.dtype.bits() / 8;
-        if inner_bytes % 16 != 0 || (sw > 0 && inner_bytes > u64::from(self.swizzle)) {
-            return Err(format!("inner box of {inner_bytes} B does not fit the rules (16-B multiple, ≤ swizzle span)"));
+        if !inner_bytes.is_multiple_of(16) || (sw > 0 && inner_bytes > u64::from(self.swizzle)) {
+            return Err(format!(
+                "inner box of {inner_bytes} B does not fit the rules (16-B multiple, ≤ swizzle span)"
+            ));
         }
         let mut b = [0u8; 128];
         b[..4].copy_from_slice(MAGIC);

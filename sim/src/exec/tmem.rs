@@ -20,7 +20,9 @@ impl Tmem {
     /// Allocates `n` columns (a power of two in 32..=512) at the lowest aligned free start.
     pub fn alloc(&mut self, n: u32) -> Result<u32, String> {
         if !(32..=COLUMNS).contains(&n) || !n.is_power_of_two() {
-            return Err(format!("tcgen05.alloc of {n} columns: must be a power of two in 32..=512"));
+            return Err(format!(
+                "tcgen05.alloc of {n} columns: must be a power of two in 32..=512"
+            ));
         }
         let mut start = 0;
         while start + n <= COLUMNS {
@@ -34,7 +36,11 @@ impl Tmem {
     }
 
     pub fn dealloc(&mut self, start: u32, n: u32) -> Result<(), String> {
-        let i = self.allocs.iter().position(|&a| a == (start, n)).ok_or(format!("tcgen05.dealloc of columns {start}+{n}: not allocated"))?;
+        let i = self
+            .allocs
+            .iter()
+            .position(|&a| a == (start, n))
+            .ok_or(format!("tcgen05.dealloc of columns {start}+{n}: not allocated"))?;
         self.allocs.remove(i);
         Ok(())
     }
