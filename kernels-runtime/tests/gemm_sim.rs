@@ -67,10 +67,8 @@ fn check(p: &Problem, tactic: &MoeTactic, finalize: FinalizeMode, clusters: u32)
     let want =
         moe_reference(&p.shape, &p.acts, &p.weights, &p.routing, tactic.tile(), opts).unwrap();
     let mut sim = SimBackend::new();
-    let got = device_moe_layer(
-        &mut sim, &p.shape, &p.acts, &p.weights, &p.routing, tactic, opts, clusters,
-    )
-    .unwrap_or_else(|e| panic!("{tactic}: {e}"));
+    let got = device_moe_layer(&mut sim, &p.inputs(), tactic, opts, clusters)
+        .unwrap_or_else(|e| panic!("{tactic}: {e}"));
     let live_tiles = want.sort.num_non_exiting_tiles as u64;
     if live_tiles > 0 {
         // Both GEMMs ran their MMAs: K/64 per tile and N block (2-CTA counts one per pair).
@@ -142,7 +140,7 @@ fn routing_edge_cases() {
     // All tokens on one local expert (the other slot non-local).
     let p = problem(300, 21, &|_, _, slot| if slot == 0 { 3 } else { 0 });
     // Only two of the four local experts used.
-    let q = problem(64, 22, &|r, _, slot| if slot == 0 { 2 } else { 5 });
+    let q = problem(64, 22, &|_, _, slot| if slot == 0 { 2 } else { 5 });
     // No local routes at all: every GEMM exits at once and the output stays zero.
     let z = problem(16, 23, &|r, _, slot| [0, 1, 6, 7][(r.next() % 2) as usize + 2 * slot]);
     for t in some {
