@@ -421,17 +421,22 @@ fn run_cluster(device: &mut Device, cl: &mut Cluster<'_>) -> Result<(), SimError
                     else {
                         break;
                     };
-                    let group: Vec<usize> = lanes
-                        .clone()
-                        .filter(|&t| th[t].state == State::Running && th[t].pc == pc)
-                        .collect();
+                    let mut buf = [0usize; 32];
+                    let mut len = 0;
+                    for t in lanes.clone() {
+                        if th[t].state == State::Running && th[t].pc == pc {
+                            buf[len] = t;
+                            len += 1;
+                        }
+                    }
+                    let group = &buf[..len];
                     let Some(inst) = cl.kernel.body.get(pc) else {
-                        for &t in &group {
+                        for &t in group {
                             cl.ctas[c].threads[t].state = State::Exited;
                         }
                         continue;
                     };
-                    exec_group(device, cl, c, w, &group, inst)?;
+                    exec_group(device, cl, c, w, group, inst)?;
                     // A failed wait is not progress; anything else is.
                     if group
                         .iter()
@@ -796,7 +801,14 @@ fn exec_one(
     t: &mut Thread,
     inst: &Inst,
 ) -> Result<Control, SimError> {
-    let parts: Vec<&str> = inst.opcode.split('.').collect();
+    // Split without allocating: opcodes have at most a dozen dot-separated parts.
+    let mut part_buf = [""; 16];
+    let mut n_parts = 0;
+    for p in inst.opcode.split('.').take(16) {
+        part_buf[n_parts] = p;
+        n_parts += 1;
+    }
+    let parts = &part_buf[..n_parts];
     let ops = &inst.operands;
     let ty = *parts.last().unwrap_or(&"");
     macro_rules! v {
@@ -865,7 +877,7 @@ fn exec_one(
         }
         "ld" => {
             let w = width(ty).ok_or_else(|| unsupported(inst))?;
-            let n = vector_len(&parts);
+            let n = vector_len(parts);
             let addr =
                 address_of(cl, c, tid, t, ops.get(1).ok_or_else(|| bad(inst, "address"))?, inst)?;
             let bytes = match space_of(&inst.opcode) {
@@ -917,7 +929,7 @@ fn exec_one(
             let vals = (1..ops.len())
                 .map(|i| value(cl, c, tid, t, &ops[i], inst))
                 .collect::<Result<Vec<_>, _>>()?;
-            match arith(&parts, &vals) {
+            match arith(parts, &vals) {
                 Some(Ok(r)) => set!(0, r),
                 Some(Err(m)) => return Err(bad(inst, m)),
                 None => return Err(unsupported(inst)),
@@ -935,7 +947,7 @@ fn exec_one(
         }
         "cvt" => {
             let b = if ops.len() > 2 { Some(v!(2)) } else { None };
-            set!(0, convert(&parts, v!(1), b).ok_or_else(|| unsupported(inst))?);
+            set!(0, convert(parts, v!(1), b).ok_or_else(|| unsupported(inst))?);
         }
         "atom" | "red" => {
             // `atom` returns the old value in its first operand; `red` has none.
@@ -982,7 +994,7 @@ fn exec_one(
                 t.regs[r] = u64::from(old);
             }
         }
-        "mbarrier" => return mbarrier_op(cl, c, tid, t, inst, &parts),
+        "mbarrier" => return mbarrier_op(cl, c, tid, t, inst, parts),
         "cp" => return copy_op(device, cl, c, tid, t, inst),
         "tcgen05" => return tcgen05_op(cl, c, tid, t, inst),
         _ => return Err(unsupported(inst)),
@@ -1368,43 +1380,55 @@ fn mma(
             }
             Ok(out)
         };
+    // Decode each operand row once: 64 values as 2 · e2m1 (integers).
+    let decode = |bytes: [u8; 32]| -> [i32; 64] {
+        let mut v = [0i32; 64];
+        for (j, b) in bytes.iter().enumerate() {
+            v[2 * j] = mma::twice_e2m1(b & 0xF) as i32;
+            v[2 * j + 1] = mma::twice_e2m1(b >> 4) as i32;
+        }
+        v
+    };
     let nb = n / pair.len() as u32;
     let mut b_rows = Vec::with_capacity(n as usize);
     for &p in pair {
         for r in 0..nb {
-            b_rows.push(row_bytes(cl, p, &bdesc, r)?);
+            b_rows.push(decode(row_bytes(cl, p, &bdesc, r)?));
         }
     }
     for &p in pair {
-        let sfb_words: Vec<u32> = (0..n)
-            .map(|j| cl.ctas[p].tmem.read(j % 32, sfb + j / 32))
+        let sfb: Vec<[Option<i64>; 4]> = (0..n)
+            .map(|j| {
+                cl.ctas[p]
+                    .tmem
+                    .read(j % 32, sfb + j / 32)
+                    .map(|w| std::array::from_fn(|kb| mma::scaled_e4m3((w >> (8 * kb)) as u8)))
+            })
             .collect::<Result<_, _>>()
             .map_err(|e| bad(inst, e))?;
+        let d_col = d_addr & 0xFFFF;
+        // Bounds of the accumulator columns, checked once.
+        cl.ctas[p].tmem.read(0, d_col).map_err(|e| bad(inst, e))?;
+        cl.ctas[p].tmem.read(127, d_col + n - 1).map_err(|e| bad(inst, e))?;
         for r in 0..128u32 {
-            let a = row_bytes(cl, p, &adesc, r)?;
+            let a = decode(row_bytes(cl, p, &adesc, r)?);
             let sfa_word = cl.ctas[p].tmem.read(r, sfa + r / 32).map_err(|e| bad(inst, e))?;
+            let sfa_v: [Option<i64>; 4] =
+                std::array::from_fn(|kb| mma::scaled_e4m3((sfa_word >> (8 * kb)) as u8));
             for (j, brow) in b_rows.iter().enumerate() {
-                let sfb_word = sfb_words[j];
                 let mut sum: i128 = 0;
                 let mut nan = false;
                 for kb in 0..4 {
-                    let (Some(sa), Some(sb)) = (
-                        mma::scaled_e4m3((sfa_word >> (8 * kb)) as u8),
-                        mma::scaled_e4m3((sfb_word >> (8 * kb)) as u8),
-                    ) else {
+                    let (Some(sa), Some(sb)) = (sfa_v[kb], sfb[j][kb]) else {
                         nan = true;
                         continue;
                     };
-                    let mut s: i64 = 0;
-                    for byte in 8 * kb..8 * kb + 8 {
-                        let (x, y) = (a[byte as usize], brow[byte as usize]);
-                        s += mma::twice_e2m1(x & 0xF) * mma::twice_e2m1(y & 0xF)
-                            + mma::twice_e2m1(x >> 4) * mma::twice_e2m1(y >> 4);
-                    }
+                    let s: i32 = (16 * kb..16 * kb + 16).map(|e| a[e] * brow[e]).sum();
                     sum += i128::from(s) * i128::from(sa) * i128::from(sb);
                 }
-                let col = (d_addr & 0xFFFF) + j as u32;
-                let old = f32::from_bits(cl.ctas[p].tmem.read(r, col).map_err(|e| bad(inst, e))?);
+                let col = d_col + j as u32;
+                let idx = (r * tmem::COLUMNS + col) as usize;
+                let old = f32::from_bits(cl.ctas[p].tmem.data[idx]);
                 let result = if nan {
                     f32::NAN
                 } else if enable {
@@ -1415,7 +1439,7 @@ fn mma(
                 } else {
                     mma::fixed_to_f32(sum)
                 };
-                cl.ctas[p].tmem.write(r, col, result.to_bits()).map_err(|e| bad(inst, e))?;
+                cl.ctas[p].tmem.data[idx] = result.to_bits();
             }
         }
     }
