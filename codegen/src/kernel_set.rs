@@ -174,6 +174,32 @@ pub fn simt_kernels(target: SimtTarget) -> Result<Vec<GeneratedKernel>, Generate
         .collect()
 }
 
+/// The differential corpus (sm_90a only).
+pub fn corpus_kernels() -> Result<Vec<GeneratedKernel>, GenerateError> {
+    use crate::kernels::corpus;
+    let specs: Vec<(KernelBuilder, &str, u32, u32, u32)> = vec![
+        (corpus::build_alu(), "corpus_alu", 64, 1, 0),
+        (corpus::build_pipeline(), "corpus_pipeline", 96, 1, 2048),
+        (corpus::build_tma(), "corpus_tma", 32, 1, 5120),
+        (corpus::build_cluster(), "corpus_cluster", 32, 2, 2048),
+    ];
+    specs
+        .into_iter()
+        .map(|(k, family, threads, cluster, smem)| {
+            let ptx = render(&k, "sm_90a", family)?;
+            let launch = Launch {
+                threads,
+                cluster,
+                smem: SmemRule { fixed: smem, per_local_expert: 0 },
+                tmem_columns: 0,
+                grid: "one cluster",
+            };
+            let e = entry(&k, family, "sm_90a", None, launch);
+            Ok(GeneratedKernel { ptx, entry: e })
+        })
+        .collect()
+}
+
 /// The default set, in a fixed order.
 pub fn default_kernel_set() -> Result<Vec<GeneratedKernel>, GenerateError> {
     kernel_set(Target::Sm100f)
@@ -186,5 +212,6 @@ pub fn kernel_set(target: Target) -> Result<Vec<GeneratedKernel>, GenerateError>
     for t in SimtTarget::ALL {
         all.extend(simt_kernels(t)?);
     }
+    all.extend(corpus_kernels()?);
     Ok(all)
 }

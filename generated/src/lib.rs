@@ -198,6 +198,30 @@ pub const KERNELS: &[Kernel] = &[
         target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_finalize_reduce.ptx"),
     },
+    Kernel {
+        name: "moegen_sm90_corpus_alu",
+        family: "corpus_alu",
+        target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_corpus_alu.ptx"),
+    },
+    Kernel {
+        name: "moegen_sm90_corpus_pipeline",
+        family: "corpus_pipeline",
+        target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_corpus_pipeline.ptx"),
+    },
+    Kernel {
+        name: "moegen_sm90_corpus_tma",
+        family: "corpus_tma",
+        target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_corpus_tma.ptx"),
+    },
+    Kernel {
+        name: "moegen_sm90_corpus_cluster",
+        family: "corpus_cluster",
+        target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_corpus_cluster.ptx"),
+    },
 ];
 
 /// The manifest as JSON: each kernel's parameters (ABI order, types, meaning), threads,

@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod buckets;
+pub mod corpus;
 pub mod device_layer;
 pub mod device_ops;
 pub mod error;

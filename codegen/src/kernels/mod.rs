@@ -1,5 +1,6 @@
 //! Kernel builders: one module per kernel family.
 
+pub mod corpus;
 pub mod epilogue_math;
 pub mod finalize_reduce;
 pub mod gemm;

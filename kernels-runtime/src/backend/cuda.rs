@@ -5,12 +5,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaContext, CudaModule, CudaSlice, CudaStream, DevicePtr as _, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaModule, CudaSlice, CudaStream, DevicePtr as _};
 use cudarc::nvrtc::Ptx;
 
-use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec};
+use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec, TmaElement};
+
+/// A launch attribute with every byte zero (the C API's `{0}` initializer).
+fn unsafe_zeroed_attribute() -> cudarc::driver::sys::CUlaunchAttribute {
+    // SAFETY: CUlaunchAttribute is a plain C struct/union of integers, for which all-zero bytes
+    // are a valid value.
+    unsafe { std::mem::zeroed() }
+}
 
 fn cuda_err(e: impl std::fmt::Debug) -> BackendError {
     BackendError::Cuda(format!("{e:?}"))
@@ -63,13 +68,6 @@ impl CudaBackend {
     }
 }
 
-/// Argument values kept alive while the driver reads them.
-enum Held {
-    U32(u32),
-    U64(u64),
-    F32(f32),
-}
-
 impl Backend for CudaBackend {
     fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, BackendError> {
         let s = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(cuda_err)?;
@@ -114,41 +112,7 @@ impl Backend for CudaBackend {
         shape: LaunchShape,
         args: &[KernelArg],
     ) -> Result<(), BackendError> {
-        let key = ptx.as_ptr() as usize;
-        if let std::collections::hash_map::Entry::Vacant(slot) = self.modules.entry(key) {
-            slot.insert(self.ctx.load_module(Ptx::from_src(ptx)).map_err(cuda_err)?);
-        }
-        let f = self.modules[&key].load_function(kernel).map_err(cuda_err)?;
-        let held: Vec<Held> = args
-            .iter()
-            .map(|a| match a {
-                KernelArg::U32(v) => Ok(Held::U32(*v)),
-                KernelArg::Ptr(p) => Ok(Held::U64(p.0)),
-                KernelArg::F32(v) => Ok(Held::F32(*v)),
-                KernelArg::Bytes(_) => Err(BackendError::Usage(
-                    "by-value struct arguments are not supported yet".into(),
-                )),
-            })
-            .collect::<Result<_, _>>()?;
-        let mut builder = self.stream.launch_builder(&f);
-        for h in &held {
-            match h {
-                Held::U32(v) => builder.arg(v),
-                Held::U64(v) => builder.arg(v),
-                Held::F32(v) => builder.arg(v),
-            };
-        }
-        let cfg = LaunchConfig {
-            grid_dim: (shape.grid, 1, 1),
-            block_dim: (shape.block, 1, 1),
-            shared_mem_bytes: shape.dynamic_smem,
-        };
-        // SAFETY: the arguments match the kernel's parameter list as the manifest declares it
-        // (device_ops builds them from the same list), every pointer argument is the start of
-        // a live allocation of this backend sized by the caller for the kernel, and `held`
-        // outlives the launch, which is synchronized before returning.
-        unsafe { builder.launch(cfg) }.map_err(cuda_err)?;
-        self.stream.synchronize().map_err(cuda_err)
+        self.launch_cluster(ptx, kernel, shape, 1, args)
     }
 
     fn kernel_tag(&self) -> &'static str {
@@ -163,14 +127,130 @@ impl Backend for CudaBackend {
         cluster: u32,
         args: &[KernelArg],
     ) -> Result<(), BackendError> {
-        if cluster != 1 {
-            // Cluster launches (cuLaunchKernelEx) arrive with the SM100 GEMM path.
-            return Err(BackendError::Usage("cluster launches are not wired to CUDA yet".into()));
+        use cudarc::driver::sys;
+        let key = ptx.as_ptr() as usize;
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.modules.entry(key) {
+            slot.insert(self.ctx.load_module(Ptx::from_src(ptx)).map_err(cuda_err)?);
         }
-        self.launch(ptx, kernel, shape, args)
+        let f = self.modules[&key].load_function(kernel).map_err(cuda_err)?;
+        if shape.dynamic_smem > 48 * 1024 {
+            f.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shape.dynamic_smem as i32,
+            )
+            .map_err(cuda_err)?;
+        }
+        // Argument storage that outlives the launch; the driver reads each through a pointer.
+        let mut held: Vec<Vec<u8>> = args
+            .iter()
+            .map(|a| match a {
+                KernelArg::U32(v) => v.to_le_bytes().to_vec(),
+                KernelArg::Ptr(p) => p.0.to_le_bytes().to_vec(),
+                KernelArg::F32(v) => v.to_le_bytes().to_vec(),
+                KernelArg::Bytes(b) => {
+                    // Tensor maps must be 64-byte aligned: copy into an aligned buffer below.
+                    b.clone()
+                }
+            })
+            .collect();
+        let mut aligned: Vec<Box<sys::CUtensorMap>> = Vec::new();
+        let mut ptrs: Vec<*mut std::ffi::c_void> = Vec::with_capacity(held.len());
+        for (a, h) in args.iter().zip(held.iter_mut()) {
+            if let KernelArg::Bytes(b) = a {
+                if b.len() != 128 {
+                    return Err(BackendError::Usage(format!(
+                        "by-value argument of {} bytes (only 128-byte tensor maps)",
+                        b.len()
+                    )));
+                }
+                let mut m = Box::new(sys::CUtensorMap { opaque: [0; 16] });
+                for (i, w) in m.opaque.iter_mut().enumerate() {
+                    *w = u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
+                }
+                ptrs.push(&mut *m as *mut sys::CUtensorMap as *mut std::ffi::c_void);
+                aligned.push(m);
+            } else {
+                ptrs.push(h.as_mut_ptr() as *mut std::ffi::c_void);
+            }
+        }
+        let mut attr: sys::CUlaunchAttribute = unsafe_zeroed_attribute();
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = cluster;
+        attr.value.clusterDim.y = 1;
+        attr.value.clusterDim.z = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: shape.grid,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: shape.block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: shape.dynamic_smem,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: u32::from(cluster > 1),
+        };
+        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        // SAFETY: `ptrs` holds one pointer per kernel parameter, in the manifest's order, each
+        // to storage of the parameter's size (u32/u64/f32 little-endian bytes, or a 64-byte
+        // aligned CUtensorMap) that lives until after the synchronize below; `cfg` and `attr`
+        // outlive the call; the function belongs to this context.
+        let r = unsafe {
+            sys::cuLaunchKernelEx(&cfg, f.cu_function(), ptrs.as_mut_ptr(), std::ptr::null_mut())
+        };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(BackendError::Cuda(format!("cuLaunchKernelEx({kernel}): {r:?}")));
+        }
+        self.stream.synchronize().map_err(cuda_err)?;
+        drop(aligned);
+        Ok(())
     }
 
-    fn encode_tensor_map(&mut self, _spec: &TensorMapSpec) -> Result<Vec<u8>, BackendError> {
-        Err(BackendError::Usage("cuTensorMapEncodeTiled is not wired to CUDA yet".into()))
+    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<Vec<u8>, BackendError> {
+        use cudarc::driver::sys;
+        let rank = spec.dims.len();
+        if rank == 0 || rank > 5 || spec.strides.len() + 1 != rank || spec.box_dims.len() != rank {
+            return Err(BackendError::Usage(format!(
+                "tensor map of rank {rank} with mismatched strides or box"
+            )));
+        }
+        let dtype = match spec.element {
+            TmaElement::U8 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            TmaElement::U16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            TmaElement::U4Packed => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B,
+        };
+        let swizzle = match spec.swizzle {
+            0 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+            32 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
+            64 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+            128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            s => return Err(BackendError::Usage(format!("swizzle {s}"))),
+        };
+        let elem_strides = vec![1u32; rank];
+        let mut map = sys::CUtensorMap { opaque: [0; 16] };
+        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        // SAFETY: every pointer refers to a live array of `rank` (dims, box, element strides) or
+        // `rank - 1` (strides) elements, checked above; `map` is a valid output location; the
+        // global address is a device pointer of this backend.
+        let r = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                &mut map,
+                dtype,
+                rank as u32,
+                spec.address.0 as *mut std::ffi::c_void,
+                spec.dims.as_ptr(),
+                spec.strides.as_ptr(),
+                spec.box_dims.as_ptr(),
+                elem_strides.as_ptr(),
+                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                swizzle,
+                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(BackendError::Cuda(format!("cuTensorMapEncodeTiled: {r:?}")));
+        }
+        Ok(map.opaque.iter().flat_map(|w| w.to_le_bytes()).collect())
     }
 }

@@ -138,7 +138,91 @@ fn finalize_case(
     })
 }
 
+/// Diagnostic: runs one patched variant of the TMA corpus kernel (0 full, 1 without the
+/// tile store, 2 also with only the unswizzled load) and reports whether it ran.
+fn tma_variant(gpu: &mut CudaBackend, v: u32, c0: i32, c1: i32) -> ExitCode {
+    use moegen_runtime::backend::{KernelArg, LaunchShape, TensorMapSpec, TmaElement};
+    let Some(k) = moegen_kernels::kernel("moegen_sm90_corpus_tma") else {
+        return ExitCode::from(1);
+    };
+    let mut text: Vec<String> = k.ptx.lines().map(str::to_owned).collect();
+    if v >= 1 {
+        text.retain(|l| !l.contains("cp.async.bulk.tensor.2d.global.shared::cta"));
+    }
+    if v >= 2 {
+        let mut seen = 0;
+        text.retain(|l| {
+            if l.contains("cp.async.bulk.tensor.2d.shared::cluster") {
+                seen += 1;
+                return seen == 1;
+            }
+            true
+        });
+        for l in &mut text {
+            *l = l.replace(", 1920;", ", 128;");
+        }
+    }
+    let ptx: &'static str = Box::leak(text.join("\n").into_boxed_str());
+    let mut run = || -> Result<(), String> {
+        let tensor = gpu.upload_new(&vec![7u8; 208 * 40]).map_err(|e| e.to_string())?;
+        let mut args = Vec::new();
+        for i in 0..5u32 {
+            let (bx, sw) =
+                if i == 4 { (128, 128) } else { (16 << i, if i == 0 { 0 } else { 16 << i }) };
+            let spec = TensorMapSpec {
+                element: TmaElement::U8,
+                address: tensor,
+                dims: vec![208, 40],
+                strides: vec![208],
+                box_dims: vec![bx, 8],
+                swizzle: sw,
+            };
+            args.push(KernelArg::Bytes(gpu.encode_tensor_map(&spec).map_err(|e| e.to_string())?));
+        }
+        let po = gpu.alloc(4096).map_err(|e| e.to_string())?;
+        args.extend([
+            KernelArg::U32(c0 as u32),
+            KernelArg::U32(c1 as u32),
+            KernelArg::U32(c0.max(0) as u32),
+            KernelArg::U32(c1.max(0) as u32),
+            KernelArg::Ptr(po),
+        ]);
+        gpu.launch(ptx, k.name, LaunchShape { grid: 1, block: 32, dynamic_smem: 5120 }, &args)
+            .map_err(|e| e.to_string())
+    };
+    match run() {
+        Ok(()) => {
+            println!("tma variant {v} at ({c0}, {c1}): ran");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("tma variant {v} at ({c0}, {c1}): {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    if let Some(v) =
+        std::env::args().skip_while(|a| a != "--tma-variant").nth(1).and_then(|v| v.parse().ok())
+    {
+        return match CudaBackend::new(0) {
+            Ok(mut g) => {
+                let arg = |name: &str| {
+                    std::env::args()
+                        .skip_while(|a| a != name)
+                        .nth(1)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0)
+                };
+                tma_variant(&mut g, v, arg("--c0"), arg("--c1"))
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let json_path = std::env::args()
         .skip_while(|a| a != "--json")
         .nth(1)
@@ -183,7 +267,46 @@ fn main() -> ExitCode {
             }
         }
     }
+    // The differential corpus: the same sm_90a PTX on the GPU and in the simulator.
+    let corpus_gpu = moegen_runtime::corpus::run_corpus_logged(&mut gpu, &mut |k| {
+        eprintln!("running {k} on the GPU")
+    });
+    let corpus_sim = moegen_runtime::corpus::run_corpus(&mut sim_like(&gpu));
+    match (corpus_gpu, corpus_sim) {
+        (Ok(g), Ok(s)) => {
+            // Every differing byte (first 64 per case), for diagnosis.
+            let mut diffs = String::new();
+            for ((name, gb), (_, sb)) in g.iter().zip(&s) {
+                for (i, (x, y)) in
+                    gb.iter().zip(sb).enumerate().filter(|(_, (x, y))| x != y).take(64)
+                {
+                    diffs.push_str(&format!("{name} byte {i}: gpu {x:#04x} sim {y:#04x}\n"));
+                }
+            }
+            let diff_path = std::path::Path::new(&json_path).with_file_name("corpus-diffs.txt");
+            let _ = std::fs::write(&diff_path, &diffs);
+            for ((name, gb), (_, sb)) in g.iter().zip(&s) {
+                let same = gb == sb;
+                failed |= !same;
+                let first_diff = gb.iter().zip(sb).position(|(x, y)| x != y);
+                rows.push(Row {
+                    case: format!(
+                        "{name} ({} B){}",
+                        gb.len(),
+                        first_diff.map_or(String::new(), |d| format!(" first diff at {d}"))
+                    ),
+                    gpu_equal: same,
+                    sim_equal: None,
+                });
+            }
+        }
+        (g, s) => {
+            eprintln!("error: corpus: gpu {:?}, sim {:?}", g.err(), s.err());
+            return ExitCode::from(1);
+        }
+    }
     println!("{:<52} {:>12} {:>12}", "case", "GPU = CPU", "sim = CPU");
+    println!("(corpus rows: GPU = simulator, byte for byte)");
     println!("(the simulator runs the same {} PTX as the GPU)", gpu.kernel_tag());
     for r in &rows {
         let sim = r

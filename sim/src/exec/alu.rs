@@ -98,6 +98,11 @@ pub(super) fn arith(parts: &[&str], v: &[u64]) -> Option<Result<u64, &'static st
             "max" => a.max(b),
             _ => return None,
         };
+        // Arithmetic NaN results are the canonical NaN 0x7FFFFFFF (PTX ISA; observed on an
+        // H200), except abs/neg, which only touch the sign bit.
+        if r.is_nan() && !matches!(op, "abs" | "neg") {
+            return Some(Ok(0x7FFF_FFFF));
+        }
         return Some(Ok(bits_f32(r)));
     }
     if ty == "pred" {
@@ -191,9 +196,10 @@ pub(super) fn f16_bits_to_f32(h: u16) -> f32 {
 }
 
 pub(super) fn f32_to_f16_bits_exact(x: f32) -> u16 {
-    // Only used for E4M3 values, which f16 represents exactly.
+    // Only used for E4M3 values, which f16 represents exactly. NaN becomes the canonical
+    // f16 NaN 0x7FFF (observed on an H200).
     if x.is_nan() {
-        return 0x7E00;
+        return 0x7FFF;
     }
     let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
     let a = x.abs();
@@ -209,8 +215,9 @@ pub(super) fn f32_to_f16_bits_exact(x: f32) -> u16 {
 }
 
 pub(super) fn round_bf16(x: f32) -> u16 {
+    // NaN becomes the canonical bf16 NaN 0x7FFF (observed on an H200).
     if x.is_nan() {
-        return 0x7FC0;
+        return 0x7FFF;
     }
     let b = x.to_bits();
     (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16
@@ -238,6 +245,7 @@ pub(super) fn convert(parts: &[&str], a: u64, b: Option<u64>) -> Option<u64> {
             let hi = f32_to_f16_bits_exact(e4m3_to_f32((a >> 8) as u8));
             (u64::from(hi) << 16) | u64::from(lo)
         }
+        ["rni", "f32", "f32"] if f32_of(a).is_nan() => 0x7FFF_FFFF,
         ["rni", "f32", "f32"] => bits_f32(f32_of(a).round_ties_even()),
         // Float → int saturates; NaN gives 0 (PTX ISA cvt).
         ["rzi", "s32", "f32"] => u64::from(f32_of(a).trunc() as i32 as u32),

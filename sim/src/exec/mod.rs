@@ -1145,8 +1145,27 @@ fn copy_op(
                 format!("{} coordinates for a rank-{} map", coords.len(), map.dims.len()),
             ));
         }
+        // Observed on an H200: an inner coordinate that is not a multiple of 16 bytes faults
+        // (illegal instruction), and so does a tile store at a negative coordinate.
+        if (coords[0] * map.dtype.bits() as i64 / 8).rem_euclid(16) != 0 {
+            return Err(bad(
+                inst,
+                format!(
+                    "TMA box at inner coordinate {} is not 16-byte aligned (illegal instruction on hardware)",
+                    coords[0]
+                ),
+            ));
+        }
         let addrs = map.box_addresses(&coords);
         if op.contains(".global.shared::cta") {
+            if coords.iter().any(|&c| c < 0) {
+                return Err(bad(
+                    inst,
+                    format!(
+                        "TMA store at negative coordinates {coords:?} (illegal instruction on hardware)"
+                    ),
+                ));
+            }
             // Store: shared box → global, elements outside the tensor are not written.
             let (sc, off) = cl.resolve_shared(c, addr(cl, t, 1)?, inst)?;
             let base = u64::from(off);

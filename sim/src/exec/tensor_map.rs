@@ -85,6 +85,18 @@ impl TensorMap {
             128 => 3,
             s => return Err(format!("swizzle {s}")),
         };
+        // cuTensorMapEncodeTiled's rules: 16-byte aligned base and strides, strides < 2^40.
+        if !self.address.is_multiple_of(16)
+            || self.strides.iter().any(|&s| !s.is_multiple_of(16) || s >= 1 << 40)
+        {
+            return Err(format!(
+                "base {:#x} and strides {:?} must be multiples of 16 bytes",
+                self.address, self.strides
+            ));
+        }
+        if self.dtype == TmaDataType::U4Packed && !self.dims[0].is_multiple_of(2) {
+            return Err("packed 4-bit tensors need an even innermost dimension".into());
+        }
         let inner_bytes = u64::from(self.box_dims[0]) * self.dtype.bits() / 8;
         if !inner_bytes.is_multiple_of(16) || (sw > 0 && inner_bytes > u64::from(self.swizzle)) {
             return Err(format!(
