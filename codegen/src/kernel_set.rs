@@ -182,6 +182,7 @@ pub fn corpus_kernels() -> Result<Vec<GeneratedKernel>, GenerateError> {
         (corpus::build_pipeline(), "corpus_pipeline", 96, 1, 2048),
         (corpus::build_tma(), "corpus_tma", 32, 1, 5120),
         (corpus::build_cluster(), "corpus_cluster", 32, 2, 2048),
+        (corpus::build_warp(), "corpus_warp", 128, 1, 128),
     ];
     specs
         .into_iter()

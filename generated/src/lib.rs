@@ -222,6 +222,12 @@ pub const KERNELS: &[Kernel] = &[
         target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_corpus_cluster.ptx"),
     },
+    Kernel {
+        name: "moegen_sm90_corpus_warp",
+        family: "corpus_warp",
+        target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_corpus_warp.ptx"),
+    },
 ];
 
 /// The manifest as JSON: each kernel's parameters (ABI order, types, meaning), threads,

@@ -85,6 +85,19 @@ pub fn run_corpus_logged(
         &[KernelArg::Ptr(pa), KernelArg::Ptr(pb), KernelArg::Ptr(pu), KernelArg::Ptr(po)],
     )?;
     out.push(("corpus_alu".to_owned(), b.download(po, 64 * 64)?));
+    // Warp data exchange and named barriers.
+    log("corpus_warp");
+    let k = kernel("moegen_sm90_corpus_warp")?;
+    let input: Vec<u8> = pattern(128 * 4, 3);
+    let pi = b.upload_new(&input)?;
+    let po = b.alloc(128 * 64)?;
+    b.launch(
+        k.ptx,
+        k.name,
+        LaunchShape { grid: 1, block: 128, dynamic_smem: 128 },
+        &[KernelArg::Ptr(pi), KernelArg::Ptr(po)],
+    )?;
+    out.push(("corpus_warp".to_owned(), b.download(po, 128 * 64)?));
     // cp.async pipeline.
     log("corpus_pipeline");
     let k = kernel("moegen_sm90_corpus_pipeline")?;

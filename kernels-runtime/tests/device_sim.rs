@@ -186,7 +186,7 @@ fn hopper_flavour_matches_too() {
 fn differential_corpus_runs_in_the_simulator_with_known_answers() {
     let mut sim = SimBackend::hopper();
     let cases = moegen_runtime::corpus::run_corpus(&mut sim).unwrap();
-    assert_eq!(cases.len(), 2 + 8 + 2);
+    assert_eq!(cases.len(), 3 + 8 + 2);
     let get = |name: &str| &cases.iter().find(|(n, _)| n == name).unwrap().1;
     // Pipeline: consumer c reads bytes 8c..8c+8 of every chunk; odd source lanes copied only
     // 8 of their 16 bytes (the rest zero-filled).

@@ -136,10 +136,10 @@ fn out_of_bounds_and_unmodelled_instructions_are_errors() {
     assert!(matches!(e, SimError::SharedOutOfBounds { limit: 64, .. }), "{e}");
     let unknown = "
 	.reg .b32 %r<2>;
-	shfl.sync.bfly.b32 %r0, %r1, 1, 31, -1;
+	prmt.b32 %r0, %r1, %r1, 291;
 	ret;";
     let e = run(unknown, "", LaunchConfig::new(1, 32, 0), &[], &mut dev).unwrap_err();
-    assert_eq!(e, SimError::Unsupported { line: 11, opcode: "shfl.sync.bfly.b32".into() });
+    assert_eq!(e, SimError::Unsupported { line: 11, opcode: "prmt.b32".into() });
     let spin = "
 TOP:
 	bra.uni TOP;";
@@ -154,4 +154,57 @@ TOP:
         parse_module(".visible .entry k(\n)\n{\n\tadd.u32 %r0, 1, 2;\n}\n"),
         Err(SimError::Parse { .. })
     ));
+}
+
+#[test]
+fn deadlocks_tmem_leaks_and_unpublished_async_reads_are_reported() {
+    // A wait on an mbarrier phase that never completes: every thread sleeps.
+    let deadlock = "
+	.reg .pred %p<2>;
+	.reg .b32 %r<2>;
+	mov.u32 %r0, smem;
+	mbarrier.init.shared::cta.b64 [%r0], 2;
+	mbarrier.arrive.shared::cta.b64 _, [%r0];
+WAIT:
+	mbarrier.try_wait.parity.shared::cta.b64 %p0, [%r0], 0;
+	@!%p0 bra WAIT;
+	ret;";
+    let mut dev = Device::new();
+    let e = run(deadlock, "", LaunchConfig::new(1, 1, 64), &[], &mut dev).unwrap_err();
+    assert!(matches!(&e, SimError::Deadlock { detail, .. } if detail.contains("WaitMbar")), "{e}");
+    // TMEM still allocated when the CTA exits.
+    let leak = "
+	.reg .b32 %r<2>;
+	mov.u32 %r0, smem;
+	tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r0], 32;
+	ret;";
+    let e = run(leak, "", LaunchConfig::new(1, 32, 64), &[], &mut dev).unwrap_err();
+    assert!(matches!(e, SimError::TmemLeak { columns: 32, .. }), "{e}");
+    // A warp touching TMEM lanes outside its quarter.
+    let quarter = "
+	.reg .b32 %r<4>;
+	mov.u32 %r0, smem;
+	tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r0], 32;
+	ld.shared.b32 %r1, [%r0];
+	add.u32 %r2, %r1, 2097152;
+	tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r3}, [%r2];
+	tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r1, 32;
+	ret;";
+    let e = run(quarter, "", LaunchConfig::new(1, 32, 64), &[], &mut dev).unwrap_err();
+    assert!(e.to_string().contains("may access TMEM lanes 0..32"), "{e}");
+    // Reading bytes a cp.async wrote before the barrier phase it completes on has completed.
+    let race = "
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<2>;
+	ld.param.u64 %rd0, [src];
+	mov.u32 %r0, smem;
+	mbarrier.init.shared::cta.b64 [%r0], 2;
+	cp.async.cg.shared.global [%r0+16], [%rd0], 16;
+	cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r0];
+	ld.shared.u32 %r1, [%r0+16];
+	ret;";
+    let src = dev.upload(&[1u8; 16]);
+    let e = run(race, ".param .u64 src", LaunchConfig::new(1, 1, 64), &[Arg::U64(src)], &mut dev)
+        .unwrap_err();
+    assert!(matches!(e, SimError::AsyncRace { addr: 16, .. }), "{e}");
 }

@@ -44,11 +44,11 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
             assert!(names.contains(name.as_str()), "{name} missing");
         }
     }
-    for f in ["alu", "pipeline", "tma", "cluster"] {
+    for f in ["alu", "warp", "pipeline", "tma", "cluster"] {
         let name = format!("moegen_sm90_corpus_{f}");
         assert!(names.contains(name.as_str()), "{name} missing");
     }
-    assert_eq!(names.len(), 4 + 8 + 8 + 10 + 4);
+    assert_eq!(names.len(), 4 + 8 + 8 + 10 + 5);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()

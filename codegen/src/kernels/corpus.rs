@@ -312,3 +312,95 @@ pub fn build_cluster() -> KernelBuilder {
     b.ins("ret", vec![]);
     b
 }
+
+/// Warp-level data exchange and named barriers: shfl (bfly, up, down, idx, segmented idx),
+/// vote (ballot, all, any), redux (add, max, min.s32, xor), and two barrier groups of two
+/// warps plus a bar.arrive/bar.sync producer-consumer hand-off through shared memory.
+pub fn build_warp() -> KernelBuilder {
+    let mut b = KernelBuilder::new("moegen_sm90_corpus_warp");
+    b.param("input", ParamType::U64, "u32 [128]");
+    b.param("out", ParamType::U64, "u32 [128 · 16] out");
+    b.directives.push(".reqntid 128, 1, 1".into());
+    let tid = b.sreg("%tid.x");
+    let warp = b.shr_u32(tid, 5u32);
+    let inp = b.ld_param_u64("input");
+    let ia = b.index_addr(inp, tid, 4);
+    let x = b.ld_global("u32", RegClass::B32, ia);
+    let v = b.mad_u32(tid, Operand::Hex(0x9E37_79B9), x);
+    let full = Operand::Imm(-1);
+    let mut res = Vec::new();
+    let shfl = |b: &mut KernelBuilder,
+                mode: &str,
+                lane: u32,
+                c: u32,
+                with_pred: bool|
+     -> (Reg, Option<Reg>) {
+        let d = b.reg(RegClass::B32);
+        let p = b.reg(RegClass::Pred);
+        let dst = if with_pred { Operand::Name(format!("{d}|{p}")) } else { d.into() };
+        b.ins(
+            &format!("shfl.sync.{mode}.b32"),
+            vec![dst, v.into(), imm(lane), Operand::Hex(c), Operand::Imm(-1)],
+        );
+        (d, with_pred.then_some(p))
+    };
+    let (r, _) = shfl(&mut b, "bfly", 5, 31, false);
+    res.push(r);
+    let (r, p) = shfl(&mut b, "up", 3, 0, true);
+    res.push(r);
+    let pu = b.selp_u32(1u32, 0u32, p.unwrap_or(r));
+    res.push(pu);
+    let (r, p) = shfl(&mut b, "down", 7, 31, true);
+    res.push(r);
+    let pd = b.selp_u32(1u32, 0u32, p.unwrap_or(r));
+    res.push(pd);
+    let (r, _) = shfl(&mut b, "idx", 13, 31, false);
+    res.push(r);
+    let (r, _) = shfl(&mut b, "idx", 3, 0x181F, false);
+    res.push(r);
+    let odd = b.and_b32(v, 1u32);
+    let podd = b.setp("eq.u32", odd, 1u32);
+    res.push(b.op(RegClass::B32, "vote.sync.ballot.b32", vec![podd.into(), full.clone()]));
+    let all = b.op(RegClass::Pred, "vote.sync.all.pred", vec![podd.into(), full.clone()]);
+    let any = b.op(RegClass::Pred, "vote.sync.any.pred", vec![podd.into(), full.clone()]);
+    let a1 = b.selp_u32(1u32, 0u32, all);
+    let a2 = b.selp_u32(2u32, 0u32, any);
+    res.push(b.or_b32(a1, a2));
+    for op in
+        ["redux.sync.add.u32", "redux.sync.max.u32", "redux.sync.min.s32", "redux.sync.xor.b32"]
+    {
+        res.push(b.op(RegClass::B32, op, vec![v.into(), full.clone()]));
+    }
+    // Two independent groups of two warps.
+    let lo = b.setp("lt.u32", warp, 2u32);
+    let id = b.selp_u32(1u32, 2u32, lo);
+    b.ins("bar.sync", vec![id.into(), imm(64)]);
+    // Hand-off: warp 0 writes shared memory and arrives; warp 1 waits and reads.
+    let smem = b.smem_addr(0);
+    let is_w0 = b.setp("eq.u32", warp, 0u32);
+    let is_w1 = b.setp("eq.u32", warp, 1u32);
+    let lane = b.and_b32(tid, 31u32);
+    let slot = b.mad_u32(lane, 4u32, smem);
+    let skip0 = b.new_label("skip_w0");
+    b.bra_if(is_w0, true, &skip0);
+    b.ins("st.shared.u32", vec![Operand::Reg(slot).at(0), v.into()]);
+    b.ins("bar.arrive", vec![imm(3), imm(64)]);
+    b.label(&skip0);
+    let got = b.mov_u32(0u32);
+    let skip1 = b.new_label("skip_w1");
+    b.bra_if(is_w1, true, &skip1);
+    b.ins("bar.sync", vec![imm(3), imm(64)]);
+    let other = b.xor_b32(lane, 31u32);
+    let oslot = b.mad_u32(other, 4u32, smem);
+    b.ins("ld.shared.u32", vec![got.into(), Operand::Reg(oslot).at(0)]);
+    b.label(&skip1);
+    res.push(got);
+    let out = b.ld_param_u64("out");
+    let base = b.mul_u32(tid, 64u32);
+    let dst = b.index_addr(out, base, 1);
+    for (i, r) in res.iter().enumerate() {
+        b.ins("st.global.u32", vec![Operand::Reg(dst).at(4 * i as i64), (*r).into()]);
+    }
+    b.ins("ret", vec![]);
+    b
+}

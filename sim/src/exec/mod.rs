@@ -82,9 +82,17 @@ const PARAM_SPACE: u64 = 1 << 62;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Running,
-    Barrier,
+    /// Waiting at named barrier `id` for `count` threads (0: every live thread of the CTA).
+    Barrier {
+        id: u32,
+        count: u32,
+    },
     ClusterBarrier,
-    WaitMbar { cta: usize, off: u32, parity: u64 },
+    WaitMbar {
+        cta: usize,
+        off: u32,
+        parity: u64,
+    },
     Exited,
 }
 
@@ -98,6 +106,8 @@ struct Thread {
 
 struct Cta {
     ctaid: u32,
+    /// Threads that passed `bar.arrive` on each named barrier in its current phase.
+    arrivals: HashMap<u32, u32>,
     shared: Vec<u8>,
     tags: Vec<u32>,
     threads: Vec<Thread>,
@@ -215,6 +225,7 @@ pub fn launch(
         let ctas = (0..cfg.cluster)
             .map(|r| Cta {
                 ctaid: cluster_id * cfg.cluster + r,
+                arrivals: HashMap::new(),
                 shared: vec![0; cfg.dynamic_smem],
                 tags: vec![0; cfg.dynamic_smem],
                 threads: (0..cfg.block)
@@ -464,14 +475,36 @@ fn run_cluster(device: &mut Device, cl: &mut Cluster<'_>) -> Result<(), SimError
         }
         let mut released = false;
         for cta in &mut cl.ctas {
-            let live = cta.threads.iter().filter(|t| t.state != State::Exited).count();
-            let waiting = cta.threads.iter().filter(|t| t.state == State::Barrier).count();
-            if waiting > 0 && waiting == live {
-                for t in cta.threads.iter_mut().filter(|t| t.state == State::Barrier) {
-                    t.state = State::Running;
-                    t.pc += 1;
+            // Named barriers (PTX ISA bar.sync/bar.arrive): a barrier completes when the
+            // threads waiting plus those that arrived reach its count (every live thread
+            // when no count was given).
+            let live = cta.threads.iter().filter(|t| t.state != State::Exited).count() as u32;
+            let mut ids: Vec<(u32, u32)> = cta
+                .threads
+                .iter()
+                .filter_map(|t| match t.state {
+                    State::Barrier { id, count } => Some((id, count)),
+                    _ => None,
+                })
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            for (id, count) in ids {
+                let waiting =
+                    cta.threads.iter().filter(|t| t.state == State::Barrier { id, count }).count()
+                        as u32;
+                let arrived = cta.arrivals.get(&id).copied().unwrap_or(0);
+                let need = if count == 0 { live } else { count };
+                if waiting + arrived >= need {
+                    for t in
+                        cta.threads.iter_mut().filter(|t| t.state == State::Barrier { id, count })
+                    {
+                        t.state = State::Running;
+                        t.pc += 1;
+                    }
+                    cta.arrivals.remove(&id);
+                    released = true;
                 }
-                released = true;
             }
         }
         let live: usize = cl
@@ -538,16 +571,25 @@ fn exec_group(
     cl.stats.thread_instructions += group.len() as u64;
     let op = inst.opcode.as_str();
     let collective = op == "elect.sync"
+        || op.starts_with("shfl.sync")
+        || op.starts_with("vote.sync")
+        || op.starts_with("redux.sync")
         || op.starts_with("tcgen05.alloc")
         || op.starts_with("tcgen05.dealloc")
         || op.starts_with("tcgen05.relinquish")
-        || op.starts_with("tcgen05.ld");
+        || op.starts_with("tcgen05.ld")
+        || op.starts_with("tcgen05.st");
     if collective {
         // `.sync.aligned` warp-wide instructions need every live lane of the warp here.
         let live: Vec<usize> = (warp * 32..((warp + 1) * 32).min(cl.block as usize))
             .filter(|&t| cl.ctas[c].threads[t].state != State::Exited)
             .collect();
-        if op != "elect.sync" && live.len() != group.len() {
+        if op != "elect.sync"
+            && live.len() != group.len()
+            && !op.starts_with("shfl")
+            && !op.starts_with("vote")
+            && !op.starts_with("redux")
+        {
             return Err(bad(
                 inst,
                 format!(
@@ -606,6 +648,9 @@ fn exec_collective(
         }
         return Ok(());
     }
+    if op.starts_with("shfl.sync") || op.starts_with("vote.sync") || op.starts_with("redux.sync") {
+        return warp_data_op(cl, c, group, inst);
+    }
     let first = group[0];
     let val =
         |cl: &Cluster<'_>, t: usize, o: &Opnd| value(cl, c, t, &cl.ctas[c].threads[t], o, inst);
@@ -619,6 +664,36 @@ fn exec_collective(
         let taddr = val(cl, first, &ops[0])? as u32;
         let n = val(cl, first, &ops[1])? as u32;
         cl.ctas[c].tmem.dealloc(taddr & 0xFFFF, n).map_err(|e| bad(inst, e))?;
+    } else if op.starts_with("tcgen05.st") {
+        // tcgen05.st.sync.aligned.32x32b.xN.b32 [taddr], {regs}: the mirror of ld.
+        if !op.contains(".32x32b.") {
+            return Err(unsupported(inst));
+        }
+        let Opnd::Vector(srcs) = &ops[1] else { return Err(bad(inst, "source vector")) };
+        for &t in group {
+            let th = &cl.ctas[c].threads[t];
+            let taddr = address_of(cl, c, t, th, &ops[0], inst)? as u32;
+            let lane0 = taddr >> 16;
+            if lane0 != 32 * (warp as u32 % 4) {
+                return Err(bad(
+                    inst,
+                    format!(
+                        "warp {warp} may access TMEM lanes {}..{}, not {lane0}",
+                        32 * (warp % 4),
+                        32 * (warp % 4) + 32
+                    ),
+                ));
+            }
+            let vals =
+                srcs.iter().map(|o| value(cl, c, t, th, o, inst)).collect::<Result<Vec<_>, _>>()?;
+            let lane = lane0 + (t as u32 % 32);
+            for (i, v) in vals.into_iter().enumerate() {
+                cl.ctas[c]
+                    .tmem
+                    .write(lane, (taddr & 0xFFFF) + i as u32, v as u32)
+                    .map_err(|e| bad(inst, e))?;
+            }
+        }
     } else if op.starts_with("tcgen05.ld") {
         // tcgen05.ld.sync.aligned.32x32b.xN.b32: lane i of warp w reads TMEM lane
         // (taddr.lane + i), N consecutive columns; a warp may only touch its lane quarter.
@@ -655,6 +730,125 @@ fn exec_collective(
     }
     for &t in group {
         cl.ctas[c].threads[t].pc += 1;
+    }
+    Ok(())
+}
+
+/// shfl.sync, vote.sync and redux.sync (PTX ISA §9.7.8): every lane of `group` contributes.
+fn warp_data_op(
+    cl: &mut Cluster<'_>,
+    c: usize,
+    group: &[usize],
+    inst: &Inst,
+) -> Result<(), SimError> {
+    let op = inst.opcode.as_str();
+    let ops = &inst.operands;
+    let lane_of = |t: usize| (t % 32) as u32;
+    // The member mask is the last operand; the group must be exactly its lanes.
+    let mask = value(
+        cl,
+        c,
+        group[0],
+        &cl.ctas[c].threads[group[0]],
+        ops.last().ok_or_else(|| bad(inst, "member mask"))?,
+        inst,
+    )? as u32;
+    let present: u32 = group.iter().fold(0, |m, &t| m | (1 << lane_of(t)));
+    if present != mask {
+        return Err(bad(
+            inst,
+            format!("member mask {mask:#010x} but lanes {present:#010x} are here"),
+        ));
+    }
+    let src_i = if op.starts_with("shfl") && ops.len() == 6 { 2 } else { 1 };
+    let vals: Vec<u64> = group
+        .iter()
+        .map(|&t| value(cl, c, t, &cl.ctas[c].threads[t], &ops[src_i], inst))
+        .collect::<Result<_, _>>()?;
+    let by_lane = |l: u32| group.iter().position(|&t| lane_of(t) == l).map(|i| vals[i]);
+    let mut results: Vec<(u64, Option<u64>)> = Vec::with_capacity(group.len());
+    for &t in group {
+        let th = &cl.ctas[c].threads[t];
+        let lane = lane_of(t);
+        let r = if op.starts_with("shfl.sync") {
+            let b = value(cl, c, t, th, &ops[src_i + 1], inst)? as u32 & 31;
+            let cc = value(cl, c, t, th, &ops[src_i + 2], inst)? as u32;
+            let (cval, seg) = (cc & 31, (cc >> 8) & 31);
+            let max_lane = (lane & seg) | (cval & !seg);
+            let min_lane = lane & seg;
+            let (j, pval) = if op.contains(".up") {
+                let j = lane as i64 - i64::from(b);
+                (j, j >= i64::from(max_lane))
+            } else if op.contains(".down") {
+                let j = i64::from(lane + b);
+                (j, j <= i64::from(max_lane))
+            } else if op.contains(".bfly") {
+                let j = i64::from(lane ^ b);
+                (j, j <= i64::from(max_lane))
+            } else if op.contains(".idx") {
+                let j = i64::from(min_lane | (b & !seg));
+                (j, j <= i64::from(max_lane))
+            } else {
+                return Err(unsupported(inst));
+            };
+            let j = if pval { j as u32 } else { lane };
+            let v = by_lane(j)
+                .ok_or_else(|| bad(inst, format!("lane {lane} reads inactive lane {j}")))?;
+            (v & 0xFFFF_FFFF, Some(u64::from(pval)))
+        } else if op.starts_with("vote.sync") {
+            let bits: u32 = group
+                .iter()
+                .zip(&vals)
+                .fold(0, |m, (&t, &v)| if v != 0 { m | (1 << lane_of(t)) } else { m });
+            let v = if op.contains(".ballot") {
+                u64::from(bits)
+            } else if op.contains(".all") {
+                u64::from(bits == present)
+            } else if op.contains(".any") {
+                u64::from(bits != 0)
+            } else if op.contains(".uni") {
+                u64::from(bits == 0 || bits == present)
+            } else {
+                return Err(unsupported(inst));
+            };
+            (v, None)
+        } else {
+            let signed = op.ends_with(".s32");
+            let xs = vals.iter().map(|&v| v as u32);
+            let v = if op.contains(".add") {
+                xs.fold(0u32, u32::wrapping_add)
+            } else if op.contains(".min") && signed {
+                xs.map(|x| x as i32).min().unwrap_or(0) as u32
+            } else if op.contains(".max") && signed {
+                xs.map(|x| x as i32).max().unwrap_or(0) as u32
+            } else if op.contains(".min") {
+                xs.min().unwrap_or(0)
+            } else if op.contains(".max") {
+                xs.max().unwrap_or(0)
+            } else if op.contains(".and") {
+                xs.fold(u32::MAX, |a, x| a & x)
+            } else if op.contains(".or") {
+                xs.fold(0, |a, x| a | x)
+            } else if op.contains(".xor") {
+                xs.fold(0, |a, x| a ^ x)
+            } else {
+                return Err(unsupported(inst));
+            };
+            (u64::from(v), None)
+        };
+        results.push(r);
+    }
+    for (&t, (v, p)) in group.iter().zip(results) {
+        let th = &mut cl.ctas[c].threads[t];
+        if let Some(r) = dst(&ops[0], inst)? {
+            th.regs[r] = v;
+        }
+        if let (Some(p), true) = (p, ops.len() == 6)
+            && let Some(r) = dst(&ops[1], inst)?
+        {
+            th.regs[r] = p;
+        }
+        th.pc += 1;
     }
     Ok(())
 }
@@ -834,11 +1028,23 @@ fn exec_one(
                 *cl.kernel.labels.get(l).ok_or_else(|| bad(inst, format!("unknown label {l}")))?;
             return Ok(Control::Jump(pc));
         }
-        "bar" if parts.get(1) == Some(&"sync") => {
-            if ops.len() > 1 {
-                return Err(unsupported(inst));
+        "bar" | "barrier"
+            if matches!(parts.get(1), Some(&"sync") | Some(&"arrive"))
+                && !inst.opcode.contains("cluster") =>
+        {
+            let id = v!(0) as u32;
+            let count = if ops.len() > 1 { v!(1) as u32 } else { 0 };
+            if id >= 16 || count % 32 != 0 {
+                return Err(bad(inst, format!("barrier {id} with thread count {count}")));
             }
-            return Ok(Control::Block(State::Barrier));
+            if parts[1] == "arrive" {
+                if count == 0 {
+                    return Err(bad(inst, "bar.arrive needs a thread count"));
+                }
+                *cl.ctas[c].arrivals.entry(id).or_insert(0) += 1;
+                return Ok(Control::Next);
+            }
+            return Ok(Control::Block(State::Barrier { id, count }));
         }
         "barrier" if inst.opcode.starts_with("barrier.cluster.wait") => {
             return Ok(Control::Block(State::ClusterBarrier));
