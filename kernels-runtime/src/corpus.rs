@@ -171,6 +171,7 @@ pub fn run_corpus_logged(
         (0..512u32).flat_map(|i| half_bits((i as f32) * 0.011 - 2.0).to_le_bytes()).collect();
     let po = b.upload_new(&init)?;
     let counters = b.alloc(8)?;
+    let copies = b.alloc(2048)?;
     let spec = TensorMapSpec {
         element: TmaElement::U16,
         address: tensor,
@@ -183,6 +184,7 @@ pub fn run_corpus_logged(
         KernelArg::Bytes(b.encode_tensor_map(&spec)?),
         KernelArg::Ptr(po),
         KernelArg::Ptr(counters),
+        KernelArg::Ptr(copies),
     ];
     b.launch_cluster(
         k.ptx,
@@ -193,6 +195,7 @@ pub fn run_corpus_logged(
     )?;
     out.push(("corpus_cluster output".to_owned(), b.download(po, 1024)?));
     out.push(("corpus_cluster counters".to_owned(), b.download(counters, 8)?));
+    out.push(("corpus_cluster bulk copies".to_owned(), b.download(copies, 2048)?));
     Ok(out)
 }
 

@@ -186,7 +186,7 @@ fn hopper_flavour_matches_too() {
 fn differential_corpus_runs_in_the_simulator_with_known_answers() {
     let mut sim = SimBackend::hopper();
     let cases = moegen_runtime::corpus::run_corpus(&mut sim).unwrap();
-    assert_eq!(cases.len(), 3 + 8 + 2);
+    assert_eq!(cases.len(), 3 + 8 + 3);
     let get = |name: &str| &cases.iter().find(|(n, _)| n == name).unwrap().1;
     // Pipeline: consumer c reads bytes 8c..8c+8 of every chunk; odd source lanes copied only
     // 8 of their 16 bytes (the rest zero-filled).
@@ -249,4 +249,8 @@ fn differential_corpus_runs_in_the_simulator_with_known_answers() {
     assert!(boxes[128..128 + 32 * 4].iter().all(|&v| v == 0), "rows above the tensor");
     // Cluster counters: 64 threads added 1; the largest global thread id is 63.
     assert_eq!(get("corpus_cluster counters"), &[64, 0, 0, 0, 63, 0, 0, 0]);
+    // Both CTAs received the same multicast box and bulk-copied it out.
+    let copies = get("corpus_cluster bulk copies");
+    assert_eq!(copies[..1024], copies[1024..]);
+    assert!(copies.iter().any(|&b| b != 0));
 }

@@ -248,8 +248,12 @@ pub fn build_cluster() -> KernelBuilder {
         ParamType::U64,
         "u32 [2] in/out: red.add of 1 per thread, atom.max of the thread id",
     );
+    b.param("copy_out", ParamType::U64, "u8 [2 · 1024] out: each CTA's box, bulk-copied");
     b.directives.push(".reqntid 32, 1, 1".into());
     b.directives.push(".reqnctapercluster 2, 1, 1".into());
+    // PDL instructions are accepted without a programmatic launch (no-ops then).
+    b.ins("griddepcontrol.launch_dependents", vec![]);
+    b.ins("griddepcontrol.wait", vec![]);
     let tid = b.sreg("%tid.x");
     let rank = b.sreg("%cluster_ctarank");
     let smem = b.smem_addr(0);
@@ -261,9 +265,21 @@ pub fn build_cluster() -> KernelBuilder {
     mbar_init(&mut b, bar, 1);
     mbar_init(&mut b, bar2, 1);
     b.ins("fence.mbarrier_init.release.cluster", vec![]);
-    b.ins(
-        "mbarrier.arrive.expect_tx.shared::cta.b64",
-        vec![Operand::Sink, Operand::Reg(bar).at(0), imm(1024)],
+    // Rank 0 announces its bytes with arrive.expect_tx, rank 1 with expect_tx then arrive.
+    let r0 = b.setp("eq.u32", rank, 0u32);
+    let tx = vec![Operand::Sink, Operand::Reg(bar).at(0), imm(1024)];
+    b.ins_if(r0, false, "mbarrier.arrive.expect_tx.shared::cta.b64", tx);
+    b.ins_if(
+        r0,
+        true,
+        "mbarrier.expect_tx.relaxed.cta.shared::cta.b64",
+        vec![Operand::Reg(bar).at(0), imm(1024)],
+    );
+    b.ins_if(
+        r0,
+        true,
+        "mbarrier.arrive.shared::cta.b64",
+        vec![Operand::Sink, Operand::Reg(bar).at(0)],
     );
     b.label(&skip);
     b.ins("barrier.cluster.arrive.release.aligned", vec![]);
@@ -300,6 +316,14 @@ pub fn build_cluster() -> KernelBuilder {
     b.ins(
         "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16",
         vec![Operand::Reg(g).at(0), Operand::Reg(src).at(0), imm(32)],
+    );
+    let copy_out = b.ld_param_u64("copy_out");
+    let row = b.mad_u32(rank, 32u32, tid);
+    let cg = b.mul_wide_u32(row, 32u32);
+    let cg = b.add_u64(copy_out, cg);
+    b.ins(
+        "cp.async.bulk.global.shared::cta.bulk_group",
+        vec![Operand::Reg(cg).at(0), Operand::Reg(src).at(0), imm(32)],
     );
     b.ins("cp.async.bulk.commit_group", vec![]);
     b.ins("cp.async.bulk.wait_group", vec![imm(0)]);
