@@ -208,3 +208,65 @@ WAIT:
         .unwrap_err();
     assert!(matches!(e, SimError::AsyncRace { addr: 16, .. }), "{e}");
 }
+
+#[test]
+fn kind_f16_mma_accumulates_exactly() {
+    // A = 128×16 of f16 1.0, B = 128×16 of f16 2.0 (uniform, so the swizzle does not matter):
+    // one MMA gives 32 per element, an accumulating second one 64.
+    let body = "
+	.reg .pred %p<2>;
+	.reg .b32 %r<24>;
+	.reg .b64 %rd<8>;
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, smem;
+	tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r1], 128;
+	mov.u32 %r2, 0;
+FILL:
+	mad.lo.u32 %r3, %r2, 32, %r0;
+	mad.lo.u32 %r4, %r3, 4, %r1;
+	st.shared.u32 [%r4+1024], 1006648320;
+	st.shared.u32 [%r4+17408], 1073758208;
+	add.u32 %r2, %r2, 1;
+	setp.lt.u32 %p0, %r2, 128;
+	@%p0 bra FILL;
+	bar.sync 0;
+	ld.shared.b32 %r5, [%r1];
+	setp.ne.u32 %p1, %r0, 0;
+	@%p1 bra LOAD;
+	add.u32 %r6, %r1, 1024;
+	shr.u32 %r6, %r6, 4;
+	and.b32 %r6, %r6, 16383;
+	or.b32 %r6, %r6, 65536;
+	add.u32 %r7, %r1, 17408;
+	shr.u32 %r7, %r7, 4;
+	and.b32 %r7, %r7, 16383;
+	or.b32 %r7, %r7, 65536;
+	mov.b64 %rd0, {%r6, 1073758272};
+	mov.b64 %rd1, {%r7, 1073758272};
+	tcgen05.mma.cta_group::1.kind::f16 [%r5], %rd0, %rd1, 136314896, 0;
+	tcgen05.mma.cta_group::1.kind::f16 [%r5], %rd0, %rd1, 136314896, 1;
+LOAD:
+	bar.sync 0;
+	tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r8}, [%r5+127];
+	ld.param.u64 %rd2, [out];
+	mul.wide.u32 %rd3, %r0, 4;
+	add.u64 %rd4, %rd2, %rd3;
+	st.global.u32 [%rd4], %r8;
+	tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r5, 128;
+	ret;";
+    let mut dev = Device::new();
+    let out = dev.alloc(32 * 4);
+    run(
+        body,
+        ".param .u64 out",
+        LaunchConfig::new(1, 32, 1024 + 32768),
+        &[Arg::U64(out)],
+        &mut dev,
+    )
+    .unwrap();
+    assert!(
+        words(&dev, out, 32).iter().all(|&w| f32::from_bits(w) == 64.0),
+        "{:?}",
+        words(&dev, out, 32)
+    );
+}

@@ -11,6 +11,7 @@
 //! dropped wait shows up even when the bytes happen to be right.
 
 mod alu;
+mod exact;
 mod mbarrier;
 mod mma;
 pub mod tensor_map;
@@ -1537,6 +1538,11 @@ fn tcgen05_op(
         }
         return Ok(Control::Next);
     }
+    if op.starts_with("tcgen05.mma") && op.ends_with(".kind::f16") {
+        mma_f16(cl, c, tid, t, inst, &pair)?;
+        cl.stats.mma_instructions += 1;
+        return Ok(Control::Next);
+    }
     if op.starts_with("tcgen05.mma") {
         if !op.contains(".kind::mxf4nvf4.block_scale.block16") {
             return Err(unsupported(inst));
@@ -1546,6 +1552,101 @@ fn tcgen05_op(
         return Ok(Control::Next);
     }
     Err(unsupported(inst))
+}
+
+/// `tcgen05.mma.kind::f16` with an f32 accumulator: K = 16 f16 or bf16 values per row (32
+/// bytes of a 128B-swizzled K-major tile), products exact, summed with the accumulator exactly
+/// and rounded once (the same model as the block-scaled kind).
+fn mma_f16(
+    cl: &mut Cluster<'_>,
+    c: usize,
+    tid: usize,
+    t: &Thread,
+    inst: &Inst,
+    pair: &[usize],
+) -> Result<(), SimError> {
+    let ops = &inst.operands;
+    if ops.len() != 5 {
+        return Err(bad(
+            inst,
+            "only the five-operand form [d], adesc, bdesc, idesc, enable is modelled",
+        ));
+    }
+    let d_addr = address_of(cl, c, tid, t, &ops[0], inst)? as u32;
+    let adesc = decode_desc(value(cl, c, tid, t, &ops[1], inst)?, inst)?;
+    let bdesc = decode_desc(value(cl, c, tid, t, &ops[2], inst)?, inst)?;
+    let idesc = value(cl, c, tid, t, &ops[3], inst)? as u32;
+    let enable = value(cl, c, tid, t, &ops[4], inst)? != 0;
+    // PTX ISA instruction descriptor for kind::f16: D format bits 4-5 (F32 = 1), A/B formats
+    // bits 7-9 / 10-12 (F16 = 0, BF16 = 1), negate 13/14, transpose 15/16, N >> 3 in 17-22,
+    // M >> 4 in 24-28.
+    let (d_fmt, a_fmt, b_fmt) = ((idesc >> 4) & 3, (idesc >> 7) & 7, (idesc >> 10) & 7);
+    let n = ((idesc >> 17) & 0x3F) << 3;
+    let m = ((idesc >> 24) & 0x1F) << 4;
+    if d_fmt != 1 || a_fmt > 1 || a_fmt != b_fmt || (idesc >> 13) & 0xF != 0 {
+        return Err(bad(
+            inst,
+            format!(
+                "instruction descriptor {idesc:#x}: only F32 += F16×F16 or BF16×BF16, K-major, no negation, is modelled"
+            ),
+        ));
+    }
+    if m != 128 * pair.len() as u32 || n == 0 || n > 256 || adesc.swizzle != 2 || bdesc.swizzle != 2
+    {
+        return Err(bad(inst, format!("M = {m}, N = {n} with these descriptors is not modelled")));
+    }
+    let parts = |h: u16| if a_fmt == 0 { exact::f16_parts(h) } else { exact::bf16_parts(h) };
+    let row = |cl: &Cluster<'_>,
+               p: usize,
+               d: &SmemDesc,
+               r: u32|
+     -> Result<Vec<Option<(i64, i32)>>, SimError> {
+        let mut v = Vec::with_capacity(16);
+        for k in 0..16u32 {
+            let mut h = [0u8; 2];
+            for (j, byte) in h.iter_mut().enumerate() {
+                let logical = d.start + (r / 8) * d.sbo + (r % 8) * 128 + 2 * k + j as u32;
+                let phys = (u64::from(logical) ^ (((u64::from(logical) >> 7) & 7) << 4)) as u32;
+                *byte = cl.read_shared(p, phys, 1, inst, tid)?[0];
+            }
+            v.push(parts(u16::from_le_bytes(h)));
+        }
+        Ok(v)
+    };
+    let nb = n / pair.len() as u32;
+    let mut b_rows = Vec::with_capacity(n as usize);
+    for &p in pair {
+        for r in 0..nb {
+            b_rows.push(row(cl, p, &bdesc, r)?);
+        }
+    }
+    let d_col = d_addr & 0xFFFF;
+    for &p in pair {
+        for r in 0..128u32 {
+            let a = row(cl, p, &adesc, r)?;
+            for (j, brow) in b_rows.iter().enumerate() {
+                let col = d_col + j as u32;
+                let old = f32::from_bits(cl.ctas[p].tmem.read(r, col).map_err(|e| bad(inst, e))?);
+                let mut terms = Vec::with_capacity(17);
+                let mut nan = false;
+                for (x, y) in a.iter().zip(brow) {
+                    match (x, y) {
+                        (Some((ma, ea)), Some((mb, eb))) => terms.push((ma * mb, ea + eb)),
+                        _ => nan = true,
+                    }
+                }
+                if enable {
+                    match exact::f32_parts(old) {
+                        Some(t) => terms.push(t),
+                        None => nan = true,
+                    }
+                }
+                let result = if nan { f32::NAN } else { exact::round_sum_to_f32(&terms) };
+                cl.ctas[p].tmem.write(r, col, result.to_bits()).map_err(|e| bad(inst, e))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn mma(
