@@ -163,12 +163,21 @@ pub fn simt_kernels(target: SimtTarget) -> Result<Vec<GeneratedKernel>, Generate
             "grid-stride: any",
         ),
     ];
+    let specs = specs.into_iter().map(|(k, family, threads, smem, grid)| {
+        (k, family, Launch { threads, cluster: 1, smem, tmem_columns: 0, grid })
+    });
+    render_all(specs, target.name())
+}
+
+/// Renders tactic-less kernels with their launch facts.
+fn render_all<'a>(
+    specs: impl Iterator<Item = (KernelBuilder, &'a str, Launch<'a>)>,
+    target: &str,
+) -> Result<Vec<GeneratedKernel>, GenerateError> {
     specs
-        .into_iter()
-        .map(|(k, family, threads, smem, grid)| {
-            let ptx = render(&k, target.name(), family)?;
-            let launch = Launch { threads, cluster: 1, smem, tmem_columns: 0, grid };
-            let e = entry(&k, family, target.name(), None, launch);
+        .map(|(k, family, launch)| {
+            let ptx = render(&k, target, family)?;
+            let e = entry(&k, family, target, None, launch);
             Ok(GeneratedKernel { ptx, entry: e })
         })
         .collect()
@@ -184,21 +193,11 @@ pub fn corpus_kernels() -> Result<Vec<GeneratedKernel>, GenerateError> {
         (corpus::build_cluster(), "corpus_cluster", 32, 2, 2048),
         (corpus::build_warp(), "corpus_warp", 128, 1, 128),
     ];
-    specs
-        .into_iter()
-        .map(|(k, family, threads, cluster, smem)| {
-            let ptx = render(&k, "sm_90a", family)?;
-            let launch = Launch {
-                threads,
-                cluster,
-                smem: SmemRule { fixed: smem, per_local_expert: 0 },
-                tmem_columns: 0,
-                grid: "one cluster",
-            };
-            let e = entry(&k, family, "sm_90a", None, launch);
-            Ok(GeneratedKernel { ptx, entry: e })
-        })
-        .collect()
+    let specs = specs.into_iter().map(|(k, family, threads, cluster, smem)| {
+        let smem = SmemRule { fixed: smem, per_local_expert: 0 };
+        (k, family, Launch { threads, cluster, smem, tmem_columns: 0, grid: "one cluster" })
+    });
+    render_all(specs, "sm_90a")
 }
 
 /// The default set, in a fixed order.

@@ -3,6 +3,7 @@
 //! `FinalizeMode::Deterministic`).
 
 use super::simt_target::SimtTarget;
+use super::sync::grid_stride;
 use crate::ptx::{KernelBuilder, Operand, ParamType, RegClass};
 
 /// Threads per block.
@@ -30,51 +31,40 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
     let k = b.ld_param_u32("top_k");
     let pairs = b.shr_u32(hidden, 1u32);
     let total = b.mul_u32(tokens, pairs);
-    let tid = b.sreg("%tid.x");
-    let bid = b.sreg("%ctaid.x");
-    let nb = b.sreg("%nctaid.x");
-    let i = b.mad_u32(bid, THREADS, tid);
-    let stride = b.mul_u32(nb, THREADS);
-    let top = b.new_label("pair");
-    let done = b.new_label("done");
-    b.label(&top);
-    let end = b.setp("ge.u32", i, total);
-    b.bra_if(end, false, &done);
-    let t = b.div_u32(i, pairs);
-    let p = b.rem_u32(i, pairs);
-    let lo = b.op(RegClass::F32, "mov.f32", vec![0f32.into()]);
-    let hi = b.op(RegClass::F32, "mov.f32", vec![0f32.into()]);
-    let s = b.mov_u32(0u32);
-    let slots = b.new_label("slot");
-    let slots_done = b.new_label("slots_done");
-    b.label(&slots);
-    let sd = b.setp("ge.u32", s, k);
-    b.bra_if(sd, false, &slots_done);
-    let route = b.mad_u32(t, k, s);
-    let ra = b.index_addr(e2p, route, 4);
-    let perm = b.ld_global("u32", RegClass::B32, ra);
-    let nonlocal = b.setp("lt.s32", perm, 0i32);
-    let next = b.new_label("next_slot");
-    b.bra_if(nonlocal, false, &next);
-    let elem = b.mad_u32(route, pairs, p);
-    let ea = b.index_addr(scratch, elem, 4);
-    let w = b.ld_global("b32", RegClass::B32, ea);
-    let wl = b.shl_b32(w, 16u32);
-    let wh = b.and_b32(w, Operand::Hex(0xFFFF_0000));
-    let fl = b.op(RegClass::F32, "mov.b32", vec![wl.into()]);
-    let fh = b.op(RegClass::F32, "mov.b32", vec![wh.into()]);
-    b.ins("add.rn.f32", vec![lo.into(), lo.into(), fl.into()]);
-    b.ins("add.rn.f32", vec![hi.into(), hi.into(), fh.into()]);
-    b.label(&next);
-    b.ins("add.u32", vec![s.into(), s.into(), 1u32.into()]);
-    b.bra(&slots);
-    b.label(&slots_done);
-    let packed = b.op(RegClass::B32, "cvt.rn.bf16x2.f32", vec![hi.into(), lo.into()]);
-    let oa = b.index_addr(out, i, 4);
-    b.ins("st.global.b32", vec![Operand::Reg(oa).at(0), packed.into()]);
-    b.ins("add.u32", vec![i.into(), i.into(), stride.into()]);
-    b.bra(&top);
-    b.label(&done);
+    grid_stride(&mut b, total, THREADS, "pair", &mut |b, i| {
+        let t = b.div_u32(i, pairs);
+        let p = b.rem_u32(i, pairs);
+        let lo = b.op(RegClass::F32, "mov.f32", vec![0f32.into()]);
+        let hi = b.op(RegClass::F32, "mov.f32", vec![0f32.into()]);
+        let s = b.mov_u32(0u32);
+        let slots = b.new_label("slot");
+        let slots_done = b.new_label("slots_done");
+        b.label(&slots);
+        let sd = b.setp("ge.u32", s, k);
+        b.bra_if(sd, false, &slots_done);
+        let route = b.mad_u32(t, k, s);
+        let ra = b.index_addr(e2p, route, 4);
+        let perm = b.ld_global("u32", RegClass::B32, ra);
+        let nonlocal = b.setp("lt.s32", perm, 0i32);
+        let next = b.new_label("next_slot");
+        b.bra_if(nonlocal, false, &next);
+        let elem = b.mad_u32(route, pairs, p);
+        let ea = b.index_addr(scratch, elem, 4);
+        let w = b.ld_global("b32", RegClass::B32, ea);
+        let wl = b.shl_b32(w, 16u32);
+        let wh = b.and_b32(w, Operand::Hex(0xFFFF_0000));
+        let fl = b.op(RegClass::F32, "mov.b32", vec![wl.into()]);
+        let fh = b.op(RegClass::F32, "mov.b32", vec![wh.into()]);
+        b.ins("add.rn.f32", vec![lo.into(), lo.into(), fl.into()]);
+        b.ins("add.rn.f32", vec![hi.into(), hi.into(), fh.into()]);
+        b.label(&next);
+        b.ins("add.u32", vec![s.into(), s.into(), 1u32.into()]);
+        b.bra(&slots);
+        b.label(&slots_done);
+        let packed = b.op(RegClass::B32, "cvt.rn.bf16x2.f32", vec![hi.into(), lo.into()]);
+        let oa = b.index_addr(out, i, 4);
+        b.ins("st.global.b32", vec![Operand::Reg(oa).at(0), packed.into()]);
+    });
     b.ins("ret", vec![]);
     b
 }

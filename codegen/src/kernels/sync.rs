@@ -56,3 +56,28 @@ pub fn ring_advance(b: &mut KernelBuilder, index: Reg, phase: Reg, depth: u32) {
     b.ins_if(wrap, false, "mov.u32", vec![index.into(), 0u32.into()]);
     b.ins_if(wrap, false, "xor.b32", vec![phase.into(), phase.into(), 1u32.into()]);
 }
+
+/// A grid-stride loop `for i in (ctaid·threads + tid .. total).step_by(nctaid·threads)`
+/// around `body(i)`; `stem` names its labels.
+pub fn grid_stride(
+    b: &mut KernelBuilder,
+    total: Reg,
+    threads: u32,
+    stem: &str,
+    body: &mut dyn FnMut(&mut KernelBuilder, Reg),
+) {
+    let tid = b.sreg("%tid.x");
+    let bid = b.sreg("%ctaid.x");
+    let nb = b.sreg("%nctaid.x");
+    let i = b.mad_u32(bid, threads, tid);
+    let stride = b.mul_u32(nb, threads);
+    let top = b.new_label(stem);
+    let done = b.new_label("done");
+    b.label(&top);
+    let end = b.setp("ge.u32", i, total);
+    b.bra_if(end, false, &done);
+    body(b, i);
+    b.ins("add.u32", vec![i.into(), i.into(), stride.into()]);
+    b.bra(&top);
+    b.label(&done);
+}

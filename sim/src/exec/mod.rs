@@ -674,20 +674,9 @@ fn exec_collective(
         for &t in group {
             let th = &cl.ctas[c].threads[t];
             let taddr = address_of(cl, c, t, th, &ops[0], inst)? as u32;
-            let lane0 = taddr >> 16;
-            if lane0 != 32 * (warp as u32 % 4) {
-                return Err(bad(
-                    inst,
-                    format!(
-                        "warp {warp} may access TMEM lanes {}..{}, not {lane0}",
-                        32 * (warp % 4),
-                        32 * (warp % 4) + 32
-                    ),
-                ));
-            }
             let vals =
                 srcs.iter().map(|o| value(cl, c, t, th, o, inst)).collect::<Result<Vec<_>, _>>()?;
-            let lane = lane0 + (t as u32 % 32);
+            let lane = tmem_lane(taddr, warp, t, inst)?;
             for (i, v) in vals.into_iter().enumerate() {
                 cl.ctas[c]
                     .tmem
@@ -705,18 +694,7 @@ fn exec_collective(
         for &t in group {
             let th = &cl.ctas[c].threads[t];
             let taddr = address_of(cl, c, t, th, &ops[1], inst)? as u32;
-            let lane0 = taddr >> 16;
-            if lane0 != 32 * (warp as u32 % 4) {
-                return Err(bad(
-                    inst,
-                    format!(
-                        "warp {warp} may access TMEM lanes {}..{}, not {lane0}",
-                        32 * (warp % 4),
-                        32 * (warp % 4) + 32
-                    ),
-                ));
-            }
-            let lane = lane0 + (t as u32 % 32);
+            let lane = tmem_lane(taddr, warp, t, inst)?;
             let col = taddr & 0xFFFF;
             let mut vals = Vec::with_capacity(dsts.len());
             for i in 0..dsts.len() as u32 {
@@ -733,6 +711,20 @@ fn exec_collective(
         cl.ctas[c].threads[t].pc += 1;
     }
     Ok(())
+}
+
+/// The TMEM lane thread `t` of `warp` reaches with a 32x32b access at `taddr`: a warp may
+/// only touch its lane quarter, 32·(warp % 4) .. +32 (PTX ISA tcgen05 access restrictions).
+fn tmem_lane(taddr: u32, warp: usize, t: usize, inst: &Inst) -> Result<u32, SimError> {
+    let lane0 = taddr >> 16;
+    let quarter = 32 * (warp as u32 % 4);
+    if lane0 != quarter {
+        return Err(bad(
+            inst,
+            format!("warp {warp} may access TMEM lanes {quarter}..{}, not {lane0}", quarter + 32),
+        ));
+    }
+    Ok(lane0 + (t as u32 % 32))
 }
 
 /// shfl.sync, vote.sync and redux.sync (PTX ISA §9.7.8): every lane of `group` contributes.
