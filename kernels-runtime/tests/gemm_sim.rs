@@ -29,17 +29,40 @@ struct Problem {
 }
 
 fn problem(tokens: usize, seed: u64, route: &dyn Fn(&mut Rng, usize, usize) -> i32) -> Problem {
-    let (h, i, k) = (512, 256, 2);
-    let shape = MoeShape::new(h, i, ExpertWindow::new(8, 2, 4, k).unwrap()).unwrap();
+    problem_with(
+        Dims { h: 512, i: 256, experts: 8, offset: 2, local: 4, k: 2 },
+        tokens,
+        seed,
+        route,
+    )
+}
+
+/// Layer dimensions of a test problem.
+struct Dims {
+    h: usize,
+    i: usize,
+    experts: usize,
+    offset: usize,
+    local: usize,
+    k: usize,
+}
+
+fn problem_with(
+    d: Dims,
+    tokens: usize,
+    seed: u64,
+    route: &dyn Fn(&mut Rng, usize, usize) -> i32,
+) -> Problem {
+    let Dims { h, i, experts, offset, local, k } = d;
+    let shape = MoeShape::new(h, i, ExpertWindow::new(experts, offset, local, k).unwrap()).unwrap();
     let mut r = Rng(seed);
     let x: Vec<f32> = (0..tokens * h).map(|_| r.normal()).collect();
     let s = 1.0 / (h as f32).sqrt();
-    let up: Vec<f32> = (0..4 * i * h).map(|_| r.normal() * s).collect();
-    let gate: Vec<f32> = (0..4 * i * h).map(|_| r.normal() * s).collect();
-    let down: Vec<f32> = (0..4 * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
+    let up: Vec<f32> = (0..local * i * h).map(|_| r.normal() * s).collect();
+    let gate: Vec<f32> = (0..local * i * h).map(|_| r.normal() * s).collect();
+    let down: Vec<f32> = (0..local * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
     let experts: Vec<i32> = (0..tokens * k).map(|j| route(&mut r, j / k, j % k)).collect();
-    let weights: Vec<f32> =
-        (0..tokens * k).map(|j| if j % 2 == 0 { 0.625 } else { 0.375 }).collect();
+    let weights: Vec<f32> = (0..tokens * k).map(|j| 0.125 + (j % k) as f32 * 0.25).collect();
     let gs_x = nvfp4_global_scale(block_amax(&x)).unwrap();
     let acts = quantize_activations(&x, tokens, h, gs_x).unwrap();
     let weights_p = prepare_weights(&shape, &up, &gate, &down, gs_x, 448.0 * 6.0 / 8.0).unwrap();
@@ -240,4 +263,46 @@ fn planted_defects_in_the_gemm_kernels_are_caught() {
             Err(e) => eprintln!("{what}: caught as an error: {e}"),
         }
     }
+}
+
+#[test]
+fn other_shapes_and_top_k_4() {
+    // H 768, I 512 (3 N tiles of 256 in GEMM2: the 2-wide clusters at N = 256 do not apply),
+    // 16 experts of which 6 local at offset 5, k = 4 with distinct experts per token.
+    let d = Dims { h: 768, i: 512, experts: 16, offset: 5, local: 6, k: 4 };
+    let p = problem_with(d, 24, 51, &|r, _, slot| (4 * slot as u64 + r.next() % 4) as i32);
+    let opts_det = ReferenceOptions { finalize: FinalizeMode::Deterministic, ..Default::default() };
+    let (h, i) = (768u64, 512u64);
+    let mut ran = 0;
+    for t in nvfp4_tactics() {
+        if !t.applies_to(1, i, h) {
+            // The guard's verdict is what the device path enforces too.
+            let mut sim = SimBackend::new();
+            assert!(device_moe_layer(&mut sim, &p.inputs(), &t, opts_det, 2).is_err(), "{t}");
+            continue;
+        }
+        ran += 1;
+        // Deterministic finalize: exact.
+        check(&p, &t, FinalizeMode::Deterministic, 3);
+        // Bulk reduce-add with k = 4: the simulator adds routes in permuted (expert) order,
+        // the reference in slot order; each of the k − 1 extra bf16 roundings moves a partial
+        // sum by at most half an ulp (2^-9 relative) of a partial sum ≤ Σ|c|.
+        let opts = ReferenceOptions::default();
+        let want =
+            moe_reference(&p.shape, &p.acts, &p.weights, &p.routing, t.tile(), opts_det).unwrap();
+        let mut sim = SimBackend::new();
+        let got = device_moe_layer(&mut sim, &p.inputs(), &t, opts, 2).unwrap();
+        let sort =
+            moegen_runtime::routing::moe_sort(&p.routing.experts, 24, &p.shape.window, t.tile())
+                .unwrap();
+        let g1 = gemm1_reference(&p.shape, &p.acts, &p.weights, &sort, Default::default()).unwrap();
+        let c = gemm2_contributions(&p.shape, &g1, &p.weights, &sort, &p.routing).unwrap();
+        for (n, (a, b)) in got.output.iter().zip(&want.output).enumerate() {
+            let (tok, col) = (n / 768, n % 768);
+            let mass: f32 = (0..4).map(|s| c[(tok * 4 + s) * 768 + col].abs()).sum();
+            let (a, b) = (a.to_f32(), b.to_f32());
+            assert!((a - b).abs() <= mass * 4.0 * 2f32.powi(-9), "{t} element {n}: {a} vs {b}");
+        }
+    }
+    assert_eq!(ran, 12, "the four GEMM2 N=256 cluster-2 tactics are guarded out");
 }
