@@ -216,8 +216,10 @@ fn parse_params(text: &str, line: usize) -> Result<Vec<ParamDecl>, SimError> {
         };
         let (name, count) = match name.find('[') {
             Some(b) => {
-                let n: usize =
-                    name[b + 1..name.len() - 1].parse().map_err(|_| err(line, "bad array size"))?;
+                let n: usize = name
+                    .get(b + 1..name.len().saturating_sub(1))
+                    .and_then(|x| x.parse().ok())
+                    .ok_or_else(|| err(line, "bad array size"))?;
                 (&name[..b], n)
             }
             None => (*name, 1),
@@ -306,9 +308,10 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                     let name = decl.split_whitespace().last().unwrap_or("").trim_end_matches(';');
                     match name.find('<') {
                         Some(lt) => {
-                            let n: usize = name[lt + 1..name.len() - 1]
-                                .parse()
-                                .map_err(|_| err(ln, "bad .reg count"))?;
+                            let n: usize = name
+                                .get(lt + 1..name.len().saturating_sub(1))
+                                .and_then(|x| x.parse().ok())
+                                .ok_or_else(|| err(ln, "bad .reg count"))?;
                             for j in 0..n {
                                 k.reg_names.insert(format!("{}{j}", &name[..lt]), k.reg_count);
                                 k.reg_count += 1;

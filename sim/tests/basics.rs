@@ -270,3 +270,27 @@ LOAD:
         words(&dev, out, 32)
     );
 }
+
+#[test]
+fn malformed_ptx_is_an_error_not_a_panic() {
+    let mut dev = Device::new();
+    for bad in [
+        ".visible .entry k(\n.param .u32 n[\n)\n{\n\tret;\n}\n",
+        ".visible .entry k(\n)\n{\n\t.reg .b32 %r<;\n\tret;\n}\n",
+        ".visible .entry k(\n)\n{\n\t.reg .b32 %r<2>;\n\tadd.u32 %r0;\n}\n",
+        ".visible .entry k(\n)\n{\n\t.reg .b32 %r<2>;\n\tmbarrier.init.shared::cta.b64;\n}\n",
+        ".visible .entry k(\n)\n{\n\t.reg .b32 %r<2>;\n\tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes;\n}\n",
+        ".visible .entry k(\n)\n{\n\t.reg .b32 %r<2>;\n\ttcgen05.mma.cta_group::1.kind::f16 [%r0];\n}\n",
+        ".visible .entry k(\n)\n{\n\t.reg .b32 %r<2>;\n\tst.shared.u32 [%r0];\n}\n",
+    ] {
+        let result = std::panic::catch_unwind(move || match parse_module(bad) {
+            Err(_) => true,
+            Ok(m) => {
+                let mut dev = Device::new();
+                launch(&mut dev, &m, "k", &LaunchConfig::new(1, 32, 64), &[]).is_err()
+            }
+        });
+        assert_eq!(result.ok(), Some(true), "{bad}");
+    }
+    let _ = dev.alloc(1);
+}

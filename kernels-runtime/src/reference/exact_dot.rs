@@ -72,7 +72,13 @@ fn f32_to_fixed(x: f32) -> i128 {
 
 /// `Σ_k a_k · b_k` accumulated MMA by MMA as described in the module docs.
 pub fn block_scaled_dot(a: &DecodedRow, b: &DecodedRow) -> f32 {
-    let blocks = a.scales.len().min(b.scales.len());
+    // Rows built by hand may be inconsistent: only whole blocks present in both count.
+    let blocks = a
+        .scales
+        .len()
+        .min(b.scales.len())
+        .min(a.twice_values.len() / 16)
+        .min(b.twice_values.len() / 16);
     let mut acc = 0.0f32;
     for first in (0..blocks).step_by(BLOCKS_PER_MMA) {
         let mut sum: i128 = 0;

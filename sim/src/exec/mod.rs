@@ -139,6 +139,38 @@ enum Control {
     Exit,
 }
 
+/// An instruction's operands; a missing one reads as `_`, which is no value, so malformed PTX
+/// becomes an error rather than a panic.
+#[derive(Clone, Copy)]
+struct Ops<'a>(&'a [Opnd]);
+
+static MISSING: Opnd = Opnd::Sink;
+
+impl<'a> std::ops::Index<usize> for Ops<'a> {
+    type Output = Opnd;
+    fn index(&self, i: usize) -> &Opnd {
+        self.0.get(i).unwrap_or(&MISSING)
+    }
+}
+
+impl<'a> Ops<'a> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn get(&self, i: usize) -> Option<&'a Opnd> {
+        self.0.get(i)
+    }
+    fn first(&self) -> Option<&'a Opnd> {
+        self.0.first()
+    }
+    fn last(&self) -> Option<&'a Opnd> {
+        self.0.last()
+    }
+    fn iter(&self) -> std::slice::Iter<'a, Opnd> {
+        self.0.iter()
+    }
+}
+
 fn bad(inst: &Inst, msg: impl Into<String>) -> SimError {
     SimError::BadInstruction { line: inst.line, opcode: inst.opcode.clone(), message: msg.into() }
 }
@@ -638,7 +670,7 @@ fn exec_collective(
     inst: &Inst,
 ) -> Result<(), SimError> {
     let op = inst.opcode.as_str();
-    let ops = &inst.operands;
+    let ops = Ops(&inst.operands);
     if op == "elect.sync" {
         let leader = group.iter().copied().find(|&t| guard_ok(&cl.ctas[c].threads[t], inst));
         for &t in group {
@@ -735,7 +767,7 @@ fn warp_data_op(
     inst: &Inst,
 ) -> Result<(), SimError> {
     let op = inst.opcode.as_str();
-    let ops = &inst.operands;
+    let ops = Ops(&inst.operands);
     let lane_of = |t: usize| (t % 32) as u32;
     // The member mask is the last operand; the group must be exactly its lanes.
     let mask = value(
@@ -996,7 +1028,7 @@ fn exec_one(
         n_parts += 1;
     }
     let parts = &part_buf[..n_parts];
-    let ops = &inst.operands;
+    let ops = Ops(&inst.operands);
     let ty = *parts.last().unwrap_or(&"");
     macro_rules! v {
         ($i:expr) => {
@@ -1125,6 +1157,18 @@ fn exec_one(
         }
         "add" | "sub" | "mul" | "mad" | "div" | "rem" | "min" | "max" | "shl" | "shr" | "and"
         | "or" | "xor" | "neg" | "not" | "abs" | "fma" | "bfi" => {
+            let sources = match parts[0] {
+                "neg" | "not" | "abs" => 1,
+                "mad" | "fma" => 3,
+                "bfi" => 4,
+                _ => 2,
+            };
+            if ops.len() != sources + 1 {
+                return Err(bad(
+                    inst,
+                    format!("expected {} operands, found {}", sources + 1, ops.len()),
+                ));
+            }
             let vals = (1..ops.len())
                 .map(|i| value(cl, c, tid, t, &ops[i], inst))
                 .collect::<Result<Vec<_>, _>>()?;
@@ -1209,7 +1253,7 @@ fn mbarrier_op(
     inst: &Inst,
     parts: &[&str],
 ) -> Result<Control, SimError> {
-    let ops = &inst.operands;
+    let ops = Ops(&inst.operands);
     let op = parts.get(1).copied().unwrap_or("");
     // The barrier operand is the first address operand.
     let bar_i = ops
@@ -1274,7 +1318,7 @@ fn copy_op(
     inst: &Inst,
 ) -> Result<Control, SimError> {
     let op = inst.opcode.as_str();
-    let ops = &inst.operands;
+    let ops = Ops(&inst.operands);
     let addr = |cl: &Cluster<'_>, t: &Thread, i: usize| -> Result<u64, SimError> {
         address_of(cl, c, tid, t, ops.get(i).ok_or_else(|| bad(inst, "operand"))?, inst)
     };
@@ -1471,7 +1515,7 @@ fn tcgen05_op(
     inst: &Inst,
 ) -> Result<Control, SimError> {
     let op = inst.opcode.as_str();
-    let ops = &inst.operands;
+    let ops = Ops(&inst.operands);
     if op.starts_with("tcgen05.fence") || op.starts_with("tcgen05.wait") {
         return Ok(Control::Next);
     }
@@ -1557,7 +1601,7 @@ fn mma_f16(
     inst: &Inst,
     pair: &[usize],
 ) -> Result<(), SimError> {
-    let ops = &inst.operands;
+    let ops = Ops(&inst.operands);
     if ops.len() != 5 {
         return Err(bad(
             inst,
@@ -1649,7 +1693,7 @@ fn mma(
     inst: &Inst,
     pair: &[usize],
 ) -> Result<(), SimError> {
-    let ops = &inst.operands;
+    let ops = Ops(&inst.operands);
     let d_addr = address_of(cl, c, tid, t, &ops[0], inst)? as u32;
     let adesc = decode_desc(value(cl, c, tid, t, &ops[1], inst)?, inst)?;
     let bdesc = decode_desc(value(cl, c, tid, t, &ops[2], inst)?, inst)?;
