@@ -10,15 +10,8 @@ use moegen_runtime::device_ops::{
 use moegen_runtime::reference::{finalize, quantize_activations};
 use moegen_runtime::routing::{ExpertWindow, moe_sort};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+mod common;
+use common::Rng;
 
 fn routing(tokens: usize, k: usize, experts: usize, seed: u64, skew: bool) -> Vec<i32> {
     let mut r = Rng(seed);

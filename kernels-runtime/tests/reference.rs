@@ -11,19 +11,8 @@ use moegen_runtime::RuntimeError;
 use moegen_runtime::reference::*;
 use moegen_runtime::routing::{ExpertWindow, moe_sort};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Roughly normal: sum of uniforms.
-    fn normal(&mut self) -> f32 {
-        (0..4).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).sum::<f32>() * 1.7
-    }
-}
+mod common;
+use common::Rng;
 
 struct Layer {
     shape: MoeShape,

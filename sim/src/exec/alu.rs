@@ -31,48 +31,31 @@ pub(super) fn mask(v: u64, ty: &str) -> u64 {
     }
 }
 
-pub(super) fn compare(cmp: &str, ty: &str, a: u64, b: u64) -> Option<bool> {
-    Some(match ty {
-        "u32" | "b32" => {
-            let (a, b) = (a as u32, b as u32);
-            match cmp {
-                "lt" => a < b,
-                "le" => a <= b,
-                "gt" => a > b,
-                "ge" => a >= b,
-                "eq" => a == b,
-                "ne" => a != b,
-                _ => return None,
-            }
-        }
-        "s32" => {
-            let (a, b) = (a as u32 as i32, b as u32 as i32);
-            match cmp {
-                "lt" => a < b,
-                "le" => a <= b,
-                "gt" => a > b,
-                "ge" => a >= b,
-                "eq" => a == b,
-                "ne" => a != b,
-                _ => return None,
-            }
-        }
-        "f32" => {
-            // Ordered comparisons are false when either operand is NaN; `nan` is true then.
-            let (a, b) = (f32_of(a), f32_of(b));
-            match cmp {
-                "lt" => a < b,
-                "le" => a <= b,
-                "gt" => a > b,
-                "ge" => a >= b,
-                "eq" => a == b,
-                "ne" => a != b && !a.is_nan() && !b.is_nan(),
-                "nan" => a.is_nan() || b.is_nan(),
-                _ => return None,
-            }
-        }
+/// The six ordered comparisons (`lt le gt ge eq ne`); for floats they are false when an
+/// operand is NaN, except `ne`, which PTX also makes false then (it is the ordered form).
+fn ordered<T: PartialOrd>(cmp: &str, a: T, b: T) -> Option<bool> {
+    Some(match cmp {
+        "lt" => a < b,
+        "le" => a <= b,
+        "gt" => a > b,
+        "ge" => a >= b,
+        "eq" => a == b,
+        "ne" => matches!(
+            a.partial_cmp(&b),
+            Some(std::cmp::Ordering::Less | std::cmp::Ordering::Greater)
+        ),
         _ => return None,
     })
+}
+
+pub(super) fn compare(cmp: &str, ty: &str, a: u64, b: u64) -> Option<bool> {
+    match ty {
+        "u32" | "b32" => ordered(cmp, a as u32, b as u32),
+        "s32" => ordered(cmp, a as u32 as i32, b as u32 as i32),
+        "f32" if cmp == "nan" => Some(f32_of(a).is_nan() || f32_of(b).is_nan()),
+        "f32" => ordered(cmp, f32_of(a), f32_of(b)),
+        _ => None,
+    }
 }
 
 /// Arithmetic on evaluated operands `v` (v[0] is the first source). `None`: not modelled.
