@@ -1,8 +1,8 @@
 //! `gen check` and `gen stats`: assemble every generated kernel with ptxas for each
 //! architecture it must run on, and read resource use and SASS instruction counts.
 
+use moegen_dsl::abi::KernelId;
 use moegen_dsl::anchors::{ReferenceKernel, reference_kernel};
-use moegen_dsl::{GemmKind, TileSize};
 
 use crate::kernel_set::GeneratedKernel;
 use crate::ptxas::{PtxasReport, SassCounts, assemble, count_sass, disassemble};
@@ -11,7 +11,7 @@ use crate::ptxas::{PtxasReport, SassCounts, assemble, count_sass, disassemble};
 /// sm_100f PTX for sm_100f and sm_103f (the family), and retargeted to sm_100a; sm_90a PTX
 /// for sm_90a.
 pub fn assembly_targets(k: &GeneratedKernel) -> Vec<(&'static str, String)> {
-    match k.entry.target.as_str() {
+    match k.id.ptx_target() {
         "sm_100f" => vec![
             ("sm_100f", k.ptx.clone()),
             ("sm_103f", k.ptx.clone()),
@@ -39,14 +39,14 @@ pub fn assemble_all(kernels: &[GeneratedKernel]) -> Result<Vec<Assembled>, Strin
     let mut out = Vec::new();
     for k in kernels {
         for (arch, ptx) in assembly_targets(k) {
-            let (report, _) = assemble(&ptx, arch).map_err(|e| format!("{}: {e}", k.entry.name))?;
+            let (report, _) = assemble(&ptx, arch).map_err(|e| format!("{}: {e}", k.name))?;
             if report.spill_stores + report.spill_loads + report.stack_frame > 0 {
                 return Err(format!(
                     "{} for {arch}: {} B spill stores, {} B spill loads, {} B stack frame",
-                    k.entry.name, report.spill_stores, report.spill_loads, report.stack_frame
+                    k.name, report.spill_stores, report.spill_loads, report.stack_frame
                 ));
             }
-            out.push(Assembled { kernel: k.entry.name.clone(), arch: arch.to_owned(), report });
+            out.push(Assembled { kernel: k.name.clone(), arch: arch.to_owned(), report });
         }
     }
     Ok(out)
@@ -80,23 +80,25 @@ pub fn stats(kernels: &[GeneratedKernel]) -> Result<Vec<KernelStats>, String> {
     let mut out = Vec::new();
     for k in kernels {
         let Some((arch, ptx)) = assembly_targets(k).into_iter().next() else { continue };
-        let (report, cubin) = assemble(&ptx, arch).map_err(|e| format!("{}: {e}", k.entry.name))?;
+        let (report, cubin) = assemble(&ptx, arch).map_err(|e| format!("{}: {e}", k.name))?;
         let sass = count_sass(&disassemble(&cubin)?);
-        let reference = k.entry.tactic.as_ref().and_then(|t| {
-            let kind = if t.gemm == "gemm1" { GemmKind::Gemm1 } else { GemmKind::Gemm2 };
-            let tile = TileSize::from_rows(t.tile_size).ok()?;
-            (t.cluster[1] == 1)
-                .then(|| reference_kernel(kind, tile, t.mma_tiler[1]).copied())
+        let key = match k.id {
+            KernelId::Gemm(key) => Some(key),
+            _ => None,
+        };
+        let reference = key.and_then(|key| {
+            (key.cluster_n == 1)
+                .then(|| reference_kernel(key.gemm, key.tile, key.mma_n).copied())
                 .flatten()
         });
         out.push(KernelStats {
-            kernel: k.entry.name.clone(),
-            family: k.entry.family.clone(),
+            kernel: k.name.clone(),
+            family: k.id.family().to_owned(),
             arch: arch.to_owned(),
             ptxas: report,
-            dynamic_smem: k.entry.dynamic_smem.fixed,
-            ab_stages: k.entry.tactic.as_ref().map(|t| t.ab_stages),
-            acc_stages: k.entry.tactic.as_ref().map(|t| t.acc_stages),
+            dynamic_smem: k.launch.smem.fixed,
+            ab_stages: key.map(|t| t.ab_stages),
+            acc_stages: key.map(|t| t.acc_stages),
             sass,
             reference,
         });

@@ -1,6 +1,9 @@
-//! moegen-codegen: turns kernel descriptions into artifacts. Today it renders the tactic
-//! space with its resource budgets and the workspace plan, and finds the NVIDIA tools
-//! that check generated code; PTX emission lands next (see the README's status ladder).
+//! moegen-codegen: turns kernel descriptions into PTX and the files around it.
+//!
+//! - [`kernel_set`] and [`kernels`]: kernel builders per family, rendered through [`ptx`].
+//! - [`emit`]: the generated crate (or a build script's module) written byte-identically.
+//! - [`check`], [`ptxas`], [`tools`]: assembling with NVIDIA's ptxas and reading SASS.
+//! - [`report`]: the tables `gen` prints.
 
 pub mod check;
 pub mod emit;
@@ -10,4 +13,5 @@ pub mod manifest;
 pub mod ptx;
 pub mod ptxas;
 pub mod report;
+pub mod rust_expr;
 pub mod tools;

@@ -1,6 +1,7 @@
-//! The manifest: what a runtime needs to launch each generated kernel.
+//! The manifest: every kernel's interface as JSON, for tools and other languages. Rust code
+//! uses the typed `KernelInfo` values of the generated crate instead.
 
-use crate::ptx::Param;
+use moegen_dsl::abi::{GridRule, KernelId, Param, ParamType, SmemRule};
 
 /// Tactic facts of a GEMM kernel.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -17,15 +18,33 @@ pub struct TacticInfo {
     pub ab_stages: u32,
     /// Accumulator stages.
     pub acc_stages: u32,
+    /// Options: format, SwiGLU input, finalize mode, raster.
+    pub options: serde_json::Value,
 }
 
-/// Dynamic shared memory: `fixed + per_local_expert · L` bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct SmemRule {
-    /// Constant part.
-    pub fixed: u32,
-    /// Bytes per local expert.
-    pub per_local_expert: u32,
+/// One parameter as the manifest lists it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ManifestParam {
+    /// PTX name.
+    pub name: &'static str,
+    /// PTX type.
+    #[serde(rename = "type")]
+    pub ty: ParamType,
+    /// What it carries (scalar, buffer or tensor map).
+    pub kind: serde_json::Value,
+    /// Meaning, units, layout.
+    pub meaning: &'static str,
+}
+
+impl ManifestParam {
+    fn new(p: &Param) -> Self {
+        Self {
+            name: p.name,
+            ty: p.ty(),
+            kind: serde_json::to_value(p.kind).unwrap_or(serde_json::Value::Null),
+            meaning: p.meaning,
+        }
+    }
 }
 
 /// One kernel.
@@ -44,7 +63,7 @@ pub struct ManifestEntry {
     /// GEMM tactic, for GEMM kernels.
     pub tactic: Option<TacticInfo>,
     /// Parameters in ABI order, with types and meaning.
-    pub params: Vec<Param>,
+    pub params: Vec<ManifestParam>,
     /// Threads per CTA.
     pub threads: u32,
     /// Cluster dims (1, 1, 1 when no cluster).
@@ -54,5 +73,40 @@ pub struct ManifestEntry {
     /// TMEM columns allocated (0 for SIMT kernels).
     pub tmem_columns: u32,
     /// How the grid is sized.
-    pub grid: String,
+    pub grid: GridRule,
+}
+
+/// The manifest entry of a kernel.
+pub fn entry(k: &crate::kernel_set::GeneratedKernel) -> ManifestEntry {
+    let tactic = match k.id {
+        KernelId::Gemm(key) => Some(TacticInfo {
+            gemm: key.gemm.to_string(),
+            tile_size: key.tile.rows(),
+            mma_tiler: [key.tile.rows(), key.mma_n],
+            cluster: [key.cta_group(), key.cluster_n],
+            ab_stages: key.ab_stages,
+            acc_stages: key.acc_stages,
+            options: serde_json::json!({
+                "format": key.format,
+                "swiglu_input": key.swiglu_input,
+                "finalize": key.finalize,
+                "raster": key.raster,
+            }),
+        }),
+        _ => None,
+    };
+    ManifestEntry {
+        name: k.name.clone(),
+        file: format!("{}.ptx", k.name),
+        family: k.id.family().to_owned(),
+        target: k.id.ptx_target().to_owned(),
+        ptx_version: crate::kernel_set::PTX_VERSION.to_owned(),
+        tactic,
+        params: k.params.iter().map(ManifestParam::new).collect(),
+        threads: k.launch.threads,
+        cluster_dims: [k.launch.cluster, 1, 1],
+        dynamic_smem: k.launch.smem,
+        tmem_columns: k.launch.tmem_columns,
+        grid: k.launch.grid,
+    }
 }

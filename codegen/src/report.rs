@@ -3,10 +3,10 @@
 use std::fmt::Write as _;
 
 use moegen_dsl::anchors::{ReferenceKernel, reference_kernel};
+use moegen_dsl::plan::{PlanError, WorkspacePlan, WorkspaceRequest, plan_workspace};
 use moegen_dsl::{
     GemmTactic, KernelBudget, MoeTactic, ResourceError, Target, TileSize, nvfp4_tactics, plan_gemm,
 };
-use moegen_runtime::workspace::{WorkspacePlan, WorkspaceRequest, plan_workspace};
 use serde::Serialize;
 
 /// One GEMM kernel of a tactic, with its budget.
@@ -174,7 +174,7 @@ pub struct PlanReport {
 }
 
 /// Plans the workspace for a request.
-pub fn plan_report(req: &WorkspaceRequest) -> moegen_runtime::Result<PlanReport> {
+pub fn plan_report(req: &WorkspaceRequest) -> Result<PlanReport, PlanError> {
     let plan = plan_workspace(req)?;
     Ok(PlanReport {
         tokens: req.tokens,
@@ -217,7 +217,11 @@ pub fn render_plan(r: &PlanReport) -> String {
         let _ = writeln!(
             s,
             "  {:<30} {:<14} {:>12} elems {:>12} B  @ {:>12}",
-            b.name, b.dtype, b.elements, b.bytes, b.offset
+            b.buffer.name(),
+            b.dtype,
+            b.elements,
+            b.bytes,
+            b.offset
         );
     }
     let _ = writeln!(s, "  total {} B", r.workspace_bytes);

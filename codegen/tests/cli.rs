@@ -52,20 +52,22 @@ fn emit_writes_the_committed_crate_and_check_catches_drift() {
     let dir = scratch_dir("emit");
     let out = gen_cmd(&["emit", "--out", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8(out.stdout).unwrap().starts_with("wrote 35 kernels (38 files)"));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("35 kernels (38 files)"), "{text}");
+    assert!(text.contains("38 written, 0 unchanged"), "{text}");
     let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../generated");
-    for rel in [
-        "manifest.json",
-        "src/lib.rs",
-        "Cargo.toml",
-        "ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx",
-    ] {
+    for rel in ["manifest.json", "src/lib.rs", "ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"] {
         assert_eq!(
             std::fs::read_to_string(dir.join(rel)).unwrap(),
             std::fs::read_to_string(committed.join(rel)).unwrap(),
             "{rel}"
         );
     }
+    // Outside the workspace the crate stands alone: its own workspace, an absolute path to
+    // moegen-dsl.
+    let toml = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(toml.contains("\n[workspace]\n"), "{toml}");
+    assert!(!toml.contains(".workspace = true"), "{toml}");
     // A changed and a stale file make `check` fail before any ptxas run.
     std::fs::write(dir.join("ptx/moegen_sm90_finalize_reduce.ptx"), "edited").unwrap();
     std::fs::write(dir.join("ptx/old_kernel.ptx"), "stale").unwrap();
@@ -77,6 +79,55 @@ fn emit_writes_the_committed_crate_and_check_catches_drift() {
     // Re-emitting repairs it and removes the stale file.
     assert!(gen_cmd(&["emit", "--out", dir.to_str().unwrap()]).status.success());
     assert!(!dir.join("ptx/old_kernel.ptx").exists());
+}
+
+fn mtimes(dir: &std::path::Path) -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    for sub in ["", "ptx", "src"] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap().filter_map(Result::ok) {
+            if e.file_type().unwrap().is_file() {
+                out.push((e.path(), e.metadata().unwrap().modified().unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn emit_restores_deleted_files_and_rewrites_nothing_that_is_fresh() {
+    let dir = scratch_dir("emit_twice");
+    let d = dir.to_str().unwrap();
+    assert!(gen_cmd(&["emit", "--out", d]).status.success());
+    let before = mtimes(&dir);
+    assert_eq!(before.len(), 38);
+    // A second run touches nothing: every mtime stays, so cargo rebuilds nothing.
+    let out = gen_cmd(&["emit", "--out", d]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("0 written, 38 unchanged, 0 stale removed"), "{text}");
+    assert_eq!(mtimes(&dir), before);
+    // Deleted and corrupted files come back, and only they are written.
+    let gemm1: Vec<_> = std::fs::read_dir(dir.join("ptx"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("gemm1"))
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(gemm1.len(), 4);
+    for p in &gemm1 {
+        std::fs::remove_file(p).unwrap();
+    }
+    std::fs::write(dir.join("src/lib.rs"), "garbage").unwrap();
+    let out = gen_cmd(&["emit", "--out", d]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("5 written, 33 unchanged"), "{text}");
+    let after = mtimes(&dir);
+    assert_eq!(after.len(), 38);
+    for ((p, t0), (q, t1)) in before.iter().zip(&after) {
+        assert_eq!(p, q);
+        let rewritten = gemm1.contains(p) || p.ends_with("src/lib.rs");
+        assert_eq!(t0 != t1, rewritten, "{}", p.display());
+    }
 }
 
 #[test]

@@ -1,8 +1,7 @@
 //! The PTX builder and printer, and the module template's delimiters.
 
-use moegen_codegen::ptx::{
-    KernelBuilder, ModuleHeader, Operand, ParamType, RegClass, render_module,
-};
+use moegen_codegen::ptx::{KernelBuilder, ModuleHeader, Operand, RegClass, render_module};
+use moegen_dsl::abi::{Param, ParamKind, ParamType};
 
 fn header() -> ModuleHeader<'static> {
     ModuleHeader { ptx_version: "8.8", target: "sm_100f", description: "test" }
@@ -45,9 +44,12 @@ fn operands_print_exactly() {
 
 #[test]
 fn module_skeleton_has_header_params_and_directives() {
+    const PARAMS: &[Param] = &[
+        Param { name: "tmap", kind: ParamKind::Validation(ParamType::TensorMap), meaning: "" },
+        Param { name: "n", kind: ParamKind::Validation(ParamType::U32), meaning: "" },
+    ];
     let mut b = KernelBuilder::new("moegen_test");
-    b.param("tmap", ParamType::TensorMap, "a tensor map");
-    b.param("n", ParamType::U32, "a count");
+    b.declare(PARAMS);
     b.directives.push(".reqntid 128, 1, 1".into());
     let base = b.smem_addr(0);
     b.ins("ld.shared.u32", vec![Operand::Reg(base).at(0)]);
@@ -56,4 +58,12 @@ fn module_skeleton_has_header_params_and_directives() {
     assert!(text.contains(".extern .shared .align 1024 .b8 moegen_smem[];"));
     assert!(text.contains("\t.param .align 64 .b8 tmap[128],\n\t.param .u32 n\n)"), "{text}");
     assert!(text.contains(".reqntid 128, 1, 1\n{"));
+}
+
+#[test]
+fn reading_a_parameter_the_abi_does_not_declare_fails_to_render() {
+    let mut b = KernelBuilder::new("moegen_test");
+    b.ld_param_u32("missing");
+    let err = render_module(&b, &header()).unwrap_err();
+    assert!(err.contains("parameter missing is not in its ABI"), "{err}");
 }

@@ -1,9 +1,10 @@
 //! Kernel descriptions: what codegen consumes to emit one kernel. A description is only
 //! obtained through [`KernelDescBuilder::build`], which checks that its parts agree.
 
+use crate::abi::{GemmKey, WeightFormat};
 use crate::formats::{MXFP4_BLOCK, NVFP4_BLOCK};
 use crate::resources::{KernelBudget, ResourceError, plan_gemm};
-use crate::tactic::{GemmKind, GemmTactic};
+use crate::tactic::{GemmKind, GemmTactic, Raster};
 use crate::target::Target;
 
 /// Element type of a block-scaled operand.
@@ -147,6 +148,7 @@ pub struct KernelDesc {
     b: Operand,
     epilogue: Epilogue,
     budget: KernelBudget,
+    planned_depths: bool,
 }
 
 impl KernelDesc {
@@ -173,6 +175,59 @@ impl KernelDesc {
     /// Resource budget and pipeline depths.
     pub fn budget(&self) -> &KernelBudget {
         &self.budget
+    }
+
+    /// The kernel's identity (everything that distinguishes it from another kernel).
+    pub fn key(&self) -> GemmKey {
+        let (swiglu_input, finalize) = match self.epilogue {
+            Epilogue::SwigluRequant { swiglu_input, .. } => (swiglu_input, FinalizeMode::default()),
+            Epilogue::Finalize { mode } => (SwigluInput::default(), mode),
+        };
+        let [_, mma_n] = self.tactic.mma_tiler();
+        GemmKey {
+            target: self.target,
+            gemm: self.tactic.kind(),
+            tile: self.tactic.tile(),
+            mma_n,
+            cluster_n: self.tactic.cluster()[1],
+            raster: self.tactic.raster(),
+            format: if self.b.format == BlockScaledFormat::MXFP4 {
+                WeightFormat::Mxfp4
+            } else {
+                WeightFormat::Nvfp4
+            },
+            swiglu_input,
+            finalize,
+            ab_stages: self.budget.ab_stages,
+            acc_stages: self.budget.acc_stages,
+            planned_depths: self.planned_depths,
+        }
+    }
+}
+
+impl GemmKey {
+    /// Rebuilds and revalidates the description this key names.
+    pub fn desc(&self) -> Result<KernelDesc, DescError> {
+        let cm = self.cta_group();
+        let tactic = GemmTactic::new(
+            self.gemm,
+            [self.tile.rows(), self.mma_n],
+            [cm, self.cluster_n],
+            self.raster,
+        )?;
+        let format = match self.format {
+            WeightFormat::Nvfp4 => BlockScaledFormat::NVFP4,
+            WeightFormat::Mxfp4 => BlockScaledFormat::MXFP4,
+        };
+        let mut b = KernelDescBuilder::new(tactic).target(self.target).format(format);
+        match self.gemm {
+            GemmKind::Gemm1 => b = b.swiglu_input(self.swiglu_input),
+            GemmKind::Gemm2 => b = b.finalize(self.finalize),
+        }
+        if !self.planned_depths {
+            b = b.depths(self.ab_stages, self.acc_stages);
+        }
+        b.build()
     }
 }
 
@@ -225,12 +280,28 @@ impl KernelDescBuilder {
         self
     }
 
-    /// Validates and plans the kernel.
+    /// Validates and plans the kernel. Every option is either honoured by codegen or
+    /// refused here with an error naming it.
     pub fn build(self) -> Result<KernelDesc, DescError> {
-        let mut budget = plan_gemm(self.target, &self.tactic)?;
+        if self.format != BlockScaledFormat::NVFP4 {
+            return Err(DescError::Unsupported {
+                option: "format (only NVFP4: E2M1 with UE4M3 block16 scales)",
+                target: self.target,
+            });
+        }
+        if self.tactic.raster() != Raster::AlongN {
+            return Err(DescError::Unsupported {
+                option: "raster AlongM (the persistent schedule walks N fastest)",
+                target: self.target,
+            });
+        }
+        let planned = plan_gemm(self.target, &self.tactic)?;
+        let mut budget = planned;
         if let Some((ab, acc)) = self.depths {
             budget = budget.with_depths(&self.tactic, ab, acc)?;
         }
+        let planned_depths =
+            (budget.ab_stages, budget.acc_stages) == (planned.ab_stages, planned.acc_stages);
         let weights = Operand {
             format: self.format,
             source: OperandSource::Tma,
@@ -266,7 +337,15 @@ impl KernelDescBuilder {
                 (weights, Epilogue::Finalize { mode: self.finalize })
             }
         };
-        Ok(KernelDesc { target: self.target, tactic: self.tactic, a, b: weights, epilogue, budget })
+        Ok(KernelDesc {
+            target: self.target,
+            tactic: self.tactic,
+            a,
+            b: weights,
+            epilogue,
+            budget,
+            planned_depths,
+        })
     }
 }
 
@@ -292,4 +371,15 @@ pub enum DescError {
     /// The target cannot hold the tactic.
     #[error(transparent)]
     Resources(#[from] ResourceError),
+    /// The tactic itself is invalid.
+    #[error(transparent)]
+    Tactic(#[from] crate::tactic::TacticError),
+    /// An option codegen does not implement for this target.
+    #[error("{option} is not implemented for {target}")]
+    Unsupported {
+        /// The option and the value refused.
+        option: &'static str,
+        /// The target.
+        target: Target,
+    },
 }

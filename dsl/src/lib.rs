@@ -6,12 +6,17 @@
 //!   tile size.
 //! - [`resources`]: the per-target shared-memory/TMEM model that fixes pipeline depths.
 //! - [`kernel_desc`]: validated kernel descriptions for codegen.
+//! - [`abi`]: the kernel ABI (identity, parameters, tensor maps, launch facts) shared by
+//!   codegen and the runtime.
+//! - [`plan`]: `max_tiles`, the shared workspace plan, token buckets, expert windows.
 //! - [`anchors`]: the production reference kernels' figures, for comparison.
 
+pub mod abi;
 pub mod anchors;
 pub mod epilogue_math;
 pub mod formats;
 pub mod kernel_desc;
+pub mod plan;
 pub mod resources;
 pub mod tactic;
 pub mod target;

@@ -60,6 +60,13 @@ impl Target {
         }
     }
 
+    /// Architecture tag used in kernel names (`sm100` for the whole family).
+    pub const fn arch_tag(self) -> &'static str {
+        match self {
+            Target::Sm100f | Target::Sm100a => "sm100",
+        }
+    }
+
     /// The lowest `.version` that accepts everything emitted for the target (the `.block16`
     /// spelling needs 8.8; sm100-ptx.md §0).
     pub fn ptx_version(self) -> &'static str {

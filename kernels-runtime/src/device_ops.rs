@@ -1,18 +1,19 @@
 //! Host code that runs the generated SIMT kernels on a [`Backend`]: the routing sort,
 //! activation quantization and the deterministic finalize. Each returns what its CPU
-//! counterpart returns, so results compare directly.
+//! counterpart returns, so results compare directly. Every launch is built from the
+//! kernel's typed ABI ([`crate::launch`]).
 
 use half::bf16;
 use moegen_dsl::TileSize;
+use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
+use moegen_dsl::abi::{Buffer, KernelId, KernelInfo, Scalar, SimtFamily};
+use moegen_dsl::plan::{PlanError, max_permuted_rows, max_tiles};
 
-use crate::backend::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape};
+use crate::backend::{Backend, BackendError, DevicePtr};
 use crate::error::RuntimeError;
+use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape};
 use crate::reference::Nvfp4Activations;
 use crate::routing::{ExpertWindow, SortOutputs};
-use crate::sizing::{max_permuted_rows, max_tiles};
-
-/// Routes per histogram/scatter block (the kernels' constant).
-const ROUTES_PER_BLOCK: usize = 1024;
 
 /// A device-side failure or an invalid input.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -23,20 +24,47 @@ pub enum DeviceOpError {
     /// The backend failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
-    /// A kernel of the default set is missing.
-    #[error("kernel {0} is not in moegen-kernels")]
+    /// A launch could not be built from the kernel's ABI.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// A kernel this device needs is not in the kernel set (or its cargo feature is off).
+    #[error("kernel {0} is not in the kernel set (for sm90 kernels enable the `sm90` feature)")]
     MissingKernel(String),
     /// The kernels flagged invalid input (bit 0: expert id out of range; bit 1: capacity).
     #[error("the routing kernels raised error flags {0:#x}")]
     Flags(u32),
 }
 
-pub(crate) fn kernel(
+impl From<PlanError> for DeviceOpError {
+    fn from(e: PlanError) -> Self {
+        DeviceOpError::Input(e.into())
+    }
+}
+
+/// The generated kernel with identity `id`.
+pub fn find_kernel(id: &KernelId) -> Result<&'static KernelInfo, DeviceOpError> {
+    moegen_kernels::find(id).ok_or_else(|| DeviceOpError::MissingKernel(id.name()))
+}
+
+/// The SIMT kernel `family` in the flavour `b` runs.
+pub fn simt_kernel(
     b: &dyn Backend,
-    family: &str,
-) -> Result<(&'static str, &'static str), DeviceOpError> {
-    let name = format!("moegen_{}_{family}", b.kernel_tag());
-    moegen_kernels::kernel(&name).map(|k| (k.ptx, k.name)).ok_or(DeviceOpError::MissingKernel(name))
+    family: SimtFamily,
+) -> Result<&'static KernelInfo, DeviceOpError> {
+    find_kernel(&KernelId::Simt { family, target: b.simt_target() })
+}
+
+/// Builds and runs one launch.
+pub fn run(
+    b: &mut dyn Backend,
+    k: &'static KernelInfo,
+    bind: &Bindings,
+    grid: &GridInputs,
+) -> Result<(), DeviceOpError> {
+    let args = kernel_args(b, k, bind)?;
+    let shape = launch_shape(k, grid)?;
+    b.launch(k, shape, &args)?;
+    Ok(())
 }
 
 pub(crate) fn to_bytes_i32(v: &[i32]) -> Vec<u8> {
@@ -70,6 +98,18 @@ pub struct SortBuffers {
     pub padded: DevicePtr,
 }
 
+impl SortBuffers {
+    /// Binds the six outputs.
+    pub fn bind(&self, b: Bindings) -> Bindings {
+        b.buffer(Buffer::TileIdxToExpertIdx, self.tile_expert)
+            .buffer(Buffer::TileIdxToMnLimit, self.tile_limit)
+            .buffer(Buffer::ExpandedIdxToPermutedIdx, self.e2p)
+            .buffer(Buffer::PermutedIdxToExpandedIdx, self.p2e)
+            .buffer(Buffer::NumNonExitingTiles, self.live)
+            .buffer(Buffer::TotalNumPaddedTokens, self.padded)
+    }
+}
+
 /// Runs the three routing-sort kernels, leaving the outputs on the device.
 pub fn device_moe_sort_buffers(
     b: &mut dyn Backend,
@@ -79,10 +119,10 @@ pub fn device_moe_sort_buffers(
     tile: TileSize,
 ) -> Result<SortBuffers, DeviceOpError> {
     let routes = tokens
-        .checked_mul(window.top_k)
-        .ok_or(RuntimeError::Overflow { what: "tokens × top_k" })?;
+        .checked_mul(window.top_k())
+        .ok_or(PlanError::Overflow { what: "tokens × top_k" })?;
     if tokens == 0 {
-        return Err(RuntimeError::Zero { what: "tokens" }.into());
+        return Err(PlanError::Zero { what: "tokens" }.into());
     }
     if experts.len() != routes {
         return Err(RuntimeError::BufferLength {
@@ -93,10 +133,10 @@ pub fn device_moe_sort_buffers(
         .into());
     }
     let t = tile.rows() as usize;
-    let tiles = max_tiles(routes as u64, window.local as u64, t as u64)? as usize;
-    let rows = max_permuted_rows(routes as u64, window.local as u64, t as u64)? as usize;
-    let blocks = routes.div_ceil(ROUTES_PER_BLOCK);
-    let l = window.local;
+    let l = window.local();
+    let tiles = max_tiles(routes as u64, l as u64, t as u64)? as usize;
+    let rows = max_permuted_rows(routes as u64, l as u64, t as u64)? as usize;
+    let blocks = routes.div_ceil(ROUTES_PER_BLOCK as usize);
     let d_experts = b.upload_new(&to_bytes_i32(experts))?;
     let d_counts = b.alloc(blocks * l * 4)?;
     let out = SortBuffers {
@@ -111,48 +151,27 @@ pub fn device_moe_sort_buffers(
         padded: b.alloc(4)?,
     };
     let d_flags = b.alloc(4)?;
-    let u = |v: usize| KernelArg::U32(v as u32);
-    let p = KernelArg::Ptr;
-    let common =
-        [p(d_experts), u(routes), u(window.num_experts), u(window.offset), u(l), p(d_counts)];
-    let (ptx, name) = kernel(b, "moe_sort_histogram")?;
-    let mut args = common.to_vec();
-    args.push(p(d_flags));
-    b.launch(
-        ptx,
-        name,
-        LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: (4 * l) as u32 },
-        &args,
-    )?;
-    let (ptx, name) = kernel(b, "moe_sort_offsets")?;
-    let args = [
-        u(blocks),
-        u(l),
-        u(t),
-        u(tiles),
-        p(d_counts),
-        p(out.tile_expert),
-        p(out.tile_limit),
-        p(out.p2e),
-        p(out.live),
-        p(out.padded),
-        p(d_flags),
-    ];
-    b.launch(
-        ptx,
-        name,
-        LaunchShape { grid: 1, block: 256, dynamic_smem: (8 * l + 4) as u32 },
-        &args,
-    )?;
-    let (ptx, name) = kernel(b, "moe_sort_scatter")?;
-    let mut args = common.to_vec();
-    args.extend([p(out.e2p), p(out.p2e), u(rows), p(d_flags)]);
-    b.launch(
-        ptx,
-        name,
-        LaunchShape { grid: blocks as u32, block: 256, dynamic_smem: 4096 },
-        &args,
-    )?;
+    let bind = out
+        .bind(Bindings::new())
+        .buffer(Buffer::RoutedExperts, d_experts)
+        .buffer(Buffer::SortBlockCounts, d_counts)
+        .buffer(Buffer::ErrorFlags, d_flags)
+        .scalar(Scalar::NumRoutes, routes as u64)?
+        .scalar(Scalar::NumExperts, window.num_experts() as u64)?
+        .scalar(Scalar::LocalOffset, window.offset() as u64)?
+        .scalar(Scalar::LocalExperts, l as u64)?
+        .scalar(Scalar::SortBlocks, blocks as u64)?
+        .scalar(Scalar::TileSize, t as u64)?
+        .scalar(Scalar::MaxTiles, tiles as u64)?
+        .scalar(Scalar::MaxPermutedRows, rows as u64)?;
+    let grid =
+        GridInputs { routes: routes as u64, local_experts: l as u64, ..GridInputs::default() };
+    for family in
+        [SimtFamily::MoeSortHistogram, SimtFamily::MoeSortOffsets, SimtFamily::MoeSortScatter]
+    {
+        let k = simt_kernel(b, family)?;
+        run(b, k, &bind, &grid)?;
+    }
     let flags = from_bytes_i32(&b.download(d_flags, 4)?)[0] as u32;
     if flags != 0 {
         return Err(DeviceOpError::Flags(flags));
@@ -201,14 +220,18 @@ pub fn device_quantize(
     global_scale: f32,
 ) -> Result<Nvfp4Activations, DeviceOpError> {
     if tokens == 0 || hidden == 0 {
-        return Err(RuntimeError::Zero { what: "activation shape" }.into());
+        return Err(PlanError::Zero { what: "activation shape" }.into());
     }
     if !hidden.is_multiple_of(16) {
-        return Err(
-            RuntimeError::Alignment { what: "hidden size", value: hidden, multiple: 16 }.into()
-        );
+        return Err(PlanError::Alignment {
+            what: "hidden size",
+            value: hidden as u64,
+            multiple: 16,
+            why: " (NVFP4 scale blocks)",
+        }
+        .into());
     }
-    let n = tokens.checked_mul(hidden).ok_or(RuntimeError::Overflow { what: "activation size" })?;
+    let n = tokens.checked_mul(hidden).ok_or(PlanError::Overflow { what: "activation size" })?;
     if x.len() != n {
         return Err(RuntimeError::BufferLength {
             what: "activations",
@@ -225,17 +248,16 @@ pub fn device_quantize(
     let d_out = b.alloc(n / 2)?;
     let d_sf = b.alloc(n / 16)?;
     let d_g = b.upload_new(&global_scale.to_le_bytes())?;
-    let (ptx, name) = kernel(b, "quantize_nvfp4")?;
-    let blocks = (n / 16).div_ceil(256).min(4096) as u32;
-    let args = [
-        KernelArg::Ptr(d_x),
-        KernelArg::Ptr(d_out),
-        KernelArg::Ptr(d_sf),
-        KernelArg::Ptr(d_g),
-        KernelArg::U32(tokens as u32),
-        KernelArg::U32(hidden as u32),
-    ];
-    b.launch(ptx, name, LaunchShape { grid: blocks, block: 256, dynamic_smem: 0 }, &args)?;
+    let bind = Bindings::new()
+        .buffer(Buffer::ActivationsBf16, d_x)
+        .buffer(Buffer::Activations, d_out)
+        .buffer(Buffer::ActivationScales, d_sf)
+        .buffer(Buffer::ActivationGlobalScale, d_g)
+        .scalar(Scalar::Tokens, tokens as u64)?
+        .scalar(Scalar::Hidden, hidden as u64)?;
+    let k = simt_kernel(b, SimtFamily::QuantizeNvfp4)?;
+    let grid = GridInputs { tokens: tokens as u64, hidden: hidden as u64, ..GridInputs::default() };
+    run(b, k, &bind, &grid)?;
     Ok(Nvfp4Activations {
         tokens,
         hidden,
@@ -255,15 +277,30 @@ pub fn device_finalize_reduce(
     top_k: usize,
     hidden: usize,
 ) -> Result<Vec<bf16>, DeviceOpError> {
-    let routes = tokens * top_k;
-    if contributions.len() != routes * hidden
-        || expanded_idx_to_permuted_idx.len() != routes
-        || !hidden.is_multiple_of(2)
-    {
+    let routes = tokens.checked_mul(top_k).ok_or(PlanError::Overflow { what: "routes" })?;
+    let elements = routes.checked_mul(hidden).ok_or(PlanError::Overflow { what: "scratch" })?;
+    if !hidden.is_multiple_of(2) {
+        return Err(PlanError::Alignment {
+            what: "hidden size",
+            value: hidden as u64,
+            multiple: 2,
+            why: " (bf16 pairs)",
+        }
+        .into());
+    }
+    if contributions.len() != elements {
         return Err(RuntimeError::BufferLength {
-            what: "finalize inputs",
-            expected: routes * hidden,
+            what: "finalize contributions",
+            expected: elements,
             actual: contributions.len(),
+        }
+        .into());
+    }
+    if expanded_idx_to_permuted_idx.len() != routes {
+        return Err(RuntimeError::BufferLength {
+            what: "expanded_idx_to_permuted_idx",
+            expected: routes,
+            actual: expanded_idx_to_permuted_idx.len(),
         }
         .into());
     }
@@ -272,17 +309,16 @@ pub fn device_finalize_reduce(
     let d_s = b.upload_new(&scratch)?;
     let d_e2p = b.upload_new(&to_bytes_i32(expanded_idx_to_permuted_idx))?;
     let d_out = b.alloc(tokens * hidden * 2)?;
-    let (ptx, name) = kernel(b, "finalize_reduce")?;
-    let args = [
-        KernelArg::Ptr(d_s),
-        KernelArg::Ptr(d_e2p),
-        KernelArg::Ptr(d_out),
-        KernelArg::U32(tokens as u32),
-        KernelArg::U32(hidden as u32),
-        KernelArg::U32(top_k as u32),
-    ];
-    let blocks = (tokens * hidden / 2).div_ceil(256).min(4096) as u32;
-    b.launch(ptx, name, LaunchShape { grid: blocks, block: 256, dynamic_smem: 0 }, &args)?;
+    let bind = Bindings::new()
+        .buffer(Buffer::FinalizeScratch, d_s)
+        .buffer(Buffer::ExpandedIdxToPermutedIdx, d_e2p)
+        .buffer(Buffer::Output, d_out)
+        .scalar(Scalar::Tokens, tokens as u64)?
+        .scalar(Scalar::Hidden, hidden as u64)?
+        .scalar(Scalar::TopK, top_k as u64)?;
+    let k = simt_kernel(b, SimtFamily::FinalizeReduce)?;
+    let grid = GridInputs { tokens: tokens as u64, hidden: hidden as u64, ..GridInputs::default() };
+    run(b, k, &bind, &grid)?;
     let out = b.download(d_out, tokens * hidden * 2)?;
     Ok(out.chunks_exact(2).map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect())
 }

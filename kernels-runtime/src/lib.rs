@@ -1,21 +1,21 @@
-//! moegen-runtime: everything on the host side of the MoE layer that needs no GPU.
+//! moegen-runtime: running the generated NVFP4 MoE kernels.
 //!
-//! - [`sizing`]: `max_tiles` and the padded row count every buffer and grid derive from.
-//! - [`workspace`]: one workspace plan that serves every tile size and layer.
-//! - [`buckets`]: token buckets for autotuning, with an uncapped round-up mapper.
-//! - [`routing`]: the routing sort's six index maps.
+//! - [`backend`]: the [`backend::Backend`] trait, with a CUDA backend (feature `cuda`,
+//!   default) and a simulator backend (feature `sim`).
+//! - [`launch`]: every launch built from the kernel's typed ABI.
+//! - [`device_ops`]: the routing sort, activation quantization and deterministic finalize
+//!   on a device.
+//! - [`routing`]: the routing sort's six index maps on the CPU.
 //! - [`reference`]: the CPU reference of the whole NVFP4 layer, an f64 oracle, and the
 //!   weight preparation a checkpoint needs.
+//!
+//! Sizing, the workspace plan and token buckets are `moegen_dsl::plan`.
 
 pub mod backend;
-pub mod buckets;
-pub mod corpus;
-pub mod device_layer;
 pub mod device_ops;
 pub mod error;
+pub mod launch;
 pub mod reference;
 pub mod routing;
-pub mod sizing;
-pub mod workspace;
 
 pub use error::{Result, RuntimeError};

@@ -4,42 +4,8 @@
 use moegen_dsl::TileSize;
 
 use crate::error::{Result, RuntimeError, check_len};
-use crate::sizing::{max_permuted_rows, max_tiles};
-
-/// The expert layout of a layer as one rank sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ExpertWindow {
-    /// Experts in the model (global ids are 0..num_experts).
-    pub num_experts: usize,
-    /// First expert held on this rank.
-    pub offset: usize,
-    /// Experts held on this rank: global ids offset..offset+local.
-    pub local: usize,
-    /// Routes per token.
-    pub top_k: usize,
-}
-
-impl ExpertWindow {
-    /// Checks sizes: all positive, top_k ≤ experts, the window inside the expert range.
-    pub fn new(num_experts: usize, offset: usize, local: usize, top_k: usize) -> Result<Self> {
-        if num_experts == 0 {
-            return Err(RuntimeError::Zero { what: "experts" });
-        }
-        if local == 0 {
-            return Err(RuntimeError::Zero { what: "local experts" });
-        }
-        if top_k == 0 {
-            return Err(RuntimeError::Zero { what: "top_k" });
-        }
-        if top_k > num_experts {
-            return Err(RuntimeError::TopKTooLarge { top_k, experts: num_experts });
-        }
-        if offset.checked_add(local).is_none_or(|end| end > num_experts) {
-            return Err(RuntimeError::LocalWindow { offset, local, experts: num_experts });
-        }
-        Ok(Self { num_experts, offset, local, top_k })
-    }
-}
+pub use moegen_dsl::plan::ExpertWindow;
+use moegen_dsl::plan::{PlanError, max_permuted_rows, max_tiles};
 
 /// The six outputs of the routing sort.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,47 +59,49 @@ pub fn moe_sort(
     tile: TileSize,
 ) -> Result<SortOutputs> {
     if tokens == 0 {
-        return Err(RuntimeError::Zero { what: "tokens" });
+        return Err(RuntimeError::from(PlanError::Zero { what: "tokens" }));
     }
     let expanded = tokens
-        .checked_mul(window.top_k)
-        .ok_or(RuntimeError::Overflow { what: "tokens × top_k" })?;
+        .checked_mul(window.top_k())
+        .ok_or(RuntimeError::from(PlanError::Overflow { what: "tokens × top_k" }))?;
     check_len("routing experts", experts.len(), expanded)?;
     if expanded > i32::MAX as usize {
-        return Err(RuntimeError::IndexTooLarge {
-            what: "tokens × top_k", value: expanded as u64
-        });
+        return Err(RuntimeError::from(PlanError::IndexTooLarge {
+            what: "tokens × top_k",
+            value: expanded as u64,
+        }));
     }
     let t = tile.rows() as usize;
-    let tiles_cap = max_tiles(expanded as u64, window.local as u64, t as u64)? as usize;
-    let rows_cap = max_permuted_rows(expanded as u64, window.local as u64, t as u64)?;
+    let tiles_cap = max_tiles(expanded as u64, window.local() as u64, t as u64)? as usize;
+    let rows_cap = max_permuted_rows(expanded as u64, window.local() as u64, t as u64)?;
     if rows_cap > i32::MAX as u64 {
-        return Err(RuntimeError::IndexTooLarge { what: "max_permuted_rows", value: rows_cap });
+        return Err(RuntimeError::from(PlanError::IndexTooLarge {
+            what: "max_permuted_rows",
+            value: rows_cap,
+        }));
     }
     let rows_cap = rows_cap as usize;
 
     // Local expert of each route, or None.
     let mut local_of = Vec::with_capacity(expanded);
     for (i, &e) in experts.iter().enumerate() {
-        if e < 0 || e as usize >= window.num_experts {
+        if e < 0 || e as usize >= window.num_experts() {
             return Err(RuntimeError::ExpertOutOfRange {
-                token: i / window.top_k,
-                slot: i % window.top_k,
+                token: i / window.top_k(),
+                slot: i % window.top_k(),
                 expert: i64::from(e),
-                experts: window.num_experts,
+                experts: window.num_experts(),
             });
         }
         let e = e as usize;
-        local_of.push(
-            (window.offset..window.offset + window.local).contains(&e).then(|| e - window.offset),
-        );
+        local_of.push(window.local_of(e));
     }
-    let mut counts = vec![0usize; window.local];
+    let mut counts = vec![0usize; window.local()];
     for l in local_of.iter().flatten() {
         counts[*l] += 1;
     }
     // First permuted row of each expert; each expert starts on a tile boundary.
-    let mut start_tile = vec![0usize; window.local];
+    let mut start_tile = vec![0usize; window.local()];
     let mut live_tiles = 0usize;
     for (e, &c) in counts.iter().enumerate() {
         start_tile[e] = live_tiles;

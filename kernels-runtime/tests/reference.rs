@@ -6,6 +6,7 @@ use moegen_dsl::epilogue_math::swiglu_f32;
 use moegen_dsl::formats::{
     block_amax, e2m1_to_f32, e4m3_to_f32, nibble_at, nvfp4_global_scale, quantize_nvfp4,
 };
+use moegen_dsl::plan::PlanError;
 use moegen_dsl::{FinalizeMode, SwigluInput, TileSize};
 use moegen_runtime::RuntimeError;
 use moegen_runtime::reference::*;
@@ -374,12 +375,12 @@ fn bad_inputs_are_typed_errors() {
     r.tokens = 7;
     assert!(moe_reference(&l.shape, &l.acts, &l.weights, &r, TileSize::T128, opts).is_err());
     let w = ExpertWindow::new(8, 0, 4, 2).unwrap();
-    assert!(matches!(MoeShape::new(250, 128, w), Err(RuntimeError::Alignment { .. })));
-    assert!(matches!(MoeShape::new(256, 96, w), Err(RuntimeError::Alignment { .. })));
-    assert!(matches!(MoeShape::new(0, 128, w), Err(RuntimeError::Zero { .. })));
+    assert!(matches!(MoeShape::new(250, 128, w), Err(PlanError::Alignment { .. })));
+    assert!(matches!(MoeShape::new(256, 96, w), Err(PlanError::Alignment { .. })));
+    assert!(matches!(MoeShape::new(0, 128, w), Err(PlanError::Zero { .. })));
     assert!(matches!(
         MoeShape::new(usize::MAX / 2, 128, w),
-        Err(RuntimeError::Overflow { .. }) | Err(RuntimeError::Alignment { .. })
+        Err(PlanError::Overflow { .. }) | Err(PlanError::Alignment { .. })
     ));
     assert!(matches!(
         prepare_weights(&l.shape, &l.up, &l.gate, &l.down, 0.0, 1.0),

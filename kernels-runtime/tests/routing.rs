@@ -1,9 +1,9 @@
 //! The routing sort's six outputs.
 
 use moegen_dsl::TileSize;
+use moegen_dsl::plan::{PlanError, max_tiles};
 use moegen_runtime::RuntimeError;
 use moegen_runtime::routing::{ExpertWindow, SortOutputs, moe_sort};
-use moegen_runtime::sizing::max_tiles;
 use proptest::prelude::*;
 
 fn window(experts: usize, offset: usize, local: usize, k: usize) -> ExpertWindow {
@@ -69,24 +69,24 @@ fn invalid_input_is_a_typed_error() {
         moe_sort(&[0, 1, 2], 1, &w, TileSize::T128),
         Err(RuntimeError::BufferLength { .. })
     ));
-    assert!(matches!(moe_sort(&[], 0, &w, TileSize::T128), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(ExpertWindow::new(8, 0, 8, 9), Err(RuntimeError::TopKTooLarge { .. })));
-    assert!(matches!(ExpertWindow::new(8, 6, 4, 2), Err(RuntimeError::LocalWindow { .. })));
     assert!(matches!(
-        ExpertWindow::new(8, usize::MAX, 4, 2),
-        Err(RuntimeError::LocalWindow { .. })
+        moe_sort(&[], 0, &w, TileSize::T128),
+        Err(RuntimeError::Plan(PlanError::Zero { .. }))
     ));
-    assert!(matches!(ExpertWindow::new(0, 0, 1, 1), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(ExpertWindow::new(8, 0, 0, 1), Err(RuntimeError::Zero { .. })));
+    assert!(matches!(ExpertWindow::new(8, 0, 8, 9), Err(PlanError::TopKTooLarge { .. })));
+    assert!(matches!(ExpertWindow::new(8, 6, 4, 2), Err(PlanError::LocalWindow { .. })));
+    assert!(matches!(ExpertWindow::new(8, usize::MAX, 4, 2), Err(PlanError::LocalWindow { .. })));
+    assert!(matches!(ExpertWindow::new(0, 0, 1, 1), Err(PlanError::Zero { .. })));
+    assert!(matches!(ExpertWindow::new(8, 0, 0, 1), Err(PlanError::Zero { .. })));
 }
 
 /// Checks every documented property of the outputs against the input.
 fn check_invariants(experts: &[i32], w: &ExpertWindow, s: &SortOutputs) {
     let t = s.tile.rows() as usize;
-    let mut counts = vec![0usize; w.local];
+    let mut counts = vec![0usize; w.local()];
     for &e in experts {
-        if (w.offset..w.offset + w.local).contains(&(e as usize)) {
-            counts[e as usize - w.offset] += 1;
+        if (w.offset()..w.offset() + w.local()).contains(&(e as usize)) {
+            counts[e as usize - w.offset()] += 1;
         }
     }
     let tiles: usize = counts.iter().map(|c| c.div_ceil(t)).sum();
@@ -111,12 +111,12 @@ fn check_invariants(experts: &[i32], w: &ExpertWindow, s: &SortOutputs) {
     // Maps are inverse; each local route is placed once, inside its expert's tiles.
     for (i, &e) in experts.iter().enumerate() {
         let p = s.expanded_idx_to_permuted_idx[i];
-        let local = (w.offset..w.offset + w.local).contains(&(e as usize));
+        let local = (w.offset()..w.offset() + w.local()).contains(&(e as usize));
         assert_eq!(p >= 0, local, "route {i}");
         if local {
             assert_eq!(s.permuted_idx_to_expanded_idx[p as usize], i as i32);
             let tile = p as usize / t;
-            assert_eq!(s.tile_idx_to_expert_idx[tile] as usize, e as usize - w.offset);
+            assert_eq!(s.tile_idx_to_expert_idx[tile] as usize, e as usize - w.offset());
             assert!((p as usize) < s.tile_idx_to_mn_limit[tile] as usize);
         }
     }
@@ -137,7 +137,7 @@ proptest! {
         let offset = (seed as usize / 7) % (num_experts - local + 1);
         let w = ExpertWindow::new(num_experts, offset, local, k.min(num_experts)).unwrap();
         let mut x = seed | 1;
-        let experts: Vec<i32> = (0..tokens * w.top_k)
+        let experts: Vec<i32> = (0..tokens * w.top_k())
             .map(|_| {
                 x ^= x << 13; x ^= x >> 7; x ^= x << 17;
                 // Skew half the routes onto one expert to exercise long runs.

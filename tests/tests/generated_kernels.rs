@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use moegen_codegen::check::{assemble_all, assembly_targets};
-use moegen_codegen::emit::{default_out_dir, diff_files, render_files};
+use moegen_codegen::emit::{CrateOptions, default_out_dir, diff_files, render_files};
 use moegen_codegen::kernel_set::default_kernel_set;
 use moegen_dsl::nvfp4_tactics;
 use moegen_tests::require;
@@ -12,15 +12,16 @@ use moegen_tests::require;
 #[test]
 fn generated_is_fresh() {
     let kernels = default_kernel_set().unwrap();
-    let files = render_files(&kernels).unwrap();
-    let diff = diff_files(&default_out_dir(), &files);
+    let dir = default_out_dir();
+    let files = render_files(&kernels, &CrateOptions::for_dir(&dir)).unwrap();
+    let diff = diff_files(&dir, &files);
     assert!(diff.is_empty(), "generated/ is stale, run `cargo run --bin gen`: {diff:?}");
 }
 
 #[test]
 fn the_set_covers_every_tactic_and_simt_kernel() {
-    let names: BTreeSet<&str> = moegen_kernels::KERNELS.iter().map(|k| k.name).collect();
-    assert_eq!(names.len(), moegen_kernels::KERNELS.len(), "unique names");
+    let names: BTreeSet<&str> = moegen_kernels::kernels().map(|k| k.name).collect();
+    assert_eq!(names.len(), moegen_kernels::kernels().count(), "unique names");
     for t in nvfp4_tactics() {
         for g in [t.gemm1(), t.gemm2()] {
             let [m, n] = g.mma_tiler();
@@ -57,18 +58,20 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         .map(|k| k["name"].as_str().unwrap())
         .collect();
     assert_eq!(listed, names);
-    for k in moegen_kernels::KERNELS {
+    for k in moegen_kernels::kernels() {
+        assert_eq!(k.name, k.id.name());
         assert!(k.ptx.contains(&format!(".visible .entry {}(", k.name)), "{}", k.name);
-        assert!(k.ptx.contains(&format!(".target {}", k.target)), "{}", k.name);
+        assert!(k.ptx.contains(&format!(".target {}", k.ptx_target)), "{}", k.name);
     }
     let gemm = moegen_kernels::kernel("moegen_sm100_nvfp4_gemm2_t256_n256_c2x2").unwrap();
-    assert_eq!(gemm.family, "gemm2");
+    assert_eq!(gemm.id.family(), "gemm2");
     let entry =
         manifest["kernels"].as_array().unwrap().iter().find(|k| k["name"] == gemm.name).unwrap();
     assert_eq!(entry["cluster_dims"], serde_json::json!([4, 1, 1]));
     assert_eq!(entry["threads"], 192);
     assert_eq!(entry["params"][0]["name"], "tmap_a");
-    assert_eq!(entry["params"][0]["ty"], "TensorMap");
+    assert_eq!(entry["params"][0]["type"], "TensorMap");
+    assert_eq!(entry["params"][0]["kind"], serde_json::json!({"TensorMap": "Gemm1OutputLoad"}));
 }
 
 #[test]

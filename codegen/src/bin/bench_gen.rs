@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use moegen_codegen::emit::render_files;
+use moegen_codegen::emit::{CrateOptions, default_out_dir, render_files};
 use moegen_codegen::kernel_set::default_kernel_set;
 
 /// Times generation of the default kernel set.
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     }
     let once = || -> Result<(usize, usize), String> {
         let kernels = default_kernel_set().map_err(|e| e.to_string())?;
-        let files = render_files(&kernels)?;
+        let files = render_files(&kernels, &CrateOptions::for_dir(&default_out_dir()))?;
         Ok((kernels.len(), files.values().map(String::len).sum()))
     };
     let (kernels, bytes) = match once() {

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use moegen_codegen::check::{assemble_all, render_stats, stats};
-use moegen_codegen::emit::{default_out_dir, diff_files, render_files, write_files};
+use moegen_codegen::emit::{CrateOptions, default_out_dir, diff_files, render_files, write_files};
 use moegen_codegen::kernel_set::{default_kernel_set, kernel_set};
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
+use moegen_dsl::plan::WorkspaceRequest;
 use moegen_dsl::{Target, TileSize};
-use moegen_runtime::workspace::WorkspaceRequest;
 
 /// moegen: NVFP4 Mixture-of-Experts kernels for NVIDIA Blackwell, generated ahead of time.
 #[derive(Parser, Debug)]
@@ -97,15 +97,23 @@ fn emit(out: Option<PathBuf>, target: Target) -> Result<String, Failure> {
     }
     let dir = out.unwrap_or_else(default_out_dir);
     let kernels = kernel_set(target).map_err(|e| e.to_string())?;
-    let files = render_files(&kernels)?;
-    write_files(&dir, &files)?;
-    Ok(format!("wrote {} kernels ({} files) to {}", kernels.len(), files.len(), dir.display()))
+    let files = render_files(&kernels, &CrateOptions::for_dir(&dir))?;
+    let w = write_files(&dir, &files)?;
+    Ok(format!(
+        "{} kernels ({} files) in {}: {} written, {} unchanged, {} stale removed",
+        kernels.len(),
+        files.len(),
+        dir.display(),
+        w.written.len(),
+        w.unchanged,
+        w.removed.len()
+    ))
 }
 
 fn check(out: Option<PathBuf>) -> Result<String, Failure> {
     let dir = out.unwrap_or_else(default_out_dir);
     let kernels = default_kernel_set().map_err(|e| e.to_string())?;
-    let files = render_files(&kernels)?;
+    let files = render_files(&kernels, &CrateOptions::for_dir(&dir))?;
     let diff = diff_files(&dir, &files);
     if !diff.is_empty() {
         return Err(Failure(

@@ -3,7 +3,16 @@
 //! (`gpu-check`). They are generated and checked like every other kernel.
 
 use super::sync::{elect, mbar_init, mbar_wait};
-use crate::ptx::{KernelBuilder, Operand, ParamType, Reg, RegClass};
+use moegen_dsl::abi::{CorpusKernel, KernelId, params};
+
+use crate::ptx::{KernelBuilder, Operand, Reg, RegClass};
+
+fn corpus_builder(which: CorpusKernel) -> KernelBuilder {
+    let id = KernelId::Corpus(which);
+    let mut b = KernelBuilder::new(id.name());
+    b.declare(params(&id));
+    b
+}
 
 fn imm(v: u32) -> Operand {
     Operand::Imm(i64::from(v))
@@ -11,12 +20,7 @@ fn imm(v: u32) -> Operand {
 
 /// ALU and conversions: 16 results per thread from `a`, `b` (f32) and `u` (u32).
 pub fn build_alu() -> KernelBuilder {
-    let mut b = KernelBuilder::new("moegen_sm90_corpus_alu");
-    b.param("a", ParamType::U64, "f32 [64]");
-    b.param("b", ParamType::U64, "f32 [64]");
-    b.param("u", ParamType::U64, "u32 [64]");
-    b.param("out", ParamType::U64, "u32 [64 · 16] out");
-    b.directives.push(".reqntid 64, 1, 1".into());
+    let mut b = corpus_builder(CorpusKernel::Alu);
     let tid = b.sreg("%tid.x");
     let pa = b.ld_param_u64("a");
     let pb = b.ld_param_u64("b");
@@ -68,10 +72,7 @@ pub fn build_alu() -> KernelBuilder {
 /// A two-stage cp.async → mbarrier pipeline: warp 0 copies 8 chunks of 512 bytes (odd lanes
 /// with an 8-byte src-size, so the rest is zero-filled), warps 1–2 consume and xor-reduce.
 pub fn build_pipeline() -> KernelBuilder {
-    let mut b = KernelBuilder::new("moegen_sm90_corpus_pipeline");
-    b.param("src", ParamType::U64, "u8 [8 · 512]");
-    b.param("out", ParamType::U64, "u32 [64] out");
-    b.directives.push(".reqntid 96, 1, 1".into());
+    let mut b = corpus_builder(CorpusKernel::Pipeline);
     let tid = b.sreg("%tid.x");
     let warp = b.shr_u32(tid, 5u32);
     let lane = b.and_b32(tid, 31u32);
@@ -155,25 +156,7 @@ pub fn build_pipeline() -> KernelBuilder {
 /// coordinate that is not a multiple of 16 bytes, or a negative store coordinate, is an
 /// illegal instruction; the simulator reports both.)
 pub fn build_tma() -> KernelBuilder {
-    let mut b = KernelBuilder::new("moegen_sm90_corpus_tma");
-    for (i, sw) in ["none", "32B", "64B", "128B"].iter().enumerate() {
-        b.param(
-            &format!("tmap{i}"),
-            ParamType::TensorMap,
-            &format!("UINT8 2-D, swizzle {sw}, box {{{}, 8}}", 16 << i),
-        );
-    }
-    b.param(
-        "tmap_store",
-        ParamType::TensorMap,
-        "UINT8 2-D, swizzle 128B, box {128, 8}: store target",
-    );
-    b.param("c0", ParamType::U32, "box coordinate 0 (signed)");
-    b.param("c1", ParamType::U32, "box coordinate 1 (signed)");
-    b.param("s0", ParamType::U32, "store coordinate 0 (non-negative)");
-    b.param("s1", ParamType::U32, "store coordinate 1 (non-negative)");
-    b.param("out", ParamType::U64, "u8 [4 · 1024] out: the raw shared bytes of each box");
-    b.directives.push(".reqntid 32, 1, 1".into());
+    let mut b = corpus_builder(CorpusKernel::Tma);
     let tid = b.sreg("%tid.x");
     let smem = b.smem_addr(0);
     let bar = b.add_u32(smem, 0u32);
@@ -240,17 +223,7 @@ pub fn build_tma() -> KernelBuilder {
 /// for; every thread bulk-reduce-adds a 32-byte bf16 row of its CTA's copy into `out`
 /// (both CTAs add into the same rows), and counts itself with red/atom.
 pub fn build_cluster() -> KernelBuilder {
-    let mut b = KernelBuilder::new("moegen_sm90_corpus_cluster");
-    b.param("tmap", ParamType::TensorMap, "UINT16 2-D, box {256, 2}, no swizzle");
-    b.param("out", ParamType::U64, "bf16 [512] in/out: reduce-added twice");
-    b.param(
-        "counters",
-        ParamType::U64,
-        "u32 [2] in/out: red.add of 1 per thread, atom.max of the thread id",
-    );
-    b.param("copy_out", ParamType::U64, "u8 [2 · 1024] out: each CTA's box, bulk-copied");
-    b.directives.push(".reqntid 32, 1, 1".into());
-    b.directives.push(".reqnctapercluster 2, 1, 1".into());
+    let mut b = corpus_builder(CorpusKernel::Cluster);
     // PDL instructions are accepted without a programmatic launch (no-ops then).
     b.ins("griddepcontrol.launch_dependents", vec![]);
     b.ins("griddepcontrol.wait", vec![]);
@@ -341,10 +314,7 @@ pub fn build_cluster() -> KernelBuilder {
 /// vote (ballot, all, any), redux (add, max, min.s32, xor), and two barrier groups of two
 /// warps plus a bar.arrive/bar.sync producer-consumer hand-off through shared memory.
 pub fn build_warp() -> KernelBuilder {
-    let mut b = KernelBuilder::new("moegen_sm90_corpus_warp");
-    b.param("input", ParamType::U64, "u32 [128]");
-    b.param("out", ParamType::U64, "u32 [128 · 16] out");
-    b.directives.push(".reqntid 128, 1, 1".into());
+    let mut b = corpus_builder(CorpusKernel::Warp);
     let tid = b.sreg("%tid.x");
     let warp = b.shr_u32(tid, 5u32);
     let inp = b.ld_param_u64("input");

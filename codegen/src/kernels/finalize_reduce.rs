@@ -2,27 +2,17 @@
 //! f32 in slot order over the local routes, one rounding at the end (the reference's
 //! `FinalizeMode::Deterministic`).
 
-use super::simt_target::SimtTarget;
 use super::sync::grid_stride;
-use crate::ptx::{KernelBuilder, Operand, ParamType, RegClass};
+use moegen_dsl::abi::launch::FINALIZE_THREADS;
+use moegen_dsl::abi::{SimtFamily, SimtTarget};
 
-/// Threads per block.
-pub const THREADS: u32 = 256;
+use crate::ptx::{KernelBuilder, Operand, RegClass};
+
+const THREADS: u32 = FINALIZE_THREADS;
 
 /// One thread per (token, column pair), grid-stride.
 pub fn build(target: SimtTarget) -> KernelBuilder {
-    let mut b = KernelBuilder::new(format!("moegen_{}_finalize_reduce", target.tag()));
-    b.param("scratch", ParamType::U64, "bf16 [tokens·top_k, H] from the deterministic GEMM2");
-    b.param(
-        "expanded_idx_to_permuted_idx",
-        ParamType::U64,
-        "i32 [tokens·top_k]: −1 marks non-local routes",
-    );
-    b.param("out", ParamType::U64, "bf16 [tokens, H] out");
-    b.param("tokens", ParamType::U32, "rows");
-    b.param("hidden", ParamType::U32, "H, even");
-    b.param("top_k", ParamType::U32, "routes per token");
-    b.directives.push(format!(".reqntid {THREADS}, 1, 1"));
+    let mut b = super::moe_sort::simt_builder(SimtFamily::FinalizeReduce, target);
     let scratch = b.ld_param_u64("scratch");
     let e2p = b.ld_param_u64("expanded_idx_to_permuted_idx");
     let out = b.ld_param_u64("out");

@@ -10,12 +10,13 @@
 //! Pipelines: A/B/SF ring of `ab_stages` (full/empty mbarriers), accumulator ring of
 //! `acc_stages` (acc_full/acc_empty), scale factors double-buffered in TMEM.
 
+use moegen_dsl::abi::{KernelId, params};
 use moegen_dsl::{FinalizeMode, GemmKind, KernelDesc, SwigluInput};
 
 use super::epilogue_math::{quantize16, round_bf16, swiglu};
 use super::gemm_layout::*;
 use super::sync::*;
-use crate::ptx::{KernelBuilder, Operand, ParamType, Reg, RegClass};
+use crate::ptx::{KernelBuilder, Operand, Reg, RegClass};
 
 /// Runtime values every role needs.
 struct Common {
@@ -122,11 +123,7 @@ fn b16_imm(b: &mut KernelBuilder, v: u32) -> Reg {
 pub fn build(desc: &KernelDesc) -> (KernelBuilder, GemmLayout) {
     let l = GemmLayout::new(desc);
     let mut b = KernelBuilder::new(l.name());
-    declare_params(&mut b, &l);
-    b.directives.push(format!(".reqntid {}, 1, 1", l.threads()));
-    if l.cm * l.cn > 1 {
-        b.directives.push(format!(".reqnctapercluster {}, 1, 1", l.cm * l.cn));
-    }
+    b.declare(params(&KernelId::Gemm(l.key)));
     let c = prologue(&mut b, &l);
     let end = "L_role_end".to_owned();
 
@@ -194,62 +191,6 @@ fn emit_gather_dispatch(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: 
         gather_role(b, l, c);
     }
     b.bra(end);
-}
-
-fn declare_params(b: &mut KernelBuilder, l: &GemmLayout) {
-    match l.kind {
-        GemmKind::Gemm1 => {
-            b.param("tmap_b", ParamType::TensorMap, "W1 [L, 2I, H] e2m1: 16U4_ALIGN8B, dims {H, 2I, L}, box {256, N/cta_group, 1}, SWIZZLE_128B");
-            b.param("tmap_sfb", ParamType::TensorMap, "W1 scales, L × 128x4 blocks: UINT16, dims {256, H/64, ceil(2I/128), L}, box {256, 4, ceil(N/128), 1}, no swizzle");
-            b.param("tmap_out", ParamType::TensorMap, "h [max_permuted_rows, I] e2m1: 16U4_ALIGN8B, dims {I, rows}, box {N/2, 32}, no swizzle");
-            b.param("x", ParamType::U64, "activations [tokens, H/2] e2m1x2");
-            b.param("x_sf", ParamType::U64, "activation scales [tokens, H/16] ue4m3, linear");
-            b.param(
-                "out_sf",
-                ParamType::U64,
-                "h scales: 128x4 layout of [max_permuted_rows, I/16]",
-            );
-            b.param("alpha", ParamType::U64, "α1 f32 [L]");
-            b.param("out_global_scale", ParamType::U64, "fc2_input_scale: f32 [1] (device)");
-        }
-        GemmKind::Gemm2 => {
-            b.param("tmap_a", ParamType::TensorMap, "h [max_permuted_rows, I] e2m1: 16U4_ALIGN8B, dims {I, rows}, box {256, 128}, SWIZZLE_128B");
-            b.param(
-                "tmap_sfa",
-                ParamType::TensorMap,
-                "h scales (128x4): UINT16, dims {256, I/64, rows/128}, box {256, 4, 1}, no swizzle",
-            );
-            b.param("tmap_b", ParamType::TensorMap, "W2 [L, H, I] e2m1: 16U4_ALIGN8B, dims {I, H, L}, box {256, N/cta_group, 1}, SWIZZLE_128B");
-            b.param("tmap_sfb", ParamType::TensorMap, "W2 scales, L × 128x4 blocks: UINT16, dims {256, I/64, ceil(H/128), L}, box {256, 4, ceil(N/128), 1}, no swizzle");
-            b.param("alpha", ParamType::U64, "α2 f32 [L]");
-            b.param("router_weights", ParamType::U64, "router weights f32 [tokens, top_k]");
-            let out = match l.finalize {
-                FinalizeMode::BulkReduceAdd => {
-                    "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"
-                }
-                FinalizeMode::Deterministic => {
-                    "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
-                }
-            };
-            b.param("out", ParamType::U64, out);
-        }
-    }
-    b.param("tile_idx_to_expert_idx", ParamType::U64, "i32 [max_tiles] from the routing sort");
-    b.param("tile_idx_to_mn_limit", ParamType::U64, "i32 [max_tiles] from the routing sort");
-    b.param(
-        "permuted_idx_to_expanded_idx",
-        ParamType::U64,
-        "i32 [max_tiles·T] from the routing sort",
-    );
-    b.param("num_non_exiting_tiles", ParamType::U64, "i32 [1] from the routing sort");
-    b.param("hidden", ParamType::U32, "H, a multiple of 256");
-    b.param("intermediate", ParamType::U32, "I, a multiple of 256");
-    b.param("top_k", ParamType::U32, "routes per token");
-    b.param(
-        "max_tiles",
-        ParamType::U32,
-        "routing tiles the buffers were sized for (static grid bound)",
-    );
 }
 
 fn prologue(b: &mut KernelBuilder, l: &GemmLayout) -> Common {

@@ -1,6 +1,7 @@
 //! Where everything of a GEMM kernel lives: shared-memory offsets, TMEM columns, warp roles,
 //! barrier counts and descriptor constants, all derived from the resource model's budget.
 
+use moegen_dsl::abi::{GemmKey, gemm_roles};
 use moegen_dsl::resources::{K_STAGE, SF_TMEM_BUFFERS};
 use moegen_dsl::{FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput, Target};
 
@@ -22,6 +23,8 @@ pub const OFF_STAGES: u32 = 1024;
 /// Everything a GEMM builder needs, derived once.
 #[derive(Clone, Debug)]
 pub struct GemmLayout {
+    /// The kernel's identity.
+    pub key: GemmKey,
     /// GEMM1 or GEMM2.
     pub kind: GemmKind,
     /// Target.
@@ -64,12 +67,10 @@ impl GemmLayout {
             }
             moegen_dsl::Epilogue::Finalize { mode } => (SwigluInput::default(), mode),
         };
-        let (gather_warp, mma_warp, tma_warp, relay_warp, warps) = match t.kind() {
-            GemmKind::Gemm1 if cm == 2 => (4, 8, 9, Some(10), 11),
-            GemmKind::Gemm1 => (4, 8, 9, None, 10),
-            GemmKind::Gemm2 => (4, 4, 5, None, 6),
-        };
+        let key = desc.key();
+        let roles = gemm_roles(&key);
         Self {
+            key,
             kind: t.kind(),
             target: desc.target(),
             tile,
@@ -79,11 +80,11 @@ impl GemmLayout {
             budget: *desc.budget(),
             swiglu_input,
             finalize,
-            warps,
-            gather_warp,
-            mma_warp,
-            tma_warp,
-            relay_warp,
+            warps: roles.warps,
+            gather_warp: roles.gather_warp.unwrap_or(roles.mma_warp),
+            mma_warp: roles.mma_warp,
+            tma_warp: roles.tma_warp,
+            relay_warp: roles.relay_warp,
         }
     }
 
@@ -155,17 +156,6 @@ impl GemmLayout {
     }
     /// Kernel entry name.
     pub fn name(&self) -> String {
-        let det = match (self.kind, self.finalize) {
-            (GemmKind::Gemm2, FinalizeMode::Deterministic) => "_det",
-            _ => "",
-        };
-        let bf = match (self.kind, self.swiglu_input) {
-            (GemmKind::Gemm1, SwigluInput::Bf16) => "_bf16glu",
-            _ => "",
-        };
-        format!(
-            "moegen_sm100_nvfp4_{}_t{}_n{}_c{}x{}{det}{bf}",
-            self.kind, self.tile, self.n, self.cm, self.cn
-        )
+        self.key.name()
     }
 }

@@ -7,5 +7,4 @@ pub mod gemm;
 pub mod gemm_layout;
 pub mod moe_sort;
 pub mod quantize;
-pub mod simt_target;
 pub mod sync;

@@ -11,27 +11,20 @@
 //! the outputs are identical to `moe_sort` bit for bit. Expert ids outside [0, experts) are
 //! treated as non-local and flagged in `error_flags` (bit 0); nothing is written out of bounds.
 
-use super::simt_target::SimtTarget;
-use crate::ptx::{KernelBuilder, Operand, ParamType, Reg, RegClass};
+use moegen_dsl::abi::launch::{ROUTES_PER_BLOCK, SORT_OFFSET_THREADS, SORT_THREADS};
+use moegen_dsl::abi::{KernelId, SimtFamily, SimtTarget, params};
 
-/// Threads per block of the histogram and scatter kernels.
-pub const THREADS: u32 = 256;
-/// Routes per block.
-pub const ROUTES_PER_BLOCK: u32 = 1024;
-/// Threads of the offsets kernel.
-pub const OFFSET_THREADS: u32 = 256;
+use crate::ptx::{KernelBuilder, Operand, Reg, RegClass};
 
-fn common_params(b: &mut KernelBuilder) {
-    b.param("experts", ParamType::U64, "i32 [tokens·top_k] global expert ids");
-    b.param("num_routes", ParamType::U32, "tokens·top_k");
-    b.param("num_experts", ParamType::U32, "experts in the model");
-    b.param("local_offset", ParamType::U32, "first local expert");
-    b.param("local_experts", ParamType::U32, "L");
-    b.param(
-        "block_counts",
-        ParamType::U64,
-        "i32 [ceil(routes/1024) · L] scratch: counts, then bases",
-    );
+const THREADS: u32 = SORT_THREADS;
+const OFFSET_THREADS: u32 = SORT_OFFSET_THREADS;
+
+/// A builder for the SIMT kernel `family` on `target`, its parameters declared from the ABI.
+pub(crate) fn simt_builder(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
+    let id = KernelId::Simt { family, target };
+    let mut b = KernelBuilder::new(id.name());
+    b.declare(params(&id));
+    b
 }
 
 /// Local expert of route `i` or −1 (also −1 for out-of-range ids, which raise the flag).
@@ -57,10 +50,7 @@ fn local_expert(
 
 /// Counts per block and local expert.
 pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
-    let mut b = KernelBuilder::new(format!("moegen_{}_moe_sort_histogram", target.tag()));
-    common_params(&mut b);
-    b.param("error_flags", ParamType::U64, "u32 [1]: bit 0 set when an expert id is out of range");
-    b.directives.push(format!(".reqntid {THREADS}, 1, 1"));
+    let mut b = simt_builder(SimtFamily::MoeSortHistogram, target);
     let experts = b.ld_param_u64("experts");
     let routes = b.ld_param_u32("num_routes");
     let ne = b.ld_param_u32("num_experts");
@@ -125,27 +115,7 @@ fn strided(
 
 /// Totals, tile runs, counters, padding rows and per-block bases; one block.
 pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
-    let mut b = KernelBuilder::new(format!("moegen_{}_moe_sort_offsets", target.tag()));
-    b.param("num_blocks", ParamType::U32, "histogram blocks: ceil(routes/1024)");
-    b.param("local_experts", ParamType::U32, "L");
-    b.param("tile_size", ParamType::U32, "T: 128 or 256");
-    b.param("max_tiles", ParamType::U32, "length of the tile arrays");
-    b.param("block_counts", ParamType::U64, "i32 [num_blocks · L]: counts in, bases out");
-    b.param("tile_idx_to_expert_idx", ParamType::U64, "i32 [max_tiles] out");
-    b.param("tile_idx_to_mn_limit", ParamType::U64, "i32 [max_tiles] out");
-    b.param(
-        "permuted_idx_to_expanded_idx",
-        ParamType::U64,
-        "i32 [max_tiles·T] out: −1 on padding rows",
-    );
-    b.param("num_non_exiting_tiles", ParamType::U64, "i32 [1] out");
-    b.param("total_num_padded_tokens", ParamType::U64, "i32 [1] out");
-    b.param(
-        "error_flags",
-        ParamType::U64,
-        "u32 [1]: bit 1 set when the routes need more than max_tiles tiles",
-    );
-    b.directives.push(format!(".reqntid {OFFSET_THREADS}, 1, 1"));
+    let mut b = simt_builder(SimtFamily::MoeSortOffsets, target);
     let nblk = b.ld_param_u32("num_blocks");
     let l = b.ld_param_u32("local_experts");
     let t = b.ld_param_u32("tile_size");
@@ -263,13 +233,7 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
 
 /// Places every route.
 pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
-    let mut b = KernelBuilder::new(format!("moegen_{}_moe_sort_scatter", target.tag()));
-    common_params(&mut b);
-    b.param("expanded_idx_to_permuted_idx", ParamType::U64, "i32 [tokens·top_k] out");
-    b.param("permuted_idx_to_expanded_idx", ParamType::U64, "i32 [max_tiles·T] out (valid rows)");
-    b.param("max_permuted_rows", ParamType::U32, "max_tiles·T: rows past it are never written");
-    b.param("error_flags", ParamType::U64, "u32 [1]: bit 0 set when an expert id is out of range");
-    b.directives.push(format!(".reqntid {THREADS}, 1, 1"));
+    let mut b = simt_builder(SimtFamily::MoeSortScatter, target);
     let experts = b.ld_param_u64("experts");
     let routes = b.ld_param_u32("num_routes");
     let ne = b.ld_param_u32("num_experts");

@@ -2,23 +2,17 @@
 //! global scale read from device memory (so a CUDA graph can change it).
 
 use super::epilogue_math::quantize16_with;
-use super::simt_target::SimtTarget;
 use super::sync::grid_stride;
-use crate::ptx::{KernelBuilder, Operand, ParamType, RegClass};
+use moegen_dsl::abi::launch::QUANTIZE_THREADS;
+use moegen_dsl::abi::{SimtFamily, SimtTarget};
 
-/// Threads per block.
-pub const THREADS: u32 = 256;
+use crate::ptx::{KernelBuilder, Operand, RegClass};
+
+const THREADS: u32 = QUANTIZE_THREADS;
 
 /// One thread per 16-element block, grid-stride.
 pub fn build(target: SimtTarget) -> KernelBuilder {
-    let mut b = KernelBuilder::new(format!("moegen_{}_quantize_nvfp4", target.tag()));
-    b.param("x", ParamType::U64, "activations bf16 [tokens, H]");
-    b.param("out", ParamType::U64, "e2m1x2 [tokens, H/2]");
-    b.param("out_sf", ParamType::U64, "ue4m3 [tokens, H/16], linear");
-    b.param("global_scale", ParamType::U64, "f32 [1] (device): the activations' global scale");
-    b.param("tokens", ParamType::U32, "rows");
-    b.param("hidden", ParamType::U32, "H, a multiple of 16");
-    b.directives.push(format!(".reqntid {THREADS}, 1, 1"));
+    let mut b = super::moe_sort::simt_builder(SimtFamily::QuantizeNvfp4, target);
     let x = b.ld_param_u64("x");
     let out = b.ld_param_u64("out");
     let out_sf = b.ld_param_u64("out_sf");

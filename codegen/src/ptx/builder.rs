@@ -1,58 +1,18 @@
 //! Building a kernel body: registers are allocated by class, instructions are pushed as
 //! values through typed helpers that allocate their destinations.
 
+use moegen_dsl::abi::Param;
+
 use super::instr::{Guard, Instr, Operand, Stmt};
 use super::reg::{Reg, RegClass};
-
-/// Types a kernel parameter can have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub enum ParamType {
-    /// `.u32`.
-    U32,
-    /// `.u64` (a device pointer).
-    U64,
-    /// `.f32`.
-    F32,
-    /// A 128-byte CUtensorMap passed by value (`.align 64 .b8 [128]`).
-    TensorMap,
-}
-
-impl ParamType {
-    fn decl(self, name: &str) -> String {
-        match self {
-            ParamType::U32 => format!(".u32 {name}"),
-            ParamType::U64 => format!(".u64 {name}"),
-            ParamType::F32 => format!(".f32 {name}"),
-            ParamType::TensorMap => format!(".align 64 .b8 {name}[128]"),
-        }
-    }
-}
-
-/// A kernel parameter and what it means (for the manifest).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Param {
-    /// PTX name.
-    pub name: String,
-    /// Type.
-    pub ty: ParamType,
-    /// Meaning, units and layout.
-    pub meaning: String,
-}
-
-impl Param {
-    /// The `.param` declaration text.
-    pub fn decl(&self) -> String {
-        self.ty.decl(&self.name)
-    }
-}
 
 /// A kernel under construction.
 #[derive(Clone, Debug)]
 pub struct KernelBuilder {
     /// Entry name.
     pub name: String,
-    /// Parameters in ABI order.
-    pub params: Vec<Param>,
+    /// Parameters in ABI order (from `moegen_dsl::abi::signature`).
+    pub params: &'static [Param],
     /// Entry directives (`.reqntid …`, `.reqnctapercluster …`).
     pub directives: Vec<String>,
     /// Whether the kernel uses the dynamic shared array.
@@ -60,6 +20,7 @@ pub struct KernelBuilder {
     counts: [u32; 6],
     labels: u32,
     body: Vec<Stmt>,
+    errors: Vec<String>,
 }
 
 /// Name of the dynamic shared-memory array.
@@ -74,18 +35,32 @@ impl KernelBuilder {
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
-            params: Vec::new(),
+            params: &[],
             directives: Vec::new(),
             dynamic_smem: false,
             counts: [0; 6],
             labels: 0,
             body: Vec::new(),
+            errors: Vec::new(),
         }
     }
 
-    /// Declares a parameter; returns its name for use in `ld.param`.
-    pub fn param(&mut self, name: &str, ty: ParamType, meaning: &str) -> String {
-        self.params.push(Param { name: name.to_owned(), ty, meaning: meaning.to_owned() });
+    /// Declares the kernel's parameters: the ABI's list for this kernel, never written here.
+    pub fn declare(&mut self, params: &'static [Param]) {
+        self.params = params;
+    }
+
+    /// Problems found while building (a parameter used but not declared): rendering fails
+    /// with them, so a kernel never silently reads a parameter its ABI does not have.
+    pub fn errors(&self) -> &[String] {
+        &self.errors
+    }
+
+    /// The declared parameter `name`, recording an error if there is none.
+    fn checked_param(&mut self, name: &str) -> String {
+        if !self.params.iter().any(|p| p.name == name) {
+            self.errors.push(format!("{}: parameter {name} is not in its ABI", self.name));
+        }
         name.to_owned()
     }
 
@@ -160,16 +135,19 @@ impl KernelBuilder {
     }
     /// `ld.param.u32`.
     pub fn ld_param_u32(&mut self, name: &str) -> Reg {
-        self.op(RegClass::B32, "ld.param.u32", vec![Operand::Name(name.to_owned()).at(0)])
+        let name = self.checked_param(name);
+        self.op(RegClass::B32, "ld.param.u32", vec![Operand::Name(name).at(0)])
     }
     /// `ld.param.u64`.
     pub fn ld_param_u64(&mut self, name: &str) -> Reg {
-        self.op(RegClass::B64, "ld.param.u64", vec![Operand::Name(name.to_owned()).at(0)])
+        let name = self.checked_param(name);
+        self.op(RegClass::B64, "ld.param.u64", vec![Operand::Name(name).at(0)])
     }
     /// The generic address of a by-value tensor-map parameter (naming the param directly in
     /// `cp.async.bulk.tensor` is rejected by ptxas).
     pub fn param_generic_addr(&mut self, name: &str) -> Reg {
-        let d = self.op(RegClass::B64, "mov.u64", vec![Operand::Name(name.to_owned())]);
+        let name = self.checked_param(name);
+        let d = self.op(RegClass::B64, "mov.u64", vec![Operand::Name(name)]);
         self.ins("cvta.param.u64", vec![d.into(), d.into()]);
         d
     }

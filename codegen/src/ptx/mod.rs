@@ -5,7 +5,7 @@ pub mod instr;
 pub mod module;
 pub mod reg;
 
-pub use builder::{KernelBuilder, Param, ParamType, SMEM};
+pub use builder::{KernelBuilder, SMEM};
 pub use instr::{Instr, Operand, Stmt};
 pub use module::{ModuleHeader, render_module};
 pub use reg::{Reg, RegClass};

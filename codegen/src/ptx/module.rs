@@ -44,6 +44,9 @@ pub struct ModuleHeader<'a> {
 
 /// Renders `k` as a complete PTX module.
 pub fn render_module(k: &KernelBuilder, header: &ModuleHeader<'_>) -> Result<String, String> {
+    if !k.errors().is_empty() {
+        return Err(k.errors().join("; "));
+    }
     let mut ctx = Context::new();
     ctx.insert("kernel", &k.name);
     ctx.insert("ptx_version", header.ptx_version);

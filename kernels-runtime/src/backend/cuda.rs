@@ -8,6 +8,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaModule, CudaSlice, CudaStream, DevicePtr as _};
 use cudarc::nvrtc::Ptx;
 
+use moegen_dsl::abi::{KernelInfo, SimtTarget};
+
 use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec, TmaElement};
 
 /// A launch attribute with every byte zero (the C API's `{0}` initializer).
@@ -27,7 +29,8 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     buffers: HashMap<u64, CudaSlice<u8>>,
     modules: HashMap<usize, Arc<CudaModule>>,
-    tag: &'static str,
+    target: SimtTarget,
+    sm_count: u32,
     /// Device name.
     pub name: String,
     /// Compute capability.
@@ -40,9 +43,9 @@ impl CudaBackend {
         let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;
         let stream = ctx.default_stream();
         let compute_capability = ctx.compute_capability().map_err(cuda_err)?;
-        let tag = match compute_capability.0 {
-            9 => "sm90",
-            10 => "sm100",
+        let target = match compute_capability.0 {
+            9 => SimtTarget::Sm90a,
+            10 => SimtTarget::Sm100f,
             other => {
                 return Err(BackendError::Cuda(format!(
                     "compute capability {other}.x has no moegen kernels"
@@ -50,12 +53,18 @@ impl CudaBackend {
             }
         };
         let name = ctx.name().map_err(cuda_err)?;
+        let sm_count = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(cuda_err)?;
         Ok(Self {
             ctx,
             stream,
             buffers: HashMap::new(),
             modules: HashMap::new(),
-            tag,
+            target,
+            sm_count: u32::try_from(sm_count).unwrap_or(1).max(1),
             name,
             compute_capability,
         })
@@ -105,34 +114,32 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
+    fn simt_target(&self) -> SimtTarget {
+        self.target
+    }
+
+    fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+
     fn launch(
         &mut self,
-        ptx: &'static str,
-        kernel: &str,
+        info: &'static KernelInfo,
         shape: LaunchShape,
-        args: &[KernelArg],
-    ) -> Result<(), BackendError> {
-        self.launch_cluster(ptx, kernel, shape, 1, args)
-    }
-
-    fn kernel_tag(&self) -> &'static str {
-        self.tag
-    }
-
-    fn launch_cluster(
-        &mut self,
-        ptx: &'static str,
-        kernel: &str,
-        shape: LaunchShape,
-        cluster: u32,
         args: &[KernelArg],
     ) -> Result<(), BackendError> {
         use cudarc::driver::sys;
-        let key = ptx.as_ptr() as usize;
+        let kernel = info.name;
+        let cluster = shape.cluster;
+        let key = info.ptx.as_ptr() as usize;
         if let std::collections::hash_map::Entry::Vacant(slot) = self.modules.entry(key) {
-            slot.insert(self.ctx.load_module(Ptx::from_src(ptx)).map_err(cuda_err)?);
+            slot.insert(self.ctx.load_module(Ptx::from_src(info.ptx)).map_err(cuda_err)?);
         }
-        let f = self.modules[&key].load_function(kernel).map_err(cuda_err)?;
+        let module = self
+            .modules
+            .get(&key)
+            .ok_or_else(|| BackendError::Cuda(format!("{kernel}: module not loaded")))?;
+        let f = module.load_function(kernel).map_err(cuda_err)?;
         if shape.dynamic_smem > 48 * 1024 {
             f.set_attribute(
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -146,23 +153,14 @@ impl Backend for CudaBackend {
             .map(|a| match a {
                 KernelArg::U32(v) => v.to_le_bytes().to_vec(),
                 KernelArg::Ptr(p) => p.0.to_le_bytes().to_vec(),
-                KernelArg::F32(v) => v.to_le_bytes().to_vec(),
-                KernelArg::Bytes(b) => {
-                    // Tensor maps must be 64-byte aligned: copy into an aligned buffer below.
-                    b.clone()
-                }
+                // Tensor maps must be 64-byte aligned: copied into an aligned buffer below.
+                KernelArg::TensorMap(_) => Vec::new(),
             })
             .collect();
         let mut aligned: Vec<Box<sys::CUtensorMap>> = Vec::new();
         let mut ptrs: Vec<*mut std::ffi::c_void> = Vec::with_capacity(held.len());
         for (a, h) in args.iter().zip(held.iter_mut()) {
-            if let KernelArg::Bytes(b) = a {
-                if b.len() != 128 {
-                    return Err(BackendError::Usage(format!(
-                        "by-value argument of {} bytes (only 128-byte tensor maps)",
-                        b.len()
-                    )));
-                }
+            if let KernelArg::TensorMap(b) = a {
                 let mut m = Box::new(sys::CUtensorMap { opaque: [0; 16] });
                 for (i, w) in m.opaque.iter_mut().enumerate() {
                     *w = u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
@@ -206,7 +204,7 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<Vec<u8>, BackendError> {
+    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<[u8; 128], BackendError> {
         use cudarc::driver::sys;
         let rank = spec.dims.len();
         if rank == 0 || rank > 5 || spec.strides.len() + 1 != rank || spec.box_dims.len() != rank {
@@ -251,6 +249,10 @@ impl Backend for CudaBackend {
         if r != sys::CUresult::CUDA_SUCCESS {
             return Err(BackendError::Cuda(format!("cuTensorMapEncodeTiled: {r:?}")));
         }
-        Ok(map.opaque.iter().flat_map(|w| w.to_le_bytes()).collect())
+        let mut out = [0u8; 128];
+        for (chunk, w) in out.chunks_exact_mut(8).zip(map.opaque) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        Ok(out)
     }
 }

@@ -1,11 +1,17 @@
-//! One interface to run generated kernels: the simulator ([`sim::SimBackend`]) or CUDA
-//! (`cuda::CudaBackend`, feature `cuda`). Host code such as [`crate::device_ops`] is written
-//! once against [`Backend`], so tests on the simulator exercise the path the GPU takes.
+//! One interface to run generated kernels: the simulator (`sim::SimBackend`, feature `sim`)
+//! or CUDA (`cuda::CudaBackend`, feature `cuda`). Host code such as [`crate::device_ops`] is
+//! written once against [`Backend`], so tests on the simulator exercise the path the GPU
+//! takes.
 
+#[cfg(feature = "sim")]
 pub mod sim;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+
+use moegen_dsl::abi::{KernelInfo, SimtTarget};
+
+pub use moegen_dsl::abi::TmaElement;
 
 /// A device address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,19 +24,31 @@ pub enum KernelArg {
     U32(u32),
     /// `.u64` device pointer.
     Ptr(DevicePtr),
-    /// `.f32`.
-    F32(f32),
-    /// A by-value struct (a 128-byte tensor map).
-    Bytes(Vec<u8>),
+    /// A by-value 128-byte tensor map.
+    TensorMap(Box<[u8; 128]>),
+}
+
+impl KernelArg {
+    /// The PTX parameter type this argument fills.
+    pub fn ty(&self) -> moegen_dsl::abi::ParamType {
+        use moegen_dsl::abi::ParamType;
+        match self {
+            KernelArg::U32(_) => ParamType::U32,
+            KernelArg::Ptr(_) => ParamType::U64,
+            KernelArg::TensorMap(_) => ParamType::TensorMap,
+        }
+    }
 }
 
 /// Launch shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchShape {
-    /// CTAs (x).
+    /// CTAs (x), a multiple of `cluster`.
     pub grid: u32,
     /// Threads per CTA (x).
     pub block: u32,
+    /// CTAs per cluster (x); 1 without clusters.
+    pub cluster: u32,
     /// Dynamic shared memory bytes.
     pub dynamic_smem: u32,
 }
@@ -47,17 +65,6 @@ pub enum BackendError {
     /// A host-side misuse (unknown pointer, wrong size).
     #[error("{0}")]
     Usage(String),
-}
-
-/// Element type of a tensor map.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TmaElement {
-    /// UINT8.
-    U8,
-    /// UINT16 (scale-factor atoms).
-    U16,
-    /// Packed 4-bit, two per byte (16U4_ALIGN8B; dimension 0 counts 4-bit elements).
-    U4Packed,
 }
 
 /// A tiled tensor map, as `cuTensorMapEncodeTiled` takes it.
@@ -85,27 +92,19 @@ pub trait Backend {
     fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError>;
     /// Copies `len` bytes from `ptr`.
     fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError>;
-    /// Runs `kernel` from the PTX module `ptx` and waits for it.
+    /// Launches `kernel` with `args` (in its ABI order).
     fn launch(
         &mut self,
-        ptx: &'static str,
-        kernel: &str,
+        kernel: &'static KernelInfo,
         shape: LaunchShape,
-        args: &[KernelArg],
-    ) -> Result<(), BackendError>;
-    /// Launches with a cluster of `cluster` CTAs along x (the kernel's `.reqnctapercluster`).
-    fn launch_cluster(
-        &mut self,
-        ptx: &'static str,
-        kernel: &str,
-        shape: LaunchShape,
-        cluster: u32,
         args: &[KernelArg],
     ) -> Result<(), BackendError>;
     /// Encodes a tensor map for this device (128 bytes, passed by value).
-    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<Vec<u8>, BackendError>;
-    /// Which generated kernel flavour this device runs (`sm100` or `sm90`).
-    fn kernel_tag(&self) -> &'static str;
+    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<[u8; 128], BackendError>;
+    /// Which flavour of the SIMT kernels this device runs.
+    fn simt_target(&self) -> SimtTarget;
+    /// Streaming multiprocessors (persistent grids are sized from it).
+    fn sm_count(&self) -> u32;
 
     /// Allocates and fills.
     fn upload_new(&mut self, bytes: &[u8]) -> Result<DevicePtr, BackendError> {

@@ -2,22 +2,41 @@
 
 use std::collections::HashMap;
 
+use moegen_dsl::abi::{KernelInfo, SimtTarget};
 use moegen_sim::{Arg, Device, LaunchConfig, Module, TensorMap, TmaDataType, launch, parse_module};
 
 use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec, TmaElement};
 
+/// SMs the simulated device reports unless told otherwise (a B200's count).
+pub const DEFAULT_SM_COUNT: u32 = 148;
+
 /// Runs kernels in moegen-sim.
-#[derive(Default)]
 pub struct SimBackend {
     device: Device,
     modules: HashMap<usize, Module>,
     replaced: HashMap<String, Module>,
-    hopper: bool,
+    target: SimtTarget,
+    sm_count: u32,
     seed: Option<u64>,
     /// Thread-instructions executed so far.
     pub thread_instructions: u64,
     /// Block-scaled MMA instructions executed so far.
     pub mma_instructions: u64,
+}
+
+impl Default for SimBackend {
+    fn default() -> Self {
+        Self {
+            device: Device::default(),
+            modules: HashMap::new(),
+            replaced: HashMap::new(),
+            target: SimtTarget::Sm100f,
+            sm_count: DEFAULT_SM_COUNT,
+            seed: None,
+            thread_instructions: 0,
+            mma_instructions: 0,
+        }
+    }
 }
 
 impl SimBackend {
@@ -33,7 +52,14 @@ impl SimBackend {
 
     /// A fresh simulated device running the sm_90a flavour, to compare with an H100/H200.
     pub fn hopper() -> Self {
-        Self { hopper: true, ..Self::default() }
+        Self { target: SimtTarget::Sm90a, ..Self::default() }
+    }
+
+    /// The same device reporting `sm_count` SMs (persistent grids are sized from it; fewer
+    /// SMs means fewer simulated CTAs, each looping over more work).
+    pub fn with_sm_count(mut self, sm_count: u32) -> Self {
+        self.sm_count = sm_count.max(1);
+        self
     }
 
     /// Runs `ptx` whenever `kernel` is launched, instead of the generated module: fault
@@ -68,17 +94,7 @@ impl Backend for SimBackend {
         })
     }
 
-    fn launch(
-        &mut self,
-        ptx: &'static str,
-        kernel: &str,
-        shape: LaunchShape,
-        args: &[KernelArg],
-    ) -> Result<(), BackendError> {
-        self.launch_cluster(ptx, kernel, shape, 1, args)
-    }
-
-    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<Vec<u8>, BackendError> {
+    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<[u8; 128], BackendError> {
         let map = TensorMap {
             dtype: match spec.element {
                 TmaElement::U8 => TmaDataType::U8,
@@ -91,43 +107,50 @@ impl Backend for SimBackend {
             box_dims: spec.box_dims.clone(),
             swizzle: spec.swizzle,
         };
-        map.encode().map(|b| b.to_vec()).map_err(BackendError::Usage)
+        map.encode().map_err(BackendError::Usage)
     }
 
-    fn launch_cluster(
+    fn launch(
         &mut self,
-        ptx: &'static str,
-        kernel: &str,
+        kernel: &'static KernelInfo,
         shape: LaunchShape,
-        cluster: u32,
         args: &[KernelArg],
     ) -> Result<(), BackendError> {
         // Modules are keyed by the address of their static text: parsed once.
-        let key = ptx.as_ptr() as usize;
+        let key = kernel.ptx.as_ptr() as usize;
         if let std::collections::hash_map::Entry::Vacant(slot) = self.modules.entry(key) {
-            slot.insert(parse_module(ptx).map_err(|e| BackendError::Sim(e.to_string()))?);
+            slot.insert(parse_module(kernel.ptx).map_err(|e| BackendError::Sim(e.to_string()))?);
         }
-        let module = self.replaced.get(kernel).unwrap_or(&self.modules[&key]);
+        let module = match self.replaced.get(kernel.name) {
+            Some(m) => m,
+            None => self
+                .modules
+                .get(&key)
+                .ok_or_else(|| BackendError::Sim(format!("{} was not parsed", kernel.name)))?,
+        };
         let args: Vec<Arg> = args
             .iter()
             .map(|a| match a {
                 KernelArg::U32(v) => Arg::U32(*v),
                 KernelArg::Ptr(p) => Arg::U64(p.0),
-                KernelArg::F32(v) => Arg::F32(*v),
-                KernelArg::Bytes(b) => Arg::Bytes(b.clone()),
+                KernelArg::TensorMap(b) => Arg::Bytes(b.to_vec()),
             })
             .collect();
         let mut cfg = LaunchConfig::new(shape.grid, shape.block, shape.dynamic_smem as usize);
-        cfg.cluster = cluster;
+        cfg.cluster = shape.cluster;
         cfg.seed = self.seed;
-        let stats = launch(&mut self.device, module, kernel, &cfg, &args)
+        let stats = launch(&mut self.device, module, kernel.name, &cfg, &args)
             .map_err(|e| BackendError::Sim(e.to_string()))?;
         self.thread_instructions += stats.thread_instructions;
         self.mma_instructions += stats.mma_instructions;
         Ok(())
     }
 
-    fn kernel_tag(&self) -> &'static str {
-        if self.hopper { "sm90" } else { "sm100" }
+    fn simt_target(&self) -> SimtTarget {
+        self.target
+    }
+
+    fn sm_count(&self) -> u32 {
+        self.sm_count
     }
 }

@@ -5,10 +5,10 @@ use moegen_dsl::epilogue_math::{round_to_bf16, swiglu_f32};
 use moegen_dsl::formats::{Scale128x4, pack_nibbles, quantize_nvfp4_block};
 
 use super::exact_dot::{DecodedRow, block_scaled_dot};
-use super::shape::{MoeShape, SWIGLU_INTERLEAVE};
 use super::weights::{Nvfp4Activations, PreparedWeights, validate_weights, w1_scale_layout};
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::SortOutputs;
+use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 
 /// GEMM1's output: NVFP4 `h` over permuted rows, the input of GEMM2.
 #[derive(Clone, Debug, PartialEq)]

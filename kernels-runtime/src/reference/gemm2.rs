@@ -6,10 +6,10 @@ use moegen_dsl::epilogue_math::round_to_bf16;
 
 use super::exact_dot::{DecodedRow, block_scaled_dot};
 use super::gemm1::{Gemm1Output, check_sort, decode_expert};
-use super::shape::MoeShape;
 use super::weights::{PreparedWeights, validate_weights, w2_scale_layout};
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::SortOutputs;
+use moegen_dsl::plan::MoeShape;
 
 /// Router output for a batch: `[tokens, top_k]` global expert ids and weights.
 #[derive(Clone, Debug, PartialEq)]

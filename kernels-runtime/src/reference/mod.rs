@@ -6,14 +6,13 @@ mod exact_dot;
 mod gemm1;
 mod gemm2;
 mod oracle;
-mod shape;
 mod weights;
 
 pub use exact_dot::{DecodedRow, MMA_K, block_scaled_dot, fixed_to_f32};
 pub use gemm1::{Gemm1Output, gemm1_reference};
 pub use gemm2::{Routing, finalize, gemm2_contributions};
+pub use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 pub use oracle::{oracle_moe, relative_l2_error};
-pub use shape::{MoeShape, SWIGLU_INTERLEAVE};
 pub use weights::{
     Nvfp4Activations, PreparedWeights, prepare_weights, quantize_activations, validate_weights,
     w1_scale_layout, w2_scale_layout,

@@ -1,8 +1,8 @@
 //! An unquantized f64 oracle of the MoE layer, to measure what NVFP4 costs in accuracy.
 
 use super::gemm2::Routing;
-use super::shape::MoeShape;
 use crate::error::{Result, RuntimeError, check_len};
+use moegen_dsl::plan::MoeShape;
 
 /// `out[t] = Σ_local routes w · down_e · (up_e·x ⊙ silu(gate_e·x))` in f64, from the
 /// unquantized weights `up`, `gate` `[L, I, H]`, `down` `[L, H, I]` and activations
@@ -30,15 +30,15 @@ pub fn oracle_moe<T: Copy + Into<f32>>(
         let xt = &x[t * h..(t + 1) * h];
         for s in 0..k {
             let e = routing.experts[t * k + s];
-            if e < 0 || e as usize >= shape.window.num_experts {
+            if e < 0 || e as usize >= shape.window.num_experts() {
                 return Err(RuntimeError::ExpertOutOfRange {
                     token: t,
                     slot: s,
                     expert: i64::from(e),
-                    experts: shape.window.num_experts,
+                    experts: shape.window.num_experts(),
                 });
             }
-            let Some(le) = (e as usize).checked_sub(shape.window.offset).filter(|&le| le < l)
+            let Some(le) = (e as usize).checked_sub(shape.window.offset()).filter(|&le| le < l)
             else {
                 continue;
             };

@@ -5,8 +5,8 @@ use moegen_dsl::formats::{
     Nvfp4Matrix, Scale128x4, block_amax, nvfp4_global_scale, quantize_nvfp4,
 };
 
-use super::shape::{MoeShape, SWIGLU_INTERLEAVE};
 use crate::error::{Result, RuntimeError, check_len};
+use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 
 /// NVFP4 activations `[tokens, hidden]` with linear per-token scales.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,7 +4,7 @@
 //! up without a cap (PR #3216: a cap at 8192 made N = 16384 reuse a tactic tuned at half
 //! its per-expert load).
 
-use crate::error::{Result, RuntimeError};
+use super::error::{PlanError, Result};
 
 /// The bucket after `b` in the unbounded scheme; `None` past u64.
 fn scheme_next(b: u64) -> Option<u64> {
@@ -36,7 +36,7 @@ impl TokenBuckets {
     /// Every scheme value below `max_tokens`, then `max_tokens` itself.
     pub fn new(max_tokens: u64) -> Result<Self> {
         if max_tokens == 0 {
-            return Err(RuntimeError::Zero { what: "maximum token count" });
+            return Err(PlanError::Zero { what: "maximum token count" });
         }
         let mut buckets = Vec::new();
         let mut b = 1;
@@ -65,10 +65,10 @@ impl TokenBuckets {
     /// maximum, the smallest value of the (unbounded) scheme ≥ `tokens`, never the maximum.
     pub fn bucket_for(&self, tokens: u64) -> Result<u64> {
         if tokens == 0 {
-            return Err(RuntimeError::Zero { what: "token count" });
+            return Err(PlanError::Zero { what: "token count" });
         }
         if tokens > self.max_tokens {
-            return scheme_ceil(tokens).ok_or(RuntimeError::Overflow { what: "token bucket" });
+            return scheme_ceil(tokens).ok_or(PlanError::Overflow { what: "token bucket" });
         }
         let i = self.buckets.partition_point(|&b| b < tokens);
         // tokens ≤ max_tokens = last bucket, so i is in range.

@@ -1,10 +1,11 @@
-//! max_tiles, workspace plans and token buckets.
+//! max_tiles, workspace plans, token buckets and expert windows.
 
 use moegen_dsl::TileSize;
-use moegen_runtime::RuntimeError;
-use moegen_runtime::buckets::TokenBuckets;
-use moegen_runtime::sizing::{max_permuted_rows, max_tiles};
-use moegen_runtime::workspace::{BUFFER_ALIGN, WorkspaceRequest, plan_workspace};
+use moegen_dsl::abi::Buffer;
+use moegen_dsl::plan::{
+    BUFFER_ALIGN, BufferPlan, PlanError, TokenBuckets, WorkspaceRequest, max_permuted_rows,
+    max_tiles, plan_workspace,
+};
 use proptest::prelude::*;
 
 #[test]
@@ -24,11 +25,11 @@ fn max_tiles_matches_the_corrected_upstream_figures() {
 fn max_tiles_rejects_zero_and_overflow() {
     assert_eq!(
         max_tiles(0, 4, 128),
-        Err(RuntimeError::Zero { what: "expanded rows (tokens × top_k)" })
+        Err(PlanError::Zero { what: "expanded rows (tokens × top_k)" })
     );
-    assert!(matches!(max_tiles(4, 0, 128), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(max_tiles(4, 4, 0), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(max_tiles(u64::MAX, 2, 256), Err(RuntimeError::Overflow { .. })));
+    assert!(matches!(max_tiles(4, 0, 128), Err(PlanError::Zero { .. })));
+    assert!(matches!(max_tiles(4, 4, 0), Err(PlanError::Zero { .. })));
+    assert!(matches!(max_tiles(u64::MAX, 2, 256), Err(PlanError::Overflow { .. })));
 }
 
 proptest! {
@@ -62,23 +63,32 @@ fn shared_workspace_serves_every_tile_size() {
         tile_sizes: TileSize::ALL.to_vec(),
     };
     let p = plan_workspace(&req).unwrap();
-    let get = |bufs: &[moegen_runtime::workspace::BufferPlan], name: &str| {
-        bufs.iter().find(|b| b.name == name).unwrap().elements
+    let get = |bufs: &[BufferPlan], buffer: Buffer| {
+        bufs.iter().find(|b| b.buffer == buffer).unwrap().elements
     };
-    assert_eq!(get(&p.shared, "tile_idx_to_expert_idx"), 1055, "tile arrays at T = 128");
-    assert_eq!(get(&p.shared, "permuted_idx_to_expanded_idx"), 543 * 256, "row arrays at T = 256");
-    assert_eq!(get(&p.shared, "expanded_idx_to_permuted_idx"), 131072);
-    assert_eq!(get(&p.shared, "gemm1_output"), 543 * 256 * 1024);
+    assert_eq!(get(&p.shared, Buffer::TileIdxToExpertIdx), 1055, "tile arrays at T = 128");
+    assert_eq!(
+        get(&p.shared, Buffer::PermutedIdxToExpandedIdx),
+        543 * 256,
+        "row arrays at T = 256"
+    );
+    assert_eq!(get(&p.shared, Buffer::ExpandedIdxToPermutedIdx), 131072);
+    assert_eq!(get(&p.shared, Buffer::Gemm1Output), 543 * 256 * 1024);
     for t in &p.per_tile {
         for b in &t.buffers {
-            assert!(get(&p.shared, b.name) >= b.elements, "{} at tile {}", b.name, t.tile_size);
+            assert!(
+                get(&p.shared, b.buffer) >= b.elements,
+                "{:?} at tile {}",
+                b.buffer,
+                t.tile_size
+            );
         }
         assert!(p.workspace_bytes >= t.workspace_bytes);
     }
     let mut end = 0;
     for b in &p.shared {
-        assert_eq!(b.offset % BUFFER_ALIGN, 0, "{} aligned", b.name);
-        assert!(b.offset >= end, "{} does not overlap its predecessor", b.name);
+        assert_eq!(b.offset % BUFFER_ALIGN, 0, "{:?} aligned", b.buffer);
+        assert!(b.offset >= end, "{:?} does not overlap its predecessor", b.buffer);
         end = b.offset + b.bytes;
     }
     assert_eq!(p.workspace_bytes, end);
@@ -101,14 +111,14 @@ fn workspace_rejects_bad_requests() {
         plan_workspace(&r)
     };
     assert!(with(&|_| {}).is_ok());
-    assert!(matches!(with(&|r| r.tokens = 0), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(with(&|r| r.top_k = 0), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(with(&|r| r.local_experts = 0), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(with(&|r| r.tile_sizes.clear()), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(with(&|r| r.intermediate = Some(100)), Err(RuntimeError::Alignment { .. })));
-    assert!(matches!(with(&|r| r.hidden = Some(0)), Err(RuntimeError::Zero { .. })));
-    assert!(matches!(with(&|r| r.tokens = 1 << 31), Err(RuntimeError::IndexTooLarge { .. })));
-    assert!(matches!(with(&|r| r.tokens = u64::MAX), Err(RuntimeError::Overflow { .. })));
+    assert!(matches!(with(&|r| r.tokens = 0), Err(PlanError::Zero { .. })));
+    assert!(matches!(with(&|r| r.top_k = 0), Err(PlanError::Zero { .. })));
+    assert!(matches!(with(&|r| r.local_experts = 0), Err(PlanError::Zero { .. })));
+    assert!(matches!(with(&|r| r.tile_sizes.clear()), Err(PlanError::Zero { .. })));
+    assert!(matches!(with(&|r| r.intermediate = Some(100)), Err(PlanError::Alignment { .. })));
+    assert!(matches!(with(&|r| r.hidden = Some(0)), Err(PlanError::Zero { .. })));
+    assert!(matches!(with(&|r| r.tokens = 1 << 31), Err(PlanError::IndexTooLarge { .. })));
+    assert!(matches!(with(&|r| r.tokens = u64::MAX), Err(PlanError::Overflow { .. })));
 }
 
 #[test]
@@ -135,7 +145,7 @@ fn mapping_above_the_maximum_is_not_capped() {
     assert_eq!(b.bucket_for(257).unwrap(), 512);
     assert_eq!(b.bucket_for(2049).unwrap(), 2560);
     assert!(b.bucket_for(0).is_err());
-    assert!(matches!(b.bucket_for(u64::MAX), Err(RuntimeError::Overflow { .. })));
+    assert!(matches!(b.bucket_for(u64::MAX), Err(PlanError::Overflow { .. })));
 }
 
 proptest! {
@@ -156,4 +166,33 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn expert_windows_stay_inside_the_expert_range() {
+    use moegen_dsl::plan::ExpertWindow;
+    let w = ExpertWindow::new(256, 32, 32, 8).unwrap();
+    assert_eq!((w.num_experts(), w.offset(), w.local(), w.top_k()), (256, 32, 32, 8));
+    assert_eq!(w.local_of(32), Some(0));
+    assert_eq!(w.local_of(63), Some(31));
+    assert_eq!(w.local_of(64), None);
+    assert_eq!(w.local_of(31), None);
+    assert_eq!(
+        ExpertWindow::new(8, 6, 4, 2),
+        Err(PlanError::LocalWindow { offset: 6, local: 4, experts: 8 })
+    );
+    assert_eq!(
+        ExpertWindow::new(8, usize::MAX, 4, 2).map(|_| ()),
+        Err(PlanError::LocalWindow { offset: usize::MAX as u64, local: 4, experts: 8 })
+    );
+    assert_eq!(
+        ExpertWindow::new(4, 0, 4, 5),
+        Err(PlanError::TopKTooLarge { top_k: 5, experts: 4 })
+    );
+    assert!(matches!(ExpertWindow::new(0, 0, 1, 1), Err(PlanError::Zero { what: "experts" })));
+    assert!(matches!(
+        ExpertWindow::new(4, 0, 0, 1),
+        Err(PlanError::Zero { what: "local experts" })
+    ));
+    assert!(matches!(ExpertWindow::new(4, 0, 4, 0), Err(PlanError::Zero { what: "top_k" })));
 }

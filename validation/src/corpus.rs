@@ -1,14 +1,22 @@
 //! Runs the differential corpus (`moegen_sm90_corpus_*`) on a backend and returns each case's
 //! output bytes, so a GPU and the simulator can be compared byte for byte.
 
-use crate::backend::{Backend, KernelArg, LaunchShape, TensorMapSpec, TmaElement};
-use crate::device_ops::DeviceOpError;
+use moegen_dsl::abi::{CorpusKernel, KernelId};
+use moegen_runtime::backend::{Backend, KernelArg, TensorMapSpec, TmaElement};
+use moegen_runtime::device_ops::{DeviceOpError, find_kernel, run};
+use moegen_runtime::launch::{Bindings, GridInputs};
 
 /// One case's name and output bytes.
 pub type CaseOutput = (String, Vec<u8>);
 
-fn kernel(name: &str) -> Result<&'static moegen_kernels::Kernel, DeviceOpError> {
-    moegen_kernels::kernel(name).ok_or_else(|| DeviceOpError::MissingKernel(name.to_owned()))
+/// Runs one corpus kernel (one cluster) with positional arguments, checked against its ABI.
+fn launch(
+    b: &mut dyn Backend,
+    which: CorpusKernel,
+    args: Vec<KernelArg>,
+) -> Result<(), DeviceOpError> {
+    let k = find_kernel(&KernelId::Corpus(which))?;
+    run(b, k, &Bindings::new().positional(args), &GridInputs::default())
 }
 
 /// Deterministic input bytes.
@@ -72,47 +80,32 @@ pub fn run_corpus_logged(
     let mut out = Vec::new();
     // ALU.
     log("corpus_alu");
-    let k = kernel("moegen_sm90_corpus_alu")?;
     let (a, bb, u) = alu_inputs();
     let pa = b.upload_new(&f32s(&a))?;
     let pb = b.upload_new(&f32s(&bb))?;
     let pu = b.upload_new(&u.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>())?;
     let po = b.alloc(64 * 64)?;
-    b.launch(
-        k.ptx,
-        k.name,
-        LaunchShape { grid: 1, block: 64, dynamic_smem: 0 },
-        &[KernelArg::Ptr(pa), KernelArg::Ptr(pb), KernelArg::Ptr(pu), KernelArg::Ptr(po)],
+    launch(
+        b,
+        CorpusKernel::Alu,
+        vec![KernelArg::Ptr(pa), KernelArg::Ptr(pb), KernelArg::Ptr(pu), KernelArg::Ptr(po)],
     )?;
     out.push(("corpus_alu".to_owned(), b.download(po, 64 * 64)?));
     // Warp data exchange and named barriers.
     log("corpus_warp");
-    let k = kernel("moegen_sm90_corpus_warp")?;
     let input: Vec<u8> = pattern(128 * 4, 3);
     let pi = b.upload_new(&input)?;
     let po = b.alloc(128 * 64)?;
-    b.launch(
-        k.ptx,
-        k.name,
-        LaunchShape { grid: 1, block: 128, dynamic_smem: 128 },
-        &[KernelArg::Ptr(pi), KernelArg::Ptr(po)],
-    )?;
+    launch(b, CorpusKernel::Warp, vec![KernelArg::Ptr(pi), KernelArg::Ptr(po)])?;
     out.push(("corpus_warp".to_owned(), b.download(po, 128 * 64)?));
     // cp.async pipeline.
     log("corpus_pipeline");
-    let k = kernel("moegen_sm90_corpus_pipeline")?;
     let src = b.upload_new(&pattern(8 * 512, 7))?;
     let po = b.alloc(64 * 4)?;
-    b.launch(
-        k.ptx,
-        k.name,
-        LaunchShape { grid: 1, block: 96, dynamic_smem: 2048 },
-        &[KernelArg::Ptr(src), KernelArg::Ptr(po)],
-    )?;
+    launch(b, CorpusKernel::Pipeline, vec![KernelArg::Ptr(src), KernelArg::Ptr(po)])?;
     out.push(("corpus_pipeline".to_owned(), b.download(po, 64 * 4)?));
     // TMA swizzles with out-of-bounds boxes, and a tile store.
     log("corpus_tma");
-    let k = kernel("moegen_sm90_corpus_tma")?;
     let (w, h) = (208u64, 40u64);
     let tensor = b.upload_new(&pattern((w * h) as usize, 11))?;
     for (c0, c1, s0, s1) in
@@ -128,7 +121,7 @@ pub fn run_corpus_logged(
                 box_dims: vec![16 << i, 8],
                 swizzle: if i == 0 { 0 } else { 16 << i },
             };
-            args.push(KernelArg::Bytes(b.encode_tensor_map(&spec)?));
+            args.push(KernelArg::TensorMap(Box::new(b.encode_tensor_map(&spec)?)));
         }
         let target = b.upload_new(&vec![0xA5u8; (w * h) as usize])?;
         let spec = TensorMapSpec {
@@ -139,7 +132,7 @@ pub fn run_corpus_logged(
             box_dims: vec![128, 8],
             swizzle: 128,
         };
-        args.push(KernelArg::Bytes(b.encode_tensor_map(&spec)?));
+        args.push(KernelArg::TensorMap(Box::new(b.encode_tensor_map(&spec)?)));
         let po = b.alloc(4096)?;
         args.extend([
             KernelArg::U32(c0 as u32),
@@ -148,7 +141,7 @@ pub fn run_corpus_logged(
             KernelArg::U32(s1),
             KernelArg::Ptr(po),
         ]);
-        b.launch(k.ptx, k.name, LaunchShape { grid: 1, block: 32, dynamic_smem: 5120 }, &args)?;
+        launch(b, CorpusKernel::Tma, args)?;
         // Only the box bytes: the rest of each 1 KiB region is uninitialized shared memory.
         let dump = b.download(po, 4096)?;
         let boxes: Vec<u8> =
@@ -161,7 +154,6 @@ pub fn run_corpus_logged(
     }
     // Cluster multicast, remote arrive, bulk reduce-add, red/atom.
     log("corpus_cluster");
-    let k = kernel("moegen_sm90_corpus_cluster")?;
     // bf16 values of moderate size so the two reduce-adds round.
     let src: Vec<u8> = (0..512u32)
         .flat_map(|i| half_bits(((i % 37) as f32 - 18.0) * 0.173).to_le_bytes())
@@ -180,19 +172,13 @@ pub fn run_corpus_logged(
         box_dims: vec![256, 2],
         swizzle: 0,
     };
-    let args = [
-        KernelArg::Bytes(b.encode_tensor_map(&spec)?),
+    let args = vec![
+        KernelArg::TensorMap(Box::new(b.encode_tensor_map(&spec)?)),
         KernelArg::Ptr(po),
         KernelArg::Ptr(counters),
         KernelArg::Ptr(copies),
     ];
-    b.launch_cluster(
-        k.ptx,
-        k.name,
-        LaunchShape { grid: 2, block: 32, dynamic_smem: 2048 },
-        2,
-        &args,
-    )?;
+    launch(b, CorpusKernel::Cluster, args)?;
     out.push(("corpus_cluster output".to_owned(), b.download(po, 1024)?));
     out.push(("corpus_cluster counters".to_owned(), b.download(counters, 8)?));
     out.push(("corpus_cluster bulk copies".to_owned(), b.download(copies, 2048)?));

@@ -4,11 +4,11 @@
 //! largest padded row count (largest T), so no tactic is favoured by its allocation during
 //! tuning (FlashInfer PR #3252).
 
-use moegen_dsl::TileSize;
-use moegen_dsl::formats::Scale128x4;
-
-use crate::error::{Result, RuntimeError};
-use crate::sizing::{expanded_rows, max_permuted_rows, max_tiles};
+use super::error::{PlanError, Result};
+use super::sizing::{expanded_rows, max_permuted_rows, max_tiles};
+use crate::abi::Buffer;
+use crate::formats::Scale128x4;
+use crate::tactic::TileSize;
 
 /// Alignment of every buffer's offset (TMA needs 16 B; 256 B keeps rows of different
 /// buffers off shared cache lines and matches allocator granularity).
@@ -34,8 +34,9 @@ pub struct WorkspaceRequest {
 /// One buffer of a plan.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct BufferPlan {
-    /// Kernel-facing name.
-    pub name: &'static str,
+    /// Which buffer (its kernel-facing name is `buffer.name()`).
+    #[serde(rename = "name")]
+    pub buffer: Buffer,
     /// Element type as the kernels see it.
     pub dtype: &'static str,
     /// Element count.
@@ -86,35 +87,35 @@ struct Sizes {
 
 fn check_i32(what: &'static str, value: u64) -> Result<()> {
     if value > i32::MAX as u64 {
-        return Err(RuntimeError::IndexTooLarge { what, value });
+        return Err(PlanError::IndexTooLarge { what, value });
     }
     Ok(())
 }
 
 fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
-    let mut specs: Vec<(&'static str, &'static str, u64, u64)> = vec![
-        ("tile_idx_to_expert_idx", "i32", s.tiles, 4),
-        ("tile_idx_to_mn_limit", "i32", s.tiles, 4),
-        ("expanded_idx_to_permuted_idx", "i32", s.expanded, 4),
-        ("permuted_idx_to_expanded_idx", "i32", s.rows, 4),
-        ("num_non_exiting_tiles", "i32", 1, 4),
-        ("total_num_padded_tokens", "i32", 1, 4),
+    let mut specs: Vec<(Buffer, &'static str, u64, u64)> = vec![
+        (Buffer::TileIdxToExpertIdx, "i32", s.tiles, 4),
+        (Buffer::TileIdxToMnLimit, "i32", s.tiles, 4),
+        (Buffer::ExpandedIdxToPermutedIdx, "i32", s.expanded, 4),
+        (Buffer::PermutedIdxToExpandedIdx, "i32", s.rows, 4),
+        (Buffer::NumNonExitingTiles, "i32", 1, 4),
+        (Buffer::TotalNumPaddedTokens, "i32", 1, 4),
     ];
     if let Some(i) = s.intermediate {
-        let overflow = RuntimeError::Overflow { what: "GEMM1 output size" };
+        let overflow = PlanError::Overflow { what: "GEMM1 output size" };
         let packed = s.rows.checked_mul(i / 2).ok_or(overflow.clone())?;
         let rows = usize::try_from(s.rows).map_err(|_| overflow.clone())?;
         let cols = usize::try_from(i / 16).map_err(|_| overflow.clone())?;
-        let scales = Scale128x4::new(rows, cols)?.bytes() as u64;
-        specs.push(("gemm1_output", "e2m1x2", packed, 1));
-        specs.push(("gemm1_output_scales", "ue4m3 (128x4)", scales, 1));
+        let scales = Scale128x4::new(rows, cols).map_err(|_| overflow.clone())?.bytes() as u64;
+        specs.push((Buffer::Gemm1Output, "e2m1x2", packed, 1));
+        specs.push((Buffer::Gemm1OutputScales, "ue4m3 (128x4)", scales, 1));
     }
     let mut out = Vec::with_capacity(specs.len());
     let mut offset = 0u64;
-    let overflow = RuntimeError::Overflow { what: "workspace size" };
-    for (name, dtype, elements, size) in specs {
+    let overflow = PlanError::Overflow { what: "workspace size" };
+    for (buffer, dtype, elements, size) in specs {
         let bytes = elements.checked_mul(size).ok_or(overflow.clone())?;
-        out.push(BufferPlan { name, dtype, elements, bytes, offset });
+        out.push(BufferPlan { buffer, dtype, elements, bytes, offset });
         offset = offset
             .checked_add(bytes)
             .and_then(|e| e.checked_next_multiple_of(BUFFER_ALIGN))
@@ -132,17 +133,18 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
     let expanded = expanded_rows(req.tokens, req.top_k)?;
     check_i32("tokens × top_k", expanded)?;
     if req.tile_sizes.is_empty() {
-        return Err(RuntimeError::Zero { what: "tile size count" });
+        return Err(PlanError::Zero { what: "tile size count" });
     }
     if let Some(i) = req.intermediate {
         if i == 0 {
-            return Err(RuntimeError::Zero { what: "intermediate size" });
+            return Err(PlanError::Zero { what: "intermediate size" });
         }
         if !i.is_multiple_of(64) {
-            return Err(RuntimeError::Alignment {
+            return Err(PlanError::Alignment {
                 what: "intermediate size",
-                value: i as usize,
+                value: i,
                 multiple: 64,
+                why: " (W1's up/gate interleave)",
             });
         }
     }
@@ -178,12 +180,12 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
     let shared = buffers(&shared_sizes)?;
     let deterministic_scratch_bytes = match req.hidden {
         None => None,
-        Some(0) => return Err(RuntimeError::Zero { what: "hidden size" }),
+        Some(0) => return Err(PlanError::Zero { what: "hidden size" }),
         Some(h) => Some(
             expanded
                 .checked_mul(h)
                 .and_then(|v| v.checked_mul(2))
-                .ok_or(RuntimeError::Overflow { what: "deterministic scratch size" })?,
+                .ok_or(PlanError::Overflow { what: "deterministic scratch size" })?,
         ),
     };
     Ok(WorkspacePlan {

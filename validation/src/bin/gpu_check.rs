@@ -1,11 +1,12 @@
 //! `gpu-check`: runs moegen's SIMT kernels (routing sort, NVFP4 quantization, deterministic
 //! finalize) on a CUDA GPU and on the simulator, and compares both with the CPU reference
 //! byte for byte. Prints a table and writes JSON. Runs on any CUDA machine with a driver;
-//! build with `cargo build --release -p moegen-runtime --features cuda --bin gpu-check`.
+//! build with `cargo build --release -p moegen-validation --bin gpu-check`.
 
 use std::process::ExitCode;
 
 use half::bf16;
+use moegen_dsl::abi::{CorpusKernel, KernelId, KernelInfo, SimtTarget};
 use moegen_dsl::{FinalizeMode, TileSize};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::cuda::CudaBackend;
@@ -35,7 +36,10 @@ struct Row {
 
 /// A simulator running the same kernel flavour as the GPU.
 fn sim_like(gpu: &CudaBackend) -> SimBackend {
-    if gpu.kernel_tag() == "sm90" { SimBackend::hopper() } else { SimBackend::new() }
+    match gpu.simt_target() {
+        SimtTarget::Sm90a => SimBackend::hopper(),
+        SimtTarget::Sm100f => SimBackend::new(),
+    }
 }
 
 /// A routing case: tokens, top_k, experts, local offset, local count, tile.
@@ -142,7 +146,7 @@ fn finalize_case(
 /// tile store, 2 also with only the unswizzled load) and reports whether it ran.
 fn tma_variant(gpu: &mut CudaBackend, v: u32, c0: i32, c1: i32) -> ExitCode {
     use moegen_runtime::backend::{KernelArg, LaunchShape, TensorMapSpec, TmaElement};
-    let Some(k) = moegen_kernels::kernel("moegen_sm90_corpus_tma") else {
+    let Some(k) = moegen_kernels::find(&KernelId::Corpus(CorpusKernel::Tma)) else {
         return ExitCode::from(1);
     };
     let mut text: Vec<String> = k.ptx.lines().map(str::to_owned).collect();
@@ -163,6 +167,8 @@ fn tma_variant(gpu: &mut CudaBackend, v: u32, c0: i32, c1: i32) -> ExitCode {
         }
     }
     let ptx: &'static str = Box::leak(text.join("\n").into_boxed_str());
+    // A diagnostic process runs one variant and exits: leaking it is the simple lifetime.
+    let patched: &'static KernelInfo = Box::leak(Box::new(KernelInfo { ptx, ..*k }));
     let mut run = || -> Result<(), String> {
         let tensor = gpu.upload_new(&vec![7u8; 208 * 40]).map_err(|e| e.to_string())?;
         let mut args = Vec::new();
@@ -177,7 +183,8 @@ fn tma_variant(gpu: &mut CudaBackend, v: u32, c0: i32, c1: i32) -> ExitCode {
                 box_dims: vec![bx, 8],
                 swizzle: sw,
             };
-            args.push(KernelArg::Bytes(gpu.encode_tensor_map(&spec).map_err(|e| e.to_string())?));
+            let map = gpu.encode_tensor_map(&spec).map_err(|e| e.to_string())?;
+            args.push(KernelArg::TensorMap(Box::new(map)));
         }
         let po = gpu.alloc(4096).map_err(|e| e.to_string())?;
         args.extend([
@@ -187,8 +194,8 @@ fn tma_variant(gpu: &mut CudaBackend, v: u32, c0: i32, c1: i32) -> ExitCode {
             KernelArg::U32(c1.max(0) as u32),
             KernelArg::Ptr(po),
         ]);
-        gpu.launch(ptx, k.name, LaunchShape { grid: 1, block: 32, dynamic_smem: 5120 }, &args)
-            .map_err(|e| e.to_string())
+        let shape = LaunchShape { grid: 1, block: 32, cluster: 1, dynamic_smem: 5120 };
+        gpu.launch(patched, shape, &args).map_err(|e| e.to_string())
     };
     match run() {
         Ok(()) => {
@@ -239,7 +246,7 @@ fn main() -> ExitCode {
         gpu.name,
         gpu.compute_capability.0,
         gpu.compute_capability.1,
-        gpu.kernel_tag()
+        gpu.simt_target()
     );
     let mut rows = Vec::new();
     let cases: Vec<Case> = vec![
@@ -268,10 +275,10 @@ fn main() -> ExitCode {
         }
     }
     // The differential corpus: the same sm_90a PTX on the GPU and in the simulator.
-    let corpus_gpu = moegen_runtime::corpus::run_corpus_logged(&mut gpu, &mut |k| {
+    let corpus_gpu = moegen_validation::corpus::run_corpus_logged(&mut gpu, &mut |k| {
         eprintln!("running {k} on the GPU")
     });
-    let corpus_sim = moegen_runtime::corpus::run_corpus(&mut sim_like(&gpu));
+    let corpus_sim = moegen_validation::corpus::run_corpus(&mut sim_like(&gpu));
     match (corpus_gpu, corpus_sim) {
         (Ok(g), Ok(s)) => {
             // Every differing byte (first 64 per case), for diagnosis.
@@ -307,7 +314,7 @@ fn main() -> ExitCode {
     }
     println!("{:<52} {:>12} {:>12}", "case", "GPU = CPU", "sim = CPU");
     println!("(corpus rows: GPU = simulator, byte for byte)");
-    println!("(the simulator runs the same {} PTX as the GPU)", gpu.kernel_tag());
+    println!("(the simulator runs the same {} PTX as the GPU)", gpu.simt_target());
     for r in &rows {
         let sim = r
             .sim_equal

@@ -1,7 +1,7 @@
 //! `sim-bench`: how fast moegen-sim runs the generated kernels. Runs the whole layer (routing
 //! sort, GEMM1, GEMM2) for a few tactics, prints simulated thread-instructions and MMAs per
 //! second, and writes JSON. Build in release:
-//! `cargo run --release -p moegen-runtime --bin sim-bench -- [--json PATH]`.
+//! `cargo run --release -p moegen-validation --bin sim-bench -- [--json PATH]`.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -9,11 +9,11 @@ use std::time::Instant;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
 use moegen_dsl::nvfp4_tactics;
 use moegen_runtime::backend::sim::SimBackend;
-use moegen_runtime::device_layer::{LayerInputs, device_moe_layer};
 use moegen_runtime::reference::{
     MoeShape, ReferenceOptions, Routing, prepare_weights, quantize_activations,
 };
 use moegen_runtime::routing::ExpertWindow;
+use moegen_validation::device_layer::{LayerInputs, device_moe_layer};
 
 fn main() -> ExitCode {
     let json_path = std::env::args()

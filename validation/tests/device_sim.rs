@@ -10,6 +10,7 @@ use moegen_runtime::device_ops::{
 use moegen_runtime::reference::{finalize, quantize_activations};
 use moegen_runtime::routing::{ExpertWindow, moe_sort};
 
+#[path = "../../kernels-runtime/tests/common/mod.rs"]
 mod common;
 use common::Rng;
 
@@ -178,7 +179,7 @@ fn hopper_flavour_matches_too() {
 #[test]
 fn differential_corpus_runs_in_the_simulator_with_known_answers() {
     let mut sim = SimBackend::hopper();
-    let cases = moegen_runtime::corpus::run_corpus(&mut sim).unwrap();
+    let cases = moegen_validation::corpus::run_corpus(&mut sim).unwrap();
     assert_eq!(cases.len(), 3 + 8 + 3);
     let get = |name: &str| &cases.iter().find(|(n, _)| n == name).unwrap().1;
     // Pipeline: consumer c reads bytes 8c..8c+8 of every chunk; odd source lanes copied only

@@ -1,0 +1,177 @@
+//! Launch facts: threads, cluster, shared memory, TMEM and how the grid is sized. Codegen
+//! writes them into the kernel's directives and the manifest; the runtime launches with them.
+
+use super::identity::{CorpusKernel, GemmKey, KernelId, SimtFamily};
+use super::roles::gemm_roles;
+use crate::kernel_desc::DescError;
+
+/// Threads per block of the routing sort's histogram and scatter passes.
+pub const SORT_THREADS: u32 = 256;
+/// Routes each histogram/scatter block handles.
+pub const ROUTES_PER_BLOCK: u32 = 1024;
+/// Threads of the routing sort's one-block offsets pass.
+pub const SORT_OFFSET_THREADS: u32 = 256;
+/// Threads per block of the activation quantizer.
+pub const QUANTIZE_THREADS: u32 = 256;
+/// NVFP4 values one quantizer thread handles (one scale block).
+pub const QUANTIZE_VALUES_PER_THREAD: u32 = 16;
+/// Threads per block of the deterministic finalize.
+pub const FINALIZE_THREADS: u32 = 256;
+/// bf16 columns one finalize thread handles.
+pub const FINALIZE_COLUMNS_PER_THREAD: u32 = 2;
+/// Most blocks a grid-stride kernel is launched with.
+pub const GRID_STRIDE_MAX_BLOCKS: u32 = 4096;
+
+/// Dynamic shared memory: `fixed + per_local_expert · L` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct SmemRule {
+    /// Constant part.
+    pub fixed: u32,
+    /// Bytes per local expert.
+    pub per_local_expert: u32,
+}
+
+impl SmemRule {
+    /// Bytes for `local_experts` experts, or `None` on overflow.
+    pub fn bytes(&self, local_experts: usize) -> Option<u32> {
+        let l = u32::try_from(local_experts).ok()?;
+        self.per_local_expert.checked_mul(l)?.checked_add(self.fixed)
+    }
+}
+
+/// How a kernel's grid is sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum GridRule {
+    /// Persistent: any positive multiple of the cluster size, up to one CTA per work unit;
+    /// typically one CTA per SM. Work units: [`persistent_units`].
+    Persistent,
+    /// `ceil(routes / per_block)` blocks.
+    PerRoutes {
+        /// Routes per block.
+        per_block: u32,
+    },
+    /// Exactly one block.
+    Single,
+    /// Grid-stride over `tokens · hidden / values_per_thread` items, one per thread, at most
+    /// `max_blocks` blocks.
+    GridStride {
+        /// Values each thread handles.
+        values_per_thread: u32,
+        /// Block cap.
+        max_blocks: u32,
+    },
+    /// One cluster (validation kernels).
+    OneCluster,
+}
+
+/// Everything needed to launch a kernel besides its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct LaunchFacts {
+    /// Threads per CTA (`.reqntid`).
+    pub threads: u32,
+    /// CTAs per cluster along x (`.reqnctapercluster`; 1 without clusters).
+    pub cluster: u32,
+    /// Dynamic shared memory.
+    pub smem: SmemRule,
+    /// TMEM columns allocated (0 when none).
+    pub tmem_columns: u32,
+    /// Grid sizing.
+    pub grid: GridRule,
+}
+
+fn simt(threads: u32, fixed: u32, per_local_expert: u32, grid: GridRule) -> LaunchFacts {
+    LaunchFacts {
+        threads,
+        cluster: 1,
+        smem: SmemRule { fixed, per_local_expert },
+        tmem_columns: 0,
+        grid,
+    }
+}
+
+/// Launch facts of a GEMM kernel, from its resource budget and warp roles.
+pub fn gemm_launch_facts(key: &GemmKey) -> Result<LaunchFacts, DescError> {
+    let desc = key.desc()?;
+    let budget = desc.budget();
+    Ok(LaunchFacts {
+        threads: gemm_roles(key).warps * 32,
+        cluster: key.cluster_ctas(),
+        smem: SmemRule { fixed: budget.smem_bytes, per_local_expert: 0 },
+        tmem_columns: budget.tmem_alloc_columns,
+        grid: GridRule::Persistent,
+    })
+}
+
+/// Launch facts of any kernel.
+pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
+    Ok(match id {
+        KernelId::Gemm(k) => gemm_launch_facts(k)?,
+        KernelId::Simt { family, .. } => match family {
+            SimtFamily::MoeSortHistogram => {
+                simt(SORT_THREADS, 0, 4, GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK })
+            }
+            SimtFamily::MoeSortOffsets => simt(SORT_OFFSET_THREADS, 4, 8, GridRule::Single),
+            SimtFamily::MoeSortScatter => simt(
+                SORT_THREADS,
+                4 * ROUTES_PER_BLOCK,
+                0,
+                GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK },
+            ),
+            SimtFamily::QuantizeNvfp4 => simt(
+                QUANTIZE_THREADS,
+                0,
+                0,
+                GridRule::GridStride {
+                    values_per_thread: QUANTIZE_VALUES_PER_THREAD,
+                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
+                },
+            ),
+            SimtFamily::FinalizeReduce => simt(
+                FINALIZE_THREADS,
+                0,
+                0,
+                GridRule::GridStride {
+                    values_per_thread: FINALIZE_COLUMNS_PER_THREAD,
+                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
+                },
+            ),
+        },
+        KernelId::Corpus(c) => {
+            let (threads, cluster, smem) = match c {
+                CorpusKernel::Alu => (64, 1, 0),
+                CorpusKernel::Pipeline => (96, 1, 2048),
+                CorpusKernel::Tma => (32, 1, 5120),
+                CorpusKernel::Cluster => (32, 2, 2048),
+                CorpusKernel::Warp => (128, 1, 128),
+            };
+            LaunchFacts {
+                threads,
+                cluster,
+                smem: SmemRule { fixed: smem, per_local_expert: 0 },
+                tmem_columns: 0,
+                grid: GridRule::OneCluster,
+            }
+        }
+    })
+}
+
+/// Work units of a persistent GEMM: routing tiles × cluster-wide N blocks, where the N
+/// dimension is 2I for GEMM1 and H for GEMM2. `None` when the N tiles do not divide into
+/// clusters (the tactic does not apply) or on overflow.
+pub fn persistent_units(
+    key: &GemmKey,
+    max_tiles: u64,
+    hidden: u64,
+    intermediate: u64,
+) -> Option<u64> {
+    let n_dim = match key.gemm {
+        crate::tactic::GemmKind::Gemm1 => intermediate.checked_mul(2)?,
+        crate::tactic::GemmKind::Gemm2 => hidden,
+    };
+    let n_tiles = n_dim.div_ceil(u64::from(key.mma_n));
+    let cn = u64::from(key.cluster_n);
+    if n_tiles == 0 || !n_tiles.is_multiple_of(cn) {
+        return None;
+    }
+    max_tiles.checked_mul(n_tiles / cn)
+}

@@ -1,0 +1,61 @@
+//! The kernel ABI: the one description of every kernel interface, used by codegen to emit
+//! kernels and by the runtime to launch them.
+//!
+//! - [`identity`]: what a kernel is and its entry name.
+//! - [`param`] and [`signature`]: each kernel's parameters, by meaning.
+//! - [`tensor_map`]: tensor-map layouts as functions of the problem.
+//! - [`launch`]: threads, clusters, shared memory, TMEM, grid rules.
+//! - [`roles`]: the GEMM kernels' warp roles.
+//! - [`info`]: [`KernelInfo`], the typed record a generated kernel set exports.
+
+pub mod identity;
+pub mod info;
+pub mod launch;
+pub mod param;
+pub mod roles;
+pub mod signature;
+pub mod tensor_map;
+
+pub use identity::{CorpusKernel, GemmKey, KernelId, SimtFamily, SimtTarget, WeightFormat};
+pub use info::KernelInfo;
+pub use launch::{GridRule, LaunchFacts, SmemRule, launch_facts, persistent_units};
+pub use param::{Buffer, Param, ParamKind, ParamType, Scalar, TensorMap};
+pub use roles::{GemmRoles, gemm_roles};
+pub use tensor_map::{MapDims, TensorMapLayout, TmaElement};
+
+use crate::kernel_desc::FinalizeMode;
+use crate::tactic::GemmKind;
+
+/// The parameter list of a kernel, with the path of the constant that holds it (generated
+/// code names the constant instead of copying the list).
+pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
+    use signature as s;
+    match id {
+        KernelId::Gemm(k) => match (k.gemm, k.finalize) {
+            (GemmKind::Gemm1, _) => ("GEMM1", s::GEMM1),
+            (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd) => ("GEMM2", s::GEMM2),
+            (GemmKind::Gemm2, FinalizeMode::Deterministic) => {
+                ("GEMM2_DETERMINISTIC", s::GEMM2_DETERMINISTIC)
+            }
+        },
+        KernelId::Simt { family, .. } => match family {
+            SimtFamily::MoeSortHistogram => ("MOE_SORT_HISTOGRAM", s::MOE_SORT_HISTOGRAM),
+            SimtFamily::MoeSortOffsets => ("MOE_SORT_OFFSETS", s::MOE_SORT_OFFSETS),
+            SimtFamily::MoeSortScatter => ("MOE_SORT_SCATTER", s::MOE_SORT_SCATTER),
+            SimtFamily::QuantizeNvfp4 => ("QUANTIZE_NVFP4", s::QUANTIZE_NVFP4),
+            SimtFamily::FinalizeReduce => ("FINALIZE_REDUCE", s::FINALIZE_REDUCE),
+        },
+        KernelId::Corpus(c) => match c {
+            CorpusKernel::Alu => ("CORPUS_ALU", s::CORPUS_ALU),
+            CorpusKernel::Pipeline => ("CORPUS_PIPELINE", s::CORPUS_PIPELINE),
+            CorpusKernel::Tma => ("CORPUS_TMA", s::CORPUS_TMA),
+            CorpusKernel::Cluster => ("CORPUS_CLUSTER", s::CORPUS_CLUSTER),
+            CorpusKernel::Warp => ("CORPUS_WARP", s::CORPUS_WARP),
+        },
+    }
+}
+
+/// The parameters of a kernel.
+pub fn params(id: &KernelId) -> &'static [Param] {
+    signature(id).1
+}

@@ -1,0 +1,279 @@
+//! Kernel parameters as meaning, not just type: each parameter names the scalar, buffer or
+//! tensor map it carries, so the runtime binds arguments from the same description codegen
+//! declared them from.
+
+/// PTX type of a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ParamType {
+    /// `.u32`.
+    U32,
+    /// `.u64` (a device pointer).
+    U64,
+    /// A 128-byte CUtensorMap passed by value (`.align 64 .b8 name[128]`).
+    TensorMap,
+}
+
+impl ParamType {
+    /// Bytes the argument occupies.
+    pub const fn size(self) -> usize {
+        match self {
+            ParamType::U32 => 4,
+            ParamType::U64 => 8,
+            ParamType::TensorMap => 128,
+        }
+    }
+    /// Alignment of the argument.
+    pub const fn align(self) -> usize {
+        match self {
+            ParamType::U32 => 4,
+            ParamType::U64 => 8,
+            ParamType::TensorMap => 64,
+        }
+    }
+    /// The `.param` declaration of a parameter called `name`.
+    pub fn decl(self, name: &str) -> String {
+        match self {
+            ParamType::U32 => format!(".u32 {name}"),
+            ParamType::U64 => format!(".u64 {name}"),
+            ParamType::TensorMap => format!(".align 64 .b8 {name}[128]"),
+        }
+    }
+}
+
+/// A 32-bit value derived from the problem (`.u32`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Scalar {
+    /// Tokens in this launch.
+    Tokens,
+    /// Routes: tokens · top_k.
+    NumRoutes,
+    /// Experts in the model.
+    NumExperts,
+    /// First local expert.
+    LocalOffset,
+    /// Local experts L.
+    LocalExperts,
+    /// Routes per token.
+    TopK,
+    /// Hidden size H.
+    Hidden,
+    /// Intermediate size I.
+    Intermediate,
+    /// Routing tile rows T.
+    TileSize,
+    /// Length of the tile arrays (the workspace's, at least `max_tiles` of this launch).
+    MaxTiles,
+    /// Length of the permuted row arrays (`max_tiles · T` or more).
+    MaxPermutedRows,
+    /// Histogram blocks of the routing sort: ceil(routes / ROUTES_PER_BLOCK).
+    SortBlocks,
+}
+
+/// A device buffer; the workspace plan and the layer's tensors are named by these.
+/// Serialized as its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Buffer {
+    /// i32 [tokens·top_k] global expert ids (router output).
+    RoutedExperts,
+    /// f32 [tokens, top_k] router weights.
+    RouterWeights,
+    /// i32 [sort blocks · L] scratch of the routing sort: counts, then bases.
+    SortBlockCounts,
+    /// u32 [1] error flags raised by device-side checks.
+    ErrorFlags,
+    /// i32 [max_tiles] local expert of each routing tile.
+    TileIdxToExpertIdx,
+    /// i32 [max_tiles] exclusive end of each tile's valid rows.
+    TileIdxToMnLimit,
+    /// i32 [tokens·top_k] permuted row of each route, −1 if not local.
+    ExpandedIdxToPermutedIdx,
+    /// i32 [max permuted rows] route of each valid row.
+    PermutedIdxToExpandedIdx,
+    /// i32 [1] live routing tiles.
+    NumNonExitingTiles,
+    /// i32 [1] live tiles · T.
+    TotalNumPaddedTokens,
+    /// bf16 [tokens, H] activations before quantization.
+    ActivationsBf16,
+    /// f32 [1] global scale the activations are quantized with.
+    ActivationGlobalScale,
+    /// e2m1x2 [tokens, H/2] NVFP4 activations.
+    Activations,
+    /// ue4m3 [tokens, H/16] activation scales, linear.
+    ActivationScales,
+    /// e2m1x2 [L, 2I, H/2] W1 (up/gate interleaved in blocks of 64).
+    W1,
+    /// W1's scales: L × 128x4 blocks of [2I, H/16].
+    W1Scales,
+    /// f32 [L] α1.
+    Alpha1,
+    /// f32 [1] `fc2_input_scale`: GEMM1 requantizes its output with it.
+    Fc2InputScale,
+    /// e2m1x2 [max permuted rows, I/2] GEMM1's output h.
+    Gemm1Output,
+    /// h's scales: 128x4 layout of [max permuted rows, I/16].
+    Gemm1OutputScales,
+    /// e2m1x2 [L, H, I/2] W2.
+    W2,
+    /// W2's scales: L × 128x4 blocks of [H, I/16].
+    W2Scales,
+    /// f32 [L] α2.
+    Alpha2,
+    /// bf16 [tokens, H] the layer's output.
+    Output,
+    /// bf16 [tokens·top_k, H] per-route rows of the deterministic finalize.
+    FinalizeScratch,
+}
+
+impl Scalar {
+    /// Every scalar.
+    pub const ALL: [Scalar; 12] = [
+        Scalar::Tokens,
+        Scalar::NumRoutes,
+        Scalar::NumExperts,
+        Scalar::LocalOffset,
+        Scalar::LocalExperts,
+        Scalar::TopK,
+        Scalar::Hidden,
+        Scalar::Intermediate,
+        Scalar::TileSize,
+        Scalar::MaxTiles,
+        Scalar::MaxPermutedRows,
+        Scalar::SortBlocks,
+    ];
+}
+
+impl Buffer {
+    /// Every buffer.
+    pub const ALL: [Buffer; 25] = [
+        Buffer::RoutedExperts,
+        Buffer::RouterWeights,
+        Buffer::SortBlockCounts,
+        Buffer::ErrorFlags,
+        Buffer::TileIdxToExpertIdx,
+        Buffer::TileIdxToMnLimit,
+        Buffer::ExpandedIdxToPermutedIdx,
+        Buffer::PermutedIdxToExpandedIdx,
+        Buffer::NumNonExitingTiles,
+        Buffer::TotalNumPaddedTokens,
+        Buffer::ActivationsBf16,
+        Buffer::ActivationGlobalScale,
+        Buffer::Activations,
+        Buffer::ActivationScales,
+        Buffer::W1,
+        Buffer::W1Scales,
+        Buffer::Alpha1,
+        Buffer::Fc2InputScale,
+        Buffer::Gemm1Output,
+        Buffer::Gemm1OutputScales,
+        Buffer::W2,
+        Buffer::W2Scales,
+        Buffer::Alpha2,
+        Buffer::Output,
+        Buffer::FinalizeScratch,
+    ];
+
+    /// The name the workspace plan and the manifest use.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Buffer::RoutedExperts => "routed_experts",
+            Buffer::RouterWeights => "router_weights",
+            Buffer::SortBlockCounts => "sort_block_counts",
+            Buffer::ErrorFlags => "error_flags",
+            Buffer::TileIdxToExpertIdx => "tile_idx_to_expert_idx",
+            Buffer::TileIdxToMnLimit => "tile_idx_to_mn_limit",
+            Buffer::ExpandedIdxToPermutedIdx => "expanded_idx_to_permuted_idx",
+            Buffer::PermutedIdxToExpandedIdx => "permuted_idx_to_expanded_idx",
+            Buffer::NumNonExitingTiles => "num_non_exiting_tiles",
+            Buffer::TotalNumPaddedTokens => "total_num_padded_tokens",
+            Buffer::ActivationsBf16 => "activations_bf16",
+            Buffer::ActivationGlobalScale => "activation_global_scale",
+            Buffer::Activations => "activations",
+            Buffer::ActivationScales => "activation_scales",
+            Buffer::W1 => "w1",
+            Buffer::W1Scales => "w1_scales",
+            Buffer::Alpha1 => "alpha1",
+            Buffer::Fc2InputScale => "fc2_input_scale",
+            Buffer::Gemm1Output => "gemm1_output",
+            Buffer::Gemm1OutputScales => "gemm1_output_scales",
+            Buffer::W2 => "w2",
+            Buffer::W2Scales => "w2_scales",
+            Buffer::Alpha2 => "alpha2",
+            Buffer::Output => "output",
+            Buffer::FinalizeScratch => "finalize_scratch",
+        }
+    }
+}
+
+impl serde::Serialize for Buffer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// A tensor map a kernel reads or writes through TMA; its layout is a function of the
+/// problem and the kernel ([`super::tensor_map::layout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum TensorMap {
+    /// W1 as GEMM1's B operand.
+    W1,
+    /// W1's scales as GEMM1's SFB.
+    W1Scales,
+    /// GEMM1's output h as the target of its epilogue's tile stores.
+    Gemm1OutputStore,
+    /// h as GEMM2's A operand.
+    Gemm1OutputLoad,
+    /// h's scales as GEMM2's SFA.
+    Gemm1OutputScales,
+    /// W2 as GEMM2's B operand.
+    W2,
+    /// W2's scales as GEMM2's SFB.
+    W2Scales,
+}
+
+/// What a parameter carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ParamKind {
+    /// A `.u32` problem value.
+    Scalar(Scalar),
+    /// A `.u64` device pointer to a buffer.
+    Buffer(Buffer),
+    /// A by-value tensor map.
+    TensorMap(TensorMap),
+    /// A validation kernel's argument, bound by position by the validation harness.
+    Validation(ParamType),
+}
+
+impl ParamKind {
+    /// The PTX type.
+    pub const fn ty(self) -> ParamType {
+        match self {
+            ParamKind::Scalar(_) => ParamType::U32,
+            ParamKind::Buffer(_) => ParamType::U64,
+            ParamKind::TensorMap(_) => ParamType::TensorMap,
+            ParamKind::Validation(t) => t,
+        }
+    }
+}
+
+/// One kernel parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Param {
+    /// PTX name.
+    pub name: &'static str,
+    /// What it carries.
+    pub kind: ParamKind,
+    /// Meaning, units and layout (for the manifest and humans).
+    pub meaning: &'static str,
+}
+
+impl Param {
+    /// The PTX type.
+    pub const fn ty(&self) -> ParamType {
+        self.kind.ty()
+    }
+    /// The `.param` declaration text.
+    pub fn decl(&self) -> String {
+        self.ty().decl(self.name)
+    }
+}

@@ -1,0 +1,54 @@
+//! Warp roles of the GEMM kernels: which warps run the epilogue, the gather, the MMA, the
+//! TMA producer and the 2-CTA relay. Part of the ABI because the thread count follows.
+
+use super::identity::GemmKey;
+use crate::tactic::GemmKind;
+
+/// Epilogue warps: one per TMEM lane quarter (thread t owns accumulator row t).
+pub const EPILOGUE_WARPS: u32 = 4;
+/// Gather warps of GEMM1: one thread per A row of a 128-row tile.
+pub const GATHER_WARPS: u32 = 4;
+
+/// Where each role runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct GemmRoles {
+    /// Warps `0..EPILOGUE_WARPS` run the epilogue.
+    pub epilogue_warps: u32,
+    /// First gather warp (GEMM1), `GATHER_WARPS` of them.
+    pub gather_warp: Option<u32>,
+    /// The MMA issuer (also allocates TMEM).
+    pub mma_warp: u32,
+    /// The TMA producer.
+    pub tma_warp: u32,
+    /// 2-CTA GEMM1: relays the peer's gather completion to the leader.
+    pub relay_warp: Option<u32>,
+    /// Warps per CTA.
+    pub warps: u32,
+}
+
+/// The roles of a GEMM kernel.
+pub fn gemm_roles(key: &GemmKey) -> GemmRoles {
+    let e = EPILOGUE_WARPS;
+    match key.gemm {
+        GemmKind::Gemm1 => {
+            let mma = e + GATHER_WARPS;
+            let relay = (key.cta_group() == 2).then_some(mma + 2);
+            GemmRoles {
+                epilogue_warps: e,
+                gather_warp: Some(e),
+                mma_warp: mma,
+                tma_warp: mma + 1,
+                relay_warp: relay,
+                warps: mma + 2 + u32::from(relay.is_some()),
+            }
+        }
+        GemmKind::Gemm2 => GemmRoles {
+            epilogue_warps: e,
+            gather_warp: None,
+            mma_warp: e,
+            tma_warp: e + 1,
+            relay_warp: None,
+            warps: e + 2,
+        },
+    }
+}

@@ -1,0 +1,253 @@
+//! Every kernel's parameter list, in ABI order. Codegen declares exactly these, the runtime
+//! binds exactly these, and the manifest lists them: this file is the one place a kernel's
+//! interface is written.
+
+use super::param::{Buffer as B, Param, ParamKind, ParamType, Scalar as S, TensorMap as M};
+
+const fn scalar(name: &'static str, s: S, meaning: &'static str) -> Param {
+    Param { name, kind: ParamKind::Scalar(s), meaning }
+}
+const fn buffer(name: &'static str, b: B, meaning: &'static str) -> Param {
+    Param { name, kind: ParamKind::Buffer(b), meaning }
+}
+const fn map(name: &'static str, m: M, meaning: &'static str) -> Param {
+    Param { name, kind: ParamKind::TensorMap(m), meaning }
+}
+const fn raw(name: &'static str, t: ParamType, meaning: &'static str) -> Param {
+    Param { name, kind: ParamKind::Validation(t), meaning }
+}
+
+/// GEMM1: gather + FC1 + SwiGLU + NVFP4 requantization.
+pub const GEMM1: &[Param] = &[
+    map(
+        "tmap_b",
+        M::W1,
+        "W1 [L, 2I, H] e2m1: 16U4_ALIGN8B, dims {H, 2I, L}, box {256, N/cta_group, 1}, SWIZZLE_128B",
+    ),
+    map(
+        "tmap_sfb",
+        M::W1Scales,
+        "W1 scales, L × 128x4 blocks: UINT16, dims {256, H/64, ceil(2I/128), L}, box {256, 4, ceil(N/128), 1}, no swizzle",
+    ),
+    map(
+        "tmap_out",
+        M::Gemm1OutputStore,
+        "h [max_permuted_rows, I] e2m1: 16U4_ALIGN8B, dims {I, rows}, box {N/2, 32}, no swizzle",
+    ),
+    buffer("x", B::Activations, "activations [tokens, H/2] e2m1x2"),
+    buffer("x_sf", B::ActivationScales, "activation scales [tokens, H/16] ue4m3, linear"),
+    buffer("out_sf", B::Gemm1OutputScales, "h scales: 128x4 layout of [max_permuted_rows, I/16]"),
+    buffer("alpha", B::Alpha1, "α1 f32 [L]"),
+    buffer("out_global_scale", B::Fc2InputScale, "fc2_input_scale: f32 [1] (device)"),
+    buffer(
+        "tile_idx_to_expert_idx",
+        B::TileIdxToExpertIdx,
+        "i32 [max_tiles] from the routing sort",
+    ),
+    buffer("tile_idx_to_mn_limit", B::TileIdxToMnLimit, "i32 [max_tiles] from the routing sort"),
+    buffer(
+        "permuted_idx_to_expanded_idx",
+        B::PermutedIdxToExpandedIdx,
+        "i32 [max_tiles·T]: token·top_k + slot of each valid row",
+    ),
+    buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
+    scalar("hidden", S::Hidden, "H"),
+    scalar("intermediate", S::Intermediate, "I"),
+    scalar("top_k", S::TopK, "routes per token"),
+    scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
+];
+
+/// The GEMM2 parameters before the output (both finalize modes).
+macro_rules! gemm2_params {
+    ($out:expr) => {
+        &[
+            map(
+                "tmap_a",
+                M::Gemm1OutputLoad,
+                "h [max_permuted_rows, I] e2m1: 16U4_ALIGN8B, dims {I, rows}, box {256, 128}, SWIZZLE_128B",
+            ),
+            map(
+                "tmap_sfa",
+                M::Gemm1OutputScales,
+                "h scales (128x4): UINT16, dims {256, I/64, rows/128}, box {256, 4, 1}, no swizzle",
+            ),
+            map(
+                "tmap_b",
+                M::W2,
+                "W2 [L, H, I] e2m1: 16U4_ALIGN8B, dims {I, H, L}, box {256, N/cta_group, 1}, SWIZZLE_128B",
+            ),
+            map(
+                "tmap_sfb",
+                M::W2Scales,
+                "W2 scales, L × 128x4 blocks: UINT16, dims {256, I/64, ceil(H/128), L}, box {256, 4, ceil(N/128), 1}, no swizzle",
+            ),
+            buffer("alpha", B::Alpha2, "α2 f32 [L]"),
+            buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),
+            $out,
+            buffer(
+                "tile_idx_to_expert_idx",
+                B::TileIdxToExpertIdx,
+                "i32 [max_tiles] from the routing sort",
+            ),
+            buffer(
+                "tile_idx_to_mn_limit",
+                B::TileIdxToMnLimit,
+                "i32 [max_tiles] from the routing sort",
+            ),
+            buffer(
+                "permuted_idx_to_expanded_idx",
+                B::PermutedIdxToExpandedIdx,
+                "i32 [max_tiles·T]: token·top_k + slot of each valid row",
+            ),
+            buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
+            scalar("hidden", S::Hidden, "H"),
+            scalar("intermediate", S::Intermediate, "I"),
+            scalar("top_k", S::TopK, "routes per token"),
+            scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
+        ]
+    };
+}
+
+/// GEMM2 with the bulk reduce-add finalize.
+pub const GEMM2: &[Param] = gemm2_params!(buffer(
+    "out",
+    B::Output,
+    "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"
+));
+
+/// GEMM2 writing per-route rows for the deterministic finalize.
+pub const GEMM2_DETERMINISTIC: &[Param] = gemm2_params!(buffer(
+    "out",
+    B::FinalizeScratch,
+    "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
+));
+
+/// The routing sort's first pass.
+pub const MOE_SORT_HISTOGRAM: &[Param] = &[
+    buffer("experts", B::RoutedExperts, "i32 [tokens·top_k] global expert ids"),
+    scalar("num_routes", S::NumRoutes, "tokens·top_k"),
+    scalar("num_experts", S::NumExperts, "experts in the model"),
+    scalar("local_offset", S::LocalOffset, "first local expert"),
+    scalar("local_experts", S::LocalExperts, "L"),
+    buffer(
+        "block_counts",
+        B::SortBlockCounts,
+        "i32 [ceil(routes/1024) · L] scratch: counts, then bases",
+    ),
+    buffer("error_flags", B::ErrorFlags, "u32 [1]: bit 0 set when an expert id is out of range"),
+];
+
+/// The routing sort's second pass (one block).
+pub const MOE_SORT_OFFSETS: &[Param] = &[
+    scalar("num_blocks", S::SortBlocks, "histogram blocks: ceil(routes/1024)"),
+    scalar("local_experts", S::LocalExperts, "L"),
+    scalar("tile_size", S::TileSize, "T: 128 or 256"),
+    scalar("max_tiles", S::MaxTiles, "length of the tile arrays"),
+    buffer("block_counts", B::SortBlockCounts, "i32 [num_blocks · L]: counts in, bases out"),
+    buffer("tile_idx_to_expert_idx", B::TileIdxToExpertIdx, "i32 [max_tiles] out"),
+    buffer("tile_idx_to_mn_limit", B::TileIdxToMnLimit, "i32 [max_tiles] out"),
+    buffer(
+        "permuted_idx_to_expanded_idx",
+        B::PermutedIdxToExpandedIdx,
+        "i32 [max_tiles·T] out: −1 on padding rows",
+    ),
+    buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1] out"),
+    buffer("total_num_padded_tokens", B::TotalNumPaddedTokens, "i32 [1] out"),
+    buffer(
+        "error_flags",
+        B::ErrorFlags,
+        "u32 [1]: bit 1 set when the routes need more than max_tiles tiles",
+    ),
+];
+
+/// The routing sort's third pass.
+pub const MOE_SORT_SCATTER: &[Param] = &[
+    buffer("experts", B::RoutedExperts, "i32 [tokens·top_k] global expert ids"),
+    scalar("num_routes", S::NumRoutes, "tokens·top_k"),
+    scalar("num_experts", S::NumExperts, "experts in the model"),
+    scalar("local_offset", S::LocalOffset, "first local expert"),
+    scalar("local_experts", S::LocalExperts, "L"),
+    buffer(
+        "block_counts",
+        B::SortBlockCounts,
+        "i32 [ceil(routes/1024) · L] scratch: counts, then bases",
+    ),
+    buffer("expanded_idx_to_permuted_idx", B::ExpandedIdxToPermutedIdx, "i32 [tokens·top_k] out"),
+    buffer(
+        "permuted_idx_to_expanded_idx",
+        B::PermutedIdxToExpandedIdx,
+        "i32 [max_tiles·T] out (valid rows)",
+    ),
+    scalar("max_permuted_rows", S::MaxPermutedRows, "max_tiles·T: rows past it are never written"),
+    buffer("error_flags", B::ErrorFlags, "u32 [1]: bit 0 set when an expert id is out of range"),
+];
+
+/// bf16 activations → NVFP4 with linear scales.
+pub const QUANTIZE_NVFP4: &[Param] = &[
+    buffer("x", B::ActivationsBf16, "activations bf16 [tokens, H]"),
+    buffer("out", B::Activations, "e2m1x2 [tokens, H/2]"),
+    buffer("out_sf", B::ActivationScales, "ue4m3 [tokens, H/16], linear"),
+    buffer(
+        "global_scale",
+        B::ActivationGlobalScale,
+        "f32 [1] (device): the activations' global scale",
+    ),
+    scalar("tokens", S::Tokens, "rows"),
+    scalar("hidden", S::Hidden, "H, a multiple of 16"),
+];
+
+/// The deterministic finalize's fixed-order sum.
+pub const FINALIZE_REDUCE: &[Param] = &[
+    buffer("scratch", B::FinalizeScratch, "bf16 [tokens·top_k, H] from the deterministic GEMM2"),
+    buffer(
+        "expanded_idx_to_permuted_idx",
+        B::ExpandedIdxToPermutedIdx,
+        "i32 [tokens·top_k]: −1 marks non-local routes",
+    ),
+    buffer("out", B::Output, "bf16 [tokens, H] out"),
+    scalar("tokens", S::Tokens, "rows"),
+    scalar("hidden", S::Hidden, "H, even"),
+    scalar("top_k", S::TopK, "routes per token"),
+];
+
+/// Differential corpus: ALU and conversions.
+pub const CORPUS_ALU: &[Param] = &[
+    raw("a", ParamType::U64, "f32 [64]"),
+    raw("b", ParamType::U64, "f32 [64]"),
+    raw("u", ParamType::U64, "u32 [64]"),
+    raw("out", ParamType::U64, "u32 [64 · 16] out"),
+];
+
+/// Differential corpus: a cp.async → mbarrier pipeline.
+pub const CORPUS_PIPELINE: &[Param] =
+    &[raw("src", ParamType::U64, "u8 [8 · 512]"), raw("out", ParamType::U64, "u32 [64] out")];
+
+/// Differential corpus: TMA loads in every swizzle mode and a tile store.
+pub const CORPUS_TMA: &[Param] = &[
+    raw("tmap0", ParamType::TensorMap, "UINT8 2-D, swizzle none, box {16, 8}"),
+    raw("tmap1", ParamType::TensorMap, "UINT8 2-D, swizzle 32B, box {32, 8}"),
+    raw("tmap2", ParamType::TensorMap, "UINT8 2-D, swizzle 64B, box {64, 8}"),
+    raw("tmap3", ParamType::TensorMap, "UINT8 2-D, swizzle 128B, box {128, 8}"),
+    raw("tmap_store", ParamType::TensorMap, "UINT8 2-D, swizzle 128B, box {128, 8}: store target"),
+    raw("c0", ParamType::U32, "box coordinate 0 (signed)"),
+    raw("c1", ParamType::U32, "box coordinate 1 (signed)"),
+    raw("s0", ParamType::U32, "store coordinate 0 (non-negative)"),
+    raw("s1", ParamType::U32, "store coordinate 1 (non-negative)"),
+    raw("out", ParamType::U64, "u8 [4 · 1024] out: the raw shared bytes of each box"),
+];
+
+/// Differential corpus: cluster multicast, remote arrive, bulk copies and reductions.
+pub const CORPUS_CLUSTER: &[Param] = &[
+    raw("tmap", ParamType::TensorMap, "UINT16 2-D, box {256, 2}, no swizzle"),
+    raw("out", ParamType::U64, "bf16 [512] in/out: reduce-added twice"),
+    raw(
+        "counters",
+        ParamType::U64,
+        "u32 [2] in/out: red.add of 1 per thread, atom.max of the thread id",
+    ),
+    raw("copy_out", ParamType::U64, "u8 [2 · 1024] out: each CTA's box, bulk-copied"),
+];
+
+/// Differential corpus: shuffles, votes, reductions and named barriers.
+pub const CORPUS_WARP: &[Param] =
+    &[raw("input", ParamType::U64, "u32 [128]"), raw("out", ParamType::U64, "u32 [128 · 16] out")];

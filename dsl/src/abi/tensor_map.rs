@@ -1,0 +1,105 @@
+//! Tensor-map layouts (what `cuTensorMapEncodeTiled` takes) as functions of the problem and
+//! the kernel. The box shapes here are the ones the kernels' TMA instructions and
+//! `expect_tx` byte counts assume.
+
+use super::identity::GemmKey;
+use super::param::{Buffer, TensorMap};
+
+/// Element type of a tensor map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum TmaElement {
+    /// UINT8.
+    U8,
+    /// UINT16 (scale-factor atoms: 256 u16 per 512-byte atom).
+    U16,
+    /// Packed 4-bit, two per byte (16U4_ALIGN8B; dimension 0 counts 4-bit elements).
+    U4Packed,
+}
+
+/// One tiled tensor map, without its base address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct TensorMapLayout {
+    /// The buffer it addresses.
+    pub buffer: Buffer,
+    /// Element type.
+    pub element: TmaElement,
+    /// Elements per dimension, innermost first.
+    pub dims: Vec<u64>,
+    /// Byte strides of dimensions 1..
+    pub strides: Vec<u64>,
+    /// Box elements per dimension.
+    pub box_dims: Vec<u32>,
+    /// Swizzle span: 0, 32, 64 or 128 bytes.
+    pub swizzle: u32,
+}
+
+/// The problem sizes a layout depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapDims {
+    /// H.
+    pub hidden: u64,
+    /// I.
+    pub intermediate: u64,
+    /// L.
+    pub local_experts: u64,
+    /// Rows of GEMM1's output buffer (the workspace's permuted rows).
+    pub permuted_rows: u64,
+}
+
+/// A 128x4 scale tensor of `[rows, k/16]` per expert viewed as u16 atoms:
+/// {256 u16 per atom, atoms per 128-row block, row blocks, experts}.
+fn scales(
+    buffer: Buffer,
+    k: u64,
+    rows: u64,
+    experts: Option<u64>,
+    box_rowblocks: u32,
+) -> TensorMapLayout {
+    let atoms = (k / 16).div_ceil(4);
+    let rowblocks = rows.div_ceil(128);
+    let mut dims = vec![256, atoms, rowblocks];
+    let mut strides = vec![512, atoms * 512];
+    let mut box_dims = vec![256, 4, box_rowblocks];
+    if let Some(l) = experts {
+        dims.push(l);
+        strides.push(atoms * 512 * rowblocks);
+        box_dims.push(1);
+    }
+    TensorMapLayout { buffer, element: TmaElement::U16, dims, strides, box_dims, swizzle: 0 }
+}
+
+fn fp4(
+    buffer: Buffer,
+    dims: Vec<u64>,
+    strides: Vec<u64>,
+    box_dims: Vec<u32>,
+    swizzle: u32,
+) -> TensorMapLayout {
+    TensorMapLayout { buffer, element: TmaElement::U4Packed, dims, strides, box_dims, swizzle }
+}
+
+/// The layout of `map` as kernel `key` uses it.
+pub fn layout(map: TensorMap, key: &GemmKey, d: &MapDims) -> TensorMapLayout {
+    let (h, i, l, rows) = (d.hidden, d.intermediate, d.local_experts, d.permuted_rows);
+    let n = key.mma_n;
+    // Each CTA of a 2-CTA pair loads N / 2 rows of B.
+    let b_rows = n / key.cta_group();
+    let sfb_blocks = n.div_ceil(128);
+    match map {
+        TensorMap::W1 => {
+            fp4(Buffer::W1, vec![h, 2 * i, l], vec![h / 2, i * h], vec![256, b_rows, 1], 128)
+        }
+        TensorMap::W1Scales => scales(Buffer::W1Scales, h, 2 * i, Some(l), sfb_blocks),
+        TensorMap::Gemm1OutputStore => {
+            fp4(Buffer::Gemm1Output, vec![i, rows], vec![i / 2], vec![n / 2, 32], 0)
+        }
+        TensorMap::Gemm1OutputLoad => {
+            fp4(Buffer::Gemm1Output, vec![i, rows], vec![i / 2], vec![256, 128], 128)
+        }
+        TensorMap::Gemm1OutputScales => scales(Buffer::Gemm1OutputScales, i, rows, None, 1),
+        TensorMap::W2 => {
+            fp4(Buffer::W2, vec![i, h, l], vec![i / 2, h * i / 2], vec![256, b_rows, 1], 128)
+        }
+        TensorMap::W2Scales => scales(Buffer::W2Scales, i, h, Some(l), sfb_blocks),
+    }
+}

@@ -1,0 +1,11 @@
+//! moegen-validation: the checks that need the generated kernels running somewhere, kept out
+//! of the runtime's API.
+//!
+//! - [`device_layer`]: the whole layer through the generated kernels of one tactic on a
+//!   backend (uploads and allocates per call), compared with the CPU reference by the tests.
+//! - [`corpus`]: the differential corpus (ALU, pipelines, TMA, clusters, bulk ops), run on an
+//!   H200 and in the simulator and compared byte for byte.
+//! - Binaries: `gpu-check` (feature `cuda`) and `sim-bench`.
+
+pub mod corpus;
+pub mod device_layer;
