@@ -1,0 +1,83 @@
+//! No silent options: every option a kernel description accepts either changes the emitted
+//! kernel or is refused with a typed error naming it.
+
+use moegen_codegen::kernel_set::gemm_kernel;
+use moegen_dsl::kernel_desc::{BlockScaledFormat, DescError};
+use moegen_dsl::resources::ResourceError;
+use moegen_dsl::{
+    FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder, Raster, SwigluInput, Target,
+};
+
+fn tactic(kind: GemmKind, raster: Raster) -> GemmTactic {
+    let cluster_n = 1;
+    GemmTactic::new(kind, [128, 128], [1, cluster_n], raster).unwrap()
+}
+
+fn ptx(b: KernelDescBuilder) -> Result<String, DescError> {
+    let desc = b.build()?;
+    Ok(gemm_kernel(&desc).unwrap().ptx)
+}
+
+/// What an option did to a kernel: changed its PTX or was refused.
+fn changes_or_refuses(base: &str, b: KernelDescBuilder, option: &str) {
+    match ptx(b) {
+        Ok(text) => assert_ne!(text, base, "{option} was accepted and changed nothing"),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(!msg.is_empty(), "{option}: refused without a message");
+        }
+    }
+}
+
+#[test]
+fn every_builder_option_changes_the_kernel_or_is_refused() {
+    for kind in [GemmKind::Gemm1, GemmKind::Gemm2] {
+        let t = tactic(kind, Raster::AlongN);
+        let base = ptx(KernelDescBuilder::new(t)).unwrap();
+        // Target.
+        let other = ptx(KernelDescBuilder::new(t).target(Target::Sm100a)).unwrap();
+        assert_ne!(other, base, "target");
+        assert!(other.contains(".target sm_100a"));
+        // Format: only NVFP4 is implemented; MXFP4 is refused by name.
+        let e = KernelDescBuilder::new(t).format(BlockScaledFormat::MXFP4).build().unwrap_err();
+        assert!(matches!(e, DescError::Unsupported { .. }), "{e}");
+        assert!(e.to_string().contains("format"), "{e}");
+        // Raster: the persistent schedule walks N fastest; AlongM is refused by name.
+        let e = KernelDescBuilder::new(tactic(kind, Raster::AlongM)).build().unwrap_err();
+        assert!(e.to_string().contains("raster AlongM"), "{e}");
+        // Pipeline depths: shallower changes the kernel, deeper is refused.
+        let deep = KernelDescBuilder::new(t).build().unwrap().budget().ab_stages;
+        changes_or_refuses(&base, KernelDescBuilder::new(t).depths(2, 1), "depths(2, 1)");
+        let e = KernelDescBuilder::new(t).depths(deep + 1, 1).build().unwrap_err();
+        assert!(matches!(e, DescError::Resources(ResourceError::DepthOutOfRange { .. })), "{e}");
+        // Epilogue options: each changes its own GEMM and is refused by the other.
+        let glu = KernelDescBuilder::new(t).swiglu_input(SwigluInput::Bf16);
+        let fin = KernelDescBuilder::new(t).finalize(FinalizeMode::Deterministic);
+        match kind {
+            GemmKind::Gemm1 => {
+                changes_or_refuses(&base, glu, "swiglu_input(Bf16)");
+                let e = fin.build().unwrap_err();
+                assert!(e.to_string().contains("finalize mode"), "{e}");
+            }
+            GemmKind::Gemm2 => {
+                changes_or_refuses(&base, fin, "finalize(Deterministic)");
+                let e = glu.build().unwrap_err();
+                assert!(e.to_string().contains("SwiGLU input"), "{e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn overridden_depths_are_part_of_the_kernels_name() {
+    let t = tactic(GemmKind::Gemm2, Raster::AlongN);
+    let planned = KernelDescBuilder::new(t).build().unwrap();
+    let shallow = KernelDescBuilder::new(t).depths(2, 1).build().unwrap();
+    assert_eq!(planned.key().name(), "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1");
+    assert_eq!(shallow.key().name(), "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_s2x1");
+    // Asking for the planned depths explicitly is the same kernel.
+    let (ab, acc) = (planned.budget().ab_stages, planned.budget().acc_stages);
+    assert_eq!(KernelDescBuilder::new(t).depths(ab, acc).build().unwrap().key(), planned.key());
+    // A key rebuilds the description it came from.
+    assert_eq!(shallow.key().desc().unwrap(), shallow);
+}
