@@ -199,7 +199,18 @@ fn stats_reports_the_instruction_families_each_gemm_needs() {
 
 #[test]
 fn plan_reports_the_corrected_max_tiles() {
-    let v = json(&["plan", "--tokens", "16384", "--top-k", "8", "--local-experts", "32", "--json"]);
+    let v = json(&[
+        "plan",
+        "--tokens",
+        "16384",
+        "--top-k",
+        "8",
+        "--experts",
+        "256",
+        "--local-experts",
+        "32",
+        "--json",
+    ]);
     assert_eq!(v["max_tiles"]["128"], 1055);
     assert_eq!(v["max_tiles"]["256"], 543);
     assert_eq!(v["max_permuted_rows"]["128"], 1055 * 128);
@@ -211,6 +222,8 @@ fn plan_reports_the_corrected_max_tiles() {
         "16384",
         "--top-k",
         "8",
+        "--experts",
+        "256",
         "--local-experts",
         "32",
         "--intermediate",
@@ -219,37 +232,88 @@ fn plan_reports_the_corrected_max_tiles() {
     ]);
     assert!(with_i["workspace_bytes"].as_u64() > v["workspace_bytes"].as_u64());
     let text = String::from_utf8(
-        gen_cmd(&["plan", "--tokens", "16", "--top-k", "2", "--local-experts", "4"]).stdout,
+        gen_cmd(&[
+            "plan",
+            "--tokens",
+            "16",
+            "--top-k",
+            "2",
+            "--experts",
+            "8",
+            "--local-experts",
+            "4",
+        ])
+        .stdout,
     )
     .unwrap();
     assert!(text.contains("tile 128: max_tiles"), "{text}");
 }
 
+fn plan_args(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut v = vec!["plan", "--tokens", "64", "--top-k", "8", "--experts", "256"];
+    v.extend(["--local-experts", "32"]);
+    v.extend(extra);
+    v
+}
+
 #[test]
-fn bad_arguments_give_one_line_and_exit_code_2() {
-    for args in [
-        vec!["plan", "--tokens", "0", "--top-k", "8", "--local-experts", "32"],
-        vec!["plan", "--tokens", "x", "--top-k", "8", "--local-experts", "32"],
-        vec!["plan", "--top-k", "8", "--local-experts", "32"],
-        vec![
-            "plan",
-            "--tokens",
-            "8",
-            "--top-k",
-            "8",
-            "--local-experts",
-            "32",
-            "--intermediate",
-            "100",
-        ],
-        vec!["plan", "--tokens", "4294967296", "--top-k", "8", "--local-experts", "32"],
-        vec!["tactics", "--target", "sm_90"],
-        vec!["frobnicate"],
+fn invalid_values_give_one_error_line_naming_the_value_and_exit_code_2() {
+    for (args, needle) in [
+        (plan_args(&["--intermediate", "100"]), "intermediate size = 100 is not a multiple of 256"),
+        (plan_args(&["--hidden", "272"]), "hidden size = 272 is not a multiple of 256"),
+        (plan_args(&["--hidden", "0"]), "hidden size must be positive"),
+        (plan_args(&["--expert-offset", "250"]), "local experts [250, 250+32) exceed the 256"),
+        (plan_args(&["--deterministic"]), "hidden size (the deterministic scratch needs it)"),
+        (
+            vec!["plan", "--tokens", "8", "--top-k", "9", "--experts", "8", "--local-experts", "8"],
+            "top_k 9 exceeds the 8 experts",
+        ),
+        (
+            vec!["plan", "--tokens", "0", "--top-k", "8", "--experts", "8", "--local-experts", "8"],
+            "tokens must be positive",
+        ),
+        (
+            vec!["plan", "--tokens", "4294967296", "--top-k", "8", "--experts", "256"]
+                .into_iter()
+                .chain(["--local-experts", "32"])
+                .collect(),
+            "does not fit the kernels' 32-bit indices",
+        ),
     ] {
         let out = gen_cmd(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8(out.stderr).unwrap();
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error:") && err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn argument_errors_show_clap_s_whole_message() {
+    for (args, needles) in [
+        (
+            vec!["plan", "--top-k", "8", "--local-experts", "32"],
+            vec![
+                "the following required arguments were not provided",
+                "--tokens",
+                "--experts",
+                "Usage:",
+            ],
+        ),
+        (
+            vec!["plan", "--tokens", "x", "--top-k", "8", "--experts", "8", "--local-experts", "8"],
+            vec!["invalid value 'x' for '--tokens <TOKENS>'", "--help"],
+        ),
+        (vec!["tactics", "--target", "sm_90"], vec!["unknown target 'sm_90'"]),
+        (vec!["frobnicate"], vec!["unrecognized subcommand 'frobnicate'", "Usage:"]),
+    ] {
+        let out = gen_cmd(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: missing {n:?} in {err}");
+        }
         assert!(err.starts_with("error:"), "{args:?}: {err}");
         assert!(out.stdout.is_empty());
     }

@@ -61,6 +61,7 @@ fn shared_workspace_serves_every_tile_size() {
         intermediate: Some(2048),
         hidden: Some(7168),
         tile_sizes: TileSize::ALL.to_vec(),
+        deterministic_scratch: false,
     };
     let p = plan_workspace(&req).unwrap();
     let get = |bufs: &[BufferPlan], buffer: Buffer| {
@@ -104,6 +105,7 @@ fn workspace_rejects_bad_requests() {
         intermediate: None,
         hidden: None,
         tile_sizes: vec![TileSize::T128],
+        deterministic_scratch: false,
     };
     let with = |f: &dyn Fn(&mut WorkspaceRequest)| {
         let mut r = base.clone();
@@ -119,6 +121,40 @@ fn workspace_rejects_bad_requests() {
     assert!(matches!(with(&|r| r.hidden = Some(0)), Err(PlanError::Zero { .. })));
     assert!(matches!(with(&|r| r.tokens = 1 << 31), Err(PlanError::IndexTooLarge { .. })));
     assert!(matches!(with(&|r| r.tokens = u64::MAX), Err(PlanError::Overflow { .. })));
+    assert!(matches!(with(&|r| r.hidden = Some(100)), Err(PlanError::Alignment { .. })));
+    assert!(matches!(with(&|r| r.deterministic_scratch = true), Err(PlanError::Zero { .. })));
+}
+
+#[test]
+fn a_forward_workspace_holds_every_buffer_the_layer_exchanges() {
+    let req = WorkspaceRequest {
+        tokens: 300,
+        top_k: 4,
+        local_experts: 6,
+        intermediate: Some(512),
+        hidden: Some(768),
+        tile_sizes: TileSize::ALL.to_vec(),
+        deterministic_scratch: true,
+    };
+    let p = plan_workspace(&req).unwrap();
+    let elems = |b| p.buffer(b).unwrap().elements;
+    assert_eq!(elems(Buffer::Activations), 300 * 768 / 2);
+    assert_eq!(elems(Buffer::ActivationScales), 300 * 768 / 16);
+    assert_eq!(elems(Buffer::FinalizeScratch), 1200 * 768);
+    assert_eq!(elems(Buffer::SortBlockCounts), 2 * 6, "ceil(1200 / 1024) blocks × L");
+    assert_eq!(elems(Buffer::ErrorFlags), moegen_dsl::plan::ERROR_WORDS);
+    assert_eq!(p.tile_capacity(), elems(Buffer::TileIdxToExpertIdx));
+    assert_eq!(p.row_capacity(), elems(Buffer::PermutedIdxToExpandedIdx));
+    assert_eq!(p.row_capacity(), p.tile(TileSize::T256).unwrap().max_permuted_rows);
+    assert_eq!(p.tile_capacity(), p.tile(TileSize::T128).unwrap().max_tiles);
+    // Every buffer fits, aligned, without overlap.
+    let mut end = 0;
+    for b in &p.shared {
+        assert_eq!(b.offset % BUFFER_ALIGN, 0);
+        assert!(b.offset >= end);
+        end = b.offset + b.bytes;
+    }
+    assert_eq!(p.workspace_bytes, end);
 }
 
 #[test]

@@ -50,6 +50,32 @@ pub enum RuntimeError {
         /// Byte offset.
         offset: usize,
     },
+    /// An expert's `up` and `gate` tensors have different global scales (GEMM1 applies one).
+    #[error(
+        "expert {expert}: up and gate have different global scales ({up} vs {gate}); GEMM1 needs one per expert"
+    )]
+    MismatchedGlobalScales {
+        /// Local expert.
+        expert: usize,
+        /// Up's global scale.
+        up: f32,
+        /// Gate's global scale.
+        gate: f32,
+    },
+    /// A block scale an exact conversion cannot represent.
+    #[error(
+        "{what} of expert {expert}: block {block} needs scale 2^{exponent}, below E4M3's 2^-9 range for this expert"
+    )]
+    ScaleRange {
+        /// Which tensor.
+        what: &'static str,
+        /// Local expert.
+        expert: usize,
+        /// Scale block (row-major).
+        block: usize,
+        /// The exponent needed.
+        exponent: i32,
+    },
     /// Routing outputs inconsistent with the shape they are used with.
     #[error("routing sort outputs do not match this problem: {reason}")]
     SortMismatch {

@@ -2,6 +2,8 @@
 //!
 //! - [`backend`]: the [`backend::Backend`] trait, with a CUDA backend (feature `cuda`,
 //!   default) and a simulator backend (feature `sim`).
+//! - [`layer`]: the layer API an engine calls: weights once, one workspace, `forward` on the
+//!   caller's stream, dispatch per token bucket, autotuning, CUDA graphs.
 //! - [`launch`]: every launch built from the kernel's typed ABI.
 //! - [`device_ops`]: the routing sort, activation quantization and deterministic finalize
 //!   on a device.
@@ -15,6 +17,7 @@ pub mod backend;
 pub mod device_ops;
 pub mod error;
 pub mod launch;
+pub mod layer;
 pub mod reference;
 pub mod routing;
 

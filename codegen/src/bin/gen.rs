@@ -9,7 +9,8 @@ use moegen_codegen::check::{assemble_all, render_stats, stats};
 use moegen_codegen::emit::{CrateOptions, default_out_dir, diff_files, render_files, write_files};
 use moegen_codegen::kernel_set::{default_kernel_set, kernel_set};
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
-use moegen_dsl::plan::WorkspaceRequest;
+use moegen_dsl::abi::check_gemm_dim;
+use moegen_dsl::plan::{ExpertWindow, WorkspaceRequest};
 use moegen_dsl::{Target, TileSize};
 
 /// moegen: NVFP4 Mixture-of-Experts kernels for NVIDIA Blackwell, generated ahead of time.
@@ -56,23 +57,36 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Size the routing and GEMM workspace for a maximum batch.
+    /// Size the routing and GEMM workspace for a maximum batch; H and I are checked against
+    /// the target's GEMM kernels.
     Plan {
         /// Largest token count per launch.
         #[arg(long)]
         tokens: u64,
-        /// Routes per token.
+        /// Routes per token (at most --experts).
         #[arg(long)]
         top_k: u64,
+        /// Experts in the model.
+        #[arg(long)]
+        experts: u64,
         /// Experts held on this rank.
         #[arg(long)]
         local_experts: u64,
+        /// First expert held on this rank.
+        #[arg(long, default_value_t = 0)]
+        expert_offset: u64,
         /// Per-expert intermediate size I (adds GEMM1's output buffers).
         #[arg(long)]
         intermediate: Option<u64>,
-        /// Hidden size H (sizes the deterministic finalize scratch).
+        /// Hidden size H (adds the quantized activations; sizes the deterministic scratch).
         #[arg(long)]
         hidden: Option<u64>,
+        /// Include the deterministic finalize's scratch in the workspace (needs --hidden).
+        #[arg(long)]
+        deterministic: bool,
+        /// Target whose GEMM kernels H and I must suit.
+        #[arg(long, default_value = "sm_100f")]
+        target: Target,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -153,7 +167,26 @@ fn run(cli: Cli) -> Result<String, Failure> {
                 Ok(render_tactics(&r))
             }
         }
-        Some(Command::Plan { tokens, top_k, local_experts, intermediate, hidden, json }) => {
+        Some(Command::Plan {
+            tokens,
+            top_k,
+            experts,
+            local_experts,
+            expert_offset,
+            intermediate,
+            hidden,
+            deterministic,
+            target,
+            json,
+        }) => {
+            let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+            ExpertWindow::new(size(experts), size(expert_offset), size(local_experts), size(top_k))
+                .map_err(|e| bad(e.to_string()))?;
+            for (what, v) in [("hidden size", hidden), ("intermediate size", intermediate)] {
+                if let Some(v) = v {
+                    check_gemm_dim(target, what, v).map_err(|e| bad(e.to_string()))?;
+                }
+            }
             let req = WorkspaceRequest {
                 tokens,
                 top_k,
@@ -161,6 +194,7 @@ fn run(cli: Cli) -> Result<String, Failure> {
                 intermediate,
                 hidden,
                 tile_sizes: TileSize::ALL.to_vec(),
+                deterministic_scratch: deterministic,
             };
             let r = plan_report(&req).map_err(|e| bad(e.to_string()))?;
             if json {
@@ -181,8 +215,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let rendered = e.render().to_string();
-            eprintln!("{}", rendered.lines().next().unwrap_or("error: invalid arguments"));
+            // clap's whole message: what is wrong, the usage line and where to find help.
+            eprint!("{}", e.render());
             return ExitCode::from(2);
         }
     };

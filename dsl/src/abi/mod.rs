@@ -13,6 +13,7 @@ pub mod info;
 pub mod launch;
 pub mod param;
 pub mod roles;
+pub mod shape;
 pub mod signature;
 pub mod tensor_map;
 
@@ -21,6 +22,7 @@ pub use info::KernelInfo;
 pub use launch::{GridRule, LaunchFacts, SmemRule, launch_facts, persistent_units};
 pub use param::{Buffer, Param, ParamKind, ParamType, Scalar, TensorMap};
 pub use roles::{GemmRoles, gemm_roles};
+pub use shape::{check_gemm_dim, check_gemm_shape, gemm_shape_multiple};
 pub use tensor_map::{MapDims, TensorMapLayout, TmaElement};
 
 use crate::kernel_desc::FinalizeMode;

@@ -13,5 +13,6 @@ pub use error::{PlanError, Result};
 pub use sizing::{expanded_rows, max_permuted_rows, max_tiles};
 pub use window::{ExpertWindow, MoeShape, SWIGLU_INTERLEAVE};
 pub use workspace::{
-    BUFFER_ALIGN, BufferPlan, TilePlan, WorkspacePlan, WorkspaceRequest, plan_workspace,
+    BUFFER_ALIGN, BufferPlan, ERROR_WORDS, TilePlan, WorkspacePlan, WorkspaceRequest,
+    plan_workspace,
 };

@@ -7,8 +7,13 @@
 use super::error::{PlanError, Result};
 use super::sizing::{expanded_rows, max_permuted_rows, max_tiles};
 use crate::abi::Buffer;
+use crate::abi::launch::ROUTES_PER_BLOCK;
 use crate::formats::Scale128x4;
 use crate::tactic::TileSize;
+
+/// Words of the device-side error record: flag bits, then the first offending route of each
+/// check (see `moegen_dsl::abi::signature`'s routing-sort parameters).
+pub const ERROR_WORDS: u64 = 4;
 
 /// Alignment of every buffer's offset (TMA needs 16 B; 256 B keeps rows of different
 /// buffers off shared cache lines and matches allocator granularity).
@@ -29,6 +34,9 @@ pub struct WorkspaceRequest {
     pub hidden: Option<u64>,
     /// Tile sizes the workspace must serve.
     pub tile_sizes: Vec<TileSize>,
+    /// Include the deterministic finalize's `[N·k, H]` scratch in the shared workspace
+    /// (needs `hidden`); otherwise it is only reported.
+    pub deterministic_scratch: bool,
 }
 
 /// One buffer of a plan.
@@ -73,16 +81,20 @@ pub struct WorkspacePlan {
     pub shared: Vec<BufferPlan>,
     /// Bytes of the shared workspace (without the deterministic scratch).
     pub workspace_bytes: u64,
-    /// The deterministic finalize's `[N·k, H]` bf16 scratch, if `hidden` was given; a
-    /// separate allocation, needed only by that GEMM2 variant.
+    /// The deterministic finalize's `[N·k, H]` bf16 scratch, if `hidden` was given (part of
+    /// `shared` when the request asked for it).
     pub deterministic_scratch_bytes: Option<u64>,
 }
 
 struct Sizes {
+    tokens: u64,
     expanded: u64,
     tiles: u64,
     rows: u64,
+    local_experts: u64,
     intermediate: Option<u64>,
+    hidden: Option<u64>,
+    scratch: bool,
 }
 
 fn check_i32(what: &'static str, value: u64) -> Result<()> {
@@ -100,7 +112,23 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
         (Buffer::PermutedIdxToExpandedIdx, "i32", s.rows, 4),
         (Buffer::NumNonExitingTiles, "i32", 1, 4),
         (Buffer::TotalNumPaddedTokens, "i32", 1, 4),
+        (Buffer::ErrorFlags, "u32", ERROR_WORDS, 4),
     ];
+    let overflow = PlanError::Overflow { what: "routing sort scratch" };
+    let blocks = s.expanded.div_ceil(u64::from(ROUTES_PER_BLOCK));
+    let counts = blocks.checked_mul(s.local_experts).ok_or(overflow)?;
+    specs.push((Buffer::SortBlockCounts, "i32", counts, 4));
+    if let Some(h) = s.hidden {
+        let overflow = PlanError::Overflow { what: "quantized activations size" };
+        let values = s.tokens.checked_mul(h).ok_or(overflow.clone())?;
+        specs.push((Buffer::Activations, "e2m1x2", values / 2, 1));
+        specs.push((Buffer::ActivationScales, "ue4m3 (linear)", values / 16, 1));
+        if s.scratch {
+            let overflow = PlanError::Overflow { what: "deterministic scratch size" };
+            let rows = s.expanded.checked_mul(h).ok_or(overflow)?;
+            specs.push((Buffer::FinalizeScratch, "bf16", rows, 2));
+        }
+    }
     if let Some(i) = s.intermediate {
         let overflow = PlanError::Overflow { what: "GEMM1 output size" };
         let packed = s.rows.checked_mul(i / 2).ok_or(overflow.clone())?;
@@ -148,6 +176,20 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
             });
         }
     }
+    if req.deterministic_scratch && req.hidden.is_none() {
+        return Err(PlanError::Zero { what: "hidden size (the deterministic scratch needs it)" });
+    }
+    if let Some(h) = req.hidden
+        && h != 0
+        && !h.is_multiple_of(16)
+    {
+        return Err(PlanError::Alignment {
+            what: "hidden size",
+            value: h,
+            multiple: 16,
+            why: " (NVFP4 scale blocks)",
+        });
+    }
     let mut tiles = req.tile_sizes.clone();
     tiles.sort();
     tiles.dedup();
@@ -155,10 +197,14 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
     for t in tiles {
         let tile = u64::from(t.rows());
         let sizes = Sizes {
+            tokens: req.tokens,
             expanded,
             tiles: max_tiles(expanded, req.local_experts, tile)?,
             rows: max_permuted_rows(expanded, req.local_experts, tile)?,
+            local_experts: req.local_experts,
             intermediate: req.intermediate,
+            hidden: req.hidden,
+            scratch: req.deterministic_scratch,
         };
         check_i32("max_permuted_rows", sizes.rows)?;
         let b = buffers(&sizes)?;
@@ -172,10 +218,14 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
     }
     // The maxima, taken explicitly rather than assumed from the tile order.
     let shared_sizes = Sizes {
+        tokens: req.tokens,
         expanded,
         tiles: per_tile.iter().map(|p| p.max_tiles).max().unwrap_or(0),
         rows: per_tile.iter().map(|p| p.max_permuted_rows).max().unwrap_or(0),
+        local_experts: req.local_experts,
         intermediate: req.intermediate,
+        hidden: req.hidden,
+        scratch: req.deterministic_scratch,
     };
     let shared = buffers(&shared_sizes)?;
     let deterministic_scratch_bytes = match req.hidden {
@@ -195,4 +245,23 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
         shared,
         deterministic_scratch_bytes,
     })
+}
+
+impl WorkspacePlan {
+    /// The shared buffer `b`, if the plan has it.
+    pub fn buffer(&self, b: Buffer) -> Option<&BufferPlan> {
+        self.shared.iter().find(|p| p.buffer == b)
+    }
+    /// The most tiles any served tile size can need (the tile arrays' length).
+    pub fn tile_capacity(&self) -> u64 {
+        self.per_tile.iter().map(|p| p.max_tiles).max().unwrap_or(0)
+    }
+    /// The most permuted rows any served tile size can need (the row arrays' length).
+    pub fn row_capacity(&self) -> u64 {
+        self.per_tile.iter().map(|p| p.max_permuted_rows).max().unwrap_or(0)
+    }
+    /// The plan for tile size `t`, if served.
+    pub fn tile(&self, t: TileSize) -> Option<&TilePlan> {
+        self.per_tile.iter().find(|p| p.tile_size == t.rows())
+    }
 }

@@ -1,19 +1,24 @@
 #![allow(unsafe_code)] // the driver FFI: each unsafe block says why it is sound
-//! The CUDA backend (feature `cuda`): cudarc with the driver loaded at run time, so building
-//! needs no CUDA toolkit. PTX modules are JIT-compiled by the driver on first launch.
+//! The CUDA backend (feature `cuda`): the driver API through cudarc, with the library loaded
+//! at run time, so building needs no CUDA toolkit. PTX modules are JIT-compiled by the
+//! driver on first launch. Work goes on one stream — the backend's own, or the caller's
+//! ([`CudaBackend::on_stream`]) — and launches never wait for the device.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaModule, CudaSlice, CudaStream, DevicePtr as _};
+use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaModule, CudaStream, result, sys};
 use cudarc::nvrtc::Ptx;
 
 use moegen_dsl::abi::{KernelInfo, SimtTarget};
 
-use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec, TmaElement};
+use super::{
+    Backend, BackendError, BackendStats, DevicePtr, EventId, GraphId, KernelArg, LaunchShape,
+    TensorMapSpec, TmaElement,
+};
 
 /// A launch attribute with every byte zero (the C API's `{0}` initializer).
-fn unsafe_zeroed_attribute() -> cudarc::driver::sys::CUlaunchAttribute {
+fn zeroed_attribute() -> sys::CUlaunchAttribute {
     // SAFETY: CUlaunchAttribute is a plain C struct/union of integers, for which all-zero bytes
     // are a valid value.
     unsafe { std::mem::zeroed() }
@@ -23,14 +28,27 @@ fn cuda_err(e: impl std::fmt::Debug) -> BackendError {
     BackendError::Cuda(format!("{e:?}"))
 }
 
-/// One CUDA device.
+/// Whether the CUDA driver library can be loaded; without it every CUDA call would abort.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the driver library under its usual names; no symbol of it
+    // is called.
+    unsafe { sys::is_culib_present() }
+}
+
+/// One CUDA device and the stream work is ordered on.
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    buffers: HashMap<u64, CudaSlice<u8>>,
+    /// Allocations this backend made (address → bytes); freed on drop.
+    owned: HashMap<u64, usize>,
     modules: HashMap<usize, Arc<CudaModule>>,
+    graphs: Vec<CudaGraph>,
+    events: Vec<CudaEvent>,
+    capturing: bool,
+    stats: BackendStats,
     target: SimtTarget,
     sm_count: u32,
+    driver_version: i32,
     /// Device name.
     pub name: String,
     /// Compute capability.
@@ -38,10 +56,23 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// Opens device `ordinal`; picks the sm90 or sm100 kernel flavour from its capability.
+    /// Opens device `ordinal` with a stream of its own.
     pub fn new(ordinal: usize) -> Result<Self, BackendError> {
+        if !driver_present() {
+            return Err(BackendError::Cuda(
+                "no CUDA driver library (libcuda.so) was found on this machine".into(),
+            ));
+        }
         let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;
-        let stream = ctx.default_stream();
+        // A created stream, not the legacy default one: graph capture refuses the latter.
+        let stream = ctx.new_stream().map_err(cuda_err)?;
+        Self::on_stream(stream)
+    }
+
+    /// Works on the caller's stream (and its context): every launch, memset and graph replay
+    /// is ordered after the caller's earlier work on it.
+    pub fn on_stream(stream: Arc<CudaStream>) -> Result<Self, BackendError> {
+        let ctx = stream.context().clone();
         let compute_capability = ctx.compute_capability().map_err(cuda_err)?;
         let target = match compute_capability.0 {
             9 => SimtTarget::Sm90a,
@@ -54,64 +85,126 @@ impl CudaBackend {
         };
         let name = ctx.name().map_err(cuda_err)?;
         let sm_count = ctx
-            .attribute(
-                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(cuda_err)?;
+        let mut driver_version = 0i32;
+        // SAFETY: writes one int through a valid pointer.
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) }.result().map_err(cuda_err)?;
         Ok(Self {
             ctx,
             stream,
-            buffers: HashMap::new(),
+            owned: HashMap::new(),
             modules: HashMap::new(),
+            graphs: Vec::new(),
+            events: Vec::new(),
+            capturing: false,
+            stats: BackendStats::default(),
             target,
             sm_count: u32::try_from(sm_count).unwrap_or(1).max(1),
+            driver_version,
             name,
             compute_capability,
         })
     }
 
-    fn buffer(&mut self, ptr: DevicePtr) -> Result<&mut CudaSlice<u8>, BackendError> {
-        self.buffers.get_mut(&ptr.0).ok_or_else(|| {
-            BackendError::Usage(format!("{:#x} is not the start of an allocation", ptr.0))
-        })
+    /// The stream work is ordered on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    fn not_capturing(&self, what: &str) -> Result<(), BackendError> {
+        if self.capturing {
+            return Err(BackendError::Usage(format!("{what} during graph capture")));
+        }
+        Ok(())
+    }
+
+    /// Checks that `[ptr, ptr+len)` lies in one of this backend's allocations (external
+    /// pointers are the caller's to size; copies only touch our own memory).
+    fn check_owned(&self, ptr: DevicePtr, len: usize) -> Result<(), BackendError> {
+        let inside = self.owned.iter().any(|(&base, &bytes)| {
+            ptr.0 >= base && ptr.0.checked_add(len as u64).is_some_and(|e| e <= base + bytes as u64)
+        });
+        if inside {
+            Ok(())
+        } else {
+            Err(BackendError::Usage(format!(
+                "{len} B at {:#x} is not inside an allocation of this backend",
+                ptr.0
+            )))
+        }
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        self.graphs.clear();
+        self.events.clear();
+        if self.ctx.bind_to_thread().is_ok() {
+            let _ = self.stream.synchronize();
+            for &ptr in self.owned.keys() {
+                // SAFETY: `ptr` was returned by cuMemAlloc in this context and is freed once;
+                // the stream has finished every use of it.
+                let _ = unsafe { result::free_sync(ptr) };
+            }
+        }
     }
 }
 
 impl Backend for CudaBackend {
     fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, BackendError> {
-        let s = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(cuda_err)?;
-        let addr = {
-            let (p, _sync) = s.device_ptr(&self.stream);
-            p
-        };
-        self.buffers.insert(addr, s);
-        Ok(DevicePtr(addr))
+        self.not_capturing("allocation")?;
+        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        // SAFETY: plain allocation in the bound context; the pointer is owned by `self`.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(cuda_err)?;
+        self.owned.insert(ptr, bytes.max(1));
+        self.stats.allocations += 1;
+        // Freshly allocated memory is zeroed, as the simulator's is.
+        self.memset(DevicePtr(ptr), 0, bytes)?;
+        Ok(DevicePtr(ptr))
     }
 
     fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
-        let stream = self.stream.clone();
-        let buf = self.buffer(ptr)?;
-        if bytes.len() > buf.len() {
-            return Err(BackendError::Usage(format!(
-                "upload of {} B into {} B",
-                bytes.len(),
-                buf.len()
-            )));
-        }
-        let mut view = buf.slice_mut(0..bytes.len());
-        stream.memcpy_htod(bytes, &mut view).map_err(cuda_err)
+        self.not_capturing("upload")?;
+        self.check_owned(ptr, bytes.len())?;
+        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        // SAFETY: the destination range lies in an allocation of ours (checked); the source
+        // slice outlives the call, which completes before returning (synchronous copy).
+        unsafe { result::memcpy_htod_sync(ptr.0, bytes) }.map_err(cuda_err)?;
+        self.stats.uploads += 1;
+        Ok(())
     }
 
     fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {
-        let stream = self.stream.clone();
-        let buf = self.buffer(ptr)?;
-        if len > buf.len() {
-            return Err(BackendError::Usage(format!("download of {len} B from {} B", buf.len())));
-        }
+        self.not_capturing("download")?;
+        self.check_owned(ptr, len)?;
+        self.synchronize()?;
         let mut out = vec![0u8; len];
-        stream.memcpy_dtoh(&buf.slice(0..len), &mut out).map_err(cuda_err)?;
-        stream.synchronize().map_err(cuda_err)?;
+        // SAFETY: the source range lies in an allocation of ours (checked); `out` has `len`
+        // bytes; the stream's work is finished.
+        unsafe { result::memcpy_dtoh_sync(&mut out, ptr.0) }.map_err(cuda_err)?;
         Ok(out)
+    }
+
+    fn memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        // SAFETY: the caller vouches for `[ptr, ptr+bytes)` (our allocations, or an engine's
+        // buffer whose size it declared); the operation is stream-ordered.
+        unsafe { result::memset_d8_async(ptr.0, value, bytes, self.stream.cu_stream()) }
+            .map_err(cuda_err)
+    }
+
+    fn synchronize(&mut self) -> Result<(), BackendError> {
+        self.not_capturing("synchronize")?;
+        self.stats.synchronizations += 1;
+        self.stream.synchronize().map_err(cuda_err)
+    }
+
+    fn stats(&self) -> BackendStats {
+        self.stats
     }
 
     fn simt_target(&self) -> SimtTarget {
@@ -122,15 +215,76 @@ impl Backend for CudaBackend {
         self.sm_count
     }
 
+    fn device_key(&self) -> String {
+        format!(
+            "{} sm_{}{} driver {}",
+            self.name, self.compute_capability.0, self.compute_capability.1, self.driver_version
+        )
+    }
+
+    fn begin_capture(&mut self) -> Result<(), BackendError> {
+        self.not_capturing("begin_capture")?;
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cuda_err)?;
+        self.capturing = true;
+        Ok(())
+    }
+
+    fn end_capture(&mut self) -> Result<GraphId, BackendError> {
+        if !self.capturing {
+            return Err(BackendError::Usage("end_capture without begin_capture".into()));
+        }
+        self.capturing = false;
+        let graph = self
+            .stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(cuda_err)?
+            .ok_or_else(|| BackendError::Cuda("the capture recorded no work".into()))?;
+        self.graphs.push(graph);
+        Ok(GraphId(self.graphs.len() - 1))
+    }
+
+    fn replay(&mut self, graph: GraphId) -> Result<(), BackendError> {
+        let g = self
+            .graphs
+            .get(graph.0)
+            .ok_or_else(|| BackendError::Usage(format!("no graph {}", graph.0)))?;
+        g.launch().map_err(cuda_err)
+    }
+
+    fn record_event(&mut self) -> Result<EventId, BackendError> {
+        let e = self
+            .stream
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda_err)?;
+        self.events.push(e);
+        Ok(EventId(self.events.len() - 1))
+    }
+
+    fn elapsed_ms(&mut self, start: EventId, end: EventId) -> Result<f32, BackendError> {
+        self.not_capturing("elapsed_ms")?;
+        let (Some(a), Some(b)) = (self.events.get(start.0), self.events.get(end.0)) else {
+            return Err(BackendError::Usage("unknown event".into()));
+        };
+        self.stats.synchronizations += 1;
+        a.elapsed_ms(b).map_err(cuda_err)
+    }
+
     fn launch(
         &mut self,
         info: &'static KernelInfo,
         shape: LaunchShape,
         args: &[KernelArg],
     ) -> Result<(), BackendError> {
-        use cudarc::driver::sys;
         let kernel = info.name;
-        let cluster = shape.cluster;
+        if args.len() != info.params.len() {
+            return Err(BackendError::Usage(format!(
+                "{kernel} takes {} arguments, {} given",
+                info.params.len(),
+                args.len()
+            )));
+        }
         let key = info.ptx.as_ptr() as usize;
         if let std::collections::hash_map::Entry::Vacant(slot) = self.modules.entry(key) {
             slot.insert(self.ctx.load_module(Ptx::from_src(info.ptx)).map_err(cuda_err)?);
@@ -147,33 +301,45 @@ impl Backend for CudaBackend {
             )
             .map_err(cuda_err)?;
         }
-        // Argument storage that outlives the launch; the driver reads each through a pointer.
-        let mut held: Vec<Vec<u8>> = args
-            .iter()
-            .map(|a| match a {
-                KernelArg::U32(v) => v.to_le_bytes().to_vec(),
-                KernelArg::Ptr(p) => p.0.to_le_bytes().to_vec(),
-                // Tensor maps must be 64-byte aligned: copied into an aligned buffer below.
-                KernelArg::TensorMap(_) => Vec::new(),
-            })
-            .collect();
-        let mut aligned: Vec<Box<sys::CUtensorMap>> = Vec::new();
-        let mut ptrs: Vec<*mut std::ffi::c_void> = Vec::with_capacity(held.len());
-        for (a, h) in args.iter().zip(held.iter_mut()) {
-            if let KernelArg::TensorMap(b) = a {
-                let mut m = Box::new(sys::CUtensorMap { opaque: [0; 16] });
-                for (i, w) in m.opaque.iter_mut().enumerate() {
-                    *w = u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
+        // Argument storage that outlives the launch call; the driver copies the values when
+        // the launch is enqueued (or recorded into a graph).
+        let mut held: Vec<[u8; 8]> = Vec::with_capacity(args.len());
+        let mut maps: Vec<Box<sys::CUtensorMap>> = Vec::new();
+        for a in args {
+            match a {
+                KernelArg::U32(v) => {
+                    let mut w = [0u8; 8];
+                    w[..4].copy_from_slice(&v.to_le_bytes());
+                    held.push(w);
                 }
-                ptrs.push(&mut *m as *mut sys::CUtensorMap as *mut std::ffi::c_void);
-                aligned.push(m);
-            } else {
-                ptrs.push(h.as_mut_ptr() as *mut std::ffi::c_void);
+                KernelArg::Ptr(p) => held.push(p.0.to_le_bytes()),
+                KernelArg::TensorMap(b) => {
+                    // Tensor maps are passed from 64-byte aligned storage.
+                    let mut m = Box::new(sys::CUtensorMap { opaque: [0; 16] });
+                    for (w, chunk) in m.opaque.iter_mut().zip(b.chunks_exact(8)) {
+                        let mut bytes = [0u8; 8];
+                        bytes.copy_from_slice(chunk);
+                        *w = u64::from_le_bytes(bytes);
+                    }
+                    maps.push(m);
+                    held.push([0; 8]);
+                }
             }
         }
-        let mut attr: sys::CUlaunchAttribute = unsafe_zeroed_attribute();
+        let mut next_map = maps.iter_mut();
+        let mut ptrs: Vec<*mut std::ffi::c_void> = Vec::with_capacity(args.len());
+        for (a, h) in args.iter().zip(held.iter_mut()) {
+            match a {
+                KernelArg::TensorMap(_) => match next_map.next() {
+                    Some(m) => ptrs.push(&mut **m as *mut sys::CUtensorMap as *mut _),
+                    None => return Err(BackendError::Usage("tensor map storage".into())),
+                },
+                _ => ptrs.push(h.as_mut_ptr() as *mut std::ffi::c_void),
+            }
+        }
+        let mut attr = zeroed_attribute();
         attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cluster;
+        attr.value.clusterDim.x = shape.cluster;
         attr.value.clusterDim.y = 1;
         attr.value.clusterDim.z = 1;
         let cfg = sys::CUlaunchConfig {
@@ -186,26 +352,25 @@ impl Backend for CudaBackend {
             sharedMemBytes: shape.dynamic_smem,
             hStream: self.stream.cu_stream(),
             attrs: &mut attr,
-            numAttrs: u32::from(cluster > 1),
+            numAttrs: u32::from(shape.cluster > 1),
         };
         self.ctx.bind_to_thread().map_err(cuda_err)?;
-        // SAFETY: `ptrs` holds one pointer per kernel parameter, in the manifest's order, each
-        // to storage of the parameter's size (u32/u64/f32 little-endian bytes, or a 64-byte
-        // aligned CUtensorMap) that lives until after the synchronize below; `cfg` and `attr`
-        // outlive the call; the function belongs to this context.
+        // SAFETY: `ptrs` holds one pointer per kernel parameter, in the kernel's ABI order
+        // (count checked above), each to storage of the parameter's size (u32/u64
+        // little-endian, or a 64-byte aligned CUtensorMap) that lives until this call
+        // returns, by which time the driver has copied the values; `cfg` and `attr` outlive
+        // the call; the function belongs to this context.
         let r = unsafe {
             sys::cuLaunchKernelEx(&cfg, f.cu_function(), ptrs.as_mut_ptr(), std::ptr::null_mut())
         };
         if r != sys::CUresult::CUDA_SUCCESS {
             return Err(BackendError::Cuda(format!("cuLaunchKernelEx({kernel}): {r:?}")));
         }
-        self.stream.synchronize().map_err(cuda_err)?;
-        drop(aligned);
+        self.stats.launches += 1;
         Ok(())
     }
 
     fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<[u8; 128], BackendError> {
-        use cudarc::driver::sys;
         let rank = spec.dims.len();
         if rank == 0 || rank > 5 || spec.strides.len() + 1 != rank || spec.box_dims.len() != rank {
             return Err(BackendError::Usage(format!(
@@ -229,7 +394,7 @@ impl Backend for CudaBackend {
         self.ctx.bind_to_thread().map_err(cuda_err)?;
         // SAFETY: every pointer refers to a live array of `rank` (dims, box, element strides) or
         // `rank - 1` (strides) elements, checked above; `map` is a valid output location; the
-        // global address is a device pointer of this backend.
+        // encoder only reads host memory and does not dereference the global address.
         let r = unsafe {
             sys::cuTensorMapEncodeTiled(
                 &mut map,

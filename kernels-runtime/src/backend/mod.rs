@@ -84,7 +84,31 @@ pub struct TensorMapSpec {
     pub swizzle: u32,
 }
 
-/// What a device must offer to run moegen's kernels.
+/// Counters every backend keeps, so a test can prove that a run path allocates nothing and
+/// never waits for the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackendStats {
+    /// Device allocations.
+    pub allocations: u64,
+    /// Host waits for the device (synchronize, download, event timing).
+    pub synchronizations: u64,
+    /// Kernel launches (replayed graph nodes included).
+    pub launches: u64,
+    /// Host-to-device copies.
+    pub uploads: u64,
+}
+
+/// A captured launch sequence (a CUDA graph, or the simulator's recording).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GraphId(pub usize);
+
+/// A point in the stream's work, for timing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventId(pub usize);
+
+/// What a device must offer to run moegen's kernels. Work is ordered on one stream (the
+/// caller's, for the CUDA backend); launches, memsets, events and graph replays never wait
+/// for the device; downloads, `synchronize` and `elapsed_ms` do.
 pub trait Backend {
     /// Allocates `bytes` zeroed bytes.
     fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, BackendError>;
@@ -105,6 +129,27 @@ pub trait Backend {
     fn simt_target(&self) -> SimtTarget;
     /// Streaming multiprocessors (persistent grids are sized from it).
     fn sm_count(&self) -> u32;
+    /// Sets `bytes` bytes at `ptr` to `value`, in stream order (capturable).
+    fn memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError>;
+    /// Waits until the stream's work is done.
+    fn synchronize(&mut self) -> Result<(), BackendError>;
+    /// The backend's counters.
+    fn stats(&self) -> BackendStats;
+    /// Starts recording the stream's launches and memsets into a graph instead of running
+    /// them; allocation, upload and download fail while recording.
+    fn begin_capture(&mut self) -> Result<(), BackendError>;
+    /// Ends the recording and returns the graph.
+    fn end_capture(&mut self) -> Result<GraphId, BackendError>;
+    /// Runs a recorded graph in stream order.
+    fn replay(&mut self, graph: GraphId) -> Result<(), BackendError>;
+    /// Records an event at the current point of the stream.
+    fn record_event(&mut self) -> Result<EventId, BackendError>;
+    /// Milliseconds of stream work between two events (waits for `end`). The simulator
+    /// reports simulated thread-instructions / 10⁹ instead of time: deterministic, so tuning
+    /// on it is reproducible.
+    fn elapsed_ms(&mut self, start: EventId, end: EventId) -> Result<f32, BackendError>;
+    /// What the autotuner's cache is keyed by: device name, architecture and driver.
+    fn device_key(&self) -> String;
 
     /// Allocates and fills.
     fn upload_new(&mut self, bytes: &[u8]) -> Result<DevicePtr, BackendError> {

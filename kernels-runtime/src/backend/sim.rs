@@ -1,14 +1,26 @@
-//! The simulator backend.
+//! The simulator backend (feature `sim`): runs the generated kernels in moegen-sim. Work
+//! executes when issued (the stream is the call order), so "asynchronous" operations are
+//! complete on return; graph capture records launches and memsets and replays them in order.
 
 use std::collections::HashMap;
 
 use moegen_dsl::abi::{KernelInfo, SimtTarget};
 use moegen_sim::{Arg, Device, LaunchConfig, Module, TensorMap, TmaDataType, launch, parse_module};
 
-use super::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec, TmaElement};
+use super::{
+    Backend, BackendError, BackendStats, DevicePtr, EventId, GraphId, KernelArg, LaunchShape,
+    TensorMapSpec, TmaElement,
+};
 
 /// SMs the simulated device reports unless told otherwise (a B200's count).
 pub const DEFAULT_SM_COUNT: u32 = 148;
+
+/// One recorded operation of a captured graph.
+#[derive(Clone, Debug)]
+enum Recorded {
+    Launch { kernel: &'static KernelInfo, shape: LaunchShape, args: Vec<KernelArg> },
+    Memset { ptr: DevicePtr, value: u8, bytes: usize },
+}
 
 /// Runs kernels in moegen-sim.
 pub struct SimBackend {
@@ -18,6 +30,10 @@ pub struct SimBackend {
     target: SimtTarget,
     sm_count: u32,
     seed: Option<u64>,
+    capture: Option<Vec<Recorded>>,
+    graphs: Vec<Vec<Recorded>>,
+    events: Vec<u64>,
+    stats: BackendStats,
     /// Thread-instructions executed so far.
     pub thread_instructions: u64,
     /// Block-scaled MMA instructions executed so far.
@@ -33,6 +49,10 @@ impl Default for SimBackend {
             target: SimtTarget::Sm100f,
             sm_count: DEFAULT_SM_COUNT,
             seed: None,
+            capture: None,
+            graphs: Vec::new(),
+            events: Vec::new(),
+            stats: BackendStats::default(),
             thread_instructions: 0,
             mma_instructions: 0,
         }
@@ -69,48 +89,15 @@ impl SimBackend {
         self.replaced.insert(kernel.to_owned(), m);
         Ok(())
     }
-}
 
-impl Backend for SimBackend {
-    fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, BackendError> {
-        Ok(DevicePtr(self.device.alloc(bytes)))
-    }
-
-    fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
-        let dst = self.device.slice_mut(ptr.0, bytes.len()).ok_or_else(|| {
-            BackendError::Usage(format!(
-                "upload of {} B to {:#x} is out of bounds",
-                bytes.len(),
-                ptr.0
-            ))
-        })?;
-        dst.copy_from_slice(bytes);
+    fn not_capturing(&self, what: &str) -> Result<(), BackendError> {
+        if self.capture.is_some() {
+            return Err(BackendError::Usage(format!("{what} during graph capture")));
+        }
         Ok(())
     }
 
-    fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {
-        self.device.download(ptr.0, len).ok_or_else(|| {
-            BackendError::Usage(format!("download of {len} B from {:#x} is out of bounds", ptr.0))
-        })
-    }
-
-    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<[u8; 128], BackendError> {
-        let map = TensorMap {
-            dtype: match spec.element {
-                TmaElement::U8 => TmaDataType::U8,
-                TmaElement::U16 => TmaDataType::U16,
-                TmaElement::U4Packed => TmaDataType::U4Packed,
-            },
-            address: spec.address.0,
-            dims: spec.dims.clone(),
-            strides: spec.strides.clone(),
-            box_dims: spec.box_dims.clone(),
-            swizzle: spec.swizzle,
-        };
-        map.encode().map_err(BackendError::Usage)
-    }
-
-    fn launch(
+    fn run_launch(
         &mut self,
         kernel: &'static KernelInfo,
         shape: LaunchShape,
@@ -143,7 +130,75 @@ impl Backend for SimBackend {
             .map_err(|e| BackendError::Sim(e.to_string()))?;
         self.thread_instructions += stats.thread_instructions;
         self.mma_instructions += stats.mma_instructions;
+        self.stats.launches += 1;
         Ok(())
+    }
+
+    fn run_memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError> {
+        let dst = self.device.slice_mut(ptr.0, bytes).ok_or_else(|| {
+            BackendError::Usage(format!("memset of {bytes} B at {:#x} is out of bounds", ptr.0))
+        })?;
+        dst.fill(value);
+        Ok(())
+    }
+}
+
+impl Backend for SimBackend {
+    fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, BackendError> {
+        self.not_capturing("allocation")?;
+        self.stats.allocations += 1;
+        Ok(DevicePtr(self.device.alloc(bytes)))
+    }
+
+    fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
+        self.not_capturing("upload")?;
+        let dst = self.device.slice_mut(ptr.0, bytes.len()).ok_or_else(|| {
+            BackendError::Usage(format!(
+                "upload of {} B to {:#x} is out of bounds",
+                bytes.len(),
+                ptr.0
+            ))
+        })?;
+        dst.copy_from_slice(bytes);
+        self.stats.uploads += 1;
+        Ok(())
+    }
+
+    fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {
+        self.not_capturing("download")?;
+        self.stats.synchronizations += 1;
+        self.device.download(ptr.0, len).ok_or_else(|| {
+            BackendError::Usage(format!("download of {len} B from {:#x} is out of bounds", ptr.0))
+        })
+    }
+
+    fn launch(
+        &mut self,
+        kernel: &'static KernelInfo,
+        shape: LaunchShape,
+        args: &[KernelArg],
+    ) -> Result<(), BackendError> {
+        if let Some(rec) = &mut self.capture {
+            rec.push(Recorded::Launch { kernel, shape, args: args.to_vec() });
+            return Ok(());
+        }
+        self.run_launch(kernel, shape, args)
+    }
+
+    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<[u8; 128], BackendError> {
+        let map = TensorMap {
+            dtype: match spec.element {
+                TmaElement::U8 => TmaDataType::U8,
+                TmaElement::U16 => TmaDataType::U16,
+                TmaElement::U4Packed => TmaDataType::U4Packed,
+            },
+            address: spec.address.0,
+            dims: spec.dims.clone(),
+            strides: spec.strides.clone(),
+            box_dims: spec.box_dims.clone(),
+            swizzle: spec.swizzle,
+        };
+        map.encode().map_err(BackendError::Usage)
     }
 
     fn simt_target(&self) -> SimtTarget {
@@ -152,5 +207,77 @@ impl Backend for SimBackend {
 
     fn sm_count(&self) -> u32 {
         self.sm_count
+    }
+
+    fn memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError> {
+        if let Some(rec) = &mut self.capture {
+            rec.push(Recorded::Memset { ptr, value, bytes });
+            return Ok(());
+        }
+        self.run_memset(ptr, value, bytes)
+    }
+
+    fn synchronize(&mut self) -> Result<(), BackendError> {
+        self.not_capturing("synchronize")?;
+        self.stats.synchronizations += 1;
+        Ok(())
+    }
+
+    fn stats(&self) -> BackendStats {
+        self.stats
+    }
+
+    fn begin_capture(&mut self) -> Result<(), BackendError> {
+        self.not_capturing("begin_capture")?;
+        self.capture = Some(Vec::new());
+        Ok(())
+    }
+
+    fn end_capture(&mut self) -> Result<GraphId, BackendError> {
+        let rec = self
+            .capture
+            .take()
+            .ok_or_else(|| BackendError::Usage("end_capture without begin_capture".into()))?;
+        if rec.is_empty() {
+            return Err(BackendError::Sim("the capture recorded no work".into()));
+        }
+        self.graphs.push(rec);
+        Ok(GraphId(self.graphs.len() - 1))
+    }
+
+    fn replay(&mut self, graph: GraphId) -> Result<(), BackendError> {
+        self.not_capturing("replay")?;
+        let ops = self
+            .graphs
+            .get(graph.0)
+            .cloned()
+            .ok_or_else(|| BackendError::Usage(format!("no graph {}", graph.0)))?;
+        for op in ops {
+            match op {
+                Recorded::Launch { kernel, shape, args } => {
+                    self.run_launch(kernel, shape, &args)?
+                }
+                Recorded::Memset { ptr, value, bytes } => self.run_memset(ptr, value, bytes)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn record_event(&mut self) -> Result<EventId, BackendError> {
+        self.events.push(self.thread_instructions);
+        Ok(EventId(self.events.len() - 1))
+    }
+
+    fn elapsed_ms(&mut self, start: EventId, end: EventId) -> Result<f32, BackendError> {
+        self.not_capturing("elapsed_ms")?;
+        let (Some(&a), Some(&b)) = (self.events.get(start.0), self.events.get(end.0)) else {
+            return Err(BackendError::Usage("unknown event".into()));
+        };
+        self.stats.synchronizations += 1;
+        Ok(b.saturating_sub(a) as f32 * 1e-9)
+    }
+
+    fn device_key(&self) -> String {
+        format!("moegen-sim {} {} SMs", self.target, self.sm_count)
     }
 }

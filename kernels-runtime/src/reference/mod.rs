@@ -2,12 +2,16 @@
 //! written from moe-pipeline.md and the arithmetic fixed in docs/reference.md, so that
 //! kernels (simulated or on hardware) and benchmarks have one thing to be checked against.
 
+mod checkpoint;
 mod exact_dot;
 mod gemm1;
 mod gemm2;
 mod oracle;
 mod weights;
 
+pub use checkpoint::{
+    CheckpointScales, ExpertTensors, Mxfp4Tensor, Nvfp4Tensor, import_mxfp4, import_nvfp4,
+};
 pub use exact_dot::{DecodedRow, MMA_K, block_scaled_dot, fixed_to_f32};
 pub use gemm1::{Gemm1Output, gemm1_reference};
 pub use gemm2::{Routing, finalize, gemm2_contributions};

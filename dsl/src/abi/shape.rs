@@ -1,0 +1,38 @@
+//! The problem shapes a target's GEMM kernels accept, checked before anything is launched.
+
+use crate::plan::{PlanError, Result};
+use crate::resources::K_STAGE;
+use crate::target::Target;
+
+/// The multiple H and I must be for `target`'s GEMM kernels: both are K dimensions of one
+/// GEMM (H of GEMM1, I of GEMM2), consumed in whole K stages.
+pub fn gemm_shape_multiple(target: Target) -> u64 {
+    match target {
+        Target::Sm100f | Target::Sm100a => u64::from(K_STAGE),
+    }
+}
+
+/// Checks one dimension (`what` names it in the error) against `target`'s GEMM kernels.
+pub fn check_gemm_dim(target: Target, what: &'static str, value: u64) -> Result<()> {
+    let m = gemm_shape_multiple(target);
+    if value == 0 {
+        return Err(PlanError::Zero { what });
+    }
+    if !value.is_multiple_of(m) {
+        return Err(PlanError::Alignment {
+            what,
+            value,
+            multiple: m,
+            why: match target {
+                Target::Sm100f | Target::Sm100a => " (the sm_100 GEMM kernels' K stages)",
+            },
+        });
+    }
+    Ok(())
+}
+
+/// Checks H and I against `target`'s GEMM kernels.
+pub fn check_gemm_shape(target: Target, hidden: u64, intermediate: u64) -> Result<()> {
+    check_gemm_dim(target, "hidden size", hidden)?;
+    check_gemm_dim(target, "intermediate size", intermediate)
+}

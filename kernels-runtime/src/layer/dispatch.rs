@@ -1,0 +1,178 @@
+//! Which tactic runs for a token count: one choice per token bucket (the hybrid uncapped
+//! buckets of `moegen_dsl::plan::TokenBuckets`), from an analytic estimate that needs no
+//! tuning, or from the autotuner.
+
+use moegen_dsl::plan::{MoeShape, TokenBuckets, max_tiles};
+use moegen_dsl::{MoeTactic, TileSize};
+
+use super::error::LayerError;
+
+/// Where a table's choices came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ChoiceSource {
+    /// [`estimate_us`].
+    Analytic,
+    /// Timed on the device.
+    Tuned,
+}
+
+/// A tactic per token bucket.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchTable {
+    buckets: TokenBuckets,
+    choices: Vec<MoeTactic>,
+    source: ChoiceSource,
+}
+
+/// Device throughput figures the estimate uses (per SM and whole-device).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeviceModel {
+    /// SMs.
+    pub sms: u32,
+    /// Dense block-scaled FP4 MACs per clock per SM.
+    pub macs_per_clock_per_sm: f64,
+    /// Clock in GHz.
+    pub clock_ghz: f64,
+    /// Achievable DRAM bandwidth, bytes per second.
+    pub dram_bytes_per_s: f64,
+    /// Fixed cost of one kernel launch and its tail, µs.
+    pub launch_us: f64,
+}
+
+impl DeviceModel {
+    /// A B200 (148 SMs, 1.9 GHz, 16384 FP4 MAC/clk/SM, 8 TB/s at 90 %).
+    pub fn b200() -> Self {
+        Self {
+            sms: 148,
+            macs_per_clock_per_sm: 16384.0,
+            clock_ghz: 1.9,
+            dram_bytes_per_s: 8e12 * 0.9,
+            launch_us: 2.0,
+        }
+    }
+    /// The same device with `sms` SMs.
+    pub fn with_sms(mut self, sms: u32) -> Self {
+        self.sms = sms.max(1);
+        self
+    }
+}
+
+/// Estimated µs of one layer with `tactic` for `tokens` tokens routed uniformly: each GEMM
+/// is the slower of its weight traffic and its padded MMA work spread over whole waves of
+/// persistent clusters, plus a fixed cost per launch.
+pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &DeviceModel) -> f64 {
+    let (h, i) = (shape.hidden as f64, shape.intermediate as f64);
+    let w = &shape.window;
+    let routes = tokens * w.top_k() as u64;
+    let local_routes = routes as f64 * w.local() as f64 / w.num_experts() as f64;
+    let per_expert = (local_routes / w.local() as f64).max(1.0);
+    let t = f64::from(tactic.tile().rows());
+    let touched = (local_routes.min(w.local() as f64)).max(1.0);
+    let tiles_per_expert = (per_expert / t).ceil();
+    let live_tiles = tiles_per_expert * touched;
+    let mut total = 0.0;
+    for (g, n_dim, k_dim) in [(tactic.gemm1(), 2.0 * i, h), (tactic.gemm2(), h, i)] {
+        let [_, n] = g.mma_tiler();
+        let cn = f64::from(g.cluster()[1]);
+        let ctas = f64::from(g.cluster_ctas());
+        let units = live_tiles * (n_dim / f64::from(n)).ceil() / cn;
+        let clusters = (f64::from(dev.sms) / ctas).floor().max(1.0);
+        let waves = (units / clusters).ceil();
+        // One unit: T × N·cn × K MACs on `ctas` SMs.
+        let unit_macs = t * f64::from(n) * cn * k_dim;
+        let unit_s = unit_macs / (ctas * dev.macs_per_clock_per_sm * dev.clock_ghz * 1e9);
+        let mma_s = waves * unit_s;
+        // Each touched expert's weights are read once (L2 keeps them across its tiles).
+        let weight_s = touched * n_dim * k_dim * 0.5625 / dev.dram_bytes_per_s;
+        total += mma_s.max(weight_s) * 1e6 + dev.launch_us;
+    }
+    total
+}
+
+impl DispatchTable {
+    /// The analytic choice per bucket among `tactics` (each must apply to the layer).
+    pub fn analytic(
+        shape: &MoeShape,
+        max_tokens: u64,
+        tactics: &[MoeTactic],
+        dev: &DeviceModel,
+    ) -> Result<Self, LayerError> {
+        let buckets = TokenBuckets::new(max_tokens)?;
+        let choices = buckets
+            .buckets()
+            .iter()
+            .map(|&n| {
+                tactics
+                    .iter()
+                    .copied()
+                    .min_by(|a, b| {
+                        estimate_us(shape, a, n, dev).total_cmp(&estimate_us(shape, b, n, dev))
+                    })
+                    .ok_or_else(|| LayerError::NoTactic("the candidate list is empty".into()))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { buckets, choices, source: ChoiceSource::Analytic })
+    }
+
+    /// A table from explicit choices, one per bucket of `buckets`.
+    pub fn from_choices(
+        buckets: TokenBuckets,
+        choices: Vec<MoeTactic>,
+        source: ChoiceSource,
+    ) -> Result<Self, LayerError> {
+        if choices.len() != buckets.buckets().len() {
+            return Err(LayerError::NoTactic(format!(
+                "{} choices for {} buckets",
+                choices.len(),
+                buckets.buckets().len()
+            )));
+        }
+        Ok(Self { buckets, choices, source })
+    }
+
+    /// The bucket and tactic for `tokens` (above the tuned maximum: the largest bucket's).
+    pub fn choose(&self, tokens: u64) -> Result<(u64, MoeTactic), LayerError> {
+        let bucket = self.buckets.bucket_for(tokens)?;
+        let idx = self.buckets.buckets().partition_point(|&b| b < bucket);
+        let i = idx.min(self.choices.len().saturating_sub(1));
+        let t = self
+            .choices
+            .get(i)
+            .copied()
+            .ok_or_else(|| LayerError::NoTactic("empty table".into()))?;
+        Ok((bucket, t))
+    }
+
+    /// The buckets.
+    pub fn buckets(&self) -> &TokenBuckets {
+        &self.buckets
+    }
+    /// The choice per bucket.
+    pub fn choices(&self) -> &[MoeTactic] {
+        &self.choices
+    }
+    /// Analytic or tuned.
+    pub fn source(&self) -> ChoiceSource {
+        self.source
+    }
+    /// Tile sizes the table uses (what the workspace must serve).
+    pub fn tile_sizes(&self) -> Vec<TileSize> {
+        let mut t: Vec<TileSize> = self.choices.iter().map(MoeTactic::tile).collect();
+        t.sort();
+        t.dedup();
+        t
+    }
+}
+
+/// The tactics of `candidates` that apply to a layer with up to `max_tokens` tokens.
+pub fn applicable(shape: &MoeShape, max_tokens: u64, candidates: &[MoeTactic]) -> Vec<MoeTactic> {
+    let routes = max_tokens.saturating_mul(shape.top_k() as u64);
+    candidates
+        .iter()
+        .copied()
+        .filter(|t| {
+            let tiles = max_tiles(routes, shape.local_experts() as u64, u64::from(t.tile().rows()));
+            tiles.is_ok_and(|m| t.applies_to(m, shape.intermediate as u64, shape.hidden as u64))
+        })
+        .collect()
+}

@@ -1,0 +1,260 @@
+//! Device memory as the layer sees it: slices with their sizes (the engine's or our own),
+//! the shared workspace, and a layer's weights.
+
+use moegen_dsl::TileSize;
+use moegen_dsl::abi::Buffer;
+use moegen_dsl::plan::{
+    ERROR_WORDS, ExpertWindow, MoeShape, WorkspacePlan, WorkspaceRequest, plan_workspace,
+};
+
+use super::error::LayerError;
+use crate::backend::{Backend, DevicePtr};
+use crate::error::RuntimeError;
+use crate::reference::{PreparedWeights, validate_weights};
+
+/// A device buffer and its size in bytes; the engine's memory or the backend's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceSlice {
+    /// Address.
+    pub ptr: DevicePtr,
+    /// Bytes usable from `ptr`.
+    pub bytes: u64,
+}
+
+impl DeviceSlice {
+    /// A slice of `bytes` at `ptr`.
+    pub fn new(ptr: DevicePtr, bytes: u64) -> Self {
+        Self { ptr, bytes }
+    }
+
+    /// Checks the slice holds `needed` bytes at an `align`-byte aligned address.
+    pub fn check(&self, buffer: &'static str, needed: u64, align: u64) -> Result<(), LayerError> {
+        if self.bytes < needed {
+            return Err(LayerError::BufferTooSmall { buffer, needed, given: self.bytes });
+        }
+        if !self.ptr.0.is_multiple_of(align) {
+            return Err(LayerError::Misaligned { buffer, ptr: self.ptr.0, align });
+        }
+        Ok(())
+    }
+
+    fn at(&self, offset: u64) -> DevicePtr {
+        DevicePtr(self.ptr.0 + offset)
+    }
+}
+
+/// What a workspace must serve: every layer of a model that will run with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkspaceSpec {
+    /// Most tokens of one forward pass.
+    pub max_tokens: usize,
+    /// Routes per token.
+    pub top_k: usize,
+    /// Most local experts of any layer.
+    pub max_local_experts: usize,
+    /// Largest H of any layer.
+    pub max_hidden: usize,
+    /// Largest I of any layer.
+    pub max_intermediate: usize,
+    /// Tile sizes the layers' tactics may use.
+    pub tile_sizes: Vec<TileSize>,
+    /// Room for the deterministic finalize.
+    pub deterministic: bool,
+}
+
+/// One device workspace shared by every layer of a model: the routing sort's index maps,
+/// the quantized activations, GEMM1's output, the error record, and (optionally) the
+/// deterministic scratch, at the offsets of `moegen_dsl::plan`.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    spec: WorkspaceSpec,
+    plan: WorkspacePlan,
+    memory: DeviceSlice,
+}
+
+/// Alignment the workspace's base needs (TMA reads GEMM1's output through it).
+pub const WORKSPACE_ALIGN: u64 = 256;
+
+impl Workspace {
+    /// The plan for `spec`.
+    pub fn plan_for(spec: &WorkspaceSpec) -> Result<WorkspacePlan, LayerError> {
+        Ok(plan_workspace(&WorkspaceRequest {
+            tokens: spec.max_tokens as u64,
+            top_k: spec.top_k as u64,
+            local_experts: spec.max_local_experts as u64,
+            intermediate: Some(spec.max_intermediate as u64),
+            hidden: Some(spec.max_hidden as u64),
+            tile_sizes: spec.tile_sizes.clone(),
+            deterministic_scratch: spec.deterministic,
+        })?)
+    }
+
+    /// Allocates a workspace (one allocation) on `b`.
+    pub fn new(b: &mut dyn Backend, spec: WorkspaceSpec) -> Result<Self, LayerError> {
+        let plan = Self::plan_for(&spec)?;
+        let bytes = plan.workspace_bytes.max(1);
+        let ptr = b.alloc(usize::try_from(bytes).map_err(|_| LayerError::BufferTooSmall {
+            buffer: "workspace",
+            needed: bytes,
+            given: usize::MAX as u64,
+        })?)?;
+        Ok(Self { spec, plan, memory: DeviceSlice::new(ptr, bytes) })
+    }
+
+    /// A workspace in memory the engine owns (at least `plan_for(&spec)?.workspace_bytes`
+    /// bytes, 256-byte aligned).
+    pub fn from_device(spec: WorkspaceSpec, memory: DeviceSlice) -> Result<Self, LayerError> {
+        let plan = Self::plan_for(&spec)?;
+        memory.check("workspace", plan.workspace_bytes, WORKSPACE_ALIGN)?;
+        Ok(Self { spec, plan, memory })
+    }
+
+    /// What it serves.
+    pub fn spec(&self) -> &WorkspaceSpec {
+        &self.spec
+    }
+    /// Its plan.
+    pub fn plan(&self) -> &WorkspacePlan {
+        &self.plan
+    }
+    /// Its memory.
+    pub fn memory(&self) -> DeviceSlice {
+        self.memory
+    }
+    /// The address of workspace buffer `b`.
+    pub fn ptr(&self, b: Buffer) -> Option<DevicePtr> {
+        self.plan.buffer(b).map(|p| self.memory.at(p.offset))
+    }
+
+    /// Clears the error record (stream-ordered): flags to 0, first-offender words to !0.
+    pub fn reset_errors(&self, b: &mut dyn Backend) -> Result<(), LayerError> {
+        let p = self.ptr(Buffer::ErrorFlags).ok_or_else(|| missing("error_flags"))?;
+        b.memset(p, 0xFF, (ERROR_WORDS * 4) as usize)?;
+        b.memset(p, 0, 4)?;
+        Ok(())
+    }
+
+    /// Reads the error record (waits for the stream) and decodes it: an out-of-range expert
+    /// id names its token, slot and value.
+    pub fn check_errors(
+        &self,
+        b: &mut dyn Backend,
+        window: &ExpertWindow,
+    ) -> Result<(), LayerError> {
+        let p = self.ptr(Buffer::ErrorFlags).ok_or_else(|| missing("error_flags"))?;
+        let raw = b.download(p, (ERROR_WORDS * 4) as usize)?;
+        let w: Vec<u32> =
+            raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        decode_errors(&w, window)
+    }
+}
+
+fn missing(what: &str) -> LayerError {
+    LayerError::WorkspaceMismatch { reason: format!("the plan has no {what} buffer") }
+}
+
+/// Bit 0 of the error record: an expert id outside [0, experts); words 1 and 2 hold the
+/// first such route and its id. Bit 1: more tiles than the arrays hold (a planning bug).
+pub(crate) fn decode_errors(w: &[u32], window: &ExpertWindow) -> Result<(), LayerError> {
+    let flags = w.first().copied().unwrap_or(0);
+    if flags == 0 {
+        return Ok(());
+    }
+    let k = window.top_k();
+    if flags & 1 != 0
+        && let (Some(&route), Some(&id)) = (w.get(1), w.get(2))
+        && route != u32::MAX
+    {
+        return Err(RuntimeError::ExpertOutOfRange {
+            token: route as usize / k,
+            slot: route as usize % k,
+            expert: i64::from(id as i32),
+            experts: window.num_experts(),
+        }
+        .into());
+    }
+    Err(LayerError::DeviceFlags(flags))
+}
+
+/// A layer's weights on the device, uploaded once (or the engine's, by address).
+#[derive(Clone, Debug)]
+pub struct LayerWeights {
+    pub(crate) shape: MoeShape,
+    pub(crate) buffers: Vec<(Buffer, DeviceSlice)>,
+}
+
+impl LayerWeights {
+    /// Uploads prepared weights (`reference::prepare_weights`, `import_nvfp4`,
+    /// `import_mxfp4`) and the activation global scale `input_scale` (the static scale the
+    /// layer quantizes its bf16 input with, and that `alpha1` was computed for).
+    pub fn upload(
+        b: &mut dyn Backend,
+        shape: &MoeShape,
+        w: &PreparedWeights,
+        input_scale: f32,
+    ) -> Result<Self, LayerError> {
+        validate_weights(shape, w)?;
+        if !(input_scale.is_finite() && input_scale > 0.0) {
+            return Err(RuntimeError::BadScale { what: "input scale", value: input_scale }.into());
+        }
+        let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let parts: [(Buffer, Vec<u8>); 8] = [
+            (Buffer::W1, w.w1.clone()),
+            (Buffer::W1Scales, w.w1_scales.clone()),
+            (Buffer::W2, w.w2.clone()),
+            (Buffer::W2Scales, w.w2_scales.clone()),
+            (Buffer::Alpha1, f32s(&w.alpha1)),
+            (Buffer::Alpha2, f32s(&w.alpha2)),
+            (Buffer::Fc2InputScale, w.fc2_input_scale.to_le_bytes().to_vec()),
+            (Buffer::ActivationGlobalScale, input_scale.to_le_bytes().to_vec()),
+        ];
+        let mut buffers = Vec::with_capacity(parts.len());
+        for (buf, bytes) in parts {
+            let ptr = b.upload_new(&bytes)?;
+            buffers.push((buf, DeviceSlice::new(ptr, bytes.len() as u64)));
+        }
+        Ok(Self { shape: *shape, buffers })
+    }
+
+    /// Weights already on the device (the engine's memory), each checked against `shape`:
+    /// W1, W1 scales, W2, W2 scales, α1, α2, `fc2_input_scale` and the activation global
+    /// scale, in kernel layout (see `reference::PreparedWeights`).
+    pub fn from_device(
+        shape: &MoeShape,
+        buffers: &[(Buffer, DeviceSlice)],
+    ) -> Result<Self, LayerError> {
+        let need = Self::sizes(shape)?;
+        let mut out = Vec::with_capacity(need.len());
+        for (buf, bytes) in need {
+            let slice = buffers.iter().find(|(b, _)| *b == buf).map(|(_, s)| *s).ok_or(
+                LayerError::BufferTooSmall { buffer: buf.name(), needed: bytes, given: 0 },
+            )?;
+            slice.check(buf.name(), bytes, 16)?;
+            out.push((buf, slice));
+        }
+        Ok(Self { shape: *shape, buffers: out })
+    }
+
+    /// The buffers a layer's weights consist of, with their sizes in bytes.
+    pub fn sizes(shape: &MoeShape) -> Result<Vec<(Buffer, u64)>, LayerError> {
+        let (h, i, l) =
+            (shape.hidden as u64, shape.intermediate as u64, shape.local_experts() as u64);
+        let s1 = crate::reference::w1_scale_layout(shape)?.bytes() as u64;
+        let s2 = crate::reference::w2_scale_layout(shape)?.bytes() as u64;
+        Ok(vec![
+            (Buffer::W1, l * i * h),
+            (Buffer::W1Scales, l * s1),
+            (Buffer::W2, l * h * i / 2),
+            (Buffer::W2Scales, l * s2),
+            (Buffer::Alpha1, 4 * l),
+            (Buffer::Alpha2, 4 * l),
+            (Buffer::Fc2InputScale, 4),
+            (Buffer::ActivationGlobalScale, 4),
+        ])
+    }
+
+    /// The layer shape these weights are for.
+    pub fn shape(&self) -> &MoeShape {
+        &self.shape
+    }
+}

@@ -1,0 +1,277 @@
+//! The runtime's layer API on the simulator backend, the path a GPU takes: weights uploaded
+//! once, one workspace, forward on the caller's buffers with no allocation and no wait,
+//! every bad input refused before a launch, graph replay equal to eager, dispatch and
+//! autotuning with a cache that round-trips.
+
+use half::bf16;
+use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
+use moegen_dsl::{FinalizeMode, SwigluInput, TileSize};
+use moegen_runtime::backend::Backend;
+use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::layer::*;
+use moegen_runtime::reference::*;
+use moegen_runtime::routing::ExpertWindow;
+
+#[path = "../../kernels-runtime/tests/common/mod.rs"]
+mod common;
+use common::Rng;
+
+const MAX_TOKENS: usize = 8;
+
+struct Setup {
+    sim: SimBackend,
+    shape: MoeShape,
+    prepared: PreparedWeights,
+    input_scale: f32,
+    x: Vec<bf16>,
+    ids: Vec<i32>,
+    weights: Vec<f32>,
+}
+
+fn setup(tokens: usize) -> Setup {
+    let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let (h, i, l) = (512, 256, 4);
+    let mut r = Rng(7);
+    let x: Vec<bf16> = (0..tokens * h).map(|_| bf16::from_f32(r.normal())).collect();
+    let s = 1.0 / (h as f32).sqrt();
+    let up: Vec<f32> = (0..l * i * h).map(|_| r.normal() * s).collect();
+    let gate: Vec<f32> = (0..l * i * h).map(|_| r.normal() * s).collect();
+    let down: Vec<f32> = (0..l * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
+    let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    // The static input scale a calibration would give for this batch.
+    let input_scale = nvfp4_global_scale(block_amax(&xf)).unwrap();
+    let prepared = prepare_weights(&shape, &up, &gate, &down, input_scale, 336.0).unwrap();
+    let ids: Vec<i32> = (0..tokens * 2).map(|j| ((j * 5 + j / 2) % 8) as i32).collect();
+    let weights: Vec<f32> = (0..tokens * 2).map(|j| 0.25 + (j % 2) as f32 * 0.5).collect();
+    Setup { sim: SimBackend::new().with_sm_count(4), shape, prepared, input_scale, x, ids, weights }
+}
+
+fn upload<T: Copy>(b: &mut SimBackend, v: &[T], to_bytes: impl Fn(T) -> Vec<u8>) -> DeviceSlice {
+    let bytes: Vec<u8> = v.iter().flat_map(|&x| to_bytes(x)).collect();
+    DeviceSlice::new(b.upload_new(&bytes).unwrap(), bytes.len() as u64)
+}
+
+fn io(s: &mut Setup, tokens: usize) -> ForwardIo {
+    let h = s.shape.hidden;
+    ForwardIo {
+        tokens,
+        activations: upload(&mut s.sim, &s.x, |v| v.to_bits().to_le_bytes().to_vec()),
+        expert_ids: upload(&mut s.sim, &s.ids, |v| v.to_le_bytes().to_vec()),
+        expert_weights: upload(&mut s.sim, &s.weights, |v| v.to_le_bytes().to_vec()),
+        output: DeviceSlice::new(s.sim.alloc(tokens * h * 2).unwrap(), (tokens * h * 2) as u64),
+    }
+}
+
+fn workspace(s: &mut Setup, deterministic: bool) -> Workspace {
+    let spec = WorkspaceSpec {
+        max_tokens: MAX_TOKENS,
+        top_k: 2,
+        max_local_experts: 4,
+        max_hidden: s.shape.hidden,
+        max_intermediate: s.shape.intermediate,
+        tile_sizes: TileSize::ALL.to_vec(),
+        deterministic,
+    };
+    Workspace::new(&mut s.sim, spec).unwrap()
+}
+
+fn layer(s: &mut Setup, finalize: FinalizeMode) -> MoeLayer {
+    let config = LayerConfig { shape: s.shape, swiglu_input: SwigluInput::F32, finalize };
+    let weights = LayerWeights::upload(&mut s.sim, &s.shape, &s.prepared, s.input_scale).unwrap();
+    let kernels = KernelSet::builtin();
+    let tactics = MoeLayer::candidates(&config, &kernels, MAX_TOKENS as u64);
+    assert_eq!(tactics.len(), 16, "every tactic applies at H 512, I 256");
+    let dev = DeviceModel::b200().with_sms(s.sim.sm_count());
+    let table = DispatchTable::analytic(&s.shape, MAX_TOKENS as u64, &tactics, &dev).unwrap();
+    MoeLayer::new(&s.sim, config, weights, &kernels, table).unwrap()
+}
+
+fn read_bf16(b: &mut SimBackend, d: DeviceSlice, n: usize) -> Vec<bf16> {
+    let bytes = b.download(d.ptr, n * 2).unwrap();
+    bytes.chunks_exact(2).map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect()
+}
+
+fn reference(s: &Setup, tokens: usize, tile: TileSize, finalize: FinalizeMode) -> Vec<bf16> {
+    let xf: Vec<f32> = s.x[..tokens * 512].iter().map(|v| v.to_f32()).collect();
+    let acts = quantize_activations(&xf, tokens, 512, s.input_scale).unwrap();
+    let routing = Routing {
+        tokens,
+        experts: s.ids[..tokens * 2].to_vec(),
+        weights: s.weights[..tokens * 2].to_vec(),
+    };
+    let opts = ReferenceOptions { finalize, ..Default::default() };
+    moe_reference(&s.shape, &acts, &s.prepared, &routing, tile, opts).unwrap().output
+}
+
+#[test]
+fn forward_matches_the_reference_and_allocates_and_waits_for_nothing() {
+    for finalize in [FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic] {
+        let tokens = 5;
+        let mut s = setup(tokens);
+        let ws = workspace(&mut s, finalize == FinalizeMode::Deterministic);
+        let layer = layer(&mut s, finalize);
+        let io = io(&mut s, tokens);
+        let before = s.sim.stats();
+        let tactic = layer.forward(&mut s.sim, &ws, &io).unwrap();
+        let after = s.sim.stats();
+        assert_eq!(after.allocations, before.allocations, "no allocation on the run path");
+        assert_eq!(after.synchronizations, before.synchronizations, "no wait on the run path");
+        assert_eq!(after.uploads, before.uploads, "no host copy on the run path");
+        let launches = 7 + u64::from(finalize == FinalizeMode::Deterministic);
+        assert_eq!(after.launches - before.launches, launches - 1);
+        layer.check_errors(&mut s.sim, &ws).unwrap();
+        let got = read_bf16(&mut s.sim, io.output, tokens * 512);
+        assert_eq!(got, reference(&s, tokens, tactic.tile(), finalize), "{finalize:?} {tactic}");
+    }
+}
+
+#[test]
+fn every_bad_input_is_refused_before_any_launch() {
+    let mut s = setup(MAX_TOKENS);
+    let ws = workspace(&mut s, false);
+    let layer = layer(&mut s, FinalizeMode::BulkReduceAdd);
+    let good = io(&mut s, 4);
+    let launches = s.sim.stats().launches;
+    let mut bad = |f: &dyn Fn(&mut ForwardIo), want: &dyn Fn(&LayerError) -> bool| {
+        let mut io = good;
+        f(&mut io);
+        let e = layer.forward(&mut s.sim, &ws, &io).unwrap_err();
+        assert!(want(&e), "{e}");
+    };
+    bad(&|io| io.tokens = 0, &|e| matches!(e, LayerError::Plan(_)));
+    bad(&|io| io.tokens = MAX_TOKENS + 1, &|e| {
+        matches!(e, LayerError::TooManyTokens { tokens: 9, max: 8 })
+    });
+    bad(&|io| io.activations.bytes = 4 * 512 * 2 - 2, &|e| {
+        matches!(e, LayerError::BufferTooSmall { buffer: "activations", .. })
+    });
+    bad(&|io| io.expert_ids.bytes = 7 * 4, &|e| {
+        matches!(e, LayerError::BufferTooSmall { buffer: "expert ids", needed: 32, given: 28 })
+    });
+    bad(&|io| io.expert_weights.bytes = 0, &|e| {
+        matches!(e, LayerError::BufferTooSmall { buffer: "expert weights", .. })
+    });
+    bad(&|io| io.output.ptr.0 += 2, &|e| {
+        matches!(e, LayerError::Misaligned { buffer: "output", .. })
+    });
+    assert_eq!(s.sim.stats().launches, launches, "nothing was launched");
+    // A workspace planned for another top_k, or too few tiles sizes, is refused.
+    let spec = WorkspaceSpec {
+        max_tokens: 8,
+        top_k: 4,
+        max_local_experts: 4,
+        max_hidden: 512,
+        max_intermediate: 256,
+        tile_sizes: vec![TileSize::T128],
+        deterministic: false,
+    };
+    let other = Workspace::new(&mut s.sim, spec).unwrap();
+    let e = layer.forward(&mut s.sim, &other, &good).unwrap_err();
+    assert!(matches!(e, LayerError::WorkspaceMismatch { .. }), "{e}");
+    // Engine-owned workspace memory is checked for size and alignment.
+    let plan = Workspace::plan_for(ws.spec()).unwrap();
+    let small = DeviceSlice::new(ws.memory().ptr, plan.workspace_bytes - 1);
+    assert!(matches!(
+        Workspace::from_device(ws.spec().clone(), small),
+        Err(LayerError::BufferTooSmall { buffer: "workspace", .. })
+    ));
+    // Weights in the engine's memory must be complete.
+    let e = LayerWeights::from_device(&s.shape, &[]).unwrap_err();
+    assert!(matches!(e, LayerError::BufferTooSmall { buffer: "w1", .. }), "{e}");
+    // Bad weights and scales are refused at upload.
+    let mut nan = s.prepared.clone();
+    nan.w1_scales[3] = 0x7F;
+    assert!(LayerWeights::upload(&mut s.sim, &s.shape, &nan, 1.0).is_err());
+    assert!(LayerWeights::upload(&mut s.sim, &s.shape, &s.prepared, f32::NAN).is_err());
+}
+
+#[test]
+fn a_captured_graph_replays_the_eager_bytes() {
+    let tokens = 3;
+    let mut s = setup(tokens);
+    let ws = workspace(&mut s, true);
+    let layer = layer(&mut s, FinalizeMode::Deterministic);
+    let io = io(&mut s, tokens);
+    layer.forward(&mut s.sim, &ws, &io).unwrap();
+    let eager = read_bf16(&mut s.sim, io.output, tokens * 512);
+    s.sim.memset(io.output.ptr, 0xAB, tokens * 512 * 2).unwrap();
+    let before = s.sim.stats();
+    let g = layer.capture(&mut s.sim, &ws, &io).unwrap();
+    assert_eq!(s.sim.stats().launches, before.launches, "capture records, runs nothing");
+    s.sim.replay(g).unwrap();
+    s.sim.replay(g).unwrap();
+    assert_eq!(read_bf16(&mut s.sim, io.output, tokens * 512), eager);
+    assert_eq!(s.sim.stats().allocations, before.allocations);
+    // Capture refuses what a graph cannot hold.
+    s.sim.begin_capture().unwrap();
+    assert!(s.sim.alloc(16).is_err());
+    assert!(s.sim.download(io.output.ptr, 2).is_err());
+    s.sim.end_capture().unwrap_err();
+}
+
+#[test]
+fn the_analytic_table_covers_every_bucket_and_prefers_small_tiles_for_small_batches() {
+    let s = setup(1);
+    let config = LayerConfig {
+        shape: s.shape,
+        swiglu_input: SwigluInput::F32,
+        finalize: FinalizeMode::BulkReduceAdd,
+    };
+    let kernels = KernelSet::builtin();
+    let tactics = MoeLayer::candidates(&config, &kernels, 16384);
+    let dev = DeviceModel::b200();
+    let t = DispatchTable::analytic(&s.shape, 16384, &tactics, &dev).unwrap();
+    assert_eq!(t.choices().len(), t.buckets().buckets().len());
+    assert_eq!(t.choose(1).unwrap().1.tile(), TileSize::T128);
+    for n in [1, 3, 100, 3000, 16384, 40000] {
+        let (bucket, _) = t.choose(n).unwrap();
+        assert!(bucket >= n, "{n} → {bucket}");
+    }
+}
+
+#[test]
+fn tuning_times_every_tactic_on_one_workspace_and_the_cache_round_trips() {
+    let mut s = setup(MAX_TOKENS);
+    let ws = workspace(&mut s, false);
+    let mut layer = layer(&mut s, FinalizeMode::BulkReduceAdd);
+    let kernels = KernelSet::builtin();
+    let tactics: Vec<_> = layer.tactics().into_iter().step_by(9).collect();
+    assert_eq!(tactics.len(), 2);
+    assert_ne!(tactics[0].tile(), tactics[1].tile());
+    let cache = std::env::temp_dir().join(format!("moegen-tune-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&cache);
+    let opts = TuneOptions {
+        warmup: 0,
+        iterations: 1,
+        tactics: Some(tactics.clone()),
+        cache: Some(cache.clone()),
+        progress: false,
+    };
+    let first = autotune(&mut s.sim, &mut layer, kernels.checksum(), &ws, &opts).unwrap();
+    assert!(!first.from_cache);
+    let buckets = first.table.buckets().buckets().to_vec();
+    assert_eq!(buckets, vec![1, 2, 4, 8]);
+    assert_eq!(first.trials.len(), buckets.len() * tactics.len());
+    assert!(first.trials.iter().all(|t| t.workspace == ws.memory().ptr), "one shared workspace");
+    for (bucket, choice) in buckets.iter().zip(first.table.choices()) {
+        let best = first
+            .trials
+            .iter()
+            .filter(|t| t.bucket == *bucket)
+            .min_by(|a, b| a.ms.total_cmp(&b.ms))
+            .unwrap();
+        assert_eq!(best.tactic, *choice, "bucket {bucket} picks its fastest trial");
+    }
+    assert_eq!(layer.dispatch(), &first.table);
+    // The same key reads the table back without running anything.
+    let launches = s.sim.stats().launches;
+    let second = autotune(&mut s.sim, &mut layer, kernels.checksum(), &ws, &opts).unwrap();
+    assert!(second.from_cache);
+    assert_eq!(second.table, first.table);
+    assert_eq!(s.sim.stats().launches, launches);
+    // Another kernel set misses the cache.
+    let opts_other = TuneOptions { tactics: Some(vec![tactics[0]]), ..opts.clone() };
+    let third = autotune(&mut s.sim, &mut layer, kernels.checksum() ^ 1, &ws, &opts_other).unwrap();
+    assert!(!third.from_cache);
+    let _ = std::fs::remove_file(&cache);
+}
