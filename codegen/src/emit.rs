@@ -31,15 +31,55 @@ pub fn manifest_json(kernels: &[GeneratedKernel]) -> Result<String, String> {
     Ok(manifest)
 }
 
-/// The Rust items (typed `KernelInfo` constants and lookups) of a set. `ptx_dir` and
-/// `manifest_path` are as `include_str!` sees them from the file the items land in; with
-/// `gated`, groups other than sm100 are behind cargo features of their name.
+/// Where the generated Rust finds the PTX and the manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TextSource {
+    /// `include_str!` of files: `ptx_dir/<kernel>.ptx` and `manifest`, as `include_str!`
+    /// sees them from the file the items land in (relative or absolute).
+    Files {
+        /// Folder of the PTX files.
+        ptx_dir: String,
+        /// The manifest file.
+        manifest: String,
+    },
+    /// Raw string literals in the items themselves (for a proc macro's expansion).
+    Inline,
+}
+
+/// A Rust string literal holding `text` exactly (a raw string with enough hashes).
+pub fn raw_literal(text: &str) -> String {
+    let mut hashes = 1;
+    while text.contains(&format!("\"{}", "#".repeat(hashes))) {
+        hashes += 1;
+    }
+    let h = "#".repeat(hashes);
+    format!("r{h}\"{text}\"{h}")
+}
+
+/// A path inside an `include_str!("…")` literal.
+fn path_literal(path: &str) -> String {
+    path.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// The Rust items (typed `KernelInfo` constants and lookups) of a set; with `gated`,
+/// groups other than sm100 are behind cargo features of their name.
 pub fn render_items(
     kernels: &[GeneratedKernel],
-    ptx_dir: &str,
-    manifest_path: &str,
+    source: &TextSource,
     gated: bool,
 ) -> Result<String, String> {
+    let ptx_expr = |k: &GeneratedKernel| match source {
+        TextSource::Files { ptx_dir, .. } => {
+            format!("include_str!(\"{}/{}.ptx\")", path_literal(ptx_dir), k.name)
+        }
+        TextSource::Inline => raw_literal(&k.ptx),
+    };
+    let manifest_expr = match source {
+        TextSource::Files { manifest, .. } => {
+            format!("include_str!(\"{}\")", path_literal(manifest))
+        }
+        TextSource::Inline => raw_literal(&manifest_json(kernels)?),
+    };
     let mut groups = Vec::new();
     for (name, constant, feature) in GROUPS {
         let members: Vec<_> = kernels
@@ -49,6 +89,7 @@ pub fn render_items(
                 serde_json::json!({
                     "id": rust_expr::kernel_id(&k.id),
                     "name": k.name,
+                    "ptx": ptx_expr(k),
                     "target": k.id.ptx_target(),
                     "params": moegen_dsl::abi::signature(&k.id).0,
                     "launch": rust_expr::launch_facts(&k.launch),
@@ -72,8 +113,7 @@ pub fn render_items(
     t.add_raw_template("kernels_items", ITEMS_TEMPLATE).map_err(|e| e.to_string())?;
     let mut ctx = Context::new();
     ctx.insert("groups", &groups);
-    ctx.insert("ptx_dir", ptx_dir);
-    ctx.insert("manifest_path", manifest_path);
+    ctx.insert("manifest", &manifest_expr);
     ctx.insert("gated", &gated);
     t.render("kernels_items", &ctx).map_err(|e| e.to_string())
 }
@@ -145,7 +185,9 @@ pub fn render_files(
     for k in kernels {
         files.insert(Path::new("ptx").join(format!("{}.ptx", k.name)), k.ptx.clone());
     }
-    let items = render_items(kernels, "../ptx", "../manifest.json", true)?;
+    let source =
+        TextSource::Files { ptx_dir: "../ptx".into(), manifest: "../manifest.json".into() };
+    let items = render_items(kernels, &source, true)?;
     let mut t = ptx_tera().map_err(|e| e.to_string())?;
     t.add_raw_template("kernels_lib", LIB_TEMPLATE).map_err(|e| e.to_string())?;
     let mut ctx = Context::new();

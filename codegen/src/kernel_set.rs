@@ -3,7 +3,11 @@
 use moegen_dsl::abi::{
     CorpusKernel, KernelId, LaunchFacts, Param, SimtFamily, SimtTarget, launch_facts, params,
 };
-use moegen_dsl::{FinalizeMode, GemmKind, KernelDesc, KernelDescBuilder, Target, nvfp4_tactics};
+use moegen_dsl::kernel_desc::BlockScaledFormat;
+use moegen_dsl::{
+    FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, MoeTactic, SwigluInput,
+    Target, nvfp4_tactics,
+};
 
 use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, quantize};
 use crate::ptx::{KernelBuilder, ModuleHeader, render_module};
@@ -115,29 +119,94 @@ pub fn corpus_kernel(which: CorpusKernel) -> Result<GeneratedKernel, GenerateErr
     finish(k, KernelId::Corpus(which), which.name())
 }
 
-/// The GEMM kernels of every NVFP4 tactic for `target` (each distinct kernel once): GEMM1,
-/// GEMM2 with the bulk reduce-add finalize and GEMM2 with the deterministic one.
-pub fn gemm_kernels(target: Target) -> Result<Vec<GeneratedKernel>, GenerateError> {
+/// A pipeline-depth override for one GEMM tactic (every finalize mode of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepthOverride {
+    /// The GEMM tactic.
+    pub gemm: GemmTactic,
+    /// A/B stages (2 ..= the resource model's).
+    pub ab_stages: u32,
+    /// Accumulator stages (1 ..= the resource model's).
+    pub acc_stages: u32,
+}
+
+/// Which kernels a set holds: what `gen`, a build script's [`crate::builder::Builder`] and
+/// the `moe_kernels!` macro all describe.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelSetSpec {
+    /// PTX target of the GEMMs.
+    pub target: Target,
+    /// Operand format (NVFP4; others are refused by the description builder).
+    pub format: BlockScaledFormat,
+    /// Whole-layer tactics whose GEMMs are generated.
+    pub tactics: Vec<MoeTactic>,
+    /// GEMM2 finalize modes to generate.
+    pub finalize: Vec<FinalizeMode>,
+    /// GEMM1's SwiGLU input precision.
+    pub swiglu_input: SwigluInput,
+    /// Pipeline-depth overrides.
+    pub depths: Vec<DepthOverride>,
+    /// SIMT kernel flavours (routing sort, quantize, deterministic finalize).
+    pub simt: Vec<SimtTarget>,
+    /// The simulator's differential corpus.
+    pub corpus: bool,
+}
+
+impl KernelSetSpec {
+    /// Everything: what generated/ holds (GEMMs for `target`).
+    pub fn full(target: Target) -> Self {
+        Self {
+            target,
+            format: BlockScaledFormat::NVFP4,
+            tactics: nvfp4_tactics(),
+            finalize: vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
+            swiglu_input: SwigluInput::F32,
+            depths: Vec::new(),
+            simt: SimtTarget::ALL.to_vec(),
+            corpus: true,
+        }
+    }
+}
+
+/// The GEMM descriptions of a spec, each distinct kernel once, in a fixed order.
+pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError> {
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
-    for t in nvfp4_tactics() {
-        for (g, modes) in [
-            (t.gemm1(), vec![FinalizeMode::BulkReduceAdd]),
-            (t.gemm2(), vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic]),
-        ] {
-            for mode in modes {
-                let mut builder = KernelDescBuilder::new(*g).target(target);
-                if g.kind() == GemmKind::Gemm2 {
-                    builder = builder.finalize(mode);
+    for t in &spec.tactics {
+        for g in [t.gemm1(), t.gemm2()] {
+            let modes: &[FinalizeMode] = match g.kind() {
+                GemmKind::Gemm1 => &[FinalizeMode::BulkReduceAdd],
+                GemmKind::Gemm2 => &spec.finalize,
+            };
+            for &mode in modes {
+                let mut b = KernelDescBuilder::new(*g).target(spec.target).format(spec.format);
+                b = match g.kind() {
+                    GemmKind::Gemm1 => b.swiglu_input(spec.swiglu_input),
+                    GemmKind::Gemm2 => b.finalize(mode),
+                };
+                if let Some(d) = spec.depths.iter().find(|d| d.gemm == *g) {
+                    b = b.depths(d.ab_stages, d.acc_stages);
                 }
-                let desc = builder.build()?;
+                let desc = b.build()?;
                 if seen.insert(desc.key().name()) {
-                    out.push(gemm_kernel(&desc)?);
+                    out.push(desc);
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// Generates every kernel of a spec: GEMMs, then SIMT kernels per flavour, then the corpus.
+pub fn build_set(spec: &KernelSetSpec) -> Result<Vec<GeneratedKernel>, GenerateError> {
+    let mut all = gemm_descs(spec)?.iter().map(gemm_kernel).collect::<Result<Vec<_>, _>>()?;
+    for &t in &spec.simt {
+        all.extend(simt_kernels(t)?);
+    }
+    if spec.corpus {
+        all.extend(corpus_kernels()?);
+    }
+    Ok(all)
 }
 
 /// The SIMT kernels for one target.
@@ -155,13 +224,7 @@ pub fn default_kernel_set() -> Result<Vec<GeneratedKernel>, GenerateError> {
     kernel_set(Target::Sm100f)
 }
 
-/// The GEMM kernels for `target` (sm_100f or sm_100a), the SIMT kernels for the SM100
-/// family and sm_90a, and the differential corpus.
+/// The full set with GEMMs for `target` (sm_100f or sm_100a).
 pub fn kernel_set(target: Target) -> Result<Vec<GeneratedKernel>, GenerateError> {
-    let mut all = gemm_kernels(target)?;
-    for t in SimtTarget::ALL {
-        all.extend(simt_kernels(t)?);
-    }
-    all.extend(corpus_kernels()?);
-    Ok(all)
+    build_set(&KernelSetSpec::full(target))
 }

@@ -2,9 +2,11 @@
 //!
 //! - [`kernel_set`] and [`kernels`]: kernel builders per family, rendered through [`ptx`].
 //! - [`emit`]: the generated crate (or a build script's module) written byte-identically.
+//! - [`builder`]: the build-script route (`Builder` → `OUT_DIR` → `include_kernels!()`).
 //! - [`check`], [`ptxas`], [`tools`]: assembling with NVIDIA's ptxas and reading SASS.
 //! - [`report`]: the tables `gen` prints.
 
+pub mod builder;
 pub mod check;
 pub mod emit;
 pub mod kernel_set;

@@ -30,3 +30,13 @@ pub use tactic::{
     CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_tactics,
 };
 pub use target::Target;
+
+/// Includes the kernel module a build script wrote with `moegen_codegen::builder::Builder`
+/// (`$OUT_DIR/moegen_kernels.rs`): `KERNELS`, `kernels()`, `kernel(name)`, `find(id)` and
+/// `MANIFEST_JSON`, as typed `moegen_dsl::abi::KernelInfo` values.
+#[macro_export]
+macro_rules! include_kernels {
+    () => {
+        include!(concat!(env!("OUT_DIR"), "/moegen_kernels.rs"));
+    };
+}

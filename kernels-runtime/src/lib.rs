@@ -22,3 +22,5 @@ pub mod reference;
 pub mod routing;
 
 pub use error::{Result, RuntimeError};
+
+pub use moegen_dsl::include_kernels;

@@ -1,0 +1,178 @@
+//! The build-script route: a downstream crate's `build.rs` describes the kernels it wants and
+//! [`Builder::emit`] writes their PTX and a Rust module of typed `KernelInfo` values into
+//! `OUT_DIR` (only files whose bytes change), which `moegen_dsl::include_kernels!()`
+//! includes. No CUDA toolkit, Python or network is involved: generation is pure Rust and
+//! takes milliseconds.
+//!
+//! In `build.rs`, `main` calls:
+//!
+//! ```no_run
+//! moegen_codegen::builder::Builder::new().tile_sizes(&[128]).emit().expect("moegen kernels");
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use moegen_dsl::abi::SimtTarget;
+use moegen_dsl::kernel_desc::BlockScaledFormat;
+use moegen_dsl::{FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target, nvfp4_tactics};
+
+use crate::emit::{TextSource, manifest_json, render_items, write_if_changed};
+use crate::kernel_set::{DepthOverride, GenerateError, KernelSetSpec, build_set};
+
+/// The module file `include_kernels!()` includes.
+pub const MODULE_FILE: &str = "moegen_kernels.rs";
+
+/// A build-script failure.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A description the DSL refused.
+    #[error(transparent)]
+    Generate(#[from] GenerateError),
+    /// `OUT_DIR` is not set (not running under cargo) and no folder was given.
+    #[error("OUT_DIR is not set: call Builder::out_dir outside a build script")]
+    NoOutDir,
+    /// Writing a file failed.
+    #[error("{0}")]
+    Io(String),
+    /// An empty tactic list.
+    #[error("no tactic was selected")]
+    NoTactics,
+}
+
+/// What a build emitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Emitted {
+    /// The module file.
+    pub module: PathBuf,
+    /// Kernels generated.
+    pub kernels: usize,
+    /// Files written (the rest were already identical).
+    pub written: usize,
+}
+
+/// Describes a kernel set and writes it for `include_kernels!()`.
+#[derive(Clone, Debug)]
+pub struct Builder {
+    spec: KernelSetSpec,
+    out_dir: Option<PathBuf>,
+    cargo_directives: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Builder {
+    /// Every NVFP4 tactic for sm_100f with the bulk reduce-add finalize and the sm_100
+    /// SIMT kernels.
+    pub fn new() -> Self {
+        let mut spec = KernelSetSpec::full(Target::Sm100f);
+        spec.finalize = vec![FinalizeMode::BulkReduceAdd];
+        spec.simt = vec![SimtTarget::Sm100f];
+        spec.corpus = false;
+        Self { spec, out_dir: None, cargo_directives: true }
+    }
+
+    /// The GEMMs' PTX target.
+    pub fn target(mut self, target: Target) -> Self {
+        self.spec.target = target;
+        self
+    }
+    /// Operand format (NVFP4; anything else is refused when emitting, by name).
+    pub fn format(mut self, format: BlockScaledFormat) -> Self {
+        self.spec.format = format;
+        self
+    }
+    /// Only these tactics (default: all 16).
+    pub fn tactics(mut self, tactics: impl IntoIterator<Item = MoeTactic>) -> Self {
+        self.spec.tactics = tactics.into_iter().collect();
+        self
+    }
+    /// Only the tactics whose routing tile has `rows` rows (128 or 256).
+    pub fn tile_sizes(mut self, rows: &[u32]) -> Self {
+        self.spec.tactics.retain(|t| rows.contains(&t.tile().rows()));
+        self
+    }
+    /// GEMM2 finalize modes to generate.
+    pub fn finalize_modes(mut self, modes: impl IntoIterator<Item = FinalizeMode>) -> Self {
+        self.spec.finalize = modes.into_iter().collect();
+        self
+    }
+    /// GEMM1's SwiGLU input precision.
+    pub fn swiglu_input(mut self, v: SwigluInput) -> Self {
+        self.spec.swiglu_input = v;
+        self
+    }
+    /// Shallower pipelines for one GEMM tactic (refused when emitting if too deep).
+    pub fn depths(mut self, gemm: GemmTactic, ab_stages: u32, acc_stages: u32) -> Self {
+        self.spec.depths.retain(|d| d.gemm != gemm);
+        self.spec.depths.push(DepthOverride { gemm, ab_stages, acc_stages });
+        self
+    }
+    /// SIMT kernel flavours (sm_100f, sm_90a).
+    pub fn simt_targets(mut self, targets: impl IntoIterator<Item = SimtTarget>) -> Self {
+        self.spec.simt = targets.into_iter().collect();
+        self
+    }
+    /// Writes into `dir` instead of `OUT_DIR`.
+    pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.out_dir = Some(dir.into());
+        self
+    }
+    /// Whether to print `cargo::rerun-if-*` lines (on by default; off outside build scripts).
+    pub fn cargo_directives(mut self, on: bool) -> Self {
+        self.cargo_directives = on;
+        self
+    }
+    /// The spec being built.
+    pub fn spec(&self) -> &KernelSetSpec {
+        &self.spec
+    }
+
+    /// Generates the set and writes `moegen_kernels.rs`, `moegen_kernels.json` and
+    /// `moegen_ptx/*.ptx`, touching only files whose bytes change.
+    pub fn emit(self) -> Result<Emitted, BuildError> {
+        if self.cargo_directives {
+            // The output depends on nothing but this build script and the generator's own
+            // version (a dependency change reruns the script anyway).
+            println!("cargo::rerun-if-changed=build.rs");
+        }
+        if self.spec.tactics.is_empty() {
+            return Err(BuildError::NoTactics);
+        }
+        let dir = match self.out_dir {
+            Some(d) => d,
+            None => std::env::var_os("OUT_DIR").map(PathBuf::from).ok_or(BuildError::NoOutDir)?,
+        };
+        let kernels = build_set(&self.spec)?;
+        let ptx_dir = dir.join("moegen_ptx");
+        let manifest = dir.join("moegen_kernels.json");
+        let source = TextSource::Files {
+            ptx_dir: ptx_dir.display().to_string(),
+            manifest: manifest.display().to_string(),
+        };
+        let mut written = 0;
+        let mut write = |path: &Path, text: &str| -> Result<(), BuildError> {
+            written += usize::from(write_if_changed(path, text).map_err(BuildError::Io)?);
+            Ok(())
+        };
+        for k in &kernels {
+            write(&ptx_dir.join(format!("{}.ptx", k.name)), &k.ptx)?;
+        }
+        write(&manifest, &manifest_json(&kernels).map_err(BuildError::Io)?)?;
+        let items = render_items(&kernels, &source, false).map_err(BuildError::Io)?;
+        let module = dir.join(MODULE_FILE);
+        write(
+            &module,
+            &format!("// Generated by moegen's build-script Builder; do not edit.\n{items}"),
+        )?;
+        Ok(Emitted { module, kernels: kernels.len(), written })
+    }
+}
+
+/// All 16 NVFP4 tactics (for filtering in a build script).
+pub fn all_tactics() -> Vec<MoeTactic> {
+    nvfp4_tactics()
+}

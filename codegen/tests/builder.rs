@@ -1,0 +1,51 @@
+//! The build-script route: `Builder` writes the module `include_kernels!()` includes, with the
+//! PTX beside it, touching nothing that is already up to date.
+
+use moegen_codegen::builder::{BuildError, Builder, MODULE_FILE};
+use moegen_dsl::kernel_desc::BlockScaledFormat;
+use moegen_dsl::{FinalizeMode, GemmKind, GemmTactic, Raster};
+
+fn dir(name: &str) -> std::path::PathBuf {
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn emits_a_module_and_rewrites_nothing_the_second_time() {
+    let out = dir("builder");
+    let b = Builder::new()
+        .tile_sizes(&[128])
+        .finalize_modes([FinalizeMode::Deterministic])
+        .cargo_directives(false)
+        .out_dir(&out);
+    let first = b.clone().emit().unwrap();
+    // 8 tactics at T = 128: 2 GEMM1 + 4 deterministic GEMM2, and 5 SIMT kernels.
+    assert_eq!(first.kernels, 2 + 4 + 5);
+    assert_eq!(first.written, first.kernels + 2, "PTX files, the manifest and the module");
+    let module = std::fs::read_to_string(out.join(MODULE_FILE)).unwrap();
+    assert!(module.contains("pub const KERNELS: &[::moegen_dsl::abi::KernelInfo]"));
+    assert!(module.contains("moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det"));
+    assert!(!module.contains("gemm2_t128_n256_c1x2\""), "no bulk-reduce GEMM2 was asked for");
+    assert!(!module.contains("#[cfg(feature"), "a build script's module has no feature gates");
+    assert!(module.contains(&format!("include_str!(\"{}", out.join("moegen_ptx").display())));
+    let second = b.emit().unwrap();
+    assert_eq!(second.written, 0);
+}
+
+#[test]
+fn refused_options_name_themselves() {
+    let out = dir("builder_refused");
+    let e = Builder::new()
+        .format(BlockScaledFormat::MXFP4)
+        .cargo_directives(false)
+        .out_dir(&out)
+        .emit()
+        .unwrap_err();
+    assert!(e.to_string().contains("format"), "{e}");
+    let g = GemmTactic::new(GemmKind::Gemm2, [128, 128], [1, 1], Raster::AlongN).unwrap();
+    let e = Builder::new().depths(g, 99, 1).cargo_directives(false).out_dir(&out).emit();
+    assert!(e.unwrap_err().to_string().contains("A/B stages 99"));
+    let e = Builder::new().tile_sizes(&[64]).cargo_directives(false).out_dir(&out).emit();
+    assert!(matches!(e, Err(BuildError::NoTactics)));
+}
