@@ -6,7 +6,7 @@ use moegen_dsl::abi::{
 use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::{
     FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, MoeTactic, SwigluInput,
-    Target, nvfp4_tactics,
+    Target,
 };
 
 use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, quantize};
@@ -80,6 +80,12 @@ fn finish(
 
 /// Generates the GEMM kernel of a validated description.
 pub fn gemm_kernel(desc: &KernelDesc) -> Result<GeneratedKernel, GenerateError> {
+    if desc.target().arch() != moegen_dsl::Arch::Sm100 {
+        return Err(GenerateError::Render {
+            kernel: desc.key().name(),
+            message: format!("no GEMM builder for {} yet", desc.target()),
+        });
+    }
     let (k, l) = gemm::build(desc);
     let key = desc.key();
     let description = format!(
@@ -103,6 +109,12 @@ pub fn simt_kernel(
         SimtFamily::MoeSortScatter => moe_sort::build_scatter(target),
         SimtFamily::QuantizeNvfp4 => quantize::build(target),
         SimtFamily::FinalizeReduce => finalize_reduce::build(target),
+        SimtFamily::QdqNvfp4 => {
+            return Err(GenerateError::Render {
+                kernel: KernelId::Simt { family, target }.name(),
+                message: "no builder for this family yet".into(),
+            });
+        }
     };
     finish(k, KernelId::Simt { family, target }, family.name())
 }
@@ -158,7 +170,7 @@ impl KernelSetSpec {
         Self {
             target,
             format: BlockScaledFormat::NVFP4,
-            tactics: nvfp4_tactics(),
+            tactics: moegen_dsl::tactics_for(target.arch()),
             finalize: vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
             swiglu_input: SwigluInput::F32,
             depths: Vec::new(),

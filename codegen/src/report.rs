@@ -4,9 +4,7 @@ use std::fmt::Write as _;
 
 use moegen_dsl::anchors::{ReferenceKernel, reference_kernel};
 use moegen_dsl::plan::{PlanError, WorkspacePlan, WorkspaceRequest, plan_workspace};
-use moegen_dsl::{
-    GemmTactic, KernelBudget, MoeTactic, ResourceError, Target, TileSize, nvfp4_tactics, plan_gemm,
-};
+use moegen_dsl::{GemmTactic, KernelBudget, MoeTactic, ResourceError, Target, TileSize, plan_gemm};
 use serde::Serialize;
 
 /// One GEMM kernel of a tactic, with its budget.
@@ -73,7 +71,7 @@ fn gemm_report(
         tmem_columns: budget.tmem_alloc_columns,
         budget,
         // The reference only lists cluster-N-1 kernels.
-        reference: (g.cluster()[1] == 1)
+        reference: (g.arch() == moegen_dsl::Arch::Sm100 && g.cluster()[1] == 1)
             .then(|| reference_kernel(g.kind(), tile, n).copied())
             .flatten(),
     })
@@ -81,7 +79,7 @@ fn gemm_report(
 
 /// Plans every NVFP4 tactic for `target`.
 pub fn tactics_report(target: Target) -> Result<TacticsReport, ResourceError> {
-    let tactics = nvfp4_tactics()
+    let tactics = moegen_dsl::tactics_for(target.arch())
         .iter()
         .enumerate()
         .map(|(index, t): (usize, &MoeTactic)| {

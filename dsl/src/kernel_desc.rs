@@ -83,6 +83,33 @@ pub enum ScaleLayout {
     Linear,
     /// The tensor-core 128x4 layout.
     Swizzled128x4,
+    /// Hopper weights: values and scales in wgmma register-fragment order
+    /// ([`crate::abi::sm90_weights`]).
+    Sm90Fragments,
+}
+
+/// What the activations entering GEMM1 are.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub enum ActivationFormat {
+    /// NVFP4 (A4): the Blackwell pipeline's arithmetic. SM100 multiplies them natively; on
+    /// Hopper they are dequantized exactly to bf16 (e2m1 · scale) and GEMM1 requantizes its
+    /// output to NVFP4 the same way.
+    #[default]
+    Nvfp4,
+    /// bf16 (A16): Hopper only; GEMM1's output stays bf16.
+    Bf16,
 }
 
 /// One GEMM input.
@@ -146,6 +173,7 @@ pub struct KernelDesc {
     tactic: GemmTactic,
     a: Operand,
     b: Operand,
+    activations: ActivationFormat,
     epilogue: Epilogue,
     budget: KernelBudget,
     planned_depths: bool,
@@ -176,6 +204,10 @@ impl KernelDesc {
     pub fn budget(&self) -> &KernelBudget {
         &self.budget
     }
+    /// What the activations are.
+    pub fn activations(&self) -> ActivationFormat {
+        self.activations
+    }
 
     /// The kernel's identity (everything that distinguishes it from another kernel).
     pub fn key(&self) -> GemmKey {
@@ -198,6 +230,7 @@ impl KernelDesc {
             },
             swiglu_input,
             finalize,
+            activations: self.activations,
             ab_stages: self.budget.ab_stages,
             acc_stages: self.budget.acc_stages,
             planned_depths: self.planned_depths,
@@ -209,17 +242,25 @@ impl GemmKey {
     /// Rebuilds and revalidates the description this key names.
     pub fn desc(&self) -> Result<KernelDesc, DescError> {
         let cm = self.cta_group();
-        let tactic = GemmTactic::new(
-            self.gemm,
-            [self.tile.rows(), self.mma_n],
-            [cm, self.cluster_n],
-            self.raster,
-        )?;
+        let tactic = match self.target.arch() {
+            crate::tactic::Arch::Sm100 => GemmTactic::new(
+                self.gemm,
+                [self.tile.rows(), self.mma_n],
+                [cm, self.cluster_n],
+                self.raster,
+            )?,
+            crate::tactic::Arch::Sm90 => {
+                GemmTactic::new_sm90(self.gemm, self.tile.rows(), self.mma_n)?
+            }
+        };
         let format = match self.format {
             WeightFormat::Nvfp4 => BlockScaledFormat::NVFP4,
             WeightFormat::Mxfp4 => BlockScaledFormat::MXFP4,
         };
-        let mut b = KernelDescBuilder::new(tactic).target(self.target).format(format);
+        let mut b = KernelDescBuilder::new(tactic)
+            .target(self.target)
+            .format(format)
+            .activations(self.activations);
         match self.gemm {
             GemmKind::Gemm1 => b = b.swiglu_input(self.swiglu_input),
             GemmKind::Gemm2 => b = b.finalize(self.finalize),
@@ -237,6 +278,7 @@ pub struct KernelDescBuilder {
     target: Target,
     tactic: GemmTactic,
     format: BlockScaledFormat,
+    activations: ActivationFormat,
     swiglu_input: SwigluInput,
     finalize: FinalizeMode,
     depths: Option<(u32, u32)>,
@@ -249,6 +291,7 @@ impl KernelDescBuilder {
             target: Target::default(),
             tactic,
             format: BlockScaledFormat::NVFP4,
+            activations: ActivationFormat::default(),
             swiglu_input: SwigluInput::default(),
             finalize: FinalizeMode::default(),
             depths: None,
@@ -262,6 +305,11 @@ impl KernelDescBuilder {
     /// Operand format for A, B and GEMM1's output (default NVFP4).
     pub fn format(mut self, format: BlockScaledFormat) -> Self {
         self.format = format;
+        self
+    }
+    /// What the activations are (default NVFP4; bf16 on Hopper only).
+    pub fn activations(mut self, a: ActivationFormat) -> Self {
+        self.activations = a;
         self
     }
     /// SwiGLU input precision (GEMM1 only).
@@ -283,9 +331,38 @@ impl KernelDescBuilder {
     /// Validates and plans the kernel. Every option is either honoured by codegen or
     /// refused here with an error naming it.
     pub fn build(self) -> Result<KernelDesc, DescError> {
-        if self.format != BlockScaledFormat::NVFP4 {
+        let arch = self.target.arch();
+        let hopper = arch == crate::tactic::Arch::Sm90;
+        if self.tactic.arch() != arch {
             return Err(DescError::Unsupported {
-                option: "format (only NVFP4: E2M1 with UE4M3 block16 scales)",
+                option: "a tactic shaped for another GPU generation",
+                target: self.target,
+            });
+        }
+        if self.format != BlockScaledFormat::NVFP4
+            && !(hopper && self.format == BlockScaledFormat::MXFP4)
+        {
+            return Err(DescError::Unsupported {
+                option: if hopper {
+                    "format (NVFP4 or MXFP4 weights)"
+                } else {
+                    "format (only NVFP4: E2M1 with UE4M3 block16 scales)"
+                },
+                target: self.target,
+            });
+        }
+        if self.activations == ActivationFormat::Bf16 && !hopper {
+            return Err(DescError::Unsupported {
+                option: "bf16 activations (the block-scaled MMA takes NVFP4 activations)",
+                target: self.target,
+            });
+        }
+        if hopper
+            && self.activations == ActivationFormat::Bf16
+            && self.swiglu_input != SwigluInput::F32
+        {
+            return Err(DescError::Unsupported {
+                option: "bf16 SwiGLU inputs with bf16 activations",
                 target: self.target,
             });
         }
@@ -305,7 +382,11 @@ impl KernelDescBuilder {
         let weights = Operand {
             format: self.format,
             source: OperandSource::Tma,
-            scale_layout: ScaleLayout::Swizzled128x4,
+            scale_layout: if hopper {
+                ScaleLayout::Sm90Fragments
+            } else {
+                ScaleLayout::Swizzled128x4
+            },
         };
         let (a, epilogue) = match self.tactic.kind() {
             GemmKind::Gemm1 => {
@@ -342,6 +423,7 @@ impl KernelDescBuilder {
             tactic: self.tactic,
             a,
             b: weights,
+            activations: self.activations,
             epilogue,
             budget,
             planned_depths,

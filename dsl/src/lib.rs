@@ -22,12 +22,13 @@ pub mod tactic;
 pub mod target;
 
 pub use kernel_desc::{
-    BlockScaledFormat, DescError, Epilogue, FinalizeMode, KernelDesc, KernelDescBuilder,
-    SwigluInput,
+    ActivationFormat, BlockScaledFormat, DescError, Epilogue, FinalizeMode, KernelDesc,
+    KernelDescBuilder, SwigluInput,
 };
 pub use resources::{KernelBudget, ResourceError, plan_gemm};
 pub use tactic::{
-    CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_tactics,
+    Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_tactics,
+    sm90_tactics, tactics_for,
 };
 pub use target::Target;
 

@@ -2,7 +2,7 @@
 //! they allow for each GEMM tactic. docs/resource-model.md explains each term and how the
 //! result differs from the CuTe-DSL reference.
 
-use crate::tactic::{GemmKind, GemmTactic};
+use crate::tactic::{Arch, GemmKind, GemmTactic};
 use crate::target::Target;
 
 /// K elements per pipeline stage: 256 FP4 = 128 bytes, one 128-byte swizzle row.
@@ -98,6 +98,14 @@ pub enum ResourceError {
         /// The limit.
         max: u32,
     },
+    /// A tactic shaped for another GPU generation than the target.
+    #[error("{tactic} is not a tactic for {target}")]
+    WrongArch {
+        /// Tactic name.
+        tactic: String,
+        /// The target.
+        target: Target,
+    },
     /// A requested pipeline depth the budget cannot hold.
     #[error(
         "{tactic}: {what} {requested} is outside 1..={max} (2..= for A/B stages) for this target"
@@ -128,8 +136,73 @@ fn epilogue_bytes(tactic: &GemmTactic) -> u32 {
     }
 }
 
+/// K elements per pipeline stage of the Hopper GEMMs: 64 bf16 activations = one 128-byte
+/// swizzle row, and one 64-wide weight fragment tile.
+pub const SM90_K_STAGE: u32 = 64;
+
 /// Plans one GEMM kernel: the deepest A/B pipeline and accumulator buffering that fit.
 pub fn plan_gemm(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, ResourceError> {
+    if target.arch() != tactic.arch() {
+        return Err(ResourceError::WrongArch { tactic: tactic.to_string(), target });
+    }
+    match target.arch() {
+        Arch::Sm100 => plan_sm100(target, tactic),
+        Arch::Sm90 => plan_sm90(target, tactic),
+    }
+}
+
+/// Hopper (swap-AB): per stage, the routing tile's bf16 activations (T × 64 × 2 B), the
+/// CTA's FP4 weight rows in fragment order (N × 64 / 2 B) and one scale byte per 16
+/// weights; accumulators live in the consumer warpgroups' registers.
+fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, ResourceError> {
+    let limits = target.limits();
+    let name = tactic.to_string();
+    let [t, n] = tactic.mma_tiler();
+    let a = t * SM90_K_STAGE * 2;
+    let b = n * SM90_K_STAGE / 2;
+    let sfb = n * SM90_K_STAGE / 16;
+    // Padded so every stage's 128B-swizzled activation tile starts on a 1024-byte boundary.
+    let stage_bytes = (a + b + sfb).next_multiple_of(1024);
+    // GEMM1 stages its bf16 h tile (T × N/2) for coalesced stores; GEMM2 its bf16 output
+    // tile (T × N) for the per-token bulk reduce-add.
+    let epilogue = match tactic.kind() {
+        GemmKind::Gemm1 => t * (n / 2) * 2,
+        GemmKind::Gemm2 => t * n * 2,
+    };
+    let budget = limits.max_dynamic_smem - RESERVED_SMEM - epilogue;
+    let ab_stages = (budget / stage_bytes).min(MAX_AB_STAGES);
+    if ab_stages < 2 {
+        return Err(ResourceError::TooFewStages {
+            tactic: name,
+            stages: ab_stages,
+            stage_bytes,
+            budget,
+        });
+    }
+    // GEMM1 gathers its activations with cp.async; everything else arrives by bulk copy/TMA.
+    let tx = match tactic.kind() {
+        GemmKind::Gemm1 => b + sfb,
+        GemmKind::Gemm2 => stage_bytes,
+    };
+    Ok(KernelBudget {
+        a_stage_bytes: a,
+        b_stage_bytes: b,
+        sfa_stage_bytes: 0,
+        sfb_stage_bytes: sfb,
+        stage_bytes,
+        ab_stages,
+        epilogue_bytes: epilogue,
+        reserved_bytes: RESERVED_SMEM,
+        smem_bytes: RESERVED_SMEM + epilogue + ab_stages * stage_bytes,
+        tma_tx_bytes_per_stage: tx,
+        acc_stages: 1,
+        tmem_acc_columns: 0,
+        tmem_sf_columns: 0,
+        tmem_alloc_columns: 0,
+    })
+}
+
+fn plan_sm100(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, ResourceError> {
     let limits = target.limits();
     let name = tactic.to_string();
     if tactic.cluster_ctas() > limits.max_cluster_ctas {
@@ -228,8 +301,10 @@ impl KernelBudget {
         self.acc_stages = acc_stages;
         self.smem_bytes = self.reserved_bytes + self.epilogue_bytes + ab_stages * self.stage_bytes;
         self.tmem_acc_columns = acc_stages * n;
-        self.tmem_alloc_columns =
-            (self.tmem_acc_columns + self.tmem_sf_columns).next_power_of_two().max(32);
+        if self.tmem_alloc_columns > 0 {
+            self.tmem_alloc_columns =
+                (self.tmem_acc_columns + self.tmem_sf_columns).next_power_of_two().max(32);
+        }
         Ok(self)
     }
 }

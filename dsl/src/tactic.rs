@@ -13,19 +13,33 @@ use std::fmt;
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub enum TileSize {
-    /// 128 rows: 1-CTA MMA.
+    /// 16 rows (Hopper small-batch tiles: the wgmma N of a swap-AB GEMM).
+    T16,
+    /// 32 rows (Hopper).
+    T32,
+    /// 64 rows (Hopper).
+    T64,
+    /// 128 rows: 1-CTA MMA on SM100; a 128-token wgmma N on Hopper.
     T128,
-    /// 256 rows: 2-CTA MMA (`cta_group::2`) across a CTA pair.
+    /// 256 rows: 2-CTA MMA (`cta_group::2`) across a CTA pair (SM100).
     T256,
 }
 
 impl TileSize {
-    /// Both tile sizes, ascending.
-    pub const ALL: [TileSize; 2] = [TileSize::T128, TileSize::T256];
+    /// Every tile size, ascending.
+    pub const ALL: [TileSize; 5] =
+        [TileSize::T16, TileSize::T32, TileSize::T64, TileSize::T128, TileSize::T256];
+    /// The SM100 tile sizes (MMA M = 128 per CTA).
+    pub const SM100: [TileSize; 2] = [TileSize::T128, TileSize::T256];
+    /// The Hopper tile sizes (wgmma N of the swap-AB GEMMs).
+    pub const SM90: [TileSize; 4] = [TileSize::T16, TileSize::T32, TileSize::T64, TileSize::T128];
 
     /// Rows per tile.
     pub fn rows(self) -> u32 {
         match self {
+            TileSize::T16 => 16,
+            TileSize::T32 => 32,
+            TileSize::T64 => 64,
             TileSize::T128 => 128,
             TileSize::T256 => 256,
         }
@@ -33,18 +47,17 @@ impl TileSize {
 
     /// The tile size with `rows` rows.
     pub fn from_rows(rows: u32) -> Result<Self, TacticError> {
-        match rows {
-            128 => Ok(TileSize::T128),
-            256 => Ok(TileSize::T256),
-            _ => Err(TacticError::UnsupportedMmaM { m: rows }),
-        }
+        TileSize::ALL
+            .into_iter()
+            .find(|t| t.rows() == rows)
+            .ok_or(TacticError::UnsupportedMmaM { m: rows })
     }
 
-    /// CTAs that cooperate on one MMA of this tile.
+    /// CTAs that cooperate on one SM100 MMA of this tile (one for every Hopper tile).
     pub fn cta_group(self) -> CtaGroup {
         match self {
-            TileSize::T128 => CtaGroup::One,
             TileSize::T256 => CtaGroup::Two,
+            _ => CtaGroup::One,
         }
     }
 }
@@ -109,9 +122,23 @@ pub enum Raster {
 /// MMA N values the kernels implement.
 pub const SUPPORTED_MMA_N: [u32; 2] = [128, 256];
 
-/// One GEMM's tiling: MMA tiler (M derived from the tile), cluster shape, raster order.
+/// The GPU generation a tactic is shaped for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Arch {
+    /// Blackwell (sm_100 family): tcgen05, MMA M = the routing tile.
+    Sm100,
+    /// Hopper (sm_90a): wgmma with weights in registers (swap-AB), wgmma N = the routing tile.
+    Sm90,
+}
+
+/// N values of the Hopper GEMMs: weight rows per CTA (64 per wgmma M).
+pub const SM90_MMA_N: [u32; 3] = [64, 128, 256];
+
+/// One GEMM's tiling: `[routing rows, output columns]` per tile (on SM100 the MMA's M and N;
+/// on Hopper the swap-AB wgmma's N and the CTA's weight rows), cluster shape, raster order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct GemmTactic {
+    arch: Arch,
     kind: GemmKind,
     tile: TileSize,
     mma_n: u32,
@@ -132,6 +159,9 @@ impl GemmTactic {
         cluster: [u32; 2],
         raster: Raster,
     ) -> Result<Self, TacticError> {
+        if !TileSize::SM100.iter().any(|t| t.rows() == mma_tiler[0]) {
+            return Err(TacticError::UnsupportedMmaM { m: mma_tiler[0] });
+        }
         let tile = TileSize::from_rows(mma_tiler[0])?;
         let group = tile.cta_group().size();
         if cluster[0] != group {
@@ -150,7 +180,33 @@ impl GemmTactic {
             }
             (GemmKind::Gemm2, n) => return Err(TacticError::UnsupportedClusterN { cluster_n: n }),
         }
-        Ok(Self { kind, tile, mma_n: mma_tiler[1], cluster_n: cluster[1], raster })
+        Ok(Self {
+            arch: Arch::Sm100,
+            kind,
+            tile,
+            mma_n: mma_tiler[1],
+            cluster_n: cluster[1],
+            raster,
+        })
+    }
+
+    /// A Hopper (swap-AB) GEMM tactic: `tile` routing rows per tile (the wgmma N) and `n`
+    /// weight rows per CTA (64 per consumer wgmma M; GEMM1's up and gate halves of a 64-row
+    /// interleave block land in one warpgroup when `n` ≥ 128). No clusters.
+    pub fn new_sm90(kind: GemmKind, tile: u32, n: u32) -> Result<Self, TacticError> {
+        let t = TileSize::from_rows(tile)?;
+        if !TileSize::SM90.contains(&t) {
+            return Err(TacticError::UnsupportedSm90Tile { tile });
+        }
+        if !SM90_MMA_N.contains(&n) || (kind == GemmKind::Gemm1 && n < 128) {
+            return Err(TacticError::UnsupportedSm90N { gemm: kind, n });
+        }
+        Ok(Self { arch: Arch::Sm90, kind, tile: t, mma_n: n, cluster_n: 1, raster: Raster::AlongN })
+    }
+
+    /// The generation this tactic is shaped for.
+    pub fn arch(&self) -> Arch {
+        self.arch
     }
 
     /// Which GEMM.
@@ -184,8 +240,12 @@ impl GemmTactic {
 
     /// Whether a grid over `n_dim` output columns can be covered by this tactic's clusters:
     /// the N-tile count must be a positive multiple of the cluster N (a cluster never
-    /// straddles the grid's edge, and a 2-wide multicast needs two real N tiles).
+    /// straddles the grid's edge, and a 2-wide multicast needs two real N tiles). Hopper
+    /// tiles cover whole weight-row blocks: `n_dim` must be a multiple of N.
     pub fn fits_n(&self, n_dim: u64) -> bool {
+        if self.arch == Arch::Sm90 && !n_dim.is_multiple_of(u64::from(self.mma_n)) {
+            return false;
+        }
         let n_tiles = n_dim.div_ceil(u64::from(self.mma_n));
         n_tiles >= u64::from(self.cluster_n) && n_tiles % u64::from(self.cluster_n) == 0
     }
@@ -195,7 +255,10 @@ impl fmt::Display for GemmTactic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [m, n] = self.mma_tiler();
         let [cm, cn] = self.cluster();
-        write!(f, "{}_m{m}n{n}_c{cm}x{cn}", self.kind)
+        match self.arch {
+            Arch::Sm100 => write!(f, "{}_m{m}n{n}_c{cm}x{cn}", self.kind),
+            Arch::Sm90 => write!(f, "{}_sm90_t{m}n{n}", self.kind),
+        }
     }
 }
 
@@ -210,6 +273,9 @@ pub struct MoeTactic {
 impl MoeTactic {
     /// Pairs two GEMM tactics under one routing tile size; both MMA Ms must equal it.
     pub fn new(tile: TileSize, gemm1: GemmTactic, gemm2: GemmTactic) -> Result<Self, TacticError> {
+        if gemm1.arch != gemm2.arch {
+            return Err(TacticError::MixedArch);
+        }
         for (want, g) in [(GemmKind::Gemm1, gemm1), (GemmKind::Gemm2, gemm2)] {
             if g.kind != want {
                 return Err(TacticError::WrongGemmKind { expected: want, actual: g.kind });
@@ -237,6 +303,10 @@ impl MoeTactic {
     pub fn gemm2(&self) -> &GemmTactic {
         &self.gemm2
     }
+    /// The generation both GEMMs are shaped for.
+    pub fn arch(&self) -> Arch {
+        self.gemm1.arch
+    }
 
     /// The applicability guard: both GEMMs' grids must be coverable by their clusters for a
     /// layer with intermediate size `intermediate` (GEMM1 has N = 2·I) and hidden size
@@ -259,7 +329,7 @@ impl fmt::Display for MoeTactic {
 /// a fixed order (tile, GEMM1 N, GEMM2 N, GEMM2 cluster N).
 pub fn nvfp4_tactics() -> Vec<MoeTactic> {
     let mut out = Vec::with_capacity(16);
-    for tile in TileSize::ALL {
+    for tile in TileSize::SM100 {
         let m = tile.rows();
         let cm = tile.cta_group().size();
         for n1 in SUPPORTED_MMA_N {
@@ -279,6 +349,35 @@ pub fn nvfp4_tactics() -> Vec<MoeTactic> {
         }
     }
     out
+}
+
+/// The Hopper tactic space: T ∈ {16, 32, 64, 128} tokens per routing tile (the wgmma N);
+/// GEMM1 N ∈ {128, 256} weight rows per CTA; GEMM2 N ∈ {64, 128, 256}. 4 · 2 · 3 = 24
+/// tactics, in a fixed order (tile, GEMM1 N, GEMM2 N).
+pub fn sm90_tactics() -> Vec<MoeTactic> {
+    let mut out = Vec::with_capacity(24);
+    for tile in TileSize::SM90 {
+        for n1 in [128, 256] {
+            for n2 in SM90_MMA_N {
+                let g1 = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), n1);
+                let g2 = GemmTactic::new_sm90(GemmKind::Gemm2, tile.rows(), n2);
+                if let (Ok(g1), Ok(g2)) = (g1, g2)
+                    && let Ok(t) = MoeTactic::new(tile, g1, g2)
+                {
+                    out.push(t);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The tactic space of a generation.
+pub fn tactics_for(arch: Arch) -> Vec<MoeTactic> {
+    match arch {
+        Arch::Sm100 => nvfp4_tactics(),
+        Arch::Sm90 => sm90_tactics(),
+    }
 }
 
 /// The tactics of `tactics` that the guard admits for a problem.
@@ -342,6 +441,25 @@ pub enum TacticError {
         /// Tactic's kind.
         actual: GemmKind,
     },
+    /// A Hopper tile size outside {16, 32, 64, 128}.
+    #[error("Hopper routing tile {tile} is not supported (expected 16, 32, 64 or 128 tokens)")]
+    UnsupportedSm90Tile {
+        /// The tile given.
+        tile: u32,
+    },
+    /// A Hopper N outside the supported set.
+    #[error(
+        "Hopper {gemm} N {n} is not supported (64, 128 or 256 weight rows per CTA; GEMM1 needs ≥ 128 to hold an up/gate pair)"
+    )]
+    UnsupportedSm90N {
+        /// Which GEMM.
+        gemm: GemmKind,
+        /// The N given.
+        n: u32,
+    },
+    /// GEMM tactics of two generations in one layer tactic.
+    #[error("GEMM1 and GEMM2 tactics are shaped for different GPU generations")]
+    MixedArch,
     /// The routing-tile invariant.
     #[error(
         "{gemm} MMA M {mma_m} differs from the routing tile size {tile}: metadata is indexed per routing tile"

@@ -26,6 +26,9 @@ pub enum Target {
     /// `sm_100a`: B200/GB200 only, same kernels.
     #[serde(rename = "sm_100a")]
     Sm100a,
+    /// `sm_90a`: H100/H200 (wgmma, TMA; no tcgen05).
+    #[serde(rename = "sm_90a")]
+    Sm90a,
 }
 
 /// Per-CTA limits of a target.
@@ -48,15 +51,31 @@ const SM100_LIMITS: ResourceLimits = ResourceLimits {
     max_cluster_ctas: 16,
 };
 
+const SM90_LIMITS: ResourceLimits = ResourceLimits {
+    max_dynamic_smem: 232_448,
+    tmem_columns: 0,
+    tmem_lanes: 0,
+    max_cluster_ctas: 8,
+};
+
 impl Target {
     /// Every target, default first.
-    pub const ALL: [Target; 2] = [Target::Sm100f, Target::Sm100a];
+    pub const ALL: [Target; 3] = [Target::Sm100f, Target::Sm100a, Target::Sm90a];
 
     /// The `.target` string.
     pub fn name(self) -> &'static str {
         match self {
             Target::Sm100f => "sm_100f",
             Target::Sm100a => "sm_100a",
+            Target::Sm90a => "sm_90a",
+        }
+    }
+
+    /// The generation whose kernels this target runs.
+    pub const fn arch(self) -> crate::tactic::Arch {
+        match self {
+            Target::Sm100f | Target::Sm100a => crate::tactic::Arch::Sm100,
+            Target::Sm90a => crate::tactic::Arch::Sm90,
         }
     }
 
@@ -64,6 +83,7 @@ impl Target {
     pub const fn arch_tag(self) -> &'static str {
         match self {
             Target::Sm100f | Target::Sm100a => "sm100",
+            Target::Sm90a => "sm90",
         }
     }
 
@@ -75,7 +95,10 @@ impl Target {
 
     /// Hardware limits.
     pub fn limits(self) -> ResourceLimits {
-        SM100_LIMITS
+        match self {
+            Target::Sm100f | Target::Sm100a => SM100_LIMITS,
+            Target::Sm90a => SM90_LIMITS,
+        }
     }
 }
 
@@ -87,7 +110,7 @@ impl fmt::Display for Target {
 
 /// An unknown target name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown target '{0}' (expected one of: sm_100f, sm_100a)")]
+#[error("unknown target '{0}' (expected one of: sm_100f, sm_100a, sm_90a)")]
 pub struct UnknownTarget(pub String);
 
 impl FromStr for Target {

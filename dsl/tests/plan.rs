@@ -60,8 +60,9 @@ fn shared_workspace_serves_every_tile_size() {
         local_experts: 32,
         intermediate: Some(2048),
         hidden: Some(7168),
-        tile_sizes: TileSize::ALL.to_vec(),
+        tile_sizes: TileSize::SM100.to_vec(),
         deterministic_scratch: false,
+        arch: moegen_dsl::Arch::Sm100,
     };
     let p = plan_workspace(&req).unwrap();
     let get = |bufs: &[BufferPlan], buffer: Buffer| {
@@ -106,6 +107,7 @@ fn workspace_rejects_bad_requests() {
         hidden: None,
         tile_sizes: vec![TileSize::T128],
         deterministic_scratch: false,
+        arch: moegen_dsl::Arch::Sm100,
     };
     let with = |f: &dyn Fn(&mut WorkspaceRequest)| {
         let mut r = base.clone();
@@ -133,8 +135,9 @@ fn a_forward_workspace_holds_every_buffer_the_layer_exchanges() {
         local_experts: 6,
         intermediate: Some(512),
         hidden: Some(768),
-        tile_sizes: TileSize::ALL.to_vec(),
+        tile_sizes: TileSize::SM100.to_vec(),
         deterministic_scratch: true,
+        arch: moegen_dsl::Arch::Sm100,
     };
     let p = plan_workspace(&req).unwrap();
     let elems = |b| p.buffer(b).unwrap().elements;

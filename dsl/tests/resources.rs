@@ -17,7 +17,7 @@ fn all_gemms() -> Vec<GemmTactic> {
 
 #[test]
 fn every_kernel_fits_the_target() {
-    for target in Target::ALL {
+    for target in [Target::Sm100f, Target::Sm100a] {
         let lim = target.limits();
         for g in all_gemms() {
             let b = plan_gemm(target, &g).unwrap();

@@ -21,7 +21,7 @@ fn enumeration_has_the_sixteen_nvfp4_tactics() {
         assert_eq!(t.gemm1().kind(), GemmKind::Gemm1);
         assert_eq!(t.gemm2().kind(), GemmKind::Gemm2);
     }
-    for tile in TileSize::ALL {
+    for tile in TileSize::SM100 {
         assert_eq!(ts.iter().filter(|t| t.tile() == tile).count(), 8);
     }
     let g2: HashSet<([u32; 2], [u32; 2])> =

@@ -12,7 +12,7 @@
 #[rustfmt::skip]
 pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n128_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"),
@@ -20,7 +20,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1.ptx"),
@@ -28,7 +28,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 201728, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det.ptx"),
@@ -36,7 +36,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 201728, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2.ptx"),
@@ -44,7 +44,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 201728, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det.ptx"),
@@ -52,7 +52,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 201728, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 3, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1.ptx"),
@@ -60,7 +60,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 183296, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, ab_stages: 3, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det.ptx"),
@@ -68,7 +68,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 183296, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 3, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2.ptx"),
@@ -76,7 +76,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 183296, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, ab_stages: 3, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det.ptx"),
@@ -84,7 +84,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 183296, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n256_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1.ptx"),
@@ -92,7 +92,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n128_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1.ptx"),
@@ -100,7 +100,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205824, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1.ptx"),
@@ -108,7 +108,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 218112, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det.ptx"),
@@ -116,7 +116,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 218112, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2.ptx"),
@@ -124,7 +124,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 218112, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det.ptx"),
@@ -132,7 +132,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 218112, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1.ptx"),
@@ -140,7 +140,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 211968, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det.ptx"),
@@ -148,7 +148,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 211968, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2.ptx"),
@@ -156,7 +156,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 211968, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det.ptx"),
@@ -164,7 +164,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 211968, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n256_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1.ptx"),

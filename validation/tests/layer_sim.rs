@@ -69,8 +69,9 @@ fn workspace(s: &mut Setup, deterministic: bool) -> Workspace {
         max_local_experts: 4,
         max_hidden: s.shape.hidden,
         max_intermediate: s.shape.intermediate,
-        tile_sizes: TileSize::ALL.to_vec(),
+        tile_sizes: TileSize::SM100.to_vec(),
         deterministic,
+        arch: moegen_dsl::Arch::Sm100,
     };
     Workspace::new(&mut s.sim, spec).unwrap()
 }
@@ -164,6 +165,7 @@ fn every_bad_input_is_refused_before_any_launch() {
         max_intermediate: 256,
         tile_sizes: vec![TileSize::T128],
         deterministic: false,
+        arch: moegen_dsl::Arch::Sm100,
     };
     let other = Workspace::new(&mut s.sim, spec).unwrap();
     let e = layer.forward(&mut s.sim, &other, &good).unwrap_err();

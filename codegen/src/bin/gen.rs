@@ -11,7 +11,7 @@ use moegen_codegen::kernel_set::{default_kernel_set, kernel_set};
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
 use moegen_dsl::abi::check_gemm_dim;
 use moegen_dsl::plan::{ExpertWindow, WorkspaceRequest};
-use moegen_dsl::{Target, TileSize};
+use moegen_dsl::{Arch, Target, TileSize};
 
 /// moegen: NVFP4 Mixture-of-Experts kernels for NVIDIA Blackwell, generated ahead of time.
 #[derive(Parser, Debug)]
@@ -193,8 +193,12 @@ fn run(cli: Cli) -> Result<String, Failure> {
                 local_experts,
                 intermediate,
                 hidden,
-                tile_sizes: TileSize::ALL.to_vec(),
+                tile_sizes: match target.arch() {
+                    Arch::Sm100 => TileSize::SM100.to_vec(),
+                    Arch::Sm90 => TileSize::SM90.to_vec(),
+                },
                 deterministic_scratch: deterministic,
+                arch: target.arch(),
             };
             let r = plan_report(&req).map_err(|e| bad(e.to_string()))?;
             if json {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::kernel_desc::{FinalizeMode, SwigluInput};
+use crate::kernel_desc::{ActivationFormat, FinalizeMode, SwigluInput};
 use crate::tactic::{GemmKind, Raster, TileSize};
 use crate::target::Target;
 
@@ -49,6 +49,8 @@ pub struct GemmKey {
     pub swiglu_input: SwigluInput,
     /// Finalize mode (GEMM2; the default for GEMM1).
     pub finalize: FinalizeMode,
+    /// What the activations are (NVFP4 on SM100; NVFP4 or bf16 on Hopper).
+    pub activations: ActivationFormat,
     /// A/B pipeline stages.
     pub ab_stages: u32,
     /// Accumulator stages.
@@ -65,8 +67,8 @@ impl GemmKey {
     /// CTA-group size (cluster M).
     pub const fn cta_group(&self) -> u32 {
         match self.tile {
-            TileSize::T128 => 1,
             TileSize::T256 => 2,
+            _ => 1,
         }
     }
     /// The kernel family name (`gemm1`, `gemm2`, `gemm2_deterministic`).
@@ -91,6 +93,12 @@ impl GemmKey {
             self.cta_group(),
             self.cluster_n
         );
+        if self.target.arch() == crate::tactic::Arch::Sm90 {
+            s.push_str(match self.activations {
+                ActivationFormat::Nvfp4 => "_a4",
+                ActivationFormat::Bf16 => "_a16",
+            });
+        }
         if self.finalize == FinalizeMode::Deterministic {
             s.push_str("_det");
         }
@@ -161,10 +169,12 @@ pub enum SimtFamily {
     QuantizeNvfp4,
     /// The deterministic finalize's fixed-order sum.
     FinalizeReduce,
+    /// bf16 activations → NVFP4 → bf16 (e2m1 · scale, exact): Hopper's A4 input.
+    QdqNvfp4,
 }
 
 impl SimtFamily {
-    /// Every family, in set order.
+    /// The families every target has, in set order.
     pub const ALL: [SimtFamily; 5] = [
         SimtFamily::MoeSortHistogram,
         SimtFamily::MoeSortOffsets,
@@ -172,6 +182,14 @@ impl SimtFamily {
         SimtFamily::QuantizeNvfp4,
         SimtFamily::FinalizeReduce,
     ];
+    /// The families of a target: Hopper adds the A4 quantize-dequantize.
+    pub fn of(target: SimtTarget) -> Vec<SimtFamily> {
+        let mut v = Self::ALL.to_vec();
+        if target == SimtTarget::Sm90a {
+            v.push(SimtFamily::QdqNvfp4);
+        }
+        v
+    }
     /// Family name.
     pub const fn name(self) -> &'static str {
         match self {
@@ -180,6 +198,7 @@ impl SimtFamily {
             SimtFamily::MoeSortScatter => "moe_sort_scatter",
             SimtFamily::QuantizeNvfp4 => "quantize_nvfp4",
             SimtFamily::FinalizeReduce => "finalize_reduce",
+            SimtFamily::QdqNvfp4 => "qdq_nvfp4",
         }
     }
 }

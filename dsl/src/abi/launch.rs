@@ -94,7 +94,10 @@ pub fn gemm_launch_facts(key: &GemmKey) -> Result<LaunchFacts, DescError> {
     let desc = key.desc()?;
     let budget = desc.budget();
     Ok(LaunchFacts {
-        threads: gemm_roles(key).warps * 32,
+        threads: match key.target.arch() {
+            crate::tactic::Arch::Sm100 => gemm_roles(key).warps * 32,
+            crate::tactic::Arch::Sm90 => super::roles::sm90_roles(key).warps * 32,
+        },
         cluster: key.cluster_ctas(),
         smem: SmemRule { fixed: budget.smem_bytes, per_local_expert: 0 },
         tmem_columns: budget.tmem_alloc_columns,
@@ -118,6 +121,15 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                 GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK },
             ),
             SimtFamily::QuantizeNvfp4 => simt(
+                QUANTIZE_THREADS,
+                0,
+                0,
+                GridRule::GridStride {
+                    values_per_thread: QUANTIZE_VALUES_PER_THREAD,
+                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
+                },
+            ),
+            SimtFamily::QdqNvfp4 => simt(
                 QUANTIZE_THREADS,
                 0,
                 0,

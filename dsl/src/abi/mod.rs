@@ -15,6 +15,7 @@ pub mod param;
 pub mod roles;
 pub mod shape;
 pub mod signature;
+pub mod sm90_weights;
 pub mod tensor_map;
 
 pub use identity::{CorpusKernel, GemmKey, KernelId, SimtFamily, SimtTarget, WeightFormat};
@@ -25,14 +26,24 @@ pub use roles::{GemmRoles, gemm_roles};
 pub use shape::{check_gemm_dim, check_gemm_shape, gemm_shape_multiple};
 pub use tensor_map::{MapDims, TensorMapLayout, TmaElement};
 
-use crate::kernel_desc::FinalizeMode;
-use crate::tactic::GemmKind;
+use crate::kernel_desc::{ActivationFormat, FinalizeMode};
+use crate::tactic::{Arch, GemmKind};
 
 /// The parameter list of a kernel, with the path of the constant that holds it (generated
 /// code names the constant instead of copying the list).
 pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
     use signature as s;
     match id {
+        KernelId::Gemm(k) if k.target.arch() == Arch::Sm90 => match (k.gemm, k.finalize) {
+            (GemmKind::Gemm1, _) => match k.activations {
+                ActivationFormat::Bf16 => ("SM90_GEMM1_A16", s::SM90_GEMM1_A16),
+                ActivationFormat::Nvfp4 => ("SM90_GEMM1_A4", s::SM90_GEMM1_A4),
+            },
+            (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd) => ("SM90_GEMM2", s::SM90_GEMM2),
+            (GemmKind::Gemm2, FinalizeMode::Deterministic) => {
+                ("SM90_GEMM2_DETERMINISTIC", s::SM90_GEMM2_DETERMINISTIC)
+            }
+        },
         KernelId::Gemm(k) => match (k.gemm, k.finalize) {
             (GemmKind::Gemm1, _) => ("GEMM1", s::GEMM1),
             (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd) => ("GEMM2", s::GEMM2),
@@ -46,6 +57,7 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
             SimtFamily::MoeSortScatter => ("MOE_SORT_SCATTER", s::MOE_SORT_SCATTER),
             SimtFamily::QuantizeNvfp4 => ("QUANTIZE_NVFP4", s::QUANTIZE_NVFP4),
             SimtFamily::FinalizeReduce => ("FINALIZE_REDUCE", s::FINALIZE_REDUCE),
+            SimtFamily::QdqNvfp4 => ("QDQ_NVFP4", s::QDQ_NVFP4),
         },
         KernelId::Corpus(c) => match c {
             CorpusKernel::Alu => ("CORPUS_ALU", s::CORPUS_ALU),

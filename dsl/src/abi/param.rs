@@ -101,6 +101,8 @@ pub enum Buffer {
     Activations,
     /// ue4m3 [tokens, H/16] activation scales, linear.
     ActivationScales,
+    /// bf16 [tokens, H] NVFP4 activations dequantized exactly (e2m1 · scale; Hopper A4).
+    ActivationsDequantized,
     /// e2m1x2 [L, 2I, H/2] W1 (up/gate interleaved in blocks of 64).
     W1,
     /// W1's scales: L × 128x4 blocks of [2I, H/16].
@@ -113,6 +115,9 @@ pub enum Buffer {
     Gemm1Output,
     /// h's scales: 128x4 layout of [max permuted rows, I/16].
     Gemm1OutputScales,
+    /// bf16 [max permuted rows, I] GEMM1's output on Hopper (A4: the requantized values,
+    /// dequantized exactly).
+    Gemm1OutputBf16,
     /// e2m1x2 [L, H, I/2] W2.
     W2,
     /// W2's scales: L × 128x4 blocks of [H, I/16].
@@ -145,7 +150,7 @@ impl Scalar {
 
 impl Buffer {
     /// Every buffer.
-    pub const ALL: [Buffer; 25] = [
+    pub const ALL: [Buffer; 27] = [
         Buffer::RoutedExperts,
         Buffer::RouterWeights,
         Buffer::SortBlockCounts,
@@ -160,12 +165,14 @@ impl Buffer {
         Buffer::ActivationGlobalScale,
         Buffer::Activations,
         Buffer::ActivationScales,
+        Buffer::ActivationsDequantized,
         Buffer::W1,
         Buffer::W1Scales,
         Buffer::Alpha1,
         Buffer::Fc2InputScale,
         Buffer::Gemm1Output,
         Buffer::Gemm1OutputScales,
+        Buffer::Gemm1OutputBf16,
         Buffer::W2,
         Buffer::W2Scales,
         Buffer::Alpha2,
@@ -190,12 +197,14 @@ impl Buffer {
             Buffer::ActivationGlobalScale => "activation_global_scale",
             Buffer::Activations => "activations",
             Buffer::ActivationScales => "activation_scales",
+            Buffer::ActivationsDequantized => "activations_dequantized",
             Buffer::W1 => "w1",
             Buffer::W1Scales => "w1_scales",
             Buffer::Alpha1 => "alpha1",
             Buffer::Fc2InputScale => "fc2_input_scale",
             Buffer::Gemm1Output => "gemm1_output",
             Buffer::Gemm1OutputScales => "gemm1_output_scales",
+            Buffer::Gemm1OutputBf16 => "gemm1_output_bf16",
             Buffer::W2 => "w2",
             Buffer::W2Scales => "w2_scales",
             Buffer::Alpha2 => "alpha2",
@@ -229,6 +238,8 @@ pub enum TensorMap {
     W2,
     /// W2's scales as GEMM2's SFB.
     W2Scales,
+    /// Hopper: GEMM1's bf16 output as GEMM2's activation operand (T rows × 64 K, 128B swizzle).
+    Gemm1HiddenLoad,
 }
 
 /// What a parameter carries.

@@ -26,6 +26,33 @@ pub struct GemmRoles {
     pub warps: u32,
 }
 
+/// Warps of one Hopper warpgroup.
+pub const WARPGROUP_WARPS: u32 = 4;
+
+/// Warp roles of a Hopper GEMM: warpgroup 0 produces (warp 0 issues the weights' bulk
+/// copies and, for GEMM2, the activation TMA; for GEMM1 all four warps gather activation
+/// rows with cp.async), and one consumer warpgroup per 128 weight rows (at least one)
+/// dequantizes weights into registers, issues wgmma and runs the epilogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Sm90Roles {
+    /// Consumer warpgroups (warpgroups 1..=consumers).
+    pub consumers: u32,
+    /// Weight rows each consumer warpgroup owns (64 or 128: one or two m64 wgmma rows).
+    pub rows_per_consumer: u32,
+    /// Warps per CTA.
+    pub warps: u32,
+}
+
+/// The roles of a Hopper GEMM kernel.
+pub fn sm90_roles(key: &GemmKey) -> Sm90Roles {
+    let consumers = key.mma_n.div_ceil(128).max(1);
+    Sm90Roles {
+        consumers,
+        rows_per_consumer: key.mma_n / consumers,
+        warps: WARPGROUP_WARPS * (1 + consumers),
+    }
+}
+
 /// The roles of a GEMM kernel.
 pub fn gemm_roles(key: &GemmKey) -> GemmRoles {
     let e = EPILOGUE_WARPS;

@@ -9,6 +9,7 @@ use crate::target::Target;
 pub fn gemm_shape_multiple(target: Target) -> u64 {
     match target {
         Target::Sm100f | Target::Sm100a => u64::from(K_STAGE),
+        Target::Sm90a => u64::from(crate::resources::SM90_K_STAGE),
     }
 }
 
@@ -25,6 +26,7 @@ pub fn check_gemm_dim(target: Target, what: &'static str, value: u64) -> Result<
             multiple: m,
             why: match target {
                 Target::Sm100f | Target::Sm100a => " (the sm_100 GEMM kernels' K stages)",
+                Target::Sm90a => " (the sm_90a GEMM kernels' 64-wide weight fragments)",
             },
         });
     }

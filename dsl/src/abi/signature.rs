@@ -251,3 +251,115 @@ pub const CORPUS_CLUSTER: &[Param] = &[
 /// Differential corpus: shuffles, votes, reductions and named barriers.
 pub const CORPUS_WARP: &[Param] =
     &[raw("input", ParamType::U64, "u32 [128]"), raw("out", ParamType::U64, "u32 [128 · 16] out")];
+
+/// The routing-tile parameters every GEMM reads, after its own.
+macro_rules! routing_tail {
+    ($($head:expr),* $(,)?) => {
+        &[
+            $($head,)*
+            buffer(
+                "tile_idx_to_expert_idx",
+                B::TileIdxToExpertIdx,
+                "i32 [max_tiles] from the routing sort",
+            ),
+            buffer(
+                "tile_idx_to_mn_limit",
+                B::TileIdxToMnLimit,
+                "i32 [max_tiles] from the routing sort",
+            ),
+            buffer(
+                "permuted_idx_to_expanded_idx",
+                B::PermutedIdxToExpandedIdx,
+                "i32 [max_tiles·T]: token·top_k + slot of each valid row",
+            ),
+            buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
+            scalar("hidden", S::Hidden, "H"),
+            scalar("intermediate", S::Intermediate, "I"),
+            scalar("top_k", S::TopK, "routes per token"),
+            scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
+        ]
+    };
+}
+
+/// Hopper GEMM1 over bf16 activations (A16): gather + FC1 + SwiGLU, bf16 h.
+pub const SM90_GEMM1_A16: &[Param] = routing_tail!(
+    buffer("w1", B::W1, "W1 [L, 2I, H] e2m1 in wgmma A-fragment order (abi::sm90_weights)"),
+    buffer(
+        "w1_sf",
+        B::W1Scales,
+        "W1 scales, one byte per 16 (ue4m3, or ue8m0 for MXFP4), fragment order"
+    ),
+    buffer("x", B::ActivationsBf16, "activations bf16 [tokens, H], gathered per routed row"),
+    buffer("out", B::Gemm1OutputBf16, "h bf16 [max_permuted_rows, I]"),
+    buffer("alpha", B::Alpha1, "α1 f32 [L] (1 / weight global scale for A16)"),
+    buffer("out_global_scale", B::Fc2InputScale, "fc2_input_scale: f32 [1] (unused for A16)"),
+);
+
+/// Hopper GEMM1 over NVFP4 activations dequantized exactly (A4): h requantized to NVFP4 and
+/// stored dequantized.
+pub const SM90_GEMM1_A4: &[Param] = routing_tail!(
+    buffer("w1", B::W1, "W1 [L, 2I, H] e2m1 in wgmma A-fragment order (abi::sm90_weights)"),
+    buffer(
+        "w1_sf",
+        B::W1Scales,
+        "W1 scales, one byte per 16 (ue4m3, or ue8m0 for MXFP4), fragment order"
+    ),
+    buffer(
+        "x",
+        B::ActivationsDequantized,
+        "e2m1 · scale of the NVFP4 activations, bf16 [tokens, H]"
+    ),
+    buffer(
+        "out",
+        B::Gemm1OutputBf16,
+        "e2m1 · scale of the requantized h, bf16 [max_permuted_rows, I]"
+    ),
+    buffer("alpha", B::Alpha1, "α1 f32 [L] (1 / (gs_x · gs_w1))"),
+    buffer("out_global_scale", B::Fc2InputScale, "fc2_input_scale: f32 [1] (device)"),
+);
+
+/// The Hopper GEMM2 parameters before the output.
+macro_rules! sm90_gemm2 {
+    ($out:expr) => {
+        routing_tail!(
+            map(
+                "tmap_a",
+                M::Gemm1HiddenLoad,
+                "h bf16 [max_permuted_rows, I]: UINT16, dims {I, rows}, box {64, T}, SWIZZLE_128B",
+            ),
+            buffer("w2", B::W2, "W2 [L, H, I] e2m1 in wgmma A-fragment order (abi::sm90_weights)"),
+            buffer("w2_sf", B::W2Scales, "W2 scales, one byte per 16, fragment order"),
+            buffer("alpha", B::Alpha2, "α2 f32 [L]"),
+            buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),
+            $out,
+        )
+    };
+}
+
+/// Hopper GEMM2 with the bulk reduce-add finalize.
+pub const SM90_GEMM2: &[Param] = sm90_gemm2!(buffer(
+    "out",
+    B::Output,
+    "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"
+));
+
+/// Hopper GEMM2 writing per-route rows for the deterministic finalize.
+pub const SM90_GEMM2_DETERMINISTIC: &[Param] = sm90_gemm2!(buffer(
+    "out",
+    B::FinalizeScratch,
+    "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
+));
+
+/// NVFP4 quantization and exact dequantization of bf16 activations (Hopper A4): each value
+/// becomes e2m1 · scale in bf16 (the global scale goes into α1).
+pub const QDQ_NVFP4: &[Param] = &[
+    buffer("x", B::ActivationsBf16, "activations bf16 [tokens, H]"),
+    buffer("out", B::ActivationsDequantized, "bf16 [tokens, H]: e2m1 · ue4m3 scale, exact"),
+    buffer(
+        "global_scale",
+        B::ActivationGlobalScale,
+        "f32 [1] (device): the activations' global scale",
+    ),
+    scalar("tokens", S::Tokens, "rows"),
+    scalar("hidden", S::Hidden, "H, a multiple of 16"),
+];

@@ -101,5 +101,13 @@ pub fn layout(map: TensorMap, key: &GemmKey, d: &MapDims) -> TensorMapLayout {
             fp4(Buffer::W2, vec![i, h, l], vec![i / 2, h * i / 2], vec![256, b_rows, 1], 128)
         }
         TensorMap::W2Scales => scales(Buffer::W2Scales, i, h, Some(l), sfb_blocks),
+        TensorMap::Gemm1HiddenLoad => TensorMapLayout {
+            buffer: Buffer::Gemm1OutputBf16,
+            element: TmaElement::U16,
+            dims: vec![i, rows],
+            strides: vec![i * 2],
+            box_dims: vec![64, key.tile.rows()],
+            swizzle: 128,
+        },
     }
 }

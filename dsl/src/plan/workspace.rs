@@ -9,7 +9,7 @@ use super::sizing::{expanded_rows, max_permuted_rows, max_tiles};
 use crate::abi::Buffer;
 use crate::abi::launch::ROUTES_PER_BLOCK;
 use crate::formats::Scale128x4;
-use crate::tactic::TileSize;
+use crate::tactic::{Arch, TileSize};
 
 /// Words of the device-side error record: flag bits, then the first offending route of each
 /// check (see `moegen_dsl::abi::signature`'s routing-sort parameters).
@@ -37,6 +37,9 @@ pub struct WorkspaceRequest {
     /// Include the deterministic finalize's `[N·k, H]` scratch in the shared workspace
     /// (needs `hidden`); otherwise it is only reported.
     pub deterministic_scratch: bool,
+    /// The generation whose kernels use it: SM100 exchanges NVFP4 activations and h; Hopper
+    /// exchanges them in bf16.
+    pub arch: Arch,
 }
 
 /// One buffer of a plan.
@@ -95,6 +98,7 @@ struct Sizes {
     intermediate: Option<u64>,
     hidden: Option<u64>,
     scratch: bool,
+    arch: Arch,
 }
 
 fn check_i32(what: &'static str, value: u64) -> Result<()> {
@@ -121,8 +125,12 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
     if let Some(h) = s.hidden {
         let overflow = PlanError::Overflow { what: "quantized activations size" };
         let values = s.tokens.checked_mul(h).ok_or(overflow.clone())?;
-        specs.push((Buffer::Activations, "e2m1x2", values / 2, 1));
-        specs.push((Buffer::ActivationScales, "ue4m3 (linear)", values / 16, 1));
+        if s.arch == Arch::Sm90 {
+            specs.push((Buffer::ActivationsDequantized, "bf16", values, 2));
+        } else {
+            specs.push((Buffer::Activations, "e2m1x2", values / 2, 1));
+            specs.push((Buffer::ActivationScales, "ue4m3 (linear)", values / 16, 1));
+        }
         if s.scratch {
             let overflow = PlanError::Overflow { what: "deterministic scratch size" };
             let rows = s.expanded.checked_mul(h).ok_or(overflow)?;
@@ -131,12 +139,17 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
     }
     if let Some(i) = s.intermediate {
         let overflow = PlanError::Overflow { what: "GEMM1 output size" };
-        let packed = s.rows.checked_mul(i / 2).ok_or(overflow.clone())?;
-        let rows = usize::try_from(s.rows).map_err(|_| overflow.clone())?;
-        let cols = usize::try_from(i / 16).map_err(|_| overflow.clone())?;
-        let scales = Scale128x4::new(rows, cols).map_err(|_| overflow.clone())?.bytes() as u64;
-        specs.push((Buffer::Gemm1Output, "e2m1x2", packed, 1));
-        specs.push((Buffer::Gemm1OutputScales, "ue4m3 (128x4)", scales, 1));
+        if s.arch == Arch::Sm90 {
+            let values = s.rows.checked_mul(i).ok_or(overflow)?;
+            specs.push((Buffer::Gemm1OutputBf16, "bf16", values, 2));
+        } else {
+            let packed = s.rows.checked_mul(i / 2).ok_or(overflow.clone())?;
+            let rows = usize::try_from(s.rows).map_err(|_| overflow.clone())?;
+            let cols = usize::try_from(i / 16).map_err(|_| overflow.clone())?;
+            let scales = Scale128x4::new(rows, cols).map_err(|_| overflow.clone())?.bytes() as u64;
+            specs.push((Buffer::Gemm1Output, "e2m1x2", packed, 1));
+            specs.push((Buffer::Gemm1OutputScales, "ue4m3 (128x4)", scales, 1));
+        }
     }
     let mut out = Vec::with_capacity(specs.len());
     let mut offset = 0u64;
@@ -205,6 +218,7 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
             intermediate: req.intermediate,
             hidden: req.hidden,
             scratch: req.deterministic_scratch,
+            arch: req.arch,
         };
         check_i32("max_permuted_rows", sizes.rows)?;
         let b = buffers(&sizes)?;
@@ -226,6 +240,7 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
         intermediate: req.intermediate,
         hidden: req.hidden,
         scratch: req.deterministic_scratch,
+        arch: req.arch,
     };
     let shared = buffers(&shared_sizes)?;
     let deterministic_scratch_bytes = match req.hidden {

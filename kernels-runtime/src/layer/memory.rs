@@ -1,11 +1,11 @@
 //! Device memory as the layer sees it: slices with their sizes (the engine's or our own),
 //! the shared workspace, and a layer's weights.
 
-use moegen_dsl::TileSize;
 use moegen_dsl::abi::Buffer;
 use moegen_dsl::plan::{
     ERROR_WORDS, ExpertWindow, MoeShape, WorkspacePlan, WorkspaceRequest, plan_workspace,
 };
+use moegen_dsl::{Arch, TileSize};
 
 use super::error::LayerError;
 use crate::backend::{Backend, DevicePtr};
@@ -60,6 +60,8 @@ pub struct WorkspaceSpec {
     pub tile_sizes: Vec<TileSize>,
     /// Room for the deterministic finalize.
     pub deterministic: bool,
+    /// The generation whose kernels run with it (what the layers exchange in it).
+    pub arch: Arch,
 }
 
 /// One device workspace shared by every layer of a model: the routing sort's index maps,
@@ -86,6 +88,7 @@ impl Workspace {
             hidden: Some(spec.max_hidden as u64),
             tile_sizes: spec.tile_sizes.clone(),
             deterministic_scratch: spec.deterministic,
+            arch: spec.arch,
         })?)
     }
 
