@@ -16,7 +16,13 @@ use moegen_dsl::{FinalizeMode, GemmKind, KernelDesc, SwigluInput};
 use super::epilogue_math::{quantize16, round_bf16, swiglu};
 use super::gemm_layout::*;
 use super::sync::*;
-use crate::ptx::{KernelBuilder, Operand, Reg, RegClass};
+use crate::ptx::ops::memory::ld;
+use crate::ptx::ops::{Access, Bulk, CacheOp, CpShape, Fence, LdRepeat, LdShape, Mbarrier};
+use crate::ptx::ops::{Memory, MmaKind, Tcgen05};
+use crate::ptx::{
+    BuildError, Cmp, CtaGroup, Guard, KernelBuilder, Label, Operand, Reg, RegClass, SReg, Space,
+    Ty, VecWidth,
+};
 
 /// Runtime values every role needs.
 struct Common {
@@ -61,21 +67,21 @@ fn schedule(
     let done = b.new_label("units_done");
     let u = b.mov_u32(c.cluster_id);
     b.label(&top);
-    let end = b.setp("ge.u32", u, c.total_units);
-    b.bra_if(end, false, &done);
+    let end = b.setp_u32(Cmp::Ge, u, c.total_units);
+    b.bra_if(end, &done);
     let m = b.div_u32(u, c.units_n);
-    let dead = b.setp("ge.u32", m, c.live_tiles);
-    b.bra_if(dead, false, &done);
+    let dead = b.setp_u32(Cmp::Ge, m, c.live_tiles);
+    b.bra_if(dead, &done);
     let nt = b.rem_u32(u, c.units_n);
     let n = b.mad_u32(nt, l.cn, c.n_rank);
     let ea = b.index_addr(c.tile_expert, m, 4);
-    let expert = b.ld_global("u32", RegClass::B32, ea);
+    let expert = b.ld_global(Ty::U32, RegClass::B32, ea);
     let la = b.index_addr(c.tile_limit, m, 4);
-    let mn_limit = b.ld_global("u32", RegClass::B32, la);
+    let mn_limit = b.ld_global(Ty::U32, RegClass::B32, la);
     let rows = b.mul_u32(m, l.tile);
     let row0 = b.mad_u32(c.m_rank, 128u32, rows);
     body(b, &Unit { n, expert, mn_limit, row0 });
-    b.ins("add.u32", vec![u.into(), u.into(), c.clusters.into()]);
+    b.inc_u32(u, c.clusters);
     b.bra(&top);
     b.label(&done);
 }
@@ -86,9 +92,9 @@ fn chunk_loop(b: &mut KernelBuilder, count: u32, body: &mut dyn FnMut(&mut Kerne
     let ch = b.mov_u32(0u32);
     b.label(&top);
     body(b, ch);
-    b.ins("add.u32", vec![ch.into(), ch.into(), 1u32.into()]);
-    let more = b.setp("lt.u32", ch, count);
-    b.bra_if(more, false, &top);
+    b.inc_u32(ch, 1u32);
+    let more = b.setp_u32(Cmp::Lt, ch, count);
+    b.bra_if(more, &top);
 }
 
 /// A runtime K-stage loop `for kk in 0..k_tiles`.
@@ -97,10 +103,10 @@ fn k_loop(b: &mut KernelBuilder, c: &Common, body: &mut dyn FnMut(&mut KernelBui
     let done = b.new_label("k_done");
     let kk = b.mov_u32(0u32);
     b.label(&top);
-    let end = b.setp("ge.u32", kk, c.k_tiles);
-    b.bra_if(end, false, &done);
+    let end = b.setp_u32(Cmp::Ge, kk, c.k_tiles);
+    b.bra_if(end, &done);
     body(b, kk);
-    b.ins("add.u32", vec![kk.into(), kk.into(), 1u32.into()]);
+    b.inc_u32(kk, 1u32);
     b.bra(&top);
     b.label(&done);
 }
@@ -116,7 +122,7 @@ fn stage_base(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, s: Reg) -> Reg 
 }
 
 fn b16_imm(b: &mut KernelBuilder, v: u32) -> Reg {
-    b.op(RegClass::B16, "mov.b16", vec![imm(v)])
+    b.mov_b16(v)
 }
 
 /// Builds the kernel for a GEMM description.
@@ -125,22 +131,22 @@ pub fn build(desc: &KernelDesc) -> (KernelBuilder, GemmLayout) {
     let mut b = KernelBuilder::new(l.name());
     b.declare(params(&KernelId::Gemm(l.key)));
     let c = prologue(&mut b, &l);
-    let end = "L_role_end".to_owned();
+    let end = Label::named("role_end");
 
     // Dispatch on warp role.
-    let epi = b.setp("lt.u32", c.warp, 4u32);
+    let epi = b.setp_u32(Cmp::Lt, c.warp, 4u32);
     let l_epi = b.new_label("epilogue");
-    b.bra_if(epi, false, &l_epi);
-    let is_mma = b.setp("eq.u32", c.warp, l.mma_warp);
+    b.bra_if(epi, &l_epi);
+    let is_mma = b.setp_u32(Cmp::Eq, c.warp, l.mma_warp);
     let l_mma = b.new_label("mma");
-    b.bra_if(is_mma, false, &l_mma);
-    let is_tma = b.setp("eq.u32", c.warp, l.tma_warp);
+    b.bra_if(is_mma, &l_mma);
+    let is_tma = b.setp_u32(Cmp::Eq, c.warp, l.tma_warp);
     let l_tma = b.new_label("producer");
-    b.bra_if(is_tma, false, &l_tma);
+    b.bra_if(is_tma, &l_tma);
     if let Some(rw) = l.relay_warp {
-        let is_relay = b.setp("eq.u32", c.warp, rw);
+        let is_relay = b.setp_u32(Cmp::Eq, c.warp, rw);
         let l_relay = b.new_label("relay");
-        b.bra_if(is_relay, false, &l_relay);
+        b.bra_if(is_relay, &l_relay);
         emit_gather_dispatch(&mut b, &l, &c, &end);
         b.label(&l_relay);
         relay_role(&mut b, &l, &c, &end);
@@ -162,30 +168,27 @@ pub fn build(desc: &KernelDesc) -> (KernelBuilder, GemmLayout) {
 
     // Teardown: every role rejoins here; TMEM is freed once the whole cluster is done.
     b.label(&end);
-    b.ins("bar.sync", vec![imm(0)]);
+    b.bar_sync(0u32);
     if l.cm * l.cn > 1 {
-        cluster_sync(&mut b);
+        b.cluster_sync();
     }
-    let not_mma = b.setp("ne.u32", c.warp, l.mma_warp);
+    let not_mma = b.setp_u32(Cmp::Ne, c.warp, l.mma_warp);
     let exit = b.new_label("exit");
-    b.bra_if(not_mma, false, &exit);
-    b.ins("tcgen05.fence::after_thread_sync", vec![]);
-    b.ins(
-        &format!("tcgen05.dealloc.{}.sync.aligned.b32", l.cta_group()),
-        vec![c.tmem.into(), imm(l.budget.tmem_alloc_columns)],
-    );
+    b.bra_if(not_mma, &exit);
+    b.tcgen05_fence_after();
+    b.emit(Tcgen05::Dealloc(l.cta_group()), vec![c.tmem.into(), imm(l.budget.tmem_alloc_columns)]);
     b.label(&exit);
-    b.ins("ret", vec![]);
+    b.ret();
     (b, l)
 }
 
-fn emit_gather_dispatch(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
+fn emit_gather_dispatch(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &Label) {
     if l.kind == GemmKind::Gemm1 {
-        let lo = b.setp("ge.u32", c.warp, l.gather_warp);
-        let hi = b.setp("lt.u32", c.warp, l.gather_warp + 4);
-        let both = b.op(RegClass::Pred, "and.pred", vec![lo.into(), hi.into()]);
+        let lo = b.setp_u32(Cmp::Ge, c.warp, l.gather_warp);
+        let hi = b.setp_u32(Cmp::Lt, c.warp, l.gather_warp + 4);
+        let both = b.and_pred(lo, hi);
         let l_g = b.new_label("gather");
-        b.bra_if(both, false, &l_g);
+        b.bra_if(both, &l_g);
         b.bra(end);
         b.label(&l_g);
         gather_role(b, l, c);
@@ -194,20 +197,20 @@ fn emit_gather_dispatch(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: 
 }
 
 fn prologue(b: &mut KernelBuilder, l: &GemmLayout) -> Common {
-    let tid = b.sreg("%tid.x");
+    let tid = b.sreg(SReg::TidX);
     let warp = b.shr_u32(tid, 5u32);
     let lane = b.and_b32(tid, 31u32);
-    let rank = b.sreg("%cluster_ctarank");
+    let rank = b.sreg(SReg::ClusterCtarank);
     let m_rank = b.rem_u32(rank, l.cm);
     let n_rank = b.div_u32(rank, l.cm);
     let leader_rank = b.sub_u32(rank, m_rank);
-    let cluster_id = b.sreg("%clusterid.x");
-    let clusters = b.sreg("%nclusterid.x");
+    let cluster_id = b.sreg(SReg::ClusteridX);
+    let clusters = b.sreg(SReg::NclusteridX);
     let smem = b.smem_addr(0);
 
-    let not0 = b.setp("ne.u32", tid, 0u32);
+    let not0 = b.setp_u32(Cmp::Ne, tid, 0u32);
     let after_init = b.new_label("after_init");
-    b.bra_if(not0, false, &after_init);
+    b.bra_if(not0, &after_init);
     b.comment("barrier counts: see GemmLayout::{full,empty,acc_empty}_count");
     for s in 0..l.budget.ab_stages {
         let f = b.add_u32(smem, OFF_FULL + 8 * s);
@@ -225,31 +228,30 @@ fn prologue(b: &mut KernelBuilder, l: &GemmLayout) -> Common {
         let e = b.add_u32(smem, OFF_ACC_EMPTY + 8 * a);
         mbar_init(b, e, l.acc_empty_count());
     }
-    b.ins("fence.mbarrier_init.release.cluster", vec![]);
+    b.emit(Fence::MbarrierInit, vec![]);
     b.label(&after_init);
 
-    let not_mma = b.setp("ne.u32", warp, l.mma_warp);
+    let not_mma = b.setp_u32(Cmp::Ne, warp, l.mma_warp);
     let after_alloc = b.new_label("after_alloc");
-    b.bra_if(not_mma, false, &after_alloc);
+    b.bra_if(not_mma, &after_alloc);
     let slot = b.add_u32(smem, OFF_TMEM_SLOT);
-    b.ins(
-        &format!("tcgen05.alloc.{}.sync.aligned.shared::cta.b32", l.cta_group()),
-        vec![Operand::Reg(slot).at(0), imm(l.budget.tmem_alloc_columns)],
+    b.emit(
+        Tcgen05::Alloc(l.cta_group()),
+        vec![Operand::addr(slot), imm(l.budget.tmem_alloc_columns)],
     );
-    b.ins(&format!("tcgen05.relinquish_alloc_permit.{}.sync.aligned", l.cta_group()), vec![]);
+    b.emit(Tcgen05::RelinquishAllocPermit(l.cta_group()), vec![]);
     b.label(&after_alloc);
-    b.ins("tcgen05.fence::before_thread_sync", vec![]);
-    b.ins("bar.sync", vec![imm(0)]);
+    b.tcgen05_fence_before();
+    b.bar_sync(0u32);
     if l.cm * l.cn > 1 {
-        cluster_sync(b);
+        b.cluster_sync();
     }
-    b.ins("tcgen05.fence::after_thread_sync", vec![]);
+    b.tcgen05_fence_after();
     let slot = b.add_u32(smem, OFF_TMEM_SLOT);
-    let tmem = b.op(RegClass::B32, "ld.shared.b32", vec![Operand::Reg(slot).at(0)]);
+    let tmem = b.ld_shared(Ty::B32, RegClass::B32, slot);
 
     // PDL: let the next kernel's prologue start, then wait for the previous kernel's output.
-    b.ins("griddepcontrol.launch_dependents", vec![]);
-    b.ins("griddepcontrol.wait", vec![]);
+    b.pdl_handoff();
 
     let k_dim = b.ld_param_u32(match l.kind {
         GemmKind::Gemm1 => "hidden",
@@ -269,7 +271,7 @@ fn prologue(b: &mut KernelBuilder, l: &GemmLayout) -> Common {
     let max_tiles = b.ld_param_u32("max_tiles");
     let total_units = b.mul_u32(max_tiles, units_n);
     let live_ptr = b.ld_param_u64("num_non_exiting_tiles");
-    let live_raw = b.ld_global("u32", RegClass::B32, live_ptr);
+    let live_raw = b.ld_global(Ty::U32, RegClass::B32, live_ptr);
     let live_tiles = b.min_u32(live_raw, max_tiles);
     let tile_expert = b.ld_param_u64("tile_idx_to_expert_idx");
     let tile_limit = b.ld_param_u64("tile_idx_to_mn_limit");
@@ -295,7 +297,7 @@ fn prologue(b: &mut KernelBuilder, l: &GemmLayout) -> Common {
 
 /// One TMA tile load: `dims`-D box at `coords` of `map` into `dst`, completing on `bar`.
 struct TmaLoad {
-    dims: usize,
+    dims: u8,
     dst: Reg,
     map: Reg,
     coords: Vec<Operand>,
@@ -304,30 +306,22 @@ struct TmaLoad {
 }
 
 fn tma_load(b: &mut KernelBuilder, l: &GemmLayout, t: TmaLoad) {
-    let mut op = format!(
-        "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
-        t.dims
-    );
-    if t.multicast.is_some() {
-        op.push_str(".multicast::cluster");
-    }
-    if l.cm == 2 {
-        op.push_str(".cta_group::2");
-    }
-    let mut ops = vec![
-        Operand::Reg(t.dst).at(0),
-        Operand::TensorRef(Box::new(t.map.into()), t.coords),
-        Operand::Reg(t.bar).at(0),
-    ];
+    let op = Bulk::TensorLoad {
+        dims: t.dims,
+        multicast: t.multicast.is_some(),
+        cta_group: (l.cm == 2).then_some(CtaGroup::Two),
+    };
+    let mut ops =
+        vec![Operand::addr(t.dst), Operand::tensor(t.map, t.coords), Operand::addr(t.bar)];
     if let Some(mask) = t.multicast {
         ops.push(mask.into());
     }
-    b.ins(&op, ops);
+    b.emit(op, ops);
 }
 
-fn producer_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
-    let one = elect(b);
-    b.bra_if(one, true, end);
+fn producer_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &Label) {
+    let one = b.elect();
+    b.bra_unless(one, end);
     let (map_a, map_sfa) = if l.kind == GemmKind::Gemm2 {
         (Some(b.param_generic_addr("tmap_a")), Some(b.param_generic_addr("tmap_sfa")))
     } else {
@@ -341,14 +335,14 @@ fn producer_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
         GemmKind::Gemm1 => l.budget.b_stage_bytes + l.budget.sfb_stage_bytes,
         GemmKind::Gemm2 => l.budget.stage_bytes,
     };
-    let is_leader = b.setp("eq.u32", c.m_rank, 0u32);
-    let a_issuer = b.setp("eq.u32", c.n_rank, 0u32);
+    let is_leader = b.setp_u32(Cmp::Eq, c.m_rank, 0u32);
+    let a_issuer = b.setp_u32(Cmp::Eq, c.n_rank, 0u32);
     // A is multicast to the CTAs that share this CTA's rows: same m_rank, every n_rank.
     let mask_a = if l.cn == 2 {
         let m = b.shl_b32(1u32, c.m_rank);
         let m2 = b.shl_b32(m, l.cm);
         let both = b.or_b32(m, m2);
-        Some(b.op(RegClass::B16, "cvt.u16.u32", vec![both.into()]))
+        Some(b.cvt_u16_u32(both))
     } else {
         None
     };
@@ -358,30 +352,21 @@ fn producer_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
             let parity = b.xor_b32(ph, 1u32);
             mbar_wait(b, empty, parity);
             let full = bar_at(b, c.smem, OFF_FULL, s);
-            b.ins_if(
-                is_leader,
-                false,
-                "mbarrier.arrive.expect_tx.shared::cta.b64",
-                vec![Operand::Sink, Operand::Reg(full).at(0), imm(per_cta_tx * l.cm)],
+            b.emit_if(
+                Guard::when(is_leader),
+                Mbarrier::Arrive { expect_tx: true, order: None, space: Space::SharedCta },
+                vec![Operand::Sink, Operand::addr(full), imm(per_cta_tx * l.cm)],
             );
             // 2-CTA: both CTAs' bytes complete on the leader's barrier (its shared::cluster
             // address; CUTLASS gets the same address by clearing the peer bit 24).
-            let bar = if l.cm == 2 {
-                b.op(
-                    RegClass::B32,
-                    "mapa.shared::cluster.u32",
-                    vec![full.into(), c.leader_rank.into()],
-                )
-            } else {
-                full
-            };
+            let bar = if l.cm == 2 { map_to_rank(b, full, c.leader_rank) } else { full };
             let st = stage_base(b, l, c, s);
             let kc = b.shl_b32(kk, 8u32);
             let kq = b.shl_b32(kk, 2u32);
             if let (Some(ma), Some(msfa)) = (map_a, map_sfa) {
                 let skip = b.new_label("skip_a");
                 if l.cn == 2 {
-                    b.bra_if(a_issuer, true, &skip);
+                    b.bra_unless(a_issuer, &skip);
                 }
                 let rb = b.shr_u32(u.row0, 7u32);
                 let coords = vec![kc.into(), u.row0.into()];
@@ -432,7 +417,7 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
     let sf_bytes = b.shr_u32(hidden, 4u32);
     let s = b.mov_u32(0u32);
     let ph = b.mov_u32(0u32);
-    let is_peer = b.setp("ne.u32", c.m_rank, 0u32);
+    let is_peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);
     // This thread's place in the 128B-swizzled A tile and in the SFA atoms.
     let a_row = b.shl_b32(g, 7u32);
     let xor = b.and_b32(g, 7u32);
@@ -442,14 +427,13 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
     let sf_row = b.mad_u32(gq, 4u32, sf_row);
     schedule(b, l, c, &mut |b, u| {
         let row = b.add_u32(u.row0, g);
-        let valid = b.setp("lt.u32", row, u.mn_limit);
+        let valid = b.setp_u32(Cmp::Lt, row, u.mn_limit);
         let exp_addr = b.index_addr(p2e, row, 4);
         let expanded = b.mov_u32(0u32);
-        b.ins_if(
-            valid,
-            false,
-            "ld.global.u32",
-            vec![expanded.into(), Operand::Reg(exp_addr).at(0)],
+        b.emit_if(
+            Guard::when(valid),
+            ld(Space::Global, Ty::U32),
+            vec![expanded.into(), Operand::addr(exp_addr)],
         );
         let token = b.div_u32(expanded, top_k);
         let src_row = b.mul_wide_u32(token, row_bytes);
@@ -470,10 +454,10 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
             for ch in 0..8u32 {
                 let sw = b.xor_b32(xor, ch);
                 let dst = b.mad_u32(sw, 16u32, a_dst);
-                b.ins(
-                    "cp.async.cg.shared.global",
+                b.emit(
+                    Memory::CpAsync(CacheOp::Cg),
                     vec![
-                        Operand::Reg(dst).at(0),
+                        Operand::addr(dst),
                         Operand::Reg(src).at(i64::from(ch * 16)),
                         imm(16),
                         n16.into(),
@@ -487,10 +471,10 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
             let ssrc = b.add_u64(src_sf, ssrc);
             for kb in 0..4u32 {
                 let dst = b.add_u32(sfa, kb * 512);
-                b.ins(
-                    "cp.async.ca.shared.global",
+                b.emit(
+                    Memory::CpAsync(CacheOp::Ca),
                     vec![
-                        Operand::Reg(dst).at(0),
+                        Operand::addr(dst),
                         Operand::Reg(ssrc).at(i64::from(kb * 4)),
                         imm(4),
                         n4.into(),
@@ -501,25 +485,22 @@ fn gather_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
             // local barrier that the relay warp forwards.
             let full = bar_at(b, c.smem, OFF_FULL, s);
             let local = bar_at(b, c.smem, OFF_GATHER_FULL, s);
-            let target = if l.relay_warp.is_some() {
-                b.op(RegClass::B32, "selp.b32", vec![local.into(), full.into(), is_peer.into()])
-            } else {
-                full
-            };
-            b.ins(
-                "cp.async.mbarrier.arrive.noinc.shared::cta.b64",
-                vec![Operand::Reg(target).at(0)],
+            let target =
+                if l.relay_warp.is_some() { b.selp_u32(local, full, is_peer) } else { full };
+            b.emit(
+                Memory::CpAsyncArrive { noinc: true, space: Space::SharedCta },
+                vec![Operand::addr(target)],
             );
             ring_advance(b, s, ph, l.budget.ab_stages);
         });
     });
 }
 
-fn relay_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
-    let peer = b.setp("ne.u32", c.m_rank, 0u32);
-    b.bra_if(peer, true, end);
-    let one = elect(b);
-    b.bra_if(one, true, end);
+fn relay_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &Label) {
+    let peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);
+    b.bra_unless(peer, end);
+    let one = b.elect();
+    b.bra_unless(one, end);
     let s = b.mov_u32(0u32);
     let ph = b.mov_u32(0u32);
     schedule(b, l, c, &mut |b, _u| {
@@ -528,7 +509,7 @@ fn relay_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
             mbar_wait(b, local, ph);
             // Make the gathered bytes visible to the tensor cores' async proxy before the
             // leader's MMA reads them.
-            b.ins("fence.proxy.async.shared::cta", vec![]);
+            b.fence_proxy_async();
             let full = bar_at(b, c.smem, OFF_FULL, s);
             mbar_arrive_cluster(b, full, c.leader_rank);
             ring_advance(b, s, ph, l.budget.ab_stages);
@@ -542,16 +523,16 @@ fn smem_desc(b: &mut KernelBuilder, addr: Reg, step: u32, hi: Reg) -> Reg {
     let lo = b.and_b32(lo, 0x3FFFu32);
     let lo = b.or_b32(lo, 0x1_0000u32);
     let lo = if step > 0 { b.add_u32(lo, step) } else { lo };
-    b.op(RegClass::B64, "mov.b64", vec![Operand::Vector(vec![lo.into(), hi.into()])])
+    b.pack_b64(lo, hi)
 }
 
-fn mma_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
+fn mma_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &Label) {
     if l.cm == 2 {
-        let peer = b.setp("ne.u32", c.m_rank, 0u32);
-        b.bra_if(peer, false, end);
+        let peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);
+        b.bra_if(peer, end);
     }
-    let one = elect(b);
-    b.bra_if(one, true, end);
+    let one = b.elect();
+    b.bra_unless(one, end);
     let cg = l.cta_group();
     let idesc = b.mov_u32(Operand::Hex(l.idesc()));
     // Shared-memory descriptor high words: A/B K-major SW128 (SBO 1024 B, version bit 46,
@@ -570,7 +551,7 @@ fn mma_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
     let acc_mask = if l.cm == 2 {
         let shift = b_n_rank_shift(b, c);
         let m = b.shl_b32(3u32, shift);
-        Some(b.op(RegClass::B16, "cvt.u16.u32", vec![m.into()]))
+        Some(b.cvt_u16_u32(m))
     } else {
         None
     };
@@ -578,15 +559,15 @@ fn mma_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
         let acc_empty = bar_at(b, c.smem, OFF_ACC_EMPTY, a);
         let parity = b.xor_b32(aph, 1u32);
         mbar_wait(b, acc_empty, parity);
-        b.ins("tcgen05.fence::after_thread_sync", vec![]);
+        b.tcgen05_fence_after();
         let d = b.mad_u32(a, l.n, c.tmem);
         let accumulate = b.mov_u32(0u32);
         k_loop(b, c, &mut |b, _kk| {
             let full = bar_at(b, c.smem, OFF_FULL, s);
             mbar_wait(b, full, ph);
-            b.ins("tcgen05.fence::after_thread_sync", vec![]);
+            b.tcgen05_fence_after();
             if l.kind == GemmKind::Gemm1 {
-                b.ins("fence.proxy.async.shared::cta", vec![]);
+                b.fence_proxy_async();
             }
             let st = stage_base(b, l, c, s);
             let sf_t = b.mad_u32(sfbuf, sf_per_buf, acc_cols);
@@ -596,29 +577,29 @@ fn mma_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
             let sfb_s = b.add_u32(st, l.sfb_in_stage());
             for kb in 0..4u32 {
                 let dsc = smem_desc(b, sfa_s, 32 * kb, hi_sf);
-                b.ins(
-                    &format!("tcgen05.cp.{cg}.32x128b.warpx4"),
+                b.emit(
+                    Tcgen05::Cp(cg, CpShape::Rows32x128bWarpx4),
                     vec![Operand::Reg(sfa_t).at(i64::from(4 * kb)), dsc.into()],
                 );
                 for rb in 0..l.sfb_row_blocks() {
                     let dsc = smem_desc(b, sfb_s, 32 * kb + 128 * rb, hi_sf);
                     let col = l.sfb_cols_per_mma() * kb + 4 * rb;
-                    b.ins(
-                        &format!("tcgen05.cp.{cg}.32x128b.warpx4"),
+                    b.emit(
+                        Tcgen05::Cp(cg, CpShape::Rows32x128bWarpx4),
                         vec![Operand::Reg(sfb_t).at(i64::from(col)), dsc.into()],
                     );
                 }
             }
             let b_s = b.add_u32(st, l.b_in_stage());
-            let acc_p = b.setp("ne.u32", accumulate, 0u32);
+            let acc_p = b.setp_u32(Cmp::Ne, accumulate, 0u32);
             for j in 0..4u32 {
                 let ad = smem_desc(b, st, 2 * j, hi_ab);
                 let bd = smem_desc(b, b_s, 2 * j, hi_ab);
                 let enable: Operand = if j == 0 { acc_p.into() } else { imm(1) };
-                b.ins(
-                    &format!("tcgen05.mma.{cg}.kind::mxf4nvf4.block_scale.block16"),
+                b.emit(
+                    Tcgen05::Mma(cg, MmaKind::Mxf4Nvf4Block16),
                     vec![
-                        Operand::Reg(d).at(0),
+                        Operand::addr(d),
                         ad.into(),
                         bd.into(),
                         idesc.into(),
@@ -628,10 +609,10 @@ fn mma_role(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, end: &str) {
                     ],
                 );
             }
-            b.assign("mov.u32", accumulate, 1u32);
+            b.assign_u32(accumulate, 1u32);
             let empty = bar_at(b, c.smem, OFF_EMPTY, s);
             commit(b, cg, empty, empty_mask);
-            flip(b, sfbuf);
+            b.xor_assign_b32(sfbuf, 1u32);
             ring_advance(b, s, ph, l.budget.ab_stages);
         });
         let acc_full = bar_at(b, c.smem, OFF_ACC_FULL, a);
@@ -646,17 +627,12 @@ fn b_n_rank_shift(b: &mut KernelBuilder, c: &Common) -> Reg {
     b.shl_b32(c.n_rank, 1u32)
 }
 
-fn commit(b: &mut KernelBuilder, cg: &str, bar: Reg, mask: Option<Reg>) {
+fn commit(b: &mut KernelBuilder, cg: CtaGroup, bar: Reg, mask: Option<Reg>) {
     match mask {
-        None => b.ins(
-            &format!("tcgen05.commit.{cg}.mbarrier::arrive::one.shared::cluster.b64"),
-            vec![Operand::Reg(bar).at(0)],
-        ),
-        Some(m) => b.ins(
-            &format!(
-                "tcgen05.commit.{cg}.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64"
-            ),
-            vec![Operand::Reg(bar).at(0), m.into()],
+        None => b.emit(Tcgen05::Commit { group: cg, multicast: false }, vec![Operand::addr(bar)]),
+        Some(m) => b.emit(
+            Tcgen05::Commit { group: cg, multicast: true },
+            vec![Operand::addr(bar), m.into()],
         ),
     }
 }
@@ -665,7 +641,7 @@ fn commit(b: &mut KernelBuilder, cg: &str, bar: Reg, mask: Option<Reg>) {
 fn acc_acquire(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, a: Reg, aph: Reg) -> Reg {
     let full = bar_at(b, c.smem, OFF_ACC_FULL, a);
     mbar_wait(b, full, aph);
-    b.ins("tcgen05.fence::after_thread_sync", vec![]);
+    b.tcgen05_fence_after();
     let lane_field = b.shl_b32(c.warp, 21u32);
     let base = b.add_u32(c.tmem, lane_field);
     b.mad_u32(a, l.n, base)
@@ -673,31 +649,38 @@ fn acc_acquire(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, a: Reg, aph: R
 
 /// Hands the accumulator buffer back to the MMA warp (of the leader CTA).
 fn acc_release(b: &mut KernelBuilder, l: &GemmLayout, c: &Common, a: Reg, aph: Reg) {
-    b.ins("tcgen05.fence::before_thread_sync", vec![]);
-    b.ins("bar.warp.sync", vec![Operand::Imm(-1)]);
-    let one = elect(b);
+    b.tcgen05_fence_before();
+    b.bar_warp_sync();
+    let one = b.elect();
     let skip = b.new_label("skip_release");
-    b.bra_if(one, true, &skip);
+    b.bra_unless(one, &skip);
     let empty = bar_at(b, c.smem, OFF_ACC_EMPTY, a);
     mbar_arrive_cluster(b, empty, c.leader_rank);
     b.label(&skip);
     ring_advance(b, a, aph, l.budget.acc_stages);
 }
 
-fn tmem_load(b: &mut KernelBuilder, addr: Reg, col: u32, count: u32) -> Vec<Reg> {
-    let regs: Vec<Reg> = (0..count).map(|_| b.reg(RegClass::B32)).collect();
-    b.ins(
-        &format!("tcgen05.ld.sync.aligned.32x32b.x{count}.b32"),
-        vec![
-            Operand::Vector(regs.iter().map(|&r| r.into()).collect()),
-            Operand::Reg(addr).at(i64::from(col)),
-        ],
+/// `N` accumulator columns of this thread's row from `addr + col` (`rep` must give `N`).
+fn tmem_load<const N: usize>(
+    b: &mut KernelBuilder,
+    addr: Reg,
+    col: u32,
+    rep: LdRepeat,
+) -> [Reg; N] {
+    let regs: [Reg; N] = std::array::from_fn(|_| b.reg(RegClass::B32));
+    if rep.count() as usize != N {
+        let kernel = b.name.clone();
+        b.error(BuildError::Inconsistent { kernel, what: "tcgen05.ld repeat count" });
+    }
+    b.emit(
+        Tcgen05::Ld(LdShape::Lanes32x32b, rep),
+        vec![Operand::regs(&regs), Operand::Reg(addr).at(i64::from(col))],
     );
     regs
 }
 
-fn as_f32(b: &mut KernelBuilder, regs: &[Reg]) -> Vec<Reg> {
-    regs.iter().map(|&r| b.op(RegClass::F32, "mov.b32", vec![r.into()])).collect()
+fn as_f32<const N: usize>(b: &mut KernelBuilder, regs: [Reg; N]) -> [Reg; N] {
+    regs.map(|r| b.mov_b32(RegClass::F32, r))
 }
 
 fn epilogue_gemm2(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
@@ -718,17 +701,25 @@ fn epilogue_gemm2(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
     schedule(b, l, c, &mut |b, u| {
         let taddr = acc_acquire(b, l, c, a, aph);
         let row = b.add_u32(u.row0, c.tid);
-        let valid = b.setp("lt.u32", row, u.mn_limit);
+        let valid = b.setp_u32(Cmp::Lt, row, u.mn_limit);
         let ea = b.index_addr(p2e, row, 4);
         let expanded = b.mov_u32(0u32);
-        b.ins_if(valid, false, "ld.global.u32", vec![expanded.into(), Operand::Reg(ea).at(0)]);
+        b.emit_if(
+            Guard::when(valid),
+            ld(Space::Global, Ty::U32),
+            vec![expanded.into(), Operand::addr(ea)],
+        );
         let w_addr = b.index_addr(weights, expanded, 4);
         let w = b.reg(RegClass::F32);
-        b.ins("mov.f32", vec![w.into(), 0f32.into()]);
-        b.ins_if(valid, false, "ld.global.f32", vec![w.into(), Operand::Reg(w_addr).at(0)]);
+        b.assign_f32(w, 0f32);
+        b.emit_if(
+            Guard::when(valid),
+            ld(Space::Global, Ty::F32),
+            vec![w.into(), Operand::addr(w_addr)],
+        );
         let al_addr = b.index_addr(alpha, u.expert, 4);
-        let al = b.ld_global("f32", RegClass::F32, al_addr);
-        let scale = b.op(RegClass::F32, "mul.rn.f32", vec![al.into(), w.into()]);
+        let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+        let scale = b.mul_f32(al, w);
         let dst_row = match l.finalize {
             FinalizeMode::BulkReduceAdd => {
                 let token = b.div_u32(expanded, top_k);
@@ -744,58 +735,52 @@ fn epilogue_gemm2(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
         chunk_loop(b, l.n / 32, &mut |b, ch| {
             let col = b.shl_b32(ch, 5u32);
             let at = b.add_u32(taddr, col);
-            let v = tmem_load(b, at, 0, 32);
-            b.ins("tcgen05.wait::ld.sync.aligned", vec![]);
-            let v = as_f32(b, &v);
+            let v = tmem_load::<32>(b, at, 0, LdRepeat::X32);
+            b.emit(Tcgen05::WaitLd, vec![]);
+            let v = as_f32(b, v);
             // Staging buffer `chunk & 1`: wait until the bulk op that last read it is done.
             let which = b.and_b32(chunk, 1u32);
             let src = b.mad_u32(which, buf_bytes, staging);
-            b.ins("cp.async.bulk.wait_group.read", vec![imm(1)]);
+            b.emit(Bulk::WaitGroup { read: true }, vec![imm(1)]);
             let mut words = Vec::with_capacity(16);
-            for i in 0..16 {
-                let lo = b.op(RegClass::F32, "mul.rn.f32", vec![v[2 * i].into(), scale.into()]);
-                let hi = b.op(RegClass::F32, "mul.rn.f32", vec![v[2 * i + 1].into(), scale.into()]);
-                words.push(b.op(RegClass::B32, "cvt.rn.bf16x2.f32", vec![hi.into(), lo.into()]));
+            for pair in v.chunks_exact(2) {
+                if let &[even, odd] = pair {
+                    let lo = b.mul_f32(even, scale);
+                    let hi = b.mul_f32(odd, scale);
+                    words.push(b.cvt_bf16x2(hi, lo));
+                }
             }
-            for q in 0..4 {
-                b.ins(
-                    "st.shared.v4.b32",
-                    vec![
-                        Operand::Reg(src).at(16 * q as i64),
-                        Operand::Vector(
-                            words[4 * q..4 * q + 4].iter().map(|&r| r.into()).collect(),
-                        ),
-                    ],
+            for (q, quad) in (0i64..).zip(words.chunks(4)) {
+                b.emit(
+                    Memory::St(Access::vector(Space::Shared, VecWidth::V4, Ty::B32)),
+                    vec![Operand::Reg(src).at(16 * q), Operand::regs(quad)],
                 );
             }
-            b.ins("fence.proxy.async.shared::cta", vec![]);
+            b.fence_proxy_async();
             let op = match l.finalize {
-                FinalizeMode::BulkReduceAdd => {
-                    "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16"
-                }
-                FinalizeMode::Deterministic => "cp.async.bulk.global.shared::cta.bulk_group",
+                FinalizeMode::BulkReduceAdd => Bulk::ReduceAdd { ty: Ty::Bf16 },
+                FinalizeMode::Deterministic => Bulk::Store,
             };
             let byte_off = b.shl_b32(ch, 6u32);
             let byte_off = b.cvt_u64_u32(byte_off);
             let dst = b.add_u64(dst_row, byte_off);
-            b.ins_if(
-                valid,
-                false,
+            b.emit_if(
+                Guard::when(valid),
                 op,
-                vec![Operand::Reg(dst).at(0), Operand::Reg(src).at(0), imm(64)],
+                vec![Operand::addr(dst), Operand::addr(src), imm(64)],
             );
-            b.ins("cp.async.bulk.commit_group", vec![]);
-            b.ins("add.u32", vec![chunk.into(), chunk.into(), 1u32.into()]);
+            b.emit(Bulk::CommitGroup, vec![]);
+            b.inc_u32(chunk, 1u32);
         });
         acc_release(b, l, c, a, aph);
     });
-    b.ins("cp.async.bulk.wait_group", vec![imm(0)]);
+    b.emit(Bulk::WaitGroup { read: false }, vec![imm(0)]);
 }
 
 fn epilogue_gemm1(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
     let alpha = b.ld_param_u64("alpha");
     let gsp = b.ld_param_u64("out_global_scale");
-    let gs = b.ld_global("f32", RegClass::F32, gsp);
+    let gs = b.ld_global(Ty::F32, RegClass::F32, gsp);
     let out_sf = b.ld_param_u64("out_sf");
     let map_out = b.param_generic_addr("tmap_out");
     let inter = b.ld_param_u32("intermediate");
@@ -810,14 +795,14 @@ fn epilogue_gemm1(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
     let warp_stage = b.add_u32(staging, warp_rows);
     let lane_sf = b.shl_b32(c.lane, 4u32);
     let lane_sf = b.mad_u32(c.warp, 4u32, lane_sf);
-    let one = elect(b);
+    let one = b.elect();
     schedule(b, l, c, &mut |b, u| {
         // The staging rows are free once this warp's previous TMA store has read them.
-        b.ins_if(one, false, "cp.async.bulk.wait_group.read", vec![imm(0)]);
-        b.ins("bar.warp.sync", vec![Operand::Imm(-1)]);
+        b.emit_if(Guard::when(one), Bulk::WaitGroup { read: true }, vec![imm(0)]);
+        b.bar_warp_sync();
         let taddr = acc_acquire(b, l, c, a, aph);
         let al_addr = b.index_addr(alpha, u.expert, 4);
-        let al = b.ld_global("f32", RegClass::F32, al_addr);
+        let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
         let row = b.add_u32(u.row0, c.tid);
         let rowblock = b.shr_u32(row, 7u32);
         let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
@@ -829,26 +814,25 @@ fn epilogue_gemm1(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
             let col = b.shl_b32(pair, 7u32);
             let col = b.mad_u32(within, 16u32, col);
             let at = b.add_u32(taddr, col);
-            let up = tmem_load(b, at, 0, 16);
-            let gate = tmem_load(b, at, 64, 16);
-            b.ins("tcgen05.wait::ld.sync.aligned", vec![]);
-            let up = as_f32(b, &up);
-            let gate = as_f32(b, &gate);
-            let mut h = Vec::with_capacity(16);
-            for i in 0..16 {
-                let mut uu = b.op(RegClass::F32, "mul.rn.f32", vec![al.into(), up[i].into()]);
-                let mut gg = b.op(RegClass::F32, "mul.rn.f32", vec![al.into(), gate[i].into()]);
+            let up = tmem_load::<16>(b, at, 0, LdRepeat::X16);
+            let gate = tmem_load::<16>(b, at, 64, LdRepeat::X16);
+            b.emit(Tcgen05::WaitLd, vec![]);
+            let up = as_f32(b, up);
+            let gate = as_f32(b, gate);
+            let h: [Reg; 16] = std::array::from_fn(|i| {
+                let mut uu = b.mul_f32(al, up[i]);
+                let mut gg = b.mul_f32(al, gate[i]);
                 if l.swiglu_input == SwigluInput::Bf16 {
                     uu = round_bf16(b, uu);
                     gg = round_bf16(b, gg);
                 }
-                h.push(swiglu(b, uu, gg));
-            }
-            let (w0, w1, code) = quantize16(b, &h, gs);
+                swiglu(b, uu, gg)
+            });
+            let ([w0, w1], code) = quantize16(b, &h, gs);
             let soff = b.mad_u32(ch, 8u32, my_row);
-            b.ins(
-                "st.shared.v2.b32",
-                vec![Operand::Reg(soff).at(0), Operand::Vector(vec![w0.into(), w1.into()])],
+            b.emit(
+                Memory::St(Access::vector(Space::Shared, VecWidth::V2, Ty::B32)),
+                vec![Operand::addr(soff), Operand::Vector(vec![w0.into(), w1.into()])],
             );
             // Scale column hb of the 128x4 layout over permuted rows.
             let hb = b.mad_u32(u.n, l.n / 32, ch);
@@ -858,25 +842,25 @@ fn epilogue_gemm1(b: &mut KernelBuilder, l: &GemmLayout, c: &Common) {
             let off = b.mad_u32(atom, 512u32, lane_sf);
             let off = b.add_u32(off, within);
             let dst = b.index_addr(out_sf, off, 1);
-            let byte = b.op(RegClass::B16, "cvt.u16.u32", vec![code.into()]);
-            b.ins("st.global.u8", vec![Operand::Reg(dst).at(0), byte.into()]);
+            let byte = b.cvt_u16_u32(code);
+            b.st_global(Ty::U8, dst, byte);
         });
         acc_release(b, l, c, a, aph);
-        b.ins("fence.proxy.async.shared::cta", vec![]);
-        b.ins("bar.warp.sync", vec![Operand::Imm(-1)]);
+        b.fence_proxy_async();
+        b.bar_warp_sync();
         let skip = b.new_label("skip_store");
-        b.bra_if(one, true, &skip);
+        b.bra_unless(one, &skip);
         let col = b.mul_u32(u.n, l.n / 2);
         let wrow = b.mad_u32(c.warp, 32u32, u.row0);
-        b.ins(
-            "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+        b.emit(
+            Bulk::TensorStore { dims: 2 },
             vec![
                 Operand::TensorRef(Box::new(map_out.into()), vec![col.into(), wrow.into()]),
-                Operand::Reg(warp_stage).at(0),
+                Operand::addr(warp_stage),
             ],
         );
-        b.ins("cp.async.bulk.commit_group", vec![]);
+        b.emit(Bulk::CommitGroup, vec![]);
         b.label(&skip);
     });
-    b.ins_if(one, false, "cp.async.bulk.wait_group", vec![imm(0)]);
+    b.emit_if(Guard::when(one), Bulk::WaitGroup { read: false }, vec![imm(0)]);
 }

@@ -1,6 +1,7 @@
 //! Where everything of a GEMM kernel lives: shared-memory offsets, TMEM columns, warp roles,
 //! barrier counts and descriptor constants, all derived from the resource model's budget.
 
+use crate::ptx::CtaGroup;
 use moegen_dsl::abi::{GemmKey, gemm_roles};
 use moegen_dsl::resources::{K_STAGE, SF_TMEM_BUFFERS};
 use moegen_dsl::{FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput, Target};
@@ -130,9 +131,9 @@ impl GemmLayout {
     pub fn idesc(&self) -> u32 {
         (1 << 7) | (1 << 10) | ((self.n >> 3) << 17) | ((self.tile >> 4) << 24)
     }
-    /// `.cta_group::N` suffix.
-    pub fn cta_group(&self) -> &'static str {
-        if self.cm == 2 { "cta_group::2" } else { "cta_group::1" }
+    /// The CTA group of the MMA (the pair for 2-CTA tactics).
+    pub fn cta_group(&self) -> CtaGroup {
+        CtaGroup::of_size(self.cm)
     }
     /// K stages per 256 elements.
     pub fn k_stage(&self) -> u32 {
