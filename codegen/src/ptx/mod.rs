@@ -1,6 +1,6 @@
 //! A small typed PTX builder and its one printer: instruction families with typed modifiers
-//! ([`ops`]), operands ([`operand`]), registers ([`reg`]), the kernel builder, and the
-//! module skeleton.
+//! ([`ops`]), operands ([`operand`]), registers ([`reg`]), shared-memory regions ([`smem`]),
+//! the kernel builder, and the module skeleton.
 
 pub mod builder;
 pub mod error;
@@ -9,6 +9,7 @@ pub mod module;
 pub mod operand;
 pub mod ops;
 pub mod reg;
+pub mod smem;
 pub mod types;
 
 pub use builder::{KernelBuilder, SMEM};
