@@ -5,7 +5,7 @@
 use super::sync::{mbar_init, mbar_wait};
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
-use crate::ptx::ops::memory::st;
+use crate::ptx::ops::memory::{ld, st};
 use crate::ptx::ops::{
     Access, Alu, AtomOp, Bar, Bulk, CacheOp, Cvt, Fence, FloatOp, Mbarrier, Memory, ReduxOp,
     ShflMode, Sync, VoteMode,
@@ -395,7 +395,7 @@ pub fn build_warp() -> KernelBuilder {
     b.emit(Sync::Bar(Bar::Sync), vec![imm(3), imm(64)]);
     let other = b.xor_b32(lane, 31u32);
     let oslot = b.mad_u32(other, 4u32, smem);
-    b.emit_to(got, crate::ptx::ops::memory::ld(Space::Shared, Ty::U32), vec![Operand::addr(oslot)]);
+    b.emit_to(got, ld(Space::Shared, Ty::U32), vec![Operand::addr(oslot)]);
     b.label(&skip1);
     res.push(got);
     let out = b.ld_param_u64("out");

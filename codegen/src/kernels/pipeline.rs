@@ -216,12 +216,12 @@ impl Pipeline {
         let side = |parties: &[Party], total: u32| {
             let terms: Vec<String> = parties
                 .iter()
-                .map(|p| format!("{} {} ({})", p.arrival.count(), p.role, p.arrival.kind()))
+                .map(|p| format!("{} x {} ({})", p.arrival.count(), p.role, p.arrival.kind()))
                 .collect();
             format!("{} = {total}", terms.join(" + "))
         };
         let mut s = format!(
-            "{}: {} stages; full {}",
+            "{}, {} stages: full {}",
             self.name,
             self.stages,
             side(&self.producers, self.full_count())
@@ -335,13 +335,16 @@ impl Pipeline {
         map_to_rank(b, full, rank)
     }
 
-    /// Initializes slot `s`'s barriers with their counts.
-    pub fn init_stage(&self, b: &mut KernelBuilder, smem: Reg, s: u32) {
-        let f = b.add_u32(smem, self.full.offset + MBARRIER_BYTES * s);
-        mbar_init(b, f, self.full_count());
-        if let Some(e) = self.empty {
-            let e = b.add_u32(smem, e.offset + MBARRIER_BYTES * s);
-            mbar_init(b, e, self.empty_count());
+    /// Initializes every slot's barriers with their counts, after a comment deriving them.
+    pub fn init(&self, b: &mut KernelBuilder, smem: Reg) {
+        b.comment(&self.describe());
+        for s in 0..self.stages {
+            let f = b.add_u32(smem, self.full.offset + MBARRIER_BYTES * s);
+            mbar_init(b, f, self.full_count());
+            if let Some(e) = self.empty {
+                let e = b.add_u32(smem, e.offset + MBARRIER_BYTES * s);
+                mbar_init(b, e, self.empty_count());
+            }
         }
     }
 }

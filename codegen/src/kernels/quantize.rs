@@ -6,7 +6,7 @@ use super::sync::grid_stride;
 use moegen_dsl::abi::launch::QUANTIZE_THREADS;
 use moegen_dsl::abi::{SimtFamily, SimtTarget};
 
-use crate::ptx::ops::Access;
+use crate::ptx::ops::{Access, Memory};
 use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
 
 const THREADS: u32 = QUANTIZE_THREADS;
@@ -29,7 +29,7 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
         for half in 0..2 {
             let w = b.regs(RegClass::B32, 4);
             b.emit(
-                crate::ptx::ops::Memory::Ld(Access::vector(Space::Global, VecWidth::V4, Ty::B32)),
+                Memory::Ld(Access::vector(Space::Global, VecWidth::V4, Ty::B32)),
                 vec![Operand::regs(&w), Operand::Reg(src).at(16 * half)],
             );
             for word in w {
@@ -44,7 +44,7 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
         let ([w0, w1], code) = quantize16_with(b, &vals, g, target.has_e2m1_cvt());
         let dst = b.index_addr(out, i, 8);
         b.emit(
-            crate::ptx::ops::Memory::St(Access::vector(Space::Global, VecWidth::V2, Ty::B32)),
+            Memory::St(Access::vector(Space::Global, VecWidth::V2, Ty::B32)),
             vec![Operand::addr(dst), Operand::regs(&[w0, w1])],
         );
         let sdst = b.index_addr(out_sf, i, 1);

@@ -1,7 +1,7 @@
-//! Synchronization idioms shared by the kernels: mbarrier waits and arrivals, ring
-//! positions, grid-stride loops.
+//! Synchronization idioms shared by the kernels (the pipelines and the corpus): mbarrier
+//! waits, initialization and remote arrivals, ring positions, grid-stride loops.
 
-use crate::ptx::ops::{Mbarrier, Memory};
+use crate::ptx::ops::{Alu, IntOp, Mbarrier, Memory};
 use crate::ptx::types::{Scope, Sem};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty};
 
@@ -42,16 +42,9 @@ pub fn map_to_rank(b: &mut KernelBuilder, addr: Reg, rank: Reg) -> Reg {
 pub fn ring_advance(b: &mut KernelBuilder, index: Reg, phase: Reg, depth: u32) {
     b.inc_u32(index, 1u32);
     let wrap = b.setp_u32(Cmp::Eq, index, depth);
-    b.emit_if(
-        Guard::when(wrap),
-        crate::ptx::ops::Alu::Mov(Ty::U32),
-        vec![index.into(), 0u32.into()],
-    );
-    b.emit_if(
-        Guard::when(wrap),
-        crate::ptx::ops::Alu::Int(crate::ptx::ops::IntOp::Xor, Ty::B32),
-        vec![phase.into(), phase.into(), 1u32.into()],
-    );
+    b.emit_if(Guard::when(wrap), Alu::Mov(Ty::U32), vec![index.into(), 0u32.into()]);
+    let flip = Alu::Int(IntOp::Xor, Ty::B32);
+    b.emit_if(Guard::when(wrap), flip, vec![phase.into(), phase.into(), 1u32.into()]);
 }
 
 /// A grid-stride loop `for i in (ctaid·threads + tid .. total).step_by(nctaid·threads)`

@@ -73,6 +73,22 @@ pub enum SmemError {
         /// The alignment asked for.
         align: u32,
     },
+    /// A region smaller than what its users address.
+    #[error("shared memory: {region} has {size} B; its users need {needed} B")]
+    TooSmall {
+        /// The region.
+        region: &'static str,
+        /// Its size from the budget.
+        size: u32,
+        /// What the code addresses.
+        needed: u32,
+    },
+    /// A group of regions with no member (a budget with zero stages or buffers).
+    #[error("shared memory: no {region}")]
+    Empty {
+        /// The group.
+        region: &'static str,
+    },
     /// Per-stage regions that do not repeat with the stride the kernel addresses them by.
     #[error("shared memory: {region}[{stage}] is at byte {offset}, not at {expected}")]
     Stride {
@@ -114,10 +130,10 @@ impl Arena {
         if !align.is_power_of_two() {
             return Err(SmemError::Alignment { region: name, align });
         }
-        let offset = self.cursor.next_multiple_of(align);
-        let end = u64::from(offset) + u64::from(size);
+        let offset = u64::from(self.cursor).next_multiple_of(u64::from(align));
+        let end = offset + u64::from(size);
         let limit = u64::from(self.base) + u64::from(self.limit);
-        if end > limit {
+        let (Ok(offset), true) = (u32::try_from(offset), end <= limit) else {
             return Err(SmemError::Overflow {
                 region: name,
                 size,
@@ -126,7 +142,7 @@ impl Arena {
                 limit: self.limit,
                 arena: self.name,
             });
-        }
+        };
         let r = Region { name, index, offset, size, align };
         self.cursor = r.end();
         self.regions.push(r);

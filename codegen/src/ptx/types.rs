@@ -8,7 +8,6 @@ use std::fmt;
 #[allow(missing_docs)]
 pub enum Ty {
     Pred,
-    B8,
     B16,
     B32,
     B64,
@@ -30,7 +29,6 @@ impl Ty {
     fn name(self) -> &'static str {
         match self {
             Ty::Pred => "pred",
-            Ty::B8 => "b8",
             Ty::B16 => "b16",
             Ty::B32 => "b32",
             Ty::B64 => "b64",
@@ -104,7 +102,6 @@ impl Rnd {
 pub enum Sem {
     Relaxed,
     Release,
-    Acquire,
 }
 
 impl Sem {
@@ -112,7 +109,6 @@ impl Sem {
         match self {
             Sem::Relaxed => "relaxed",
             Sem::Release => "release",
-            Sem::Acquire => "acquire",
         }
     }
 }
@@ -165,7 +161,6 @@ pub enum Cmp {
     Eq,
     Ne,
     Lt,
-    Le,
     Gt,
     Ge,
     /// Either operand is NaN.
@@ -178,7 +173,6 @@ impl Cmp {
             Cmp::Eq => "eq",
             Cmp::Ne => "ne",
             Cmp::Lt => "lt",
-            Cmp::Le => "le",
             Cmp::Gt => "gt",
             Cmp::Ge => "ge",
             Cmp::Nan => "nan",

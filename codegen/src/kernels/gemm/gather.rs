@@ -84,13 +84,7 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
                     let local = relay.full_at(b, c.smem, cur);
                     b.selp_u32(local, full, is_peer)
                 }
-                None => {
-                    // Dead (ptxas removes it); kept only so this refactor's output is
-                    // byte-identical. The shared-memory allocator removes it.
-                    let o = b.mad_u32(cur.index, 8u32, 288u32);
-                    b.add_u32(c.smem, o);
-                    full
-                }
+                None => full,
             };
             ab.signal(b, Side::Full, target, Signal::CpAsyncNoinc);
             ab.advance(b, cur);

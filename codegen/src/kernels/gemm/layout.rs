@@ -4,7 +4,7 @@
 use crate::ptx::CtaGroup;
 use moegen_dsl::abi::{GemmKey, gemm_roles};
 use moegen_dsl::resources::SF_TMEM_BUFFERS;
-use moegen_dsl::{FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput, Target};
+use moegen_dsl::{FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput};
 
 /// Everything a GEMM builder needs, derived once.
 #[derive(Clone, Debug)]
@@ -13,8 +13,6 @@ pub struct GemmLayout {
     pub key: GemmKey,
     /// GEMM1 or GEMM2.
     pub kind: GemmKind,
-    /// Target.
-    pub target: Target,
     /// Routing tile rows (MMA M).
     pub tile: u32,
     /// MMA N.
@@ -58,7 +56,6 @@ impl GemmLayout {
         Self {
             key,
             kind: t.kind(),
-            target: desc.target(),
             tile,
             n,
             cm,
@@ -74,10 +71,6 @@ impl GemmLayout {
         }
     }
 
-    /// Threads per CTA.
-    pub fn threads(&self) -> u32 {
-        self.warps * 32
-    }
     /// TMEM columns of one scale-factor buffer (SFA then SFB).
     pub fn sf_cols_per_buffer(&self) -> u32 {
         self.budget.tmem_sf_columns / SF_TMEM_BUFFERS

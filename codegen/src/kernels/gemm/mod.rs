@@ -29,7 +29,7 @@ use self::rings::Rings;
 use self::schedule::{Common, prologue};
 use self::smem::GemmSmem;
 use crate::ptx::ops::Tcgen05;
-use crate::ptx::{Cmp, KernelBuilder, Label};
+use crate::ptx::{BuildError, Cmp, KernelBuilder, Label};
 
 /// What every role reads: the layout, where things live, and the rings between roles.
 struct Gemm {
@@ -46,10 +46,21 @@ impl Gemm {
 
 /// Builds the kernel for a GEMM description.
 pub fn build(desc: &KernelDesc) -> (KernelBuilder, GemmLayout) {
-    let l = GemmLayout::new(desc);
+    build_layout(GemmLayout::new(desc))
+}
+
+/// Builds the kernel for a layout; a shared-memory layout that does not fit its budget is
+/// recorded as an error (rendering fails with it) and no body is emitted.
+pub fn build_layout(l: GemmLayout) -> (KernelBuilder, GemmLayout) {
     let mut b = KernelBuilder::new(l.name());
     b.declare(params(&KernelId::Gemm(l.key)));
-    let smem = GemmSmem::plan(&l);
+    let smem = match GemmSmem::plan(&l) {
+        Ok(s) => s,
+        Err(source) => {
+            b.error(BuildError::Smem { kernel: l.name(), source });
+            return (b, l);
+        }
+    };
     let rings = Rings::new(&l, &smem.bars);
     let g = Gemm { l, smem, rings };
     let (l, c) = (&g.l, prologue(&mut b, &g));

@@ -49,7 +49,7 @@ impl Rings {
     /// The rings of `l`, their barriers at `bars`.
     pub fn new(l: &GemmLayout, bars: &RingBarriers) -> Self {
         let gather = Party {
-            role: "gather threads",
+            role: "gather thread",
             arrival: Arrival::CpAsyncNoinc { threads: GATHER_WARPS * 32 },
         };
         let mut ab_producers =
@@ -58,7 +58,7 @@ impl Rings {
             ab_producers.push(gather);
             if l.relay_warp.is_some() {
                 ab_producers
-                    .push(Party { role: "relay", arrival: Arrival::Remote { arrivals: 1 } });
+                    .push(Party { role: "relay warp", arrival: Arrival::Remote { arrivals: 1 } });
             }
         }
         let cluster = l.cm * l.cn;
@@ -69,13 +69,13 @@ impl Rings {
             empty: Some(bars.ab_empty),
             producers: ab_producers,
             consumers: vec![Party {
-                role: "MMA issuers sharing the stage",
+                role: "MMA issuer sharing the stage",
                 arrival: Arrival::Commit { issuers: l.cn },
             }],
             full_multicast: (l.cn == 2).then_some(CtaMask::AlongN { cm: l.cm }),
             empty_multicast: (cluster > 1).then_some(CtaMask::Cluster { ctas: cluster }),
         };
-        let relay = bars.relay_full.filter(|_| l.relay_warp.is_some()).map(|full| Pipeline {
+        let relay = bars.relay_full.map(|full| Pipeline {
             name: "gather relay ring",
             stages: l.budget.ab_stages,
             full,
@@ -92,7 +92,7 @@ impl Rings {
             empty: Some(bars.acc_empty),
             producers: vec![Party { role: "MMA issuer", arrival: Arrival::Commit { issuers: 1 } }],
             consumers: vec![Party {
-                role: "epilogue warps of the pair",
+                role: "epilogue warp of the pair",
                 arrival: Arrival::Remote { arrivals: EPILOGUE_WARPS * l.cm },
             }],
             full_multicast: (l.cm == 2).then_some(CtaMask::Pair),
@@ -103,15 +103,10 @@ impl Rings {
 
     /// Initializes every barrier with its count.
     pub fn init(&self, b: &mut KernelBuilder, smem: Reg) {
-        b.comment("barrier counts: see GemmLayout::{full,empty,acc_empty}_count");
-        for s in 0..self.ab.stages {
-            self.ab.init_stage(b, smem, s);
-            if let Some(r) = &self.relay {
-                r.init_stage(b, smem, s);
-            }
+        self.ab.init(b, smem);
+        if let Some(r) = &self.relay {
+            r.init(b, smem);
         }
-        for a in 0..self.acc.stages {
-            self.acc.init_stage(b, smem, a);
-        }
+        self.acc.init(b, smem);
     }
 }

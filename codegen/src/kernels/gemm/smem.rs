@@ -1,18 +1,24 @@
-//! Where a GEMM kernel's data lives in shared memory. (Still the fixed offsets sized for
-//! 16 A/B and 2 accumulator stages; the allocator replaces them.)
+//! Where a GEMM kernel's data lives in shared memory, placed by arenas from the resource
+//! budget: the reserved block (`reserved_bytes`) holds the rings' mbarriers, each sized by
+//! its ring's depth, and the TMEM address slot; then `ab_stages` stages of A, B, SFA and SFB
+//! tiles; then the epilogue staging. Anything that does not fit is an error.
+
+use moegen_dsl::GemmKind;
+use moegen_dsl::resources::{CTA_ROWS, GEMM2_EPILOGUE_BUFFERS, GEMM2_EPILOGUE_SUBTILE_COLS};
 
 use super::layout::GemmLayout;
 use super::rings::RingBarriers;
-use crate::ptx::smem::Region;
+use crate::kernels::pipeline::MBARRIER_BYTES;
+use crate::ptx::smem::{Arena, Region, SmemError};
 use crate::ptx::{KernelBuilder, Reg};
 
-const OFF_FULL: u32 = 0;
-const OFF_EMPTY: u32 = 128;
-const OFF_ACC_FULL: u32 = 256;
-const OFF_ACC_EMPTY: u32 = 272;
-const OFF_GATHER_FULL: u32 = 288;
-const OFF_TMEM_SLOT: u32 = 512;
-const OFF_STAGES: u32 = 1024;
+/// 128B-swizzled tiles that TMA writes and the MMA reads: the swizzle pattern repeats every
+/// 8 rows of 128 bytes, and the descriptors' base offset is 0.
+pub const SWIZZLED_TILE_ALIGN: u32 = 1024;
+/// Unswizzled TMA destinations and sources (scale-factor atoms, the FP4 output tile).
+pub const TMA_ALIGN: u32 = 128;
+/// Non-tensor bulk copies and the `tcgen05.alloc` address slot.
+pub const BULK_ALIGN: u32 = 16;
 
 /// The shared-memory layout of one GEMM kernel.
 #[derive(Clone, Debug)]
@@ -23,7 +29,7 @@ pub struct GemmSmem {
     pub tmem_slot: Region,
     /// Bytes from one stage to the next.
     pub stage_bytes: u32,
-    /// First stage.
+    /// The stage ring (every stage).
     pub stages: Region,
     /// A tile within a stage.
     pub a: u32,
@@ -33,40 +39,122 @@ pub struct GemmSmem {
     pub sfa: u32,
     /// SFB within a stage.
     pub sfb: u32,
-    /// Epilogue staging.
+    /// Epilogue staging (the first buffer).
     pub epilogue: Region,
-    /// GEMM2: bytes of one of the two staging buffers.
+    /// Bytes from one epilogue staging buffer to the next.
     pub epilogue_buffer_bytes: u32,
+    leaves: Vec<Region>,
 }
 
-fn r(name: &'static str, offset: u32, size: u32, align: u32) -> Region {
-    Region { name, index: None, offset, size, align }
+/// Epilogue staging: buffers, bytes each kernel thread-row needs per buffer, alignment.
+fn epilogue_shape(l: &GemmLayout) -> (u32, u32, u32, &'static str) {
+    match l.kind {
+        // One FP4 row of N/2 values per accumulator row, TMA-stored per warp.
+        GemmKind::Gemm1 => (1, CTA_ROWS * (l.n / 4), TMA_ALIGN, "FP4 output staging"),
+        // One 32-column bf16 piece per row and buffer, bulk-copied per row.
+        GemmKind::Gemm2 => (
+            GEMM2_EPILOGUE_BUFFERS,
+            CTA_ROWS * GEMM2_EPILOGUE_SUBTILE_COLS * 2,
+            BULK_ALIGN,
+            "bf16 reduce staging",
+        ),
+    }
 }
 
 impl GemmSmem {
-    /// The layout of `l`.
-    pub fn plan(l: &GemmLayout) -> Self {
+    /// Places every region of `l` within its budget.
+    pub fn plan(l: &GemmLayout) -> Result<Self, SmemError> {
         let bu = &l.budget;
-        let bars = RingBarriers {
-            ab_full: r("ab full", OFF_FULL, 8 * bu.ab_stages, 8),
-            ab_empty: r("ab empty", OFF_EMPTY, 8 * bu.ab_stages, 8),
-            relay_full: Some(r("relay full", OFF_GATHER_FULL, 8 * bu.ab_stages, 8)),
-            acc_full: r("acc full", OFF_ACC_FULL, 8 * bu.acc_stages, 8),
-            acc_empty: r("acc empty", OFF_ACC_EMPTY, 8 * bu.acc_stages, 8),
+        let mut reserved = Arena::new("the reserved block", 0, bu.reserved_bytes);
+        let mut barriers = |name, count: u32| {
+            reserved.alloc(name, None, count.saturating_mul(MBARRIER_BYTES), MBARRIER_BYTES)
         };
-        let epi = OFF_STAGES + bu.ab_stages * bu.stage_bytes;
-        GemmSmem {
-            bars,
-            tmem_slot: r("tmem slot", OFF_TMEM_SLOT, 4, 16),
-            stage_bytes: bu.stage_bytes,
-            stages: r("stages", OFF_STAGES, bu.ab_stages * bu.stage_bytes, 1024),
-            a: 0,
-            b: bu.a_stage_bytes,
-            sfa: bu.a_stage_bytes + bu.b_stage_bytes,
-            sfb: bu.a_stage_bytes + bu.b_stage_bytes + bu.sfa_stage_bytes,
-            epilogue: r("epilogue", epi, bu.epilogue_bytes, 16),
-            epilogue_buffer_bytes: bu.epilogue_bytes / 2,
+        let bars = RingBarriers {
+            ab_full: barriers("A/B full barriers", bu.ab_stages)?,
+            ab_empty: barriers("A/B empty barriers", bu.ab_stages)?,
+            relay_full: match l.relay_warp {
+                Some(_) => Some(barriers("gather relay barriers", bu.ab_stages)?),
+                None => None,
+            },
+            acc_full: barriers("accumulator full barriers", bu.acc_stages)?,
+            acc_empty: barriers("accumulator empty barriers", bu.acc_stages)?,
+        };
+        let tmem_slot = reserved.alloc("TMEM address slot", None, 4, BULK_ALIGN)?;
+
+        let mut all = Arena::new("the requested dynamic shared memory", 0, bu.smem_bytes);
+        all.alloc("reserved block", None, bu.reserved_bytes, SWIZZLED_TILE_ALIGN)?;
+        let mut leaves: Vec<Region> = reserved.regions().to_vec();
+        let tiles = [
+            ("A tile", bu.a_stage_bytes, SWIZZLED_TILE_ALIGN),
+            ("B tile", bu.b_stage_bytes, SWIZZLED_TILE_ALIGN),
+            ("SFA atoms", bu.sfa_stage_bytes, TMA_ALIGN),
+            ("SFB atoms", bu.sfb_stage_bytes, TMA_ALIGN),
+        ];
+        let mut first: Vec<Region> = Vec::with_capacity(tiles.len());
+        for s in 0..bu.ab_stages {
+            for (i, &(name, size, align)) in tiles.iter().enumerate() {
+                let r = all.alloc(name, Some(s), size, align)?;
+                // The kernel addresses stage s at stage 0's offset + s · stage_bytes.
+                let expected = match first.get(i) {
+                    Some(f) => f.offset.saturating_add(s.saturating_mul(bu.stage_bytes)),
+                    None => {
+                        first.push(r);
+                        r.offset
+                    }
+                };
+                if r.offset != expected {
+                    let offset = r.offset;
+                    return Err(SmemError::Stride { region: name, stage: s, offset, expected });
+                }
+                leaves.push(r);
+            }
         }
+        let [a, b, sfa, sfb] = match first.as_slice() {
+            &[a, b, sfa, sfb] => [a, b, sfa, sfb],
+            _ => return Err(SmemError::Empty { region: "stage ring" }),
+        };
+        let stages = Region {
+            name: "stage ring",
+            index: None,
+            offset: a.offset,
+            size: all.end() - a.offset,
+            align: SWIZZLED_TILE_ALIGN,
+        };
+
+        let (buffers, needed, align, name) = epilogue_shape(l);
+        let size = bu.epilogue_bytes / buffers;
+        if size < needed {
+            return Err(SmemError::TooSmall { region: name, size, needed });
+        }
+        let mut staging = Vec::with_capacity(buffers as usize);
+        for i in 0..buffers {
+            staging.push(all.alloc(name, Some(i), size, align)?);
+        }
+        let (epilogue, epilogue_buffer_bytes) = match staging.as_slice() {
+            [one] => (*one, 0),
+            [first, second, ..] => (*first, second.offset - first.offset),
+            [] => return Err(SmemError::Empty { region: name }),
+        };
+        leaves.extend(staging);
+        Ok(GemmSmem {
+            bars,
+            tmem_slot,
+            stage_bytes: bu.stage_bytes,
+            stages,
+            a: a.offset - stages.offset,
+            b: b.offset - stages.offset,
+            sfa: sfa.offset - stages.offset,
+            sfb: sfb.offset - stages.offset,
+            epilogue,
+            epilogue_buffer_bytes,
+            leaves,
+        })
+    }
+
+    /// Every region that holds data (barriers, slot, each stage's tiles, staging buffers),
+    /// in address order.
+    pub fn leaves(&self) -> &[Region] {
+        &self.leaves
     }
 
     /// The address of stage `s` (its A tile).
