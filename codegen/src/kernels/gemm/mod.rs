@@ -1,10 +1,10 @@
 //! The warp-specialized, persistent SM100 GEMM kernels of the MoE layer, one file per role:
 //!
-//! - [`schedule`]: set-up, barrier initialization, the static schedule and K loops;
-//! - [`producer`]: TMA loads of B/SFB (and GEMM2's A/SFA);
-//! - [`gather`]: GEMM1's cp.async gather of A/SFA and the 2-CTA relay;
-//! - [`mma`]: scale factors into TMEM, block-scaled MMAs, commits;
-//! - [`epilogue`], [`epilogue_swiglu`], [`epilogue_finalize`]: GEMM1's SwiGLU + NVFP4
+//! - `schedule`: set-up, barrier initialization, the static schedule and K loops;
+//! - `producer`: TMA loads of B/SFB (and GEMM2's A/SFA);
+//! - `gather`: GEMM1's cp.async gather of A/SFA and the 2-CTA relay;
+//! - `mma`: scale factors into TMEM, block-scaled MMAs, commits;
+//! - `epilogue`, `epilogue_swiglu`, `epilogue_finalize`: GEMM1's SwiGLU + NVFP4
 //!   quantization, GEMM2's scaled bf16 reduce-add;
 //! - [`layout`] (roles, tile sizes, descriptors), [`smem`] (shared-memory regions) and
 //!   [`rings`] (the pipelines between the roles).
