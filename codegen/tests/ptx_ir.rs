@@ -1,6 +1,10 @@
 //! The PTX builder and printer, and the module template's delimiters.
 
-use moegen_codegen::ptx::{KernelBuilder, ModuleHeader, Operand, RegClass, render_module};
+use moegen_codegen::ptx::ops::{Alu, Bulk, Cvt, Mbarrier, Tcgen05};
+use moegen_codegen::ptx::{
+    BuildError, CtaGroup, Guard, KernelBuilder, Label, ModuleHeader, Operand, RegClass, Rnd, SReg,
+    Space, Ty, render_module,
+};
 use moegen_dsl::abi::{Param, ParamKind, ParamType};
 
 fn header() -> ModuleHeader<'static> {
@@ -12,10 +16,9 @@ fn vector_operands_and_tera_like_text_pass_through_untouched() {
     let mut b = KernelBuilder::new("k");
     let r0 = b.reg(RegClass::B32);
     let r1 = b.reg(RegClass::B32);
-    let rd = b.reg(RegClass::B64);
-    b.ins("mov.b64", vec![rd.into(), Operand::Vector(vec![r0.into(), r1.into()])]);
+    b.pack_b64(r0, r1);
     b.comment("{% if x %} {{ y }} {# z #} stay literal");
-    b.ins("ret", vec![]);
+    b.ret();
     let text = render_module(&b, &header()).unwrap();
     assert!(text.contains("\tmov.b64 %rd0, {%r0, %r1};"), "{text}");
     assert!(text.contains("{% if x %} {{ y }} {# z #} stay literal"), "{text}");
@@ -29,17 +32,53 @@ fn operands_print_exactly() {
     let mut b = KernelBuilder::new("k");
     let r = b.reg(RegClass::B32);
     let p = b.reg(RegClass::Pred);
-    b.ins("x", vec![Operand::Reg(r).at(16), Operand::Reg(r).at(-8), Operand::Reg(r).at(0)]);
-    b.ins(
-        "y",
+    let q = b.reg(RegClass::Pred);
+    let mov = Alu::Mov(Ty::B32);
+    b.emit(mov, vec![Operand::Reg(r).at(16), Operand::Reg(r).at(-8), Operand::addr(r)]);
+    b.emit(
+        mov,
         vec![Operand::Hex(0x0820_0480), Operand::F32(1.0 / 6.0), Operand::Imm(-1), Operand::Sink],
     );
-    b.ins_if(p, true, "bra", vec![Operand::Name("L".into())]);
-    b.label("L");
+    b.emit(mov, vec![Operand::NotPred(p), Operand::PredOut { value: None, pred: q }]);
+    b.emit(mov, vec![Operand::PredOut { value: Some(r), pred: q }, SReg::ClusterCtarank.into()]);
+    let l = Label::named("L");
+    b.bra_unless(p, &l);
+    b.label(&l);
     let text = render_module(&b, &header()).unwrap();
-    assert!(text.contains("\tx [%r0+16], [%r0-8], [%r0];"), "{text}");
-    assert!(text.contains("\ty 0x08200480, 0f3E2AAAAB, -1, _;"), "{text}");
-    assert!(text.contains("\t@!%p0 bra L;\nL:"), "{text}");
+    assert!(text.contains("\tmov.b32 [%r0+16], [%r0-8], [%r0];"), "{text}");
+    assert!(text.contains("\tmov.b32 0x08200480, 0f3E2AAAAB, -1, _;"), "{text}");
+    assert!(text.contains("\tmov.b32 !%p0, _|%p1;"), "{text}");
+    assert!(text.contains("\tmov.b32 %r0|%p1, %cluster_ctarank;"), "{text}");
+    assert!(text.contains("\t@!%p0 bra L_L;\nL_L:"), "{text}");
+}
+
+#[test]
+fn typed_opcodes_spell_their_modifiers() {
+    let cases: Vec<(moegen_codegen::ptx::Op, &str)> = vec![
+        (
+            Alu::Cvt(Cvt::satfinite(Rnd::Rn, Ty::E2m1x2, Ty::F32)).into(),
+            "cvt.rn.satfinite.e2m1x2.f32",
+        ),
+        (
+            Mbarrier::TryWaitParity(Space::SharedCta).into(),
+            "mbarrier.try_wait.parity.shared::cta.b64",
+        ),
+        (
+            Bulk::TensorLoad { dims: 3, multicast: true, cta_group: Some(CtaGroup::Two) }.into(),
+            "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster.cta_group::2",
+        ),
+        (
+            Tcgen05::Commit { group: CtaGroup::One, multicast: true }.into(),
+            "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64",
+        ),
+        (
+            Bulk::ReduceAdd { ty: Ty::Bf16 }.into(),
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16",
+        ),
+    ];
+    for (op, text) in cases {
+        assert_eq!(op.to_string(), text);
+    }
 }
 
 #[test]
@@ -52,10 +91,13 @@ fn module_skeleton_has_header_params_and_directives() {
     b.declare(PARAMS);
     b.directives.push(".reqntid 128, 1, 1".into());
     let base = b.smem_addr(0);
-    b.ins("ld.shared.u32", vec![Operand::Reg(base).at(0)]);
+    let n = b.ld_param_u32("n");
+    let p = b.reg(RegClass::Pred);
+    b.emit_if(Guard::when(p), Alu::Mov(Ty::U32), vec![base.into(), n.into()]);
     let text = render_module(&b, &header()).unwrap();
     assert!(text.contains(".version 8.8\n.target sm_100f\n.address_size 64\n"), "{text}");
     assert!(text.contains(".extern .shared .align 1024 .b8 moegen_smem[];"));
+    assert!(text.contains("\tmov.u32 %r0, moegen_smem;\n\tld.param.u32 %r1, [n];"), "{text}");
     assert!(text.contains("\t.param .align 64 .b8 tmap[128],\n\t.param .u32 n\n)"), "{text}");
     assert!(text.contains(".reqntid 128, 1, 1\n{"));
 }
@@ -64,6 +106,10 @@ fn module_skeleton_has_header_params_and_directives() {
 fn reading_a_parameter_the_abi_does_not_declare_fails_to_render() {
     let mut b = KernelBuilder::new("moegen_test");
     b.ld_param_u32("missing");
+    assert_eq!(
+        b.errors(),
+        [BuildError::UndeclaredParam { kernel: "moegen_test".into(), param: "missing".into() }]
+    );
     let err = render_module(&b, &header()).unwrap_err();
     assert!(err.contains("parameter missing is not in its ABI"), "{err}");
 }

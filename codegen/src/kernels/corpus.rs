@@ -2,10 +2,28 @@
 //! simulator models, so that an H100/H200 and moegen-sim can be compared byte for byte
 //! (`gpu-check`). They are generated and checked like every other kernel.
 
-use super::sync::{elect, mbar_init, mbar_wait};
+use super::sync::{mbar_init, mbar_wait};
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
-use crate::ptx::{KernelBuilder, Operand, Reg, RegClass};
+use crate::ptx::ops::memory::{ld, st};
+use crate::ptx::ops::{
+    Access, Alu, AtomOp, Bar, Bulk, CacheOp, Cvt, Fence, FloatOp, Mbarrier, Memory, ReduxOp,
+    ShflMode, Sync, VoteMode,
+};
+use crate::ptx::types::{Scope, Sem};
+use crate::ptx::{
+    Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, SReg, Space, Ty, VecWidth,
+};
+
+/// `mbarrier.arrive{.expect_tx}.shared::cta.b64` (no ordering qualifiers).
+fn arrive(expect_tx: bool) -> Mbarrier {
+    Mbarrier::Arrive { expect_tx, order: None, space: Space::SharedCta }
+}
+
+/// A 2-D tensor tile load completing on a CTA-local barrier.
+fn tensor_load_2d(multicast: bool) -> Bulk {
+    Bulk::TensorLoad { dims: 2, multicast, cta_group: None }
+}
 
 fn corpus_builder(which: CorpusKernel) -> KernelBuilder {
     let id = KernelId::Corpus(which);
@@ -21,40 +39,46 @@ fn imm(v: u32) -> Operand {
 /// ALU and conversions: 16 results per thread from `a`, `b` (f32) and `u` (u32).
 pub fn build_alu() -> KernelBuilder {
     let mut b = corpus_builder(CorpusKernel::Alu);
-    let tid = b.sreg("%tid.x");
+    let tid = b.sreg(SReg::TidX);
     let pa = b.ld_param_u64("a");
     let pb = b.ld_param_u64("b");
     let pu = b.ld_param_u64("u");
     let out = b.ld_param_u64("out");
     let aa = b.index_addr(pa, tid, 4);
-    let a = b.ld_global("f32", RegClass::F32, aa);
+    let a = b.ld_global(Ty::F32, RegClass::F32, aa);
     let ba = b.index_addr(pb, tid, 4);
-    let bb = b.ld_global("f32", RegClass::F32, ba);
+    let bb = b.ld_global(Ty::F32, RegClass::F32, ba);
     let ua = b.index_addr(pu, tid, 4);
-    let u = b.ld_global("u32", RegClass::B32, ua);
-    let f = |b: &mut KernelBuilder, op: &str, args: Vec<Operand>| b.op(RegClass::F32, op, args);
-    let bits = |b: &mut KernelBuilder, x: Reg| b.op(RegClass::B32, "mov.b32", vec![x.into()]);
+    let u = b.ld_global(Ty::U32, RegClass::B32, ua);
     let mut res: Vec<Reg> = Vec::new();
-    for op in ["add.rn.f32", "mul.rn.f32", "div.rn.f32", "max.NaN.f32", "min.f32"] {
-        let r = f(&mut b, op, vec![a.into(), bb.into()]);
-        res.push(bits(&mut b, r));
+    for op in [
+        FloatOp::Add(Rnd::Rn),
+        FloatOp::Mul(Rnd::Rn),
+        FloatOp::Div(Rnd::Rn),
+        FloatOp::Max { nan: true },
+        FloatOp::Min { nan: false },
+    ] {
+        let r = b.op(RegClass::F32, Alu::Float(op, Ty::F32), vec![a.into(), bb.into()]);
+        res.push(b.mov_b32(RegClass::B32, r));
     }
-    let r = f(&mut b, "fma.rn.f32", vec![a.into(), bb.into(), a.into()]);
-    res.push(bits(&mut b, r));
-    let r = f(&mut b, "cvt.rni.f32.f32", vec![a.into()]);
-    res.push(bits(&mut b, r));
-    res.push(b.op(RegClass::B32, "cvt.rzi.s32.f32", vec![a.into()]));
-    let e = b.op(RegClass::B16, "cvt.rn.satfinite.e4m3x2.f32", vec![a.into(), bb.into()]);
-    res.push(b.op(RegClass::B32, "cvt.u32.u16", vec![e.into()]));
-    let lo = b.op(RegClass::B16, "cvt.u16.u32", vec![u.into()]);
-    res.push(b.op(RegClass::B32, "cvt.rn.f16x2.e4m3x2", vec![lo.into()]));
-    res.push(b.op(RegClass::B32, "cvt.rn.bf16x2.f32", vec![a.into(), bb.into()]));
-    let ab = bits(&mut b, a);
-    res.push(b.op(RegClass::B32, "bfi.b32", vec![u.into(), ab.into(), imm(5), imm(7)]));
+    let r = b.fma_f32(a, bb, a);
+    res.push(b.mov_b32(RegClass::B32, r));
+    let r = b.cvt(RegClass::F32, Cvt::round(Rnd::Rni, Ty::F32, Ty::F32), vec![a.into()]);
+    res.push(b.mov_b32(RegClass::B32, r));
+    res.push(b.cvt(RegClass::B32, Cvt::round(Rnd::Rzi, Ty::S32, Ty::F32), vec![a.into()]));
+    let e4m3 = Cvt::satfinite(Rnd::Rn, Ty::E4m3x2, Ty::F32);
+    let e = b.cvt(RegClass::B16, e4m3, vec![a.into(), bb.into()]);
+    res.push(b.cvt_u32_u16(e));
+    let lo = b.cvt_u16_u32(u);
+    let halves = Cvt::round(Rnd::Rn, Ty::F16x2, Ty::E4m3x2);
+    res.push(b.cvt(RegClass::B32, halves, vec![lo.into()]));
+    res.push(b.cvt_bf16x2(a, bb));
+    let ab = b.mov_b32(RegClass::B32, a);
+    res.push(b.bfi_b32(u, ab, 5, 7));
     let sh = b.and_b32(u, 31u32);
     res.push(b.shr_u32(ab, sh));
-    let lt = b.setp("lt.f32", a, bb);
-    let nan = b.setp("nan.f32", a, bb);
+    let lt = b.setp_f32(Cmp::Lt, a, bb);
+    let nan = b.setp_f32(Cmp::Nan, a, bb);
     let x = b.selp_u32(1u32, 0u32, lt);
     let y = b.selp_u32(2u32, 0u32, nan);
     res.push(b.or_b32(x, y));
@@ -62,10 +86,11 @@ pub fn build_alu() -> KernelBuilder {
     let base = b.mul_u32(tid, 64u32);
     let dst = b.index_addr(out, base, 1);
     for (i, r) in res.iter().enumerate() {
-        b.ins("st.global.u32", vec![Operand::Reg(dst).at(4 * i as i64), (*r).into()]);
+        b.emit(st(Space::Global, Ty::U32), vec![Operand::Reg(dst).at(4 * i as i64), (*r).into()]);
     }
-    b.ins("st.global.u64", vec![Operand::Reg(dst).at(4 * res.len() as i64), w.into()]);
-    b.ins("ret", vec![]);
+    let end = Operand::Reg(dst).at(4 * res.len() as i64);
+    b.emit(st(Space::Global, Ty::U64), vec![end, w.into()]);
+    b.ret();
     b
 }
 
@@ -73,14 +98,14 @@ pub fn build_alu() -> KernelBuilder {
 /// with an 8-byte src-size, so the rest is zero-filled), warps 1–2 consume and xor-reduce.
 pub fn build_pipeline() -> KernelBuilder {
     let mut b = corpus_builder(CorpusKernel::Pipeline);
-    let tid = b.sreg("%tid.x");
+    let tid = b.sreg(SReg::TidX);
     let warp = b.shr_u32(tid, 5u32);
     let lane = b.and_b32(tid, 31u32);
     let smem = b.smem_addr(0);
     // Barriers: full[0..2] at 0, 8; empty[0..2] at 16, 24; stages at 1024 and 1536.
-    let not0 = b.setp("ne.u32", tid, 0u32);
+    let not0 = b.setp_u32(Cmp::Ne, tid, 0u32);
     let after = b.new_label("after_init");
-    b.bra_if(not0, false, &after);
+    b.bra_if(not0, &after);
     for s in 0..2u32 {
         let f = b.add_u32(smem, 8 * s);
         mbar_init(&mut b, f, 32);
@@ -88,16 +113,16 @@ pub fn build_pipeline() -> KernelBuilder {
         mbar_init(&mut b, e, 64);
     }
     b.label(&after);
-    b.ins("bar.sync", vec![imm(0)]);
+    b.bar_sync(0u32);
     let src = b.ld_param_u64("src");
     let out = b.ld_param_u64("out");
     let s = b.mov_u32(0u32);
     let ph = b.mov_u32(0u32);
-    let is_prod = b.setp("eq.u32", warp, 0u32);
+    let is_prod = b.setp_u32(Cmp::Eq, warp, 0u32);
     let cons = b.new_label("consumer");
-    b.bra_if(is_prod, true, &cons);
+    b.bra_unless(is_prod, &cons);
     let odd = b.and_b32(lane, 1u32);
-    let is_odd = b.setp("eq.u32", odd, 1u32);
+    let is_odd = b.setp_u32(Cmp::Eq, odd, 1u32);
     let size = b.selp_u32(8u32, 16u32, is_odd);
     for chunk in 0..8u32 {
         let e = b.mad_u32(s, 8u32, 16u32);
@@ -109,13 +134,14 @@ pub fn build_pipeline() -> KernelBuilder {
         let dst = b.mad_u32(lane, 16u32, st);
         let off = b.mad_u32(lane, 16u32, chunk * 512);
         let g = b.index_addr(src, off, 1);
-        b.ins(
-            "cp.async.cg.shared.global",
-            vec![Operand::Reg(dst).at(0), Operand::Reg(g).at(0), imm(16), size.into()],
+        b.emit(
+            Memory::CpAsync(CacheOp::Cg),
+            vec![Operand::addr(dst), Operand::addr(g), imm(16), size.into()],
         );
         let f = b.shl_b32(s, 3u32);
         let f = b.add_u32(smem, f);
-        b.ins("cp.async.mbarrier.arrive.noinc.shared::cta.b64", vec![Operand::Reg(f).at(0)]);
+        let arrive = Memory::CpAsyncArrive { noinc: true, space: Space::SharedCta };
+        b.emit(arrive, vec![Operand::addr(f)]);
         super::sync::ring_advance(&mut b, s, ph, 2);
     }
     let end = b.new_label("end");
@@ -132,21 +158,21 @@ pub fn build_pipeline() -> KernelBuilder {
         let a = b.mad_u32(c, 8u32, st);
         let w0 = b.reg(RegClass::B32);
         let w1 = b.reg(RegClass::B32);
-        b.ins(
-            "ld.shared.v2.b32",
-            vec![Operand::Vector(vec![w0.into(), w1.into()]), Operand::Reg(a).at(0)],
+        b.emit(
+            Memory::Ld(Access::vector(Space::Shared, VecWidth::V2, Ty::B32)),
+            vec![Operand::Vector(vec![w0.into(), w1.into()]), Operand::addr(a)],
         );
-        b.ins("xor.b32", vec![acc.into(), acc.into(), w0.into()]);
-        b.ins("add.u32", vec![acc.into(), acc.into(), w1.into()]);
+        b.xor_assign_b32(acc, w0);
+        b.inc_u32(acc, w1);
         let e = b.mad_u32(s, 8u32, 16u32);
         let e = b.add_u32(smem, e);
-        b.ins("mbarrier.arrive.shared::cta.b64", vec![Operand::Sink, Operand::Reg(e).at(0)]);
+        b.emit(arrive(false), vec![Operand::Sink, Operand::addr(e)]);
         super::sync::ring_advance(&mut b, s, ph, 2);
     }
     let dst = b.index_addr(out, c, 4);
-    b.ins("st.global.u32", vec![Operand::Reg(dst).at(0), acc.into()]);
+    b.st_global(Ty::U32, dst, acc);
     b.label(&end);
-    b.ins("ret", vec![]);
+    b.ret();
     b
 }
 
@@ -157,35 +183,32 @@ pub fn build_pipeline() -> KernelBuilder {
 /// illegal instruction; the simulator reports both.)
 pub fn build_tma() -> KernelBuilder {
     let mut b = corpus_builder(CorpusKernel::Tma);
-    let tid = b.sreg("%tid.x");
+    let tid = b.sreg(SReg::TidX);
     let smem = b.smem_addr(0);
     let bar = b.add_u32(smem, 0u32);
-    let one = elect(&mut b);
+    let one = b.elect();
     let skip = b.new_label("skip_issue");
-    b.bra_if(one, true, &skip);
+    b.bra_unless(one, &skip);
     mbar_init(&mut b, bar, 1);
-    b.ins("fence.mbarrier_init.release.cluster", vec![]);
+    b.emit(Fence::MbarrierInit, vec![]);
     let total: u32 = (0..4).map(|i| (16u32 << i) * 8).sum();
-    b.ins(
-        "mbarrier.arrive.expect_tx.shared::cta.b64",
-        vec![Operand::Sink, Operand::Reg(bar).at(0), imm(total)],
-    );
+    b.emit(arrive(true), vec![Operand::Sink, Operand::addr(bar), imm(total)]);
     let c0 = b.ld_param_u32("c0");
     let c1 = b.ld_param_u32("c1");
     for i in 0..4u32 {
         let map = b.param_generic_addr(&format!("tmap{i}"));
         let dst = b.add_u32(smem, 1024 * (i + 1));
-        b.ins(
-            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+        b.emit(
+            tensor_load_2d(false),
             vec![
-                Operand::Reg(dst).at(0),
-                Operand::TensorRef(Box::new(map.into()), vec![c0.into(), c1.into()]),
-                Operand::Reg(bar).at(0),
+                Operand::addr(dst),
+                Operand::tensor(map, vec![c0.into(), c1.into()]),
+                Operand::addr(bar),
             ],
         );
     }
     b.label(&skip);
-    b.ins("bar.sync", vec![imm(0)]);
+    b.bar_sync(0u32);
     mbar_wait(&mut b, bar, 0u32);
     let out = b.ld_param_u64("out");
     for k in 0..32u32 {
@@ -193,28 +216,25 @@ pub fn build_tma() -> KernelBuilder {
         let w = b.add_u32(tid, 32 * k);
         let s = b.mad_u32(w, 4u32, 1024u32);
         let s = b.add_u32(smem, s);
-        let v = b.op(RegClass::B32, "ld.shared.b32", vec![Operand::Reg(s).at(0)]);
+        let v = b.ld_shared(Ty::B32, RegClass::B32, s);
         let g = b.index_addr(out, w, 4);
-        b.ins("st.global.b32", vec![Operand::Reg(g).at(0), v.into()]);
+        b.st_global(Ty::B32, g, v);
     }
     let skip2 = b.new_label("skip_store");
-    b.bra_if(one, true, &skip2);
+    b.bra_unless(one, &skip2);
     let map = b.param_generic_addr("tmap_store");
     let c0 = b.ld_param_u32("s0");
     let c1 = b.ld_param_u32("s1");
     let src = b.add_u32(smem, 4096u32);
-    b.ins("fence.proxy.async.shared::cta", vec![]);
-    b.ins(
-        "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
-        vec![
-            Operand::TensorRef(Box::new(map.into()), vec![c0.into(), c1.into()]),
-            Operand::Reg(src).at(0),
-        ],
+    b.fence_proxy_async();
+    b.emit(
+        Bulk::TensorStore { dims: 2 },
+        vec![Operand::tensor(map, vec![c0.into(), c1.into()]), Operand::addr(src)],
     );
-    b.ins("cp.async.bulk.commit_group", vec![]);
-    b.ins("cp.async.bulk.wait_group", vec![imm(0)]);
+    b.emit(Bulk::CommitGroup, vec![]);
+    b.emit(Bulk::WaitGroup { read: false }, vec![imm(0)]);
     b.label(&skip2);
-    b.ins("ret", vec![]);
+    b.ret();
     b
 }
 
@@ -225,60 +245,57 @@ pub fn build_tma() -> KernelBuilder {
 pub fn build_cluster() -> KernelBuilder {
     let mut b = corpus_builder(CorpusKernel::Cluster);
     // PDL instructions are accepted without a programmatic launch (no-ops then).
-    b.ins("griddepcontrol.launch_dependents", vec![]);
-    b.ins("griddepcontrol.wait", vec![]);
-    let tid = b.sreg("%tid.x");
-    let rank = b.sreg("%cluster_ctarank");
+    b.pdl_handoff();
+    let tid = b.sreg(SReg::TidX);
+    let rank = b.sreg(SReg::ClusterCtarank);
     let smem = b.smem_addr(0);
     let bar = b.add_u32(smem, 0u32);
     let bar2 = b.add_u32(smem, 8u32);
-    let one = elect(&mut b);
+    let one = b.elect();
     let skip = b.new_label("skip_init");
-    b.bra_if(one, true, &skip);
+    b.bra_unless(one, &skip);
     mbar_init(&mut b, bar, 1);
     mbar_init(&mut b, bar2, 1);
-    b.ins("fence.mbarrier_init.release.cluster", vec![]);
+    b.emit(Fence::MbarrierInit, vec![]);
     // Rank 0 announces its bytes with arrive.expect_tx, rank 1 with expect_tx then arrive.
-    let r0 = b.setp("eq.u32", rank, 0u32);
-    let tx = vec![Operand::Sink, Operand::Reg(bar).at(0), imm(1024)];
-    b.ins_if(r0, false, "mbarrier.arrive.expect_tx.shared::cta.b64", tx);
-    b.ins_if(
-        r0,
-        true,
-        "mbarrier.expect_tx.relaxed.cta.shared::cta.b64",
-        vec![Operand::Reg(bar).at(0), imm(1024)],
+    let r0 = b.setp_u32(Cmp::Eq, rank, 0u32);
+    let tx = vec![Operand::Sink, Operand::addr(bar), imm(1024)];
+    b.emit_if(Guard::when(r0), arrive(true), tx);
+    b.emit_if(
+        Guard::unless(r0),
+        Mbarrier::ExpectTx { order: (Sem::Relaxed, Scope::Cta), space: Space::SharedCta },
+        vec![Operand::addr(bar), imm(1024)],
     );
-    b.ins_if(
-        r0,
-        true,
-        "mbarrier.arrive.shared::cta.b64",
-        vec![Operand::Sink, Operand::Reg(bar).at(0)],
-    );
+    b.emit_if(Guard::unless(r0), arrive(false), vec![Operand::Sink, Operand::addr(bar)]);
     b.label(&skip);
-    b.ins("barrier.cluster.arrive.release.aligned", vec![]);
-    b.ins("barrier.cluster.wait.acquire.aligned", vec![]);
-    let is0 = b.setp("eq.u32", rank, 0u32);
-    let issue = b.op(RegClass::Pred, "and.pred", vec![is0.into(), one.into()]);
+    b.cluster_sync();
+    let is0 = b.setp_u32(Cmp::Eq, rank, 0u32);
+    let issue = b.and_pred(is0, one);
     let skip_issue = b.new_label("skip_issue");
-    b.bra_if(issue, true, &skip_issue);
+    b.bra_unless(issue, &skip_issue);
     let map = b.param_generic_addr("tmap");
     let dst = b.add_u32(smem, 1024u32);
-    let mask = b.op(RegClass::B16, "mov.b16", vec![imm(3)]);
-    b.ins(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",
-        vec![Operand::Reg(dst).at(0), Operand::TensorRef(Box::new(map.into()), vec![imm(0), imm(0)]), Operand::Reg(bar).at(0), mask.into()],
+    let mask = b.mov_b16(3);
+    b.emit(
+        tensor_load_2d(true),
+        vec![
+            Operand::addr(dst),
+            Operand::tensor(map, vec![imm(0), imm(0)]),
+            Operand::addr(bar),
+            mask.into(),
+        ],
     );
     b.label(&skip_issue);
     mbar_wait(&mut b, bar, 0u32);
-    let is1 = b.setp("eq.u32", rank, 1u32);
-    let relay = b.op(RegClass::Pred, "and.pred", vec![is1.into(), one.into()]);
+    let is1 = b.setp_u32(Cmp::Eq, rank, 1u32);
+    let relay = b.and_pred(is1, one);
     let skip_relay = b.new_label("skip_relay");
-    b.bra_if(relay, true, &skip_relay);
+    b.bra_unless(relay, &skip_relay);
     let zero = b.mov_u32(0u32);
     super::sync::mbar_arrive_cluster(&mut b, bar2, zero);
     b.label(&skip_relay);
     let skip_wait = b.new_label("skip_wait2");
-    b.bra_if(is0, true, &skip_wait);
+    b.bra_unless(is0, &skip_wait);
     mbar_wait(&mut b, bar2, 0u32);
     b.label(&skip_wait);
     let out = b.ld_param_u64("out");
@@ -286,27 +303,21 @@ pub fn build_cluster() -> KernelBuilder {
     let src = b.add_u32(smem, src);
     let g = b.mul_wide_u32(tid, 32u32);
     let g = b.add_u64(out, g);
-    b.ins(
-        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16",
-        vec![Operand::Reg(g).at(0), Operand::Reg(src).at(0), imm(32)],
-    );
+    b.emit(Bulk::ReduceAdd { ty: Ty::Bf16 }, vec![Operand::addr(g), Operand::addr(src), imm(32)]);
     let copy_out = b.ld_param_u64("copy_out");
     let row = b.mad_u32(rank, 32u32, tid);
     let cg = b.mul_wide_u32(row, 32u32);
     let cg = b.add_u64(copy_out, cg);
-    b.ins(
-        "cp.async.bulk.global.shared::cta.bulk_group",
-        vec![Operand::Reg(cg).at(0), Operand::Reg(src).at(0), imm(32)],
-    );
-    b.ins("cp.async.bulk.commit_group", vec![]);
-    b.ins("cp.async.bulk.wait_group", vec![imm(0)]);
+    b.emit(Bulk::Store, vec![Operand::addr(cg), Operand::addr(src), imm(32)]);
+    b.emit(Bulk::CommitGroup, vec![]);
+    b.emit(Bulk::WaitGroup { read: false }, vec![imm(0)]);
     let counters = b.ld_param_u64("counters");
-    b.ins("red.global.add.u32", vec![Operand::Reg(counters).at(0), imm(1)]);
+    b.emit(Memory::Red(Space::Global, AtomOp::Add, Ty::U32), vec![Operand::addr(counters), imm(1)]);
     let gid = b.mad_u32(rank, 32u32, tid);
-    b.ins("atom.global.max.u32", vec![Operand::Sink, Operand::Reg(counters).at(4), gid.into()]);
-    b.ins("barrier.cluster.arrive.release.aligned", vec![]);
-    b.ins("barrier.cluster.wait.acquire.aligned", vec![]);
-    b.ins("ret", vec![]);
+    let max = Memory::Atom(Space::Global, AtomOp::Max, Ty::U32);
+    b.emit(max, vec![Operand::Sink, Operand::Reg(counters).at(4), gid.into()]);
+    b.cluster_sync();
+    b.ret();
     b
 }
 
@@ -315,86 +326,84 @@ pub fn build_cluster() -> KernelBuilder {
 /// warps plus a bar.arrive/bar.sync producer-consumer hand-off through shared memory.
 pub fn build_warp() -> KernelBuilder {
     let mut b = corpus_builder(CorpusKernel::Warp);
-    let tid = b.sreg("%tid.x");
+    let tid = b.sreg(SReg::TidX);
     let warp = b.shr_u32(tid, 5u32);
     let inp = b.ld_param_u64("input");
     let ia = b.index_addr(inp, tid, 4);
-    let x = b.ld_global("u32", RegClass::B32, ia);
+    let x = b.ld_global(Ty::U32, RegClass::B32, ia);
     let v = b.mad_u32(tid, Operand::Hex(0x9E37_79B9), x);
-    let full = Operand::Imm(-1);
     let mut res = Vec::new();
-    let shfl = |b: &mut KernelBuilder,
-                mode: &str,
-                lane: u32,
-                c: u32,
-                with_pred: bool|
-     -> (Reg, Option<Reg>) {
+    // Every shuffle gets a predicate register, used as `d|p` only where `with_pred`.
+    let shfl = |b: &mut KernelBuilder, mode: ShflMode, lane: u32, c: u32, with_pred: bool| {
         let d = b.reg(RegClass::B32);
         let p = b.reg(RegClass::Pred);
-        let dst = if with_pred { Operand::Name(format!("{d}|{p}")) } else { d.into() };
-        b.ins(
-            &format!("shfl.sync.{mode}.b32"),
-            vec![dst, v.into(), imm(lane), Operand::Hex(c), Operand::Imm(-1)],
-        );
-        (d, with_pred.then_some(p))
+        let dst = if with_pred { Operand::PredOut { value: Some(d), pred: p } } else { d.into() };
+        b.emit(Sync::Shfl(mode), vec![dst, v.into(), imm(lane), Operand::Hex(c), Operand::Imm(-1)]);
+        (d, p)
     };
-    let (r, _) = shfl(&mut b, "bfly", 5, 31, false);
+    let (r, _) = shfl(&mut b, ShflMode::Bfly, 5, 31, false);
     res.push(r);
-    let (r, p) = shfl(&mut b, "up", 3, 0, true);
+    let (r, p) = shfl(&mut b, ShflMode::Up, 3, 0, true);
     res.push(r);
-    let pu = b.selp_u32(1u32, 0u32, p.unwrap_or(r));
+    let pu = b.selp_u32(1u32, 0u32, p);
     res.push(pu);
-    let (r, p) = shfl(&mut b, "down", 7, 31, true);
+    let (r, p) = shfl(&mut b, ShflMode::Down, 7, 31, true);
     res.push(r);
-    let pd = b.selp_u32(1u32, 0u32, p.unwrap_or(r));
+    let pd = b.selp_u32(1u32, 0u32, p);
     res.push(pd);
-    let (r, _) = shfl(&mut b, "idx", 13, 31, false);
+    let (r, _) = shfl(&mut b, ShflMode::Idx, 13, 31, false);
     res.push(r);
-    let (r, _) = shfl(&mut b, "idx", 3, 0x181F, false);
+    let (r, _) = shfl(&mut b, ShflMode::Idx, 3, 0x181F, false);
     res.push(r);
     let odd = b.and_b32(v, 1u32);
-    let podd = b.setp("eq.u32", odd, 1u32);
-    res.push(b.op(RegClass::B32, "vote.sync.ballot.b32", vec![podd.into(), full.clone()]));
-    let all = b.op(RegClass::Pred, "vote.sync.all.pred", vec![podd.into(), full.clone()]);
-    let any = b.op(RegClass::Pred, "vote.sync.any.pred", vec![podd.into(), full.clone()]);
+    let podd = b.setp_u32(Cmp::Eq, odd, 1u32);
+    let vote = |b: &mut KernelBuilder, class, mode| {
+        b.op(class, Sync::Vote(mode), vec![podd.into(), Operand::Imm(-1)])
+    };
+    res.push(vote(&mut b, RegClass::B32, VoteMode::Ballot));
+    let all = vote(&mut b, RegClass::Pred, VoteMode::All);
+    let any = vote(&mut b, RegClass::Pred, VoteMode::Any);
     let a1 = b.selp_u32(1u32, 0u32, all);
     let a2 = b.selp_u32(2u32, 0u32, any);
     res.push(b.or_b32(a1, a2));
-    for op in
-        ["redux.sync.add.u32", "redux.sync.max.u32", "redux.sync.min.s32", "redux.sync.xor.b32"]
-    {
-        res.push(b.op(RegClass::B32, op, vec![v.into(), full.clone()]));
+    for (op, ty) in [
+        (ReduxOp::Add, Ty::U32),
+        (ReduxOp::Max, Ty::U32),
+        (ReduxOp::Min, Ty::S32),
+        (ReduxOp::Xor, Ty::B32),
+    ] {
+        res.push(b.op(RegClass::B32, Sync::Redux(op, ty), vec![v.into(), Operand::Imm(-1)]));
     }
     // Two independent groups of two warps.
-    let lo = b.setp("lt.u32", warp, 2u32);
+    let lo = b.setp_u32(Cmp::Lt, warp, 2u32);
     let id = b.selp_u32(1u32, 2u32, lo);
-    b.ins("bar.sync", vec![id.into(), imm(64)]);
+    b.emit(Sync::Bar(Bar::Sync), vec![id.into(), imm(64)]);
     // Hand-off: warp 0 writes shared memory and arrives; warp 1 waits and reads.
     let smem = b.smem_addr(0);
-    let is_w0 = b.setp("eq.u32", warp, 0u32);
-    let is_w1 = b.setp("eq.u32", warp, 1u32);
+    let is_w0 = b.setp_u32(Cmp::Eq, warp, 0u32);
+    let is_w1 = b.setp_u32(Cmp::Eq, warp, 1u32);
     let lane = b.and_b32(tid, 31u32);
     let slot = b.mad_u32(lane, 4u32, smem);
     let skip0 = b.new_label("skip_w0");
-    b.bra_if(is_w0, true, &skip0);
-    b.ins("st.shared.u32", vec![Operand::Reg(slot).at(0), v.into()]);
-    b.ins("bar.arrive", vec![imm(3), imm(64)]);
+    b.bra_unless(is_w0, &skip0);
+    b.st_shared(Ty::U32, slot, v);
+    b.emit(Sync::Bar(Bar::Arrive), vec![imm(3), imm(64)]);
     b.label(&skip0);
     let got = b.mov_u32(0u32);
     let skip1 = b.new_label("skip_w1");
-    b.bra_if(is_w1, true, &skip1);
-    b.ins("bar.sync", vec![imm(3), imm(64)]);
+    b.bra_unless(is_w1, &skip1);
+    b.emit(Sync::Bar(Bar::Sync), vec![imm(3), imm(64)]);
     let other = b.xor_b32(lane, 31u32);
     let oslot = b.mad_u32(other, 4u32, smem);
-    b.ins("ld.shared.u32", vec![got.into(), Operand::Reg(oslot).at(0)]);
+    b.emit_to(got, ld(Space::Shared, Ty::U32), vec![Operand::addr(oslot)]);
     b.label(&skip1);
     res.push(got);
     let out = b.ld_param_u64("out");
     let base = b.mul_u32(tid, 64u32);
     let dst = b.index_addr(out, base, 1);
     for (i, r) in res.iter().enumerate() {
-        b.ins("st.global.u32", vec![Operand::Reg(dst).at(4 * i as i64), (*r).into()]);
+        b.emit(st(Space::Global, Ty::U32), vec![Operand::Reg(dst).at(4 * i as i64), (*r).into()]);
     }
-    b.ins("ret", vec![]);
+    b.ret();
     b
 }

@@ -6,7 +6,7 @@ use super::sync::grid_stride;
 use moegen_dsl::abi::launch::FINALIZE_THREADS;
 use moegen_dsl::abi::{SimtFamily, SimtTarget};
 
-use crate::ptx::{KernelBuilder, Operand, RegClass};
+use crate::ptx::{Cmp, KernelBuilder, Operand, RegClass, Ty};
 
 const THREADS: u32 = FINALIZE_THREADS;
 
@@ -24,37 +24,37 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
     grid_stride(&mut b, total, THREADS, "pair", &mut |b, i| {
         let t = b.div_u32(i, pairs);
         let p = b.rem_u32(i, pairs);
-        let lo = b.op(RegClass::F32, "mov.f32", vec![0f32.into()]);
-        let hi = b.op(RegClass::F32, "mov.f32", vec![0f32.into()]);
+        let lo = b.mov_f32(0f32);
+        let hi = b.mov_f32(0f32);
         let s = b.mov_u32(0u32);
         let slots = b.new_label("slot");
         let slots_done = b.new_label("slots_done");
         b.label(&slots);
-        let sd = b.setp("ge.u32", s, k);
-        b.bra_if(sd, false, &slots_done);
+        let sd = b.setp_u32(Cmp::Ge, s, k);
+        b.bra_if(sd, &slots_done);
         let route = b.mad_u32(t, k, s);
         let ra = b.index_addr(e2p, route, 4);
-        let perm = b.ld_global("u32", RegClass::B32, ra);
-        let nonlocal = b.setp("lt.s32", perm, 0i32);
+        let perm = b.ld_global(Ty::U32, RegClass::B32, ra);
+        let nonlocal = b.setp_s32(Cmp::Lt, perm, 0i32);
         let next = b.new_label("next_slot");
-        b.bra_if(nonlocal, false, &next);
+        b.bra_if(nonlocal, &next);
         let elem = b.mad_u32(route, pairs, p);
         let ea = b.index_addr(scratch, elem, 4);
-        let w = b.ld_global("b32", RegClass::B32, ea);
+        let w = b.ld_global(Ty::B32, RegClass::B32, ea);
         let wl = b.shl_b32(w, 16u32);
         let wh = b.and_b32(w, Operand::Hex(0xFFFF_0000));
-        let fl = b.op(RegClass::F32, "mov.b32", vec![wl.into()]);
-        let fh = b.op(RegClass::F32, "mov.b32", vec![wh.into()]);
-        b.ins("add.rn.f32", vec![lo.into(), lo.into(), fl.into()]);
-        b.ins("add.rn.f32", vec![hi.into(), hi.into(), fh.into()]);
+        let fl = b.mov_b32(RegClass::F32, wl);
+        let fh = b.mov_b32(RegClass::F32, wh);
+        b.accumulate_f32(lo, fl);
+        b.accumulate_f32(hi, fh);
         b.label(&next);
-        b.ins("add.u32", vec![s.into(), s.into(), 1u32.into()]);
+        b.inc_u32(s, 1u32);
         b.bra(&slots);
         b.label(&slots_done);
-        let packed = b.op(RegClass::B32, "cvt.rn.bf16x2.f32", vec![hi.into(), lo.into()]);
+        let packed = b.cvt_bf16x2(hi, lo);
         let oa = b.index_addr(out, i, 4);
-        b.ins("st.global.b32", vec![Operand::Reg(oa).at(0), packed.into()]);
+        b.st_global(Ty::B32, oa, packed);
     });
-    b.ins("ret", vec![]);
+    b.ret();
     b
 }

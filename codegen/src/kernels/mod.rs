@@ -4,7 +4,7 @@ pub mod corpus;
 pub mod epilogue_math;
 pub mod finalize_reduce;
 pub mod gemm;
-pub mod gemm_layout;
 pub mod moe_sort;
+pub mod pipeline;
 pub mod quantize;
 pub mod sync;

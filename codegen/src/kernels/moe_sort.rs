@@ -14,7 +14,14 @@
 use moegen_dsl::abi::launch::{ROUTES_PER_BLOCK, SORT_OFFSET_THREADS, SORT_THREADS};
 use moegen_dsl::abi::{KernelId, SimtFamily, SimtTarget, params};
 
-use crate::ptx::{KernelBuilder, Operand, Reg, RegClass};
+use crate::ptx::ops::memory::st;
+use crate::ptx::ops::{AtomOp, Memory};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty};
+
+/// `red.global.or.b32`: sets bits of `error_flags`.
+fn set_flag() -> Memory {
+    Memory::Red(Space::Global, AtomOp::Or, Ty::B32)
+}
 
 const THREADS: u32 = SORT_THREADS;
 const OFFSET_THREADS: u32 = SORT_OFFSET_THREADS;
@@ -38,14 +45,14 @@ fn local_expert(
     flags: Reg,
 ) -> Reg {
     let addr = b.index_addr(experts, i, 4);
-    let e = b.ld_global("u32", RegClass::B32, addr);
+    let e = b.ld_global(Ty::U32, RegClass::B32, addr);
     // Unsigned compare also rejects negative ids.
-    let bad = b.setp("ge.u32", e, ne);
-    b.ins_if(bad, false, "red.global.or.b32", vec![Operand::Reg(flags).at(0), 1u32.into()]);
+    let bad = b.setp_u32(Cmp::Ge, e, ne);
+    b.emit_if(Guard::when(bad), set_flag(), vec![Operand::addr(flags), 1u32.into()]);
     let rel = b.sub_u32(e, off);
-    let local = b.setp("lt.u32", rel, l);
-    let ok = b.op(RegClass::Pred, "and.pred", vec![local.into(), Operand::Name(format!("!{bad}"))]);
-    b.op(RegClass::B32, "selp.b32", vec![rel.into(), Operand::Imm(-1), ok.into()])
+    let local = b.setp_u32(Cmp::Lt, rel, l);
+    let ok = b.and_pred(local, Operand::NotPred(bad));
+    b.selp_u32(rel, Operand::Imm(-1), ok)
 }
 
 /// Counts per block and local expert.
@@ -58,38 +65,39 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
     let l = b.ld_param_u32("local_experts");
     let counts = b.ld_param_u64("block_counts");
     let flags = b.ld_param_u64("error_flags");
-    let tid = b.sreg("%tid.x");
-    let bid = b.sreg("%ctaid.x");
+    let tid = b.sreg(SReg::TidX);
+    let bid = b.sreg(SReg::CtaidX);
     let hist = b.smem_addr(0);
     strided(&mut b, tid, l, THREADS, &mut |b, e| {
         let a = b.mad_u32(e, 4u32, hist);
-        b.ins("st.shared.u32", vec![Operand::Reg(a).at(0), 0u32.into()]);
+        b.st_shared(Ty::U32, a, 0u32);
     });
-    b.ins("bar.sync", vec![0u32.into()]);
+    b.bar_sync(0u32);
     let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
     for r in 0..ROUTES_PER_BLOCK / THREADS {
         let i = b.add_u32(first, tid);
         let i = b.add_u32(i, r * THREADS);
-        let inside = b.setp("lt.u32", i, routes);
+        let inside = b.setp_u32(Cmp::Lt, i, routes);
         let skip = b.new_label("skip");
-        b.bra_if(inside, true, &skip);
+        b.bra_unless(inside, &skip);
         let le = local_expert(&mut b, experts, i, ne, off, l, flags);
-        let none = b.setp("lt.s32", le, 0i32);
-        b.bra_if(none, false, &skip);
+        let none = b.setp_s32(Cmp::Lt, le, 0i32);
+        b.bra_if(none, &skip);
         let a = b.mad_u32(le, 4u32, hist);
-        b.ins("atom.shared.add.u32", vec![Operand::Sink, Operand::Reg(a).at(0), 1u32.into()]);
+        let add = Memory::Atom(Space::Shared, AtomOp::Add, Ty::U32);
+        b.emit(add, vec![Operand::Sink, Operand::addr(a), 1u32.into()]);
         b.label(&skip);
     }
-    b.ins("bar.sync", vec![0u32.into()]);
+    b.bar_sync(0u32);
     let row = b.mul_u32(bid, l);
     strided(&mut b, tid, l, THREADS, &mut |b, e| {
         let a = b.mad_u32(e, 4u32, hist);
-        let v = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(a).at(0)]);
+        let v = b.ld_shared(Ty::U32, RegClass::B32, a);
         let idx = b.add_u32(row, e);
         let g = b.index_addr(counts, idx, 4);
-        b.ins("st.global.u32", vec![Operand::Reg(g).at(0), v.into()]);
+        b.st_global(Ty::U32, g, v);
     });
-    b.ins("ret", vec![]);
+    b.ret();
     b
 }
 
@@ -105,10 +113,10 @@ fn strided(
     let top = b.new_label("for");
     let done = b.new_label("for_done");
     b.label(&top);
-    let stop = b.setp("ge.u32", v, end);
-    b.bra_if(stop, false, &done);
+    let stop = b.setp_u32(Cmp::Ge, v, end);
+    b.bra_if(stop, &done);
     body(b, v);
-    b.ins("add.u32", vec![v.into(), v.into(), step.into()]);
+    b.inc_u32(v, step);
     b.bra(&top);
     b.label(&done);
 }
@@ -124,7 +132,7 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     let tile_e = b.ld_param_u64("tile_idx_to_expert_idx");
     let tile_m = b.ld_param_u64("tile_idx_to_mn_limit");
     let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
-    let tid = b.sreg("%tid.x");
+    let tid = b.sreg(SReg::TidX);
     // Shared: totals[L] then start_tile[L].
     let totals = b.smem_addr(0);
     let starts_off = b.shl_b32(l, 2u32);
@@ -135,50 +143,50 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
         strided(b, zero, nblk, 1, &mut |b, blk| {
             let idx = b.mad_u32(blk, l, e);
             let a = b.index_addr(counts, idx, 4);
-            let v = b.ld_global("u32", RegClass::B32, a);
-            b.ins("add.u32", vec![sum.into(), sum.into(), v.into()]);
+            let v = b.ld_global(Ty::U32, RegClass::B32, a);
+            b.inc_u32(sum, v);
         });
         let a = b.mad_u32(e, 4u32, totals);
-        b.ins("st.shared.u32", vec![Operand::Reg(a).at(0), sum.into()]);
+        b.st_shared(Ty::U32, a, sum);
     });
-    b.ins("bar.sync", vec![0u32.into()]);
+    b.bar_sync(0u32);
     // Exclusive scan of tile counts; L is small (experts per rank), one thread suffices.
-    let not0 = b.setp("ne.u32", tid, 0u32);
+    let not0 = b.setp_u32(Cmp::Ne, tid, 0u32);
     let after_scan = b.new_label("after_scan");
-    b.bra_if(not0, false, &after_scan);
+    b.bra_if(not0, &after_scan);
     let run = b.mov_u32(0u32);
     let zero = b.mov_u32(0u32);
     strided(&mut b, zero, l, 1, &mut |b, e| {
         let a = b.mad_u32(e, 4u32, starts);
-        b.ins("st.shared.u32", vec![Operand::Reg(a).at(0), run.into()]);
+        b.st_shared(Ty::U32, a, run);
         let ta = b.mad_u32(e, 4u32, totals);
-        let c = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(ta).at(0)]);
+        let c = b.ld_shared(Ty::U32, RegClass::B32, ta);
         let c1 = b.add_u32(c, t);
         let c1 = b.sub_u32(c1, 1u32);
         let tiles = b.div_u32(c1, t);
-        b.ins("add.u32", vec![run.into(), run.into(), tiles.into()]);
+        b.inc_u32(run, tiles);
     });
     let live = b.min_u32(run, max_tiles);
-    let over = b.setp("gt.u32", run, max_tiles);
+    let over = b.setp_u32(Cmp::Gt, run, max_tiles);
     let fp = b.ld_param_u64("error_flags");
-    b.ins_if(over, false, "red.global.or.b32", vec![Operand::Reg(fp).at(0), 2u32.into()]);
+    b.emit_if(Guard::when(over), set_flag(), vec![Operand::addr(fp), 2u32.into()]);
     let np = b.ld_param_u64("num_non_exiting_tiles");
-    b.ins("st.global.u32", vec![Operand::Reg(np).at(0), live.into()]);
+    b.st_global(Ty::U32, np, live);
     let padded = b.mul_u32(live, t);
     let pp = b.ld_param_u64("total_num_padded_tokens");
-    b.ins("st.global.u32", vec![Operand::Reg(pp).at(0), padded.into()]);
+    b.st_global(Ty::U32, pp, padded);
     let la = b.mad_u32(l, 4u32, starts);
-    b.ins("st.shared.u32", vec![Operand::Reg(la).at(0), live.into()]);
+    b.st_shared(Ty::U32, la, live);
     b.label(&after_scan);
-    b.ins("bar.sync", vec![0u32.into()]);
+    b.bar_sync(0u32);
     let la = b.mad_u32(l, 4u32, starts);
-    let live = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(la).at(0)]);
+    let live = b.ld_shared(Ty::U32, RegClass::B32, la);
     // Per expert: its tiles, the padding rows of its last tile, and the per-block bases.
     strided(&mut b, tid, l, OFFSET_THREADS, &mut |b, e| {
         let sa = b.mad_u32(e, 4u32, starts);
-        let first = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(sa).at(0)]);
+        let first = b.ld_shared(Ty::U32, RegClass::B32, sa);
         let ta = b.mad_u32(e, 4u32, totals);
-        let count = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(ta).at(0)]);
+        let count = b.ld_shared(Ty::U32, RegClass::B32, ta);
         let c1 = b.add_u32(count, t);
         let c1 = b.sub_u32(c1, 1u32);
         let tiles = b.div_u32(c1, t);
@@ -187,47 +195,55 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
         let zero = b.mov_u32(0u32);
         strided(b, zero, tiles, 1, &mut |b, k| {
             let tile = b.add_u32(first, k);
-            let ok = b.setp("lt.u32", tile, max_tiles);
+            let ok = b.setp_u32(Cmp::Lt, tile, max_tiles);
             let ea = b.index_addr(tile_e, tile, 4);
-            b.ins_if(ok, false, "st.global.u32", vec![Operand::Reg(ea).at(0), e.into()]);
+            b.emit_if(
+                Guard::when(ok),
+                st(Space::Global, Ty::U32),
+                vec![Operand::addr(ea), e.into()],
+            );
             let next = b.add_u32(tile, 1u32);
             let lim = b.mul_u32(next, t);
             let lim = b.min_u32(lim, end_row);
             let ma = b.index_addr(tile_m, tile, 4);
-            b.ins_if(ok, false, "st.global.u32", vec![Operand::Reg(ma).at(0), lim.into()]);
+            b.emit_if(
+                Guard::when(ok),
+                st(Space::Global, Ty::U32),
+                vec![Operand::addr(ma), lim.into()],
+            );
         });
         let last_end = b.add_u32(first, tiles);
         let last_end = b.min_u32(last_end, max_tiles);
         let last_end = b.mul_u32(last_end, t);
         strided(b, end_row, last_end, 1, &mut |b, row| {
             let a = b.index_addr(p2e, row, 4);
-            b.ins("st.global.u32", vec![Operand::Reg(a).at(0), Operand::Imm(-1)]);
+            b.st_global(Ty::U32, a, Operand::Imm(-1));
         });
         let base = b.mov_u32(row0);
         let zero = b.mov_u32(0u32);
         strided(b, zero, nblk, 1, &mut |b, blk| {
             let idx = b.mad_u32(blk, l, e);
             let a = b.index_addr(counts, idx, 4);
-            let v = b.ld_global("u32", RegClass::B32, a);
-            b.ins("st.global.u32", vec![Operand::Reg(a).at(0), base.into()]);
-            b.ins("add.u32", vec![base.into(), base.into(), v.into()]);
+            let v = b.ld_global(Ty::U32, RegClass::B32, a);
+            b.st_global(Ty::U32, a, base);
+            b.inc_u32(base, v);
         });
     });
     // Tiles past the live ones, and their rows.
     let from = b.add_u32(live, tid);
     strided(&mut b, from, max_tiles, OFFSET_THREADS, &mut |b, tile| {
         let ea = b.index_addr(tile_e, tile, 4);
-        b.ins("st.global.u32", vec![Operand::Reg(ea).at(0), Operand::Imm(-1)]);
+        b.st_global(Ty::U32, ea, Operand::Imm(-1));
         let ma = b.index_addr(tile_m, tile, 4);
-        b.ins("st.global.u32", vec![Operand::Reg(ma).at(0), 0u32.into()]);
+        b.st_global(Ty::U32, ma, 0u32);
         let r0 = b.mul_u32(tile, t);
         let r1 = b.add_u32(r0, t);
         strided(b, r0, r1, 1, &mut |b, row| {
             let a = b.index_addr(p2e, row, 4);
-            b.ins("st.global.u32", vec![Operand::Reg(a).at(0), Operand::Imm(-1)]);
+            b.st_global(Ty::U32, a, Operand::Imm(-1));
         });
     });
-    b.ins("ret", vec![]);
+    b.ret();
     b
 }
 
@@ -244,57 +260,61 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
     let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
     let flags = b.ld_param_u64("error_flags");
     let max_rows = b.ld_param_u32("max_permuted_rows");
-    let tid = b.sreg("%tid.x");
-    let bid = b.sreg("%ctaid.x");
+    let tid = b.sreg(SReg::TidX);
+    let bid = b.sreg(SReg::CtaidX);
     let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
     let local = b.smem_addr(0);
     // Stage the block's local experts (−1 for non-local and past the end) in shared memory.
     for r in 0..ROUTES_PER_BLOCK / THREADS {
         let j = b.add_u32(tid, r * THREADS);
         let i = b.add_u32(first, j);
-        let inside = b.setp("lt.u32", i, routes);
+        let inside = b.setp_u32(Cmp::Lt, i, routes);
         let le = b.mov_u32(Operand::Imm(-1));
         let skip = b.new_label("skip_load");
-        b.bra_if(inside, true, &skip);
+        b.bra_unless(inside, &skip);
         let v = local_expert(&mut b, experts, i, ne, off, l, flags);
-        b.assign("mov.u32", le, v);
+        b.assign_u32(le, v);
         b.label(&skip);
         let a = b.mad_u32(j, 4u32, local);
-        b.ins("st.shared.u32", vec![Operand::Reg(a).at(0), le.into()]);
+        b.st_shared(Ty::U32, a, le);
     }
-    b.ins("bar.sync", vec![0u32.into()]);
+    b.bar_sync(0u32);
     for r in 0..ROUTES_PER_BLOCK / THREADS {
         let j = b.add_u32(tid, r * THREADS);
         let i = b.add_u32(first, j);
-        let inside = b.setp("lt.u32", i, routes);
+        let inside = b.setp_u32(Cmp::Lt, i, routes);
         let skip = b.new_label("skip_route");
-        b.bra_if(inside, true, &skip);
+        b.bra_unless(inside, &skip);
         let a = b.mad_u32(j, 4u32, local);
-        let le = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(a).at(0)]);
+        let le = b.ld_shared(Ty::U32, RegClass::B32, a);
         let dst = b.index_addr(e2p, i, 4);
-        let none = b.setp("lt.s32", le, 0i32);
-        b.ins_if(none, false, "st.global.u32", vec![Operand::Reg(dst).at(0), Operand::Imm(-1)]);
-        b.bra_if(none, false, &skip);
+        let none = b.setp_s32(Cmp::Lt, le, 0i32);
+        b.emit_if(
+            Guard::when(none),
+            st(Space::Global, Ty::U32),
+            vec![Operand::addr(dst), Operand::Imm(-1)],
+        );
+        b.bra_if(none, &skip);
         let rank = b.mov_u32(0u32);
         let zero = b.mov_u32(0u32);
         strided(&mut b, zero, j, 1, &mut |b, q| {
             let qa = b.mad_u32(q, 4u32, local);
-            let other = b.op(RegClass::B32, "ld.shared.u32", vec![Operand::Reg(qa).at(0)]);
-            let same = b.setp("eq.u32", other, le);
+            let other = b.ld_shared(Ty::U32, RegClass::B32, qa);
+            let same = b.setp_u32(Cmp::Eq, other, le);
             let inc = b.selp_u32(1u32, 0u32, same);
-            b.ins("add.u32", vec![rank.into(), rank.into(), inc.into()]);
+            b.inc_u32(rank, inc);
         });
         let idx = b.mad_u32(bid, l, le);
         let ba = b.index_addr(bases, idx, 4);
-        let base = b.ld_global("u32", RegClass::B32, ba);
+        let base = b.ld_global(Ty::U32, RegClass::B32, ba);
         let row = b.add_u32(base, rank);
-        let fits = b.setp("lt.u32", row, max_rows);
+        let fits = b.setp_u32(Cmp::Lt, row, max_rows);
         let stored = b.selp_u32(row, Operand::Imm(-1), fits);
-        b.ins("st.global.u32", vec![Operand::Reg(dst).at(0), stored.into()]);
+        b.st_global(Ty::U32, dst, stored);
         let pa = b.index_addr(p2e, row, 4);
-        b.ins_if(fits, false, "st.global.u32", vec![Operand::Reg(pa).at(0), i.into()]);
+        b.emit_if(Guard::when(fits), st(Space::Global, Ty::U32), vec![Operand::addr(pa), i.into()]);
         b.label(&skip);
     }
-    b.ins("ret", vec![]);
+    b.ret();
     b
 }

@@ -1,7 +1,9 @@
-//! Synchronization idioms shared by the kernels: mbarrier waits and arrivals, elected
-//! lanes, cluster barriers.
+//! Synchronization idioms shared by the kernels (the pipelines and the corpus): mbarrier
+//! waits, initialization and remote arrivals, ring positions, grid-stride loops.
 
-use crate::ptx::{KernelBuilder, Operand, Reg, RegClass};
+use crate::ptx::ops::{Alu, IntOp, Mbarrier, Memory};
+use crate::ptx::types::{Scope, Sem};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty};
 
 /// Spins on `mbarrier.try_wait.parity` until the phase with `parity` has completed.
 pub fn mbar_wait(b: &mut KernelBuilder, bar: Reg, parity: impl Into<Operand>) {
@@ -9,52 +11,40 @@ pub fn mbar_wait(b: &mut KernelBuilder, bar: Reg, parity: impl Into<Operand>) {
     let parity = parity.into();
     b.label(&top);
     let p = b.reg(RegClass::Pred);
-    b.ins(
-        "mbarrier.try_wait.parity.shared::cta.b64",
-        vec![p.into(), Operand::Reg(bar).at(0), parity],
-    );
-    b.bra_if(p, true, &top);
+    b.emit(Mbarrier::TryWaitParity(Space::SharedCta), vec![p.into(), Operand::addr(bar), parity]);
+    b.bra_unless(p, &top);
 }
 
 /// `mbarrier.init` with an arrival count.
 pub fn mbar_init(b: &mut KernelBuilder, bar: Reg, count: u32) {
-    b.ins("mbarrier.init.shared::cta.b64", vec![Operand::Reg(bar).at(0), count.into()]);
+    b.emit(Mbarrier::Init(Space::SharedCta), vec![Operand::addr(bar), count.into()]);
 }
 
 /// Arrives on a barrier in CTA `rank` of the cluster (the local CTA when `rank` is ours).
 pub fn mbar_arrive_cluster(b: &mut KernelBuilder, bar: Reg, rank: Reg) {
-    let remote = b.op(RegClass::B32, "mapa.shared::cluster.u32", vec![bar.into(), rank.into()]);
-    b.ins(
-        "mbarrier.arrive.release.cluster.shared::cluster.b64",
-        vec![Operand::Sink, Operand::Reg(remote).at(0)],
+    let remote = map_to_rank(b, bar, rank);
+    b.emit(
+        Mbarrier::Arrive {
+            expect_tx: false,
+            order: Some((Sem::Release, Scope::Cluster)),
+            space: Space::SharedCluster,
+        },
+        vec![Operand::Sink, Operand::addr(remote)],
     );
 }
 
-/// A predicate true on one lane of the (converged) warp.
-pub fn elect(b: &mut KernelBuilder) -> Reg {
-    let p = b.reg(RegClass::Pred);
-    b.ins("elect.sync", vec![Operand::Name(format!("_|{p}")), Operand::Hex(0xFFFF_FFFF)]);
-    p
-}
-
-/// Cluster-wide barrier (release/acquire), used after barrier initialization and before
-/// teardown so no CTA touches a peer's shared memory or TMEM outside its lifetime.
-pub fn cluster_sync(b: &mut KernelBuilder) {
-    b.ins("barrier.cluster.arrive.release.aligned", vec![]);
-    b.ins("barrier.cluster.wait.acquire.aligned", vec![]);
-}
-
-/// Flips a phase bit register in place.
-pub fn flip(b: &mut KernelBuilder, bit: Reg) {
-    b.ins("xor.b32", vec![bit.into(), bit.into(), 1u32.into()]);
+/// The shared::cluster address of the same offset as `addr` in CTA `rank`.
+pub fn map_to_rank(b: &mut KernelBuilder, addr: Reg, rank: Reg) -> Reg {
+    b.op(RegClass::B32, Memory::Mapa(Space::SharedCluster, Ty::U32), vec![addr.into(), rank.into()])
 }
 
 /// Advances a ring position `(index, phase)` over `depth` slots.
 pub fn ring_advance(b: &mut KernelBuilder, index: Reg, phase: Reg, depth: u32) {
-    b.ins("add.u32", vec![index.into(), index.into(), 1u32.into()]);
-    let wrap = b.setp("eq.u32", index, depth);
-    b.ins_if(wrap, false, "mov.u32", vec![index.into(), 0u32.into()]);
-    b.ins_if(wrap, false, "xor.b32", vec![phase.into(), phase.into(), 1u32.into()]);
+    b.inc_u32(index, 1u32);
+    let wrap = b.setp_u32(Cmp::Eq, index, depth);
+    b.emit_if(Guard::when(wrap), Alu::Mov(Ty::U32), vec![index.into(), 0u32.into()]);
+    let flip = Alu::Int(IntOp::Xor, Ty::B32);
+    b.emit_if(Guard::when(wrap), flip, vec![phase.into(), phase.into(), 1u32.into()]);
 }
 
 /// A grid-stride loop `for i in (ctaid·threads + tid .. total).step_by(nctaid·threads)`
@@ -66,18 +56,18 @@ pub fn grid_stride(
     stem: &str,
     body: &mut dyn FnMut(&mut KernelBuilder, Reg),
 ) {
-    let tid = b.sreg("%tid.x");
-    let bid = b.sreg("%ctaid.x");
-    let nb = b.sreg("%nctaid.x");
+    let tid = b.sreg(SReg::TidX);
+    let bid = b.sreg(SReg::CtaidX);
+    let nb = b.sreg(SReg::NctaidX);
     let i = b.mad_u32(bid, threads, tid);
     let stride = b.mul_u32(nb, threads);
     let top = b.new_label(stem);
     let done = b.new_label("done");
     b.label(&top);
-    let end = b.setp("ge.u32", i, total);
-    b.bra_if(end, false, &done);
+    let end = b.setp_u32(Cmp::Ge, i, total);
+    b.bra_if(end, &done);
     body(b, i);
-    b.ins("add.u32", vec![i.into(), i.into(), stride.into()]);
+    b.inc_u32(i, stride);
     b.bra(&top);
     b.label(&done);
 }

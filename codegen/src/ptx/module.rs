@@ -45,7 +45,8 @@ pub struct ModuleHeader<'a> {
 /// Renders `k` as a complete PTX module.
 pub fn render_module(k: &KernelBuilder, header: &ModuleHeader<'_>) -> Result<String, String> {
     if !k.errors().is_empty() {
-        return Err(k.errors().join("; "));
+        let errors: Vec<String> = k.errors().iter().map(ToString::to_string).collect();
+        return Err(errors.join("; "));
     }
     let mut ctx = Context::new();
     ctx.insert("kernel", &k.name);

@@ -24,6 +24,18 @@ impl RegClass {
     pub const ALL: [RegClass; 6] =
         [RegClass::Pred, RegClass::B8, RegClass::B16, RegClass::B32, RegClass::B64, RegClass::F32];
 
+    /// Position in [`RegClass::ALL`] (the register-count slot).
+    pub const fn slot(self) -> usize {
+        match self {
+            RegClass::Pred => 0,
+            RegClass::B8 => 1,
+            RegClass::B16 => 2,
+            RegClass::B32 => 3,
+            RegClass::B64 => 4,
+            RegClass::F32 => 5,
+        }
+    }
+
     /// Register name prefix (without `%`).
     pub fn prefix(self) -> &'static str {
         match self {

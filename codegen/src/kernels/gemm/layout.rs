@@ -1,24 +1,10 @@
-//! Where everything of a GEMM kernel lives: shared-memory offsets, TMEM columns, warp roles,
-//! barrier counts and descriptor constants, all derived from the resource model's budget.
+//! What a GEMM kernel is made of: its identity, tile sizes, warp roles, TMEM columns and
+//! descriptor constants, all derived from the description and its resource budget.
 
+use crate::ptx::CtaGroup;
 use moegen_dsl::abi::{GemmKey, gemm_roles};
-use moegen_dsl::resources::{K_STAGE, SF_TMEM_BUFFERS};
-use moegen_dsl::{FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput, Target};
-
-/// Reserved-block offsets (bytes from the dynamic shared base).
-pub const OFF_FULL: u32 = 0;
-/// Empty barriers, one per stage.
-pub const OFF_EMPTY: u32 = 128;
-/// Accumulator-full barriers.
-pub const OFF_ACC_FULL: u32 = 256;
-/// Accumulator-empty barriers.
-pub const OFF_ACC_EMPTY: u32 = 272;
-/// 2-CTA GEMM1: the peer's local gather-complete barriers, relayed to the leader.
-pub const OFF_GATHER_FULL: u32 = 288;
-/// TMEM base address slot.
-pub const OFF_TMEM_SLOT: u32 = 512;
-/// First stage.
-pub const OFF_STAGES: u32 = 1024;
+use moegen_dsl::resources::SF_TMEM_BUFFERS;
+use moegen_dsl::{FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput};
 
 /// Everything a GEMM builder needs, derived once.
 #[derive(Clone, Debug)]
@@ -27,8 +13,6 @@ pub struct GemmLayout {
     pub key: GemmKey,
     /// GEMM1 or GEMM2.
     pub kind: GemmKind,
-    /// Target.
-    pub target: Target,
     /// Routing tile rows (MMA M).
     pub tile: u32,
     /// MMA N.
@@ -72,7 +56,6 @@ impl GemmLayout {
         Self {
             key,
             kind: t.kind(),
-            target: desc.target(),
             tile,
             n,
             cm,
@@ -88,30 +71,6 @@ impl GemmLayout {
         }
     }
 
-    /// Threads per CTA.
-    pub fn threads(&self) -> u32 {
-        self.warps * 32
-    }
-    /// Byte offset of stage `s`'s A tile.
-    pub fn stage_a(&self, s: u32) -> u32 {
-        OFF_STAGES + s * self.budget.stage_bytes
-    }
-    /// Offset of the B tile within a stage.
-    pub fn b_in_stage(&self) -> u32 {
-        self.budget.a_stage_bytes
-    }
-    /// Offset of SFA within a stage.
-    pub fn sfa_in_stage(&self) -> u32 {
-        self.budget.a_stage_bytes + self.budget.b_stage_bytes
-    }
-    /// Offset of SFB within a stage.
-    pub fn sfb_in_stage(&self) -> u32 {
-        self.sfa_in_stage() + self.budget.sfa_stage_bytes
-    }
-    /// Epilogue staging.
-    pub fn epilogue_off(&self) -> u32 {
-        OFF_STAGES + self.budget.ab_stages * self.budget.stage_bytes
-    }
     /// TMEM columns of one scale-factor buffer (SFA then SFB).
     pub fn sf_cols_per_buffer(&self) -> u32 {
         self.budget.tmem_sf_columns / SF_TMEM_BUFFERS
@@ -130,29 +89,9 @@ impl GemmLayout {
     pub fn idesc(&self) -> u32 {
         (1 << 7) | (1 << 10) | ((self.n >> 3) << 17) | ((self.tile >> 4) << 24)
     }
-    /// `.cta_group::N` suffix.
-    pub fn cta_group(&self) -> &'static str {
-        if self.cm == 2 { "cta_group::2" } else { "cta_group::1" }
-    }
-    /// K stages per 256 elements.
-    pub fn k_stage(&self) -> u32 {
-        K_STAGE
-    }
-    /// Arrivals that complete a full barrier: the leader's producer, plus for GEMM1 every
-    /// gather thread (noinc) and, in 2-CTA mode, the peer's relay.
-    pub fn full_count(&self) -> u32 {
-        match self.kind {
-            GemmKind::Gemm1 => 1 + 128 + u32::from(self.cm == 2),
-            GemmKind::Gemm2 => 1,
-        }
-    }
-    /// Arrivals that complete an empty barrier: one commit per MMA issuer sharing the stage.
-    pub fn empty_count(&self) -> u32 {
-        self.cn
-    }
-    /// Arrivals that complete an accumulator-empty barrier: one per epilogue warp of the pair.
-    pub fn acc_empty_count(&self) -> u32 {
-        4 * self.cm
+    /// The CTA group of the MMA (the pair for 2-CTA tactics).
+    pub fn cta_group(&self) -> CtaGroup {
+        CtaGroup::of_size(self.cm)
     }
     /// Kernel entry name.
     pub fn name(&self) -> String {

@@ -1,0 +1,52 @@
+//! Parameter, global and shared-memory access helpers.
+
+use super::KernelBuilder;
+use crate::ptx::operand::Operand;
+use crate::ptx::ops::Alu;
+use crate::ptx::ops::memory::{ld, st};
+use crate::ptx::reg::{Reg, RegClass};
+use crate::ptx::types::{Space, Ty};
+
+impl KernelBuilder {
+    /// `ld.param.u32` of a declared parameter.
+    pub fn ld_param_u32(&mut self, name: &str) -> Reg {
+        let p = self.param(name);
+        self.op(RegClass::B32, ld(Space::Param, Ty::U32), vec![p.at(0)])
+    }
+    /// `ld.param.u64` of a declared parameter.
+    pub fn ld_param_u64(&mut self, name: &str) -> Reg {
+        let p = self.param(name);
+        self.op(RegClass::B64, ld(Space::Param, Ty::U64), vec![p.at(0)])
+    }
+    /// The generic address of a by-value tensor-map parameter (naming the param directly in
+    /// `cp.async.bulk.tensor` is rejected by ptxas).
+    pub fn param_generic_addr(&mut self, name: &str) -> Reg {
+        let p = self.param(name);
+        let d = self.op(RegClass::B64, Alu::Mov(Ty::U64), vec![p]);
+        self.emit_to(d, Alu::Cvta(Space::Param, Ty::U64), vec![d.into()]);
+        d
+    }
+    /// The 32-bit shared-window address of the dynamic shared array plus `offset`.
+    pub fn smem_addr(&mut self, offset: u32) -> Reg {
+        self.dynamic_smem = true;
+        let base = self.op(RegClass::B32, Alu::Mov(Ty::U32), vec![Operand::SharedArray]);
+        if offset == 0 { base } else { self.add_u32(base, offset) }
+    }
+
+    /// `ld.global.ty d, [addr]`.
+    pub fn ld_global(&mut self, ty: Ty, class: RegClass, addr: Reg) -> Reg {
+        self.op(class, ld(Space::Global, ty), vec![Operand::addr(addr)])
+    }
+    /// `ld.shared.ty d, [addr]`.
+    pub fn ld_shared(&mut self, ty: Ty, class: RegClass, addr: Reg) -> Reg {
+        self.op(class, ld(Space::Shared, ty), vec![Operand::addr(addr)])
+    }
+    /// `st.global.ty [addr], v`.
+    pub fn st_global(&mut self, ty: Ty, addr: Reg, v: impl Into<Operand>) {
+        self.emit(st(Space::Global, ty), vec![Operand::addr(addr), v.into()]);
+    }
+    /// `st.shared.ty [addr], v`.
+    pub fn st_shared(&mut self, ty: Ty, addr: Reg, v: impl Into<Operand>) {
+        self.emit(st(Space::Shared, ty), vec![Operand::addr(addr), v.into()]);
+    }
+}

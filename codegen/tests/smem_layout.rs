@@ -1,0 +1,170 @@
+//! The shared-memory allocator against the resource model: for every tactic, both targets,
+//! GEMM1 and both GEMM2 finalize modes, and every pipeline depth the model allows, the GEMM
+//! kernel's regions are aligned, disjoint, inside the reserved block where they belong and
+//! inside the dynamic shared memory the kernel requests; a budget they do not fit in is a
+//! build error.
+
+use moegen_codegen::kernel_set::gemm_kernel;
+use moegen_codegen::kernels::gemm::layout::GemmLayout;
+use moegen_codegen::kernels::gemm::smem::GemmSmem;
+use moegen_codegen::kernels::gemm::{build, build_layout};
+use moegen_codegen::ptx::smem::SmemError;
+use moegen_codegen::ptx::{BuildError, ModuleHeader, render_module};
+use moegen_dsl::abi::{KernelId, launch_facts};
+use moegen_dsl::resources::RESERVED_SMEM;
+use moegen_dsl::{
+    FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, Target, nvfp4_tactics,
+};
+
+/// Every distinct GEMM tactic with each epilogue variant, at the model's deepest pipelines.
+fn planned(target: Target) -> Vec<(GemmTactic, FinalizeMode)> {
+    let mut out = Vec::new();
+    for t in nvfp4_tactics() {
+        out.push((*t.gemm1(), FinalizeMode::default()));
+        for mode in [FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic] {
+            out.push((*t.gemm2(), mode));
+        }
+    }
+    out.sort_by_key(|(t, m)| format!("{t} {m:?} {target}"));
+    out.dedup();
+    out
+}
+
+fn desc(
+    target: Target,
+    t: GemmTactic,
+    mode: FinalizeMode,
+    depths: Option<(u32, u32)>,
+) -> KernelDesc {
+    let mut b = KernelDescBuilder::new(t).target(target);
+    if t.kind() == GemmKind::Gemm2 {
+        b = b.finalize(mode);
+    }
+    if let Some((ab, acc)) = depths {
+        b = b.depths(ab, acc);
+    }
+    b.build().unwrap()
+}
+
+fn check(d: &KernelDesc) {
+    let l = GemmLayout::new(d);
+    let name = format!("{} ab {} acc {}", l.name(), l.budget.ab_stages, l.budget.acc_stages);
+    let smem = GemmSmem::plan(&l).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let requested = launch_facts(&KernelId::Gemm(d.key())).unwrap().smem;
+    assert_eq!(requested.per_local_expert, 0, "{name}");
+    assert_eq!(requested.fixed, l.budget.smem_bytes, "{name}");
+    let leaves = smem.leaves();
+    for (i, r) in leaves.iter().enumerate() {
+        assert!(r.size > 0, "{name}: empty {r}");
+        assert!(r.is_aligned(), "{name}: misaligned {r}");
+        assert!(r.end() <= requested.fixed, "{name}: {r} past {} B", requested.fixed);
+        for q in &leaves[i + 1..] {
+            assert!(!r.overlaps(q), "{name}: {r} overlaps {q}");
+        }
+    }
+    // Barriers and the TMEM slot live in the reserved block, each ring's barriers sized by
+    // its depth; the stage tiles and staging come after it.
+    let bars = &smem.bars;
+    for (r, stages) in [
+        (bars.ab_full, l.budget.ab_stages),
+        (bars.ab_empty, l.budget.ab_stages),
+        (bars.acc_full, l.budget.acc_stages),
+        (bars.acc_empty, l.budget.acc_stages),
+    ]
+    .into_iter()
+    .chain(bars.relay_full.map(|r| (r, l.budget.ab_stages)))
+    {
+        assert_eq!(r.size, 8 * stages, "{name}: {r}");
+        assert!(r.end() <= l.budget.reserved_bytes, "{name}: {r}");
+    }
+    assert_eq!(bars.relay_full.is_some(), l.relay_warp.is_some(), "{name}");
+    assert!(smem.tmem_slot.end() <= l.budget.reserved_bytes, "{name}");
+    let after: Vec<_> = leaves.iter().filter(|r| r.offset >= l.budget.reserved_bytes).collect();
+    let staging = after.iter().filter(|r| r.name.contains("staging")).count();
+    assert_eq!(staging, if l.kind == GemmKind::Gemm1 { 1 } else { 2 }, "{name}");
+    assert_eq!(after.len() - staging, 4 * l.budget.ab_stages as usize, "{name}");
+    // Every stage is where the kernel addresses it: stage 0's tiles + s · stage_bytes.
+    for r in leaves.iter().filter(|r| r.index.is_some() && !r.name.contains("staging")) {
+        let s = r.index.unwrap_or(0);
+        let within = match r.name {
+            "A tile" => smem.a,
+            "B tile" => smem.b,
+            "SFA atoms" => smem.sfa,
+            "SFB atoms" => smem.sfb,
+            other => panic!("{name}: unexpected region {other}"),
+        };
+        assert_eq!(r.offset, smem.stages.offset + s * smem.stage_bytes + within, "{name}: {r}");
+    }
+    // And the kernel built on this layout renders.
+    gemm_kernel(d).unwrap_or_else(|e| panic!("{name}: {e}"));
+}
+
+#[test]
+fn every_tactic_and_depth_fits_aligned_and_disjoint() {
+    let mut checked = 0;
+    for target in Target::ALL {
+        for (t, mode) in planned(target) {
+            let max = desc(target, t, mode, None);
+            let (max_ab, max_acc) = (max.budget().ab_stages, max.budget().acc_stages);
+            assert!(max_ab >= 2 && max_acc >= 1, "{t}");
+            for ab in 2..=max_ab {
+                for acc in 1..=max_acc {
+                    check(&desc(target, t, mode, Some((ab, acc))));
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // 4 GEMM1 and 16 GEMM2 kernels per target, each at several depths.
+    assert!(checked >= 2 * 20 * 2, "only {checked} layouts checked");
+}
+
+fn header() -> ModuleHeader<'static> {
+    ModuleHeader { ptx_version: "8.8", target: "sm_100f", description: "test" }
+}
+
+fn deepest(kind: GemmKind) -> GemmLayout {
+    let t = nvfp4_tactics().into_iter().find(|t| t.gemm1().cta_group().size() == 2).unwrap();
+    let g = if kind == GemmKind::Gemm1 { *t.gemm1() } else { *t.gemm2() };
+    GemmLayout::new(&desc(Target::Sm100f, g, FinalizeMode::default(), None))
+}
+
+#[test]
+fn barriers_past_the_reserved_block_are_a_build_error() {
+    let mut l = deepest(GemmKind::Gemm1);
+    assert_eq!(l.budget.reserved_bytes, RESERVED_SMEM);
+    // Three rings of 64 stages need 1536 B of barriers: more than the reserved block.
+    l.budget.ab_stages = 64;
+    l.budget.smem_bytes = u32::MAX;
+    match GemmSmem::plan(&l) {
+        Err(SmemError::Overflow { arena, limit, .. }) => {
+            assert_eq!(arena, "the reserved block");
+            assert_eq!(limit, RESERVED_SMEM);
+        }
+        other => panic!("expected an overflow, got {other:?}"),
+    }
+    let (b, _) = build_layout(l);
+    assert!(matches!(b.errors(), [BuildError::Smem { .. }]), "{:?}", b.errors());
+    let err = render_module(&b, &header()).unwrap_err();
+    assert!(err.contains("reserved block"), "{err}");
+}
+
+#[test]
+fn stages_past_the_requested_shared_memory_are_a_build_error() {
+    let mut l = deepest(GemmKind::Gemm2);
+    l.budget.smem_bytes -= 1;
+    let err = GemmSmem::plan(&l).unwrap_err();
+    assert!(matches!(
+        err,
+        SmemError::Overflow { arena: "the requested dynamic shared memory", .. }
+    ));
+    let (b, _) = build_layout(l);
+    assert!(render_module(&b, &header()).is_err());
+}
+
+#[test]
+fn a_planned_kernel_builds_without_errors() {
+    let d = desc(Target::Sm100f, *nvfp4_tactics()[0].gemm1(), FinalizeMode::default(), None);
+    let (b, _) = build(&d);
+    assert!(b.errors().is_empty(), "{:?}", b.errors());
+}
