@@ -108,6 +108,30 @@ fn nvfp4(what: &'static str, t: &Nvfp4Tensor<'_>, rows: usize, cols: usize) -> R
     })
 }
 
+/// One MXFP4 tensor's packed values and linear UE8M0 codes, checked.
+pub(crate) fn mxfp4_linear(
+    what: &'static str,
+    t: &Mxfp4Tensor<'_>,
+    rows: usize,
+    cols: usize,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    if !cols.is_multiple_of(MXFP4_BLOCK) {
+        return Err(moegen_dsl::plan::PlanError::Alignment {
+            what,
+            value: cols as u64,
+            multiple: MXFP4_BLOCK as u64,
+            why: " (MXFP4 scale blocks)",
+        }
+        .into());
+    }
+    check_len(what, t.packed.len(), rows * cols / 2)?;
+    let s = linear_scales(what, t.scales, t.layout, rows, cols / MXFP4_BLOCK)?;
+    if let Some(offset) = s.iter().position(|&c| c == UE8M0_NAN) {
+        return Err(RuntimeError::NanScaleCode { what, offset });
+    }
+    Ok((t.packed.to_vec(), s))
+}
+
 /// MXFP4 tensors of one expert converted to NVFP4 with one shared global scale.
 fn mxfp4_group(
     expert: usize,

@@ -7,7 +7,9 @@ mod exact_dot;
 mod gemm1;
 mod gemm2;
 mod oracle;
+mod sm90;
 mod weights;
+mod wide_sum;
 
 pub use checkpoint::{
     CheckpointScales, ExpertTensors, Mxfp4Tensor, Nvfp4Tensor, import_mxfp4, import_nvfp4,
@@ -17,6 +19,11 @@ pub use gemm1::{Gemm1Output, gemm1_reference};
 pub use gemm2::{Routing, finalize, gemm2_contributions};
 pub use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 pub use oracle::{oracle_moe, relative_l2_error};
+pub use sm90::{
+    Sm90Gemm1Output, Sm90ReferenceRun, Sm90Weights, moe_reference_sm90, sm90_activations,
+    sm90_gemm1_reference, sm90_gemm2_contributions,
+};
+pub use wide_sum::wgmma_dot;
 pub use weights::{
     Nvfp4Activations, PreparedWeights, prepare_weights, quantize_activations, validate_weights,
     w1_scale_layout, w2_scale_layout,

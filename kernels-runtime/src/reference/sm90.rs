@@ -1,0 +1,363 @@
+//! The Hopper pipeline's arithmetic on the CPU (docs/reference.md, "Hopper"): weights are
+//! e2m1 · block scale in bf16 (exact), activations bf16 (A16) or NVFP4 dequantized to
+//! e2m1 · scale (A4, exact), each GEMM accumulates per 16-element K step as one `wgmma` does
+//! (exact sum, one f32 rounding), GEMM1's epilogue applies α1 and SwiGLU and writes bf16
+//! (A16) or NVFP4-requantized values dequantized to bf16 (A4), GEMM2 applies α2 · router
+//! weight and finalizes as on SM100.
+
+use half::bf16;
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::abi::sm90_weights::{scale_bytes, scale_position, value_bytes, value_position};
+use moegen_dsl::epilogue_math::{round_to_bf16, swiglu_f32};
+use moegen_dsl::formats::{
+    e2m1_to_f32, e4m3_to_f32, nibble_at, quantize_nvfp4, quantize_nvfp4_block, ue8m0_to_f32,
+};
+use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
+use moegen_dsl::{ActivationFormat, FinalizeMode, SwigluInput, TileSize};
+
+use super::checkpoint::{ExpertTensors, Mxfp4Tensor, mxfp4_linear};
+use super::gemm1::check_sort;
+use super::gemm2::{Routing, finalize};
+use super::weights::{PreparedWeights, validate_weights, w1_scale_layout, w2_scale_layout};
+use super::wide_sum::wgmma_dot;
+use crate::error::{Result, RuntimeError, check_len};
+use crate::routing::{SortOutputs, moe_sort};
+
+/// Expert weights for the Hopper GEMMs: kernel row order (W1's up/gate rows interleaved in
+/// blocks of 64), packed E2M1, one scale code per 16 values (UE4M3 for NVFP4; UE8M0 for
+/// MXFP4, each 32-block's code repeated for both halves), linear; and the factors of one
+/// activation format.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sm90Weights {
+    /// Scale encoding.
+    pub format: WeightFormat,
+    /// What the activations are (α1 and α2 depend on it).
+    pub activations: ActivationFormat,
+    /// `[L, 2I, H/2]`.
+    pub w1: Vec<u8>,
+    /// `[L, 2I, H/16]`.
+    pub w1_scales: Vec<u8>,
+    /// `[L, H, I/2]`.
+    pub w2: Vec<u8>,
+    /// `[L, H, I/16]`.
+    pub w2_scales: Vec<u8>,
+    /// GEMM1's factor per expert.
+    pub alpha1: Vec<f32>,
+    /// GEMM2's factor per expert.
+    pub alpha2: Vec<f32>,
+    /// The global scale GEMM1 requantizes with (A4).
+    pub fc2_input_scale: f32,
+}
+
+fn weight_value(format: WeightFormat, code: u8, scale: u8) -> Option<f32> {
+    let s = match format {
+        WeightFormat::Nvfp4 => e4m3_to_f32(scale),
+        WeightFormat::Mxfp4 => ue8m0_to_f32(scale),
+    };
+    let v = e2m1_to_f32(code) * s;
+    // e2m1 · scale must be a bf16 exactly, or the kernel's dequantization would round.
+    (v.is_finite() && f32::from(bf16::from_f32(v)) == v).then_some(v)
+}
+
+impl Sm90Weights {
+    /// From NVFP4 weights prepared for SM100 (`prepare_weights`, `import_nvfp4`): the same
+    /// codes with linear scales, and α for `activations` (A4 keeps α; A16 drops the
+    /// activations' global scale from α1 and `fc2_input_scale` from α2).
+    pub fn from_prepared(
+        shape: &MoeShape,
+        w: &PreparedWeights,
+        activations: ActivationFormat,
+    ) -> Result<Self> {
+        validate_weights(shape, w)?;
+        let (l1, l2) = (w1_scale_layout(shape)?, w2_scale_layout(shape)?);
+        let unswizzle = |s: &[u8], layout: &moegen_dsl::formats::Scale128x4| -> Result<Vec<u8>> {
+            let mut out = Vec::new();
+            for chunk in s.chunks_exact(layout.bytes()) {
+                out.extend(layout.unswizzle(chunk)?);
+            }
+            Ok(out)
+        };
+        let (alpha1, alpha2) = match activations {
+            ActivationFormat::Nvfp4 => (w.alpha1.clone(), w.alpha2.clone()),
+            ActivationFormat::Bf16 => (
+                w.w1_global_scale.iter().map(|g| 1.0 / g).collect(),
+                w.w2_global_scale.iter().map(|g| 1.0 / g).collect(),
+            ),
+        };
+        Ok(Self {
+            format: WeightFormat::Nvfp4,
+            activations,
+            w1: w.w1.clone(),
+            w1_scales: unswizzle(&w.w1_scales, &l1)?,
+            w2: w.w2.clone(),
+            w2_scales: unswizzle(&w.w2_scales, &l2)?,
+            alpha1,
+            alpha2,
+            fc2_input_scale: w.fc2_input_scale,
+        })
+    }
+
+    /// From MXFP4 checkpoint tensors, kept MXFP4 (the kernels dequantize UE8M0 scales):
+    /// α1 = 1/`input_scale` (A4) or 1 (A16), α2 = 1/`fc2_input_scale` (A4) or 1 (A16).
+    pub fn from_mxfp4(
+        shape: &MoeShape,
+        experts: &[ExpertTensors<Mxfp4Tensor<'_>>],
+        activations: ActivationFormat,
+        input_scale: f32,
+        fc2_input_scale: f32,
+    ) -> Result<Self> {
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        check_len("experts", experts.len(), l)?;
+        let mut out = Self {
+            format: WeightFormat::Mxfp4,
+            activations,
+            w1: Vec::with_capacity(l * i * h),
+            w1_scales: Vec::with_capacity(l * i * h / 8),
+            w2: Vec::with_capacity(l * h * i / 2),
+            w2_scales: Vec::with_capacity(l * h * i / 16),
+            alpha1: Vec::with_capacity(l),
+            alpha2: Vec::with_capacity(l),
+            fc2_input_scale,
+        };
+        for x in experts {
+            let (up, up_s) = mxfp4_linear("checkpoint up", &x.up, i, h)?;
+            let (gate, gate_s) = mxfp4_linear("checkpoint gate", &x.gate, i, h)?;
+            let (down, down_s) = mxfp4_linear("checkpoint down", &x.down, h, i)?;
+            let per16 = |s: &[u8]| s.iter().flat_map(|&c| [c, c]).collect::<Vec<u8>>();
+            let (up_s, gate_s) = (per16(&up_s), per16(&gate_s));
+            for b in 0..i / SWIGLU_INTERLEAVE {
+                for (v, s) in [(&up, &up_s), (&gate, &gate_s)] {
+                    let rows = b * SWIGLU_INTERLEAVE..(b + 1) * SWIGLU_INTERLEAVE;
+                    out.w1.extend_from_slice(&v[rows.start * h / 2..rows.end * h / 2]);
+                    out.w1_scales.extend_from_slice(&s[rows.start * h / 16..rows.end * h / 16]);
+                }
+            }
+            out.w2.extend_from_slice(&down);
+            out.w2_scales.extend(per16(&down_s));
+            let (a1, a2) = match activations {
+                ActivationFormat::Nvfp4 => (1.0 / input_scale, 1.0 / fc2_input_scale),
+                ActivationFormat::Bf16 => (1.0, 1.0),
+            };
+            out.alpha1.push(a1);
+            out.alpha2.push(a2);
+        }
+        out.validate(shape)?;
+        Ok(out)
+    }
+
+    /// Checks sizes, and that every weight dequantizes to a bf16 exactly.
+    pub fn validate(&self, shape: &MoeShape) -> Result<()> {
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        check_len("W1", self.w1.len(), l * i * h)?;
+        check_len("W1 scales", self.w1_scales.len(), l * i * h / 8)?;
+        check_len("W2", self.w2.len(), l * h * i / 2)?;
+        check_len("W2 scales", self.w2_scales.len(), l * h * i / 16)?;
+        check_len("alpha1", self.alpha1.len(), l)?;
+        check_len("alpha2", self.alpha2.len(), l)?;
+        if self.alpha1.iter().chain(&self.alpha2).any(|a| !a.is_finite()) {
+            return Err(RuntimeError::NonFinite { what: "alpha" });
+        }
+        for (what, s) in [("W1 scales", &self.w1_scales), ("W2 scales", &self.w2_scales)] {
+            // The largest code of each scale kind must still give a bf16 for ±6.
+            if let Some(offset) = s.iter().position(|&c| weight_value(self.format, 0x7, c).is_none())
+            {
+                return Err(RuntimeError::NanScaleCode { what, offset });
+            }
+        }
+        Ok(())
+    }
+
+    /// The weights in the Hopper kernels' fragment layout (`moegen_dsl::abi::sm90_weights`):
+    /// (W1, W1 scales, W2, W2 scales), expert after expert.
+    pub fn fragment_layout(&self, shape: &MoeShape) -> Result<[Vec<u8>; 4]> {
+        self.validate(shape)?;
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        let shuffle = |values: &[u8], scales: &[u8], rows: usize, k: usize| -> (Vec<u8>, Vec<u8>) {
+            let (vb, sb) = (value_bytes(rows, k), scale_bytes(rows, k));
+            let mut v = vec![0u8; l * vb];
+            let mut s = vec![0u8; l * sb];
+            for e in 0..l {
+                for r in 0..rows {
+                    for c in 0..k {
+                        let code = nibble_at(&values[e * vb..(e + 1) * vb], r * k + c).unwrap_or(0);
+                        if let Some((byte, nib)) = value_position(rows, k, r, c) {
+                            v[e * vb + byte] |= code << (4 * nib);
+                        }
+                        if c % 16 == 0
+                            && let Some(o) = scale_position(rows, k, r, c)
+                        {
+                            s[e * sb + o] = scales[e * sb + r * k / 16 + c / 16];
+                        }
+                    }
+                }
+            }
+            (v, s)
+        };
+        let (w1, s1) = shuffle(&self.w1, &self.w1_scales, 2 * i, h);
+        let (w2, s2) = shuffle(&self.w2, &self.w2_scales, h, i);
+        Ok([w1, s1, w2, s2])
+    }
+
+    /// Row `r` of one expert's matrix as bf16 bits (exact).
+    fn row_bf16(&self, values: &[u8], scales: &[u8], r: usize, k: usize) -> Vec<u16> {
+        (0..k)
+            .map(|c| {
+                let code = nibble_at(values, r * k + c).unwrap_or(0);
+                let v = weight_value(self.format, code, scales[r * k / 16 + c / 16]).unwrap_or(f32::NAN);
+                bf16::from_f32(v).to_bits()
+            })
+            .collect()
+    }
+}
+
+/// The activations GEMM1 reads: bf16 as given (A16), or NVFP4-quantized with `global_scale`
+/// and dequantized to e2m1 · scale (A4), exact.
+pub fn sm90_activations(
+    x: &[bf16],
+    tokens: usize,
+    hidden: usize,
+    activations: ActivationFormat,
+    global_scale: f32,
+) -> Result<Vec<bf16>> {
+    check_len("activations", x.len(), tokens * hidden)?;
+    match activations {
+        ActivationFormat::Bf16 => Ok(x.to_vec()),
+        ActivationFormat::Nvfp4 => {
+            let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+            let q = quantize_nvfp4(&f, tokens, hidden, global_scale)?;
+            Ok((0..tokens * hidden)
+                .map(|j| {
+                    let code = nibble_at(&q.packed, j).unwrap_or(0);
+                    let sf = e4m3_to_f32(q.scales[j / 16]);
+                    bf16::from_f32(e2m1_to_f32(code) * sf)
+                })
+                .collect())
+        }
+    }
+}
+
+/// GEMM1's bf16 output over permuted rows (padding rows zero).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sm90Gemm1Output {
+    /// Permuted rows.
+    pub rows: usize,
+    /// I.
+    pub cols: usize,
+    /// `[rows, I]`.
+    pub values: Vec<bf16>,
+}
+
+/// Hopper GEMM1 for every valid permuted row.
+pub fn sm90_gemm1_reference(
+    shape: &MoeShape,
+    x: &[bf16],
+    w: &Sm90Weights,
+    sort: &SortOutputs,
+    swiglu_input: SwigluInput,
+) -> Result<Sm90Gemm1Output> {
+    let (h, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
+    w.validate(shape)?;
+    let tokens = x.len() / h.max(1);
+    check_len("activations", x.len(), tokens * h)?;
+    check_sort(shape, sort, tokens)?;
+    let rows = sort.permuted_idx_to_expanded_idx.len();
+    let mut values = vec![bf16::ZERO; rows * i];
+    let (vb, sb) = (value_bytes(2 * i, h), scale_bytes(2 * i, h));
+    let mut hrow = vec![0f32; i];
+    for row in 0..rows {
+        let Some((e, token, _)) = sort.route_of_row(row, k) else { continue };
+        let xr: Vec<u16> = x[token * h..(token + 1) * h].iter().map(|v| v.to_bits()).collect();
+        let (wv, ws) = (&w.w1[e * vb..(e + 1) * vb], &w.w1_scales[e * sb..(e + 1) * sb]);
+        let alpha = w.alpha1[e];
+        for (j, out) in hrow.iter_mut().enumerate() {
+            let up_row = (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
+            let up = wgmma_dot(&xr, &w.row_bf16(wv, ws, up_row, h));
+            let gate = wgmma_dot(&xr, &w.row_bf16(wv, ws, up_row + SWIGLU_INTERLEAVE, h));
+            let (mut u, mut g) = (alpha * up, alpha * gate);
+            if swiglu_input == SwigluInput::Bf16 {
+                u = round_to_bf16(u);
+                g = round_to_bf16(g);
+            }
+            *out = swiglu_f32(u, g);
+        }
+        let dst = &mut values[row * i..(row + 1) * i];
+        match w.activations {
+            ActivationFormat::Bf16 => {
+                for (d, v) in dst.iter_mut().zip(&hrow) {
+                    *d = bf16::from_f32(*v);
+                }
+            }
+            ActivationFormat::Nvfp4 => {
+                for (b, block) in hrow.chunks_exact(16).enumerate() {
+                    let (q, sf) = quantize_nvfp4_block(block, w.fc2_input_scale);
+                    let s = e4m3_to_f32(sf);
+                    for (j, code) in q.into_iter().enumerate() {
+                        dst[b * 16 + j] = bf16::from_f32(e2m1_to_f32(code) * s);
+                    }
+                }
+            }
+        }
+    }
+    Ok(Sm90Gemm1Output { rows, cols: i, values })
+}
+
+/// Hopper GEMM2: each route's `bf16(acc · (α2[e] · w))`, `[N·k, H]`.
+pub fn sm90_gemm2_contributions(
+    shape: &MoeShape,
+    h_in: &Sm90Gemm1Output,
+    w: &Sm90Weights,
+    sort: &SortOutputs,
+    routing: &Routing,
+) -> Result<Vec<f32>> {
+    let (hid, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
+    check_len("router weights", routing.weights.len(), routing.tokens * k)?;
+    if routing.weights.iter().any(|v| !v.is_finite()) {
+        return Err(RuntimeError::NonFinite { what: "router weights" });
+    }
+    check_len("GEMM1 output", h_in.values.len(), h_in.rows * i)?;
+    let (vb, sb) = (value_bytes(hid, i), scale_bytes(hid, i));
+    let mut contrib = vec![0f32; routing.tokens * k * hid];
+    for row in 0..h_in.rows {
+        let Some((e, token, slot)) = sort.route_of_row(row, k) else { continue };
+        let a: Vec<u16> = h_in.values[row * i..(row + 1) * i].iter().map(|v| v.to_bits()).collect();
+        let (wv, ws) = (&w.w2[e * vb..(e + 1) * vb], &w.w2_scales[e * sb..(e + 1) * sb]);
+        let s = w.alpha2[e] * routing.weights[token * k + slot];
+        let dst = &mut contrib[(token * k + slot) * hid..(token * k + slot + 1) * hid];
+        for (n, d) in dst.iter_mut().enumerate() {
+            *d = round_to_bf16(wgmma_dot(&a, &w.row_bf16(wv, ws, n, i)) * s);
+        }
+    }
+    Ok(contrib)
+}
+
+/// Every intermediate of one Hopper reference run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sm90ReferenceRun {
+    /// Routing sort outputs.
+    pub sort: SortOutputs,
+    /// GEMM1's bf16 output.
+    pub gemm1: Sm90Gemm1Output,
+    /// `[tokens, H]` output.
+    pub output: Vec<bf16>,
+}
+
+/// The whole Hopper layer on the CPU: `x` is the bf16 input (A4 quantizes it with
+/// `input_scale` first, as the device's quantize-dequantize kernel does).
+#[allow(clippy::too_many_arguments)]
+pub fn moe_reference_sm90(
+    shape: &MoeShape,
+    x: &[bf16],
+    input_scale: f32,
+    w: &Sm90Weights,
+    routing: &Routing,
+    tile: TileSize,
+    swiglu_input: SwigluInput,
+    finalize_mode: FinalizeMode,
+) -> Result<Sm90ReferenceRun> {
+    let acts = sm90_activations(x, routing.tokens, shape.hidden, w.activations, input_scale)?;
+    let sort = moe_sort(&routing.experts, routing.tokens, &shape.window, tile)?;
+    let gemm1 = sm90_gemm1_reference(shape, &acts, w, &sort, swiglu_input)?;
+    let contrib = sm90_gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
+    let output = finalize(&contrib, routing.tokens, shape.top_k(), shape.hidden, finalize_mode)?;
+    Ok(Sm90ReferenceRun { sort, gemm1, output })
+}
