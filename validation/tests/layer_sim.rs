@@ -4,8 +4,9 @@
 //! autotuning with a cache that round-trips.
 
 use half::bf16;
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::{FinalizeMode, SwigluInput, TileSize};
+use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, TileSize};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::*;
@@ -77,10 +78,16 @@ fn workspace(s: &mut Setup, deterministic: bool) -> Workspace {
 }
 
 fn layer(s: &mut Setup, finalize: FinalizeMode) -> MoeLayer {
-    let config = LayerConfig { shape: s.shape, swiglu_input: SwigluInput::F32, finalize };
+    let config = LayerConfig { finalize, ..LayerConfig::new(s.shape) };
     let weights = LayerWeights::upload(&mut s.sim, &s.shape, &s.prepared, s.input_scale).unwrap();
     let kernels = KernelSet::builtin();
-    let tactics = MoeLayer::candidates(&config, &kernels, MAX_TOKENS as u64);
+    let tactics = MoeLayer::candidates(
+        &config,
+        &kernels,
+        MAX_TOKENS as u64,
+        Arch::Sm100,
+        WeightFormat::Nvfp4,
+    );
     assert_eq!(tactics.len(), 16, "every tactic applies at H 512, I 256");
     let dev = DeviceModel::b200().with_sms(s.sim.sm_count());
     let table = DispatchTable::analytic(&s.shape, MAX_TOKENS as u64, &tactics, &dev).unwrap();
@@ -178,7 +185,14 @@ fn every_bad_input_is_refused_before_any_launch() {
         Err(LayerError::BufferTooSmall { buffer: "workspace", .. })
     ));
     // Weights in the engine's memory must be complete.
-    let e = LayerWeights::from_device(&s.shape, &[]).unwrap_err();
+    let e = LayerWeights::from_device(
+        &s.shape,
+        Arch::Sm100,
+        WeightFormat::Nvfp4,
+        ActivationFormat::Nvfp4,
+        &[],
+    )
+    .unwrap_err();
     assert!(matches!(e, LayerError::BufferTooSmall { buffer: "w1", .. }), "{e}");
     // Bad weights and scales are refused at upload.
     let mut nan = s.prepared.clone();
@@ -214,13 +228,9 @@ fn a_captured_graph_replays_the_eager_bytes() {
 #[test]
 fn the_analytic_table_covers_every_bucket_and_prefers_small_tiles_for_small_batches() {
     let s = setup(1);
-    let config = LayerConfig {
-        shape: s.shape,
-        swiglu_input: SwigluInput::F32,
-        finalize: FinalizeMode::BulkReduceAdd,
-    };
+    let config = LayerConfig::new(s.shape);
     let kernels = KernelSet::builtin();
-    let tactics = MoeLayer::candidates(&config, &kernels, 16384);
+    let tactics = MoeLayer::candidates(&config, &kernels, 16384, Arch::Sm100, WeightFormat::Nvfp4);
     let dev = DeviceModel::b200();
     let t = DispatchTable::analytic(&s.shape, 16384, &tactics, &dev).unwrap();
     assert_eq!(t.choices().len(), t.buckets().buckets().len());

@@ -8,10 +8,12 @@ use std::sync::Mutex;
 
 use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
 use moegen_dsl::abi::{Buffer, GemmKey, KernelId, KernelInfo, MapDims, Scalar, SimtFamily};
+use moegen_dsl::abi::{SimtTarget, WeightFormat};
+use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::plan::MoeShape;
 use moegen_dsl::{
-    FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder, MoeTactic, SwigluInput, Target,
-    nvfp4_tactics,
+    ActivationFormat, Arch, FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder, MoeTactic,
+    SwigluInput, Target, tactics_for,
 };
 
 use super::dispatch::{DispatchTable, applicable};
@@ -30,6 +32,21 @@ pub struct LayerConfig {
     pub swiglu_input: SwigluInput,
     /// How routes are summed into the output.
     pub finalize: FinalizeMode,
+    /// What the activations entering GEMM1 are: NVFP4 (quantized on the device; SM100's
+    /// only choice) or bf16 (Hopper's A16).
+    pub activations: ActivationFormat,
+}
+
+impl LayerConfig {
+    /// NVFP4 activations, f32 SwiGLU inputs, bulk reduce-add finalize.
+    pub fn new(shape: MoeShape) -> Self {
+        Self {
+            shape,
+            swiglu_input: SwigluInput::F32,
+            finalize: FinalizeMode::BulkReduceAdd,
+            activations: ActivationFormat::Nvfp4,
+        }
+    }
 }
 
 /// One forward pass's buffers, all the caller's: bf16 activations `[tokens, H]`, top-k
@@ -63,13 +80,25 @@ pub struct MoeLayer {
     weights: LayerWeights,
     dispatch: DispatchTable,
     resolved: Vec<Resolved>,
-    simt: [&'static KernelInfo; 5],
+    simt: [&'static KernelInfo; 4],
+    /// The activation step: NVFP4 quantization (SM100), quantize-dequantize (Hopper A4), or
+    /// none (Hopper A16).
+    activation_kernel: Option<&'static KernelInfo>,
     print_tactic: bool,
     printed: Mutex<BTreeSet<u64>>,
 }
 
-fn gemm_key(g: &GemmTactic, c: &LayerConfig, target: Target) -> Result<GemmKey, LayerError> {
-    let mut d = KernelDescBuilder::new(*g).target(target);
+fn gemm_key(
+    g: &GemmTactic,
+    c: &LayerConfig,
+    format: WeightFormat,
+    target: Target,
+) -> Result<GemmKey, LayerError> {
+    let fmt = match format {
+        WeightFormat::Nvfp4 => BlockScaledFormat::NVFP4,
+        WeightFormat::Mxfp4 => BlockScaledFormat::MXFP4,
+    };
+    let mut d = KernelDescBuilder::new(*g).target(target).format(fmt).activations(c.activations);
     d = match g.kind() {
         GemmKind::Gemm1 => d.swiglu_input(c.swiglu_input),
         GemmKind::Gemm2 => d.finalize(c.finalize),
@@ -77,15 +106,16 @@ fn gemm_key(g: &GemmTactic, c: &LayerConfig, target: Target) -> Result<GemmKey, 
     d.build().map(|d| d.key()).map_err(|e| LayerError::MissingKernel(e.to_string()))
 }
 
-/// The set's GEMM kernel for `g` under `c`, for any SM100 target it holds.
+/// The set's GEMM kernel for `g` under `c`, for any target of `g`'s generation it holds.
 fn gemm_kernel(
     kernels: &KernelSet,
     g: &GemmTactic,
     c: &LayerConfig,
+    format: WeightFormat,
 ) -> Result<&'static KernelInfo, LayerError> {
     let mut tried = Vec::new();
-    for target in Target::ALL {
-        let id = KernelId::Gemm(gemm_key(g, c, target)?);
+    for target in Target::ALL.into_iter().filter(|t| t.arch() == g.arch()) {
+        let id = KernelId::Gemm(gemm_key(g, c, format, target)?);
         if let Some(k) = kernels.find(&id) {
             return Ok(k);
         }
@@ -94,18 +124,29 @@ fn gemm_kernel(
     Err(LayerError::MissingKernel(tried.join(" or ")))
 }
 
+/// The generation of kernels `b` runs.
+pub fn arch_of(b: &dyn Backend) -> Arch {
+    match b.simt_target() {
+        SimtTarget::Sm100f => Arch::Sm100,
+        SimtTarget::Sm90a => Arch::Sm90,
+    }
+}
+
 impl MoeLayer {
-    /// The tactics `kernels` can run for a layer of `config` with up to `max_tokens` tokens.
+    /// The tactics `kernels` can run on a device of generation `arch` for a layer of
+    /// `config` whose weights are in `format`, with up to `max_tokens` tokens.
     pub fn candidates(
         config: &LayerConfig,
         kernels: &KernelSet,
         max_tokens: u64,
+        arch: Arch,
+        format: WeightFormat,
     ) -> Vec<MoeTactic> {
-        applicable(&config.shape, max_tokens, &nvfp4_tactics())
+        applicable(&config.shape, max_tokens, &tactics_for(arch))
             .into_iter()
             .filter(|t| {
-                gemm_kernel(kernels, t.gemm1(), config).is_ok()
-                    && gemm_kernel(kernels, t.gemm2(), config).is_ok()
+                gemm_kernel(kernels, t.gemm1(), config, format).is_ok()
+                    && gemm_kernel(kernels, t.gemm2(), config, format).is_ok()
             })
             .collect()
     }
@@ -125,19 +166,35 @@ impl MoeLayer {
                 reason: "the weights were prepared for another shape".into(),
             });
         }
+        let arch = arch_of(b);
+        if weights.arch != arch {
+            return Err(LayerError::WorkspaceMismatch {
+                reason: format!(
+                    "the weights are laid out for {:?}, the device is {arch:?}",
+                    weights.arch
+                ),
+            });
+        }
+        if arch == Arch::Sm90 && weights.activations != config.activations {
+            return Err(LayerError::WorkspaceMismatch {
+                reason: "the weights' α were computed for the other activation format".into(),
+            });
+        }
+        let format = weights.format;
         let mut resolved = Vec::new();
-        for t in applicable(&config.shape, dispatch.buckets().max_tokens(), &nvfp4_tactics()) {
-            if let (Ok(gemm1), Ok(gemm2)) =
-                (gemm_kernel(kernels, t.gemm1(), &config), gemm_kernel(kernels, t.gemm2(), &config))
-            {
+        for t in applicable(&config.shape, dispatch.buckets().max_tokens(), &tactics_for(arch)) {
+            if let (Ok(gemm1), Ok(gemm2)) = (
+                gemm_kernel(kernels, t.gemm1(), &config, format),
+                gemm_kernel(kernels, t.gemm2(), &config, format),
+            ) {
                 resolved.push(Resolved { tactic: t, gemm1, gemm2 });
             }
         }
         for t in dispatch.choices() {
             if !resolved.iter().any(|r| r.tactic == *t) {
                 // Name the missing kernels when that is the reason.
-                gemm_kernel(kernels, t.gemm1(), &config)?;
-                gemm_kernel(kernels, t.gemm2(), &config)?;
+                gemm_kernel(kernels, t.gemm1(), &config, format)?;
+                gemm_kernel(kernels, t.gemm2(), &config, format)?;
                 return Err(LayerError::NoTactic(format!("{t} does not apply to this layer")));
             }
         }
@@ -149,15 +206,25 @@ impl MoeLayer {
             simt_kernel(SimtFamily::MoeSortHistogram)?,
             simt_kernel(SimtFamily::MoeSortOffsets)?,
             simt_kernel(SimtFamily::MoeSortScatter)?,
-            simt_kernel(SimtFamily::QuantizeNvfp4)?,
             simt_kernel(SimtFamily::FinalizeReduce)?,
         ];
+        let activation_kernel = match (arch, config.activations) {
+            (Arch::Sm100, ActivationFormat::Nvfp4) => Some(simt_kernel(SimtFamily::QuantizeNvfp4)?),
+            (Arch::Sm90, ActivationFormat::Nvfp4) => Some(simt_kernel(SimtFamily::QdqNvfp4)?),
+            (Arch::Sm90, ActivationFormat::Bf16) => None,
+            (Arch::Sm100, ActivationFormat::Bf16) => {
+                return Err(LayerError::NoTactic(
+                    "bf16 activations need Hopper: the SM100 MMA takes NVFP4".into(),
+                ));
+            }
+        };
         Ok(Self {
             config,
             weights,
             dispatch,
             resolved,
             simt,
+            activation_kernel,
             print_tactic: std::env::var_os("MOEGEN_PRINT_TACTIC").is_some_and(|v| v != "0"),
             printed: Mutex::new(BTreeSet::new()),
         })
@@ -204,6 +271,13 @@ impl MoeLayer {
         }
         if !spec.tile_sizes.contains(&tactic.tile()) {
             return mismatch(format!("tile size {} is not served", tactic.tile()));
+        }
+        if spec.arch != tactic.arch() {
+            return mismatch(format!(
+                "planned for {:?}, the layer runs {:?}",
+                spec.arch,
+                tactic.arch()
+            ));
         }
         if self.config.finalize == FinalizeMode::Deterministic && !spec.deterministic {
             return mismatch("no deterministic finalize scratch".into());
@@ -310,12 +384,14 @@ impl MoeLayer {
             b.launch(k, shape, &args)?;
             Ok(())
         };
-        let [hist, offsets, scatter, quantize, finalize] = self.simt;
+        let [hist, offsets, scatter, finalize] = self.simt;
         ws.reset_errors(b)?;
         run(b, hist)?;
         run(b, offsets)?;
         run(b, scatter)?;
-        run(b, quantize)?;
+        if let Some(k) = self.activation_kernel {
+            run(b, k)?;
+        }
         if self.config.finalize == FinalizeMode::BulkReduceAdd {
             b.memset(io.output.ptr, 0, io.tokens * s.hidden * 2)?;
         }

@@ -1,7 +1,8 @@
 //! Device memory as the layer sees it: slices with their sizes (the engine's or our own),
 //! the shared workspace, and a layer's weights.
 
-use moegen_dsl::abi::Buffer;
+use moegen_dsl::ActivationFormat;
+use moegen_dsl::abi::{Buffer, SimtTarget, WeightFormat};
 use moegen_dsl::plan::{
     ERROR_WORDS, ExpertWindow, MoeShape, WorkspacePlan, WorkspaceRequest, plan_workspace,
 };
@@ -10,7 +11,7 @@ use moegen_dsl::{Arch, TileSize};
 use super::error::LayerError;
 use crate::backend::{Backend, DevicePtr};
 use crate::error::RuntimeError;
-use crate::reference::{PreparedWeights, validate_weights};
+use crate::reference::{PreparedWeights, Sm90Weights, validate_weights};
 
 /// A device buffer and its size in bytes; the engine's memory or the backend's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,17 +180,23 @@ pub(crate) fn decode_errors(w: &[u32], window: &ExpertWindow) -> Result<(), Laye
     Err(LayerError::DeviceFlags(flags))
 }
 
-/// A layer's weights on the device, uploaded once (or the engine's, by address).
+/// A layer's weights on the device, uploaded once (or the engine's, by address), in the
+/// layout of one GPU generation's kernels.
 #[derive(Clone, Debug)]
 pub struct LayerWeights {
     pub(crate) shape: MoeShape,
     pub(crate) buffers: Vec<(Buffer, DeviceSlice)>,
+    pub(crate) arch: Arch,
+    pub(crate) format: WeightFormat,
+    pub(crate) activations: ActivationFormat,
 }
 
 impl LayerWeights {
-    /// Uploads prepared weights (`reference::prepare_weights`, `import_nvfp4`,
+    /// Uploads prepared NVFP4 weights (`reference::prepare_weights`, `import_nvfp4`,
     /// `import_mxfp4`) and the activation global scale `input_scale` (the static scale the
-    /// layer quantizes its bf16 input with, and that `alpha1` was computed for).
+    /// layer quantizes its bf16 input with, and that `alpha1` was computed for). On a Hopper
+    /// device they are re-laid into its fragment layout for NVFP4 activations (A4: the
+    /// Blackwell arithmetic); use [`Self::upload_sm90`] for bf16 activations or MXFP4.
     pub fn upload(
         b: &mut dyn Backend,
         shape: &MoeShape,
@@ -197,36 +204,90 @@ impl LayerWeights {
         input_scale: f32,
     ) -> Result<Self, LayerError> {
         validate_weights(shape, w)?;
-        if !(input_scale.is_finite() && input_scale > 0.0) {
-            return Err(RuntimeError::BadScale { what: "input scale", value: input_scale }.into());
+        if b.simt_target() == SimtTarget::Sm90a {
+            let hw = Sm90Weights::from_prepared(shape, w, ActivationFormat::Nvfp4)?;
+            return Self::upload_sm90(b, shape, &hw, input_scale);
         }
-        let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-        let parts: [(Buffer, Vec<u8>); 8] = [
+        let parts = [
             (Buffer::W1, w.w1.clone()),
             (Buffer::W1Scales, w.w1_scales.clone()),
             (Buffer::W2, w.w2.clone()),
             (Buffer::W2Scales, w.w2_scales.clone()),
-            (Buffer::Alpha1, f32s(&w.alpha1)),
-            (Buffer::Alpha2, f32s(&w.alpha2)),
-            (Buffer::Fc2InputScale, w.fc2_input_scale.to_le_bytes().to_vec()),
+        ];
+        let mut out = Self {
+            shape: *shape,
+            buffers: Vec::new(),
+            arch: Arch::Sm100,
+            format: WeightFormat::Nvfp4,
+            activations: ActivationFormat::Nvfp4,
+        };
+        out.push_all(b, parts, &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
+        Ok(out)
+    }
+
+    /// Uploads Hopper weights (`reference::Sm90Weights`: NVFP4 or MXFP4, α for one
+    /// activation format) in the sm_90a kernels' fragment layout.
+    pub fn upload_sm90(
+        b: &mut dyn Backend,
+        shape: &MoeShape,
+        w: &Sm90Weights,
+        input_scale: f32,
+    ) -> Result<Self, LayerError> {
+        let [w1, s1, w2, s2] = w.fragment_layout(shape)?;
+        let parts =
+            [(Buffer::W1, w1), (Buffer::W1Scales, s1), (Buffer::W2, w2), (Buffer::W2Scales, s2)];
+        let mut out = Self {
+            shape: *shape,
+            buffers: Vec::new(),
+            arch: Arch::Sm90,
+            format: w.format,
+            activations: w.activations,
+        };
+        out.push_all(b, parts, &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
+        Ok(out)
+    }
+
+    fn push_all(
+        &mut self,
+        b: &mut dyn Backend,
+        parts: [(Buffer, Vec<u8>); 4],
+        alpha1: &[f32],
+        alpha2: &[f32],
+        fc2_input_scale: f32,
+        input_scale: f32,
+    ) -> Result<(), LayerError> {
+        for (what, v) in [("input scale", input_scale), ("fc2 input scale", fc2_input_scale)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(RuntimeError::BadScale { what, value: v }.into());
+            }
+        }
+        let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let rest = [
+            (Buffer::Alpha1, f32s(alpha1)),
+            (Buffer::Alpha2, f32s(alpha2)),
+            (Buffer::Fc2InputScale, fc2_input_scale.to_le_bytes().to_vec()),
             (Buffer::ActivationGlobalScale, input_scale.to_le_bytes().to_vec()),
         ];
-        let mut buffers = Vec::with_capacity(parts.len());
-        for (buf, bytes) in parts {
+        for (buf, bytes) in parts.into_iter().chain(rest) {
             let ptr = b.upload_new(&bytes)?;
-            buffers.push((buf, DeviceSlice::new(ptr, bytes.len() as u64)));
+            self.buffers.push((buf, DeviceSlice::new(ptr, bytes.len() as u64)));
         }
-        Ok(Self { shape: *shape, buffers })
+        Ok(())
     }
 
     /// Weights already on the device (the engine's memory), each checked against `shape`:
     /// W1, W1 scales, W2, W2 scales, α1, α2, `fc2_input_scale` and the activation global
-    /// scale, in kernel layout (see `reference::PreparedWeights`).
+    /// scale, in the layout of `arch`'s kernels (SM100: `reference::PreparedWeights`;
+    /// Hopper: `Sm90Weights::fragment_layout`), with the scale encoding `format` and α for
+    /// `activations`.
     pub fn from_device(
         shape: &MoeShape,
+        arch: Arch,
+        format: WeightFormat,
+        activations: ActivationFormat,
         buffers: &[(Buffer, DeviceSlice)],
     ) -> Result<Self, LayerError> {
-        let need = Self::sizes(shape)?;
+        let need = Self::sizes(shape, arch)?;
         let mut out = Vec::with_capacity(need.len());
         for (buf, bytes) in need {
             let slice = buffers.iter().find(|(b, _)| *b == buf).map(|(_, s)| *s).ok_or(
@@ -235,15 +296,20 @@ impl LayerWeights {
             slice.check(buf.name(), bytes, 16)?;
             out.push((buf, slice));
         }
-        Ok(Self { shape: *shape, buffers: out })
+        Ok(Self { shape: *shape, buffers: out, arch, format, activations })
     }
 
-    /// The buffers a layer's weights consist of, with their sizes in bytes.
-    pub fn sizes(shape: &MoeShape) -> Result<Vec<(Buffer, u64)>, LayerError> {
+    /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes.
+    pub fn sizes(shape: &MoeShape, arch: Arch) -> Result<Vec<(Buffer, u64)>, LayerError> {
         let (h, i, l) =
             (shape.hidden as u64, shape.intermediate as u64, shape.local_experts() as u64);
-        let s1 = crate::reference::w1_scale_layout(shape)?.bytes() as u64;
-        let s2 = crate::reference::w2_scale_layout(shape)?.bytes() as u64;
+        let (s1, s2) = match arch {
+            Arch::Sm100 => (
+                crate::reference::w1_scale_layout(shape)?.bytes() as u64,
+                crate::reference::w2_scale_layout(shape)?.bytes() as u64,
+            ),
+            Arch::Sm90 => (2 * i * h / 16, h * i / 16),
+        };
         Ok(vec![
             (Buffer::W1, l * i * h),
             (Buffer::W1Scales, l * s1),
@@ -259,5 +325,13 @@ impl LayerWeights {
     /// The layer shape these weights are for.
     pub fn shape(&self) -> &MoeShape {
         &self.shape
+    }
+    /// The generation whose layout they are in.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+    /// Their scale encoding.
+    pub fn format(&self) -> WeightFormat {
+        self.format
     }
 }

@@ -12,7 +12,7 @@ mod tune;
 
 pub use dispatch::{ChoiceSource, DeviceModel, DispatchTable, applicable, estimate_us};
 pub use error::LayerError;
-pub use forward::{ForwardIo, LayerConfig, MoeLayer};
+pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};
 pub use kernel_set::KernelSet;
 pub use memory::{DeviceSlice, LayerWeights, WORKSPACE_ALIGN, Workspace, WorkspaceSpec};
 pub use tune::{Trial, TuneKey, TuneOptions, TuneReport, autotune, balanced_routing, tune_key};

@@ -23,11 +23,11 @@ pub use sm90::{
     Sm90Gemm1Output, Sm90ReferenceRun, Sm90Weights, moe_reference_sm90, sm90_activations,
     sm90_gemm1_reference, sm90_gemm2_contributions,
 };
-pub use wide_sum::wgmma_dot;
 pub use weights::{
     Nvfp4Activations, PreparedWeights, prepare_weights, quantize_activations, validate_weights,
     w1_scale_layout, w2_scale_layout,
 };
+pub use wide_sum::wgmma_dot;
 
 use half::bf16;
 use moegen_dsl::{FinalizeMode, SwigluInput, TileSize};

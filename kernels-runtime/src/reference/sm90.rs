@@ -159,7 +159,8 @@ impl Sm90Weights {
         }
         for (what, s) in [("W1 scales", &self.w1_scales), ("W2 scales", &self.w2_scales)] {
             // The largest code of each scale kind must still give a bf16 for ±6.
-            if let Some(offset) = s.iter().position(|&c| weight_value(self.format, 0x7, c).is_none())
+            if let Some(offset) =
+                s.iter().position(|&c| weight_value(self.format, 0x7, c).is_none())
             {
                 return Err(RuntimeError::NanScaleCode { what, offset });
             }
@@ -203,7 +204,8 @@ impl Sm90Weights {
         (0..k)
             .map(|c| {
                 let code = nibble_at(values, r * k + c).unwrap_or(0);
-                let v = weight_value(self.format, code, scales[r * k / 16 + c / 16]).unwrap_or(f32::NAN);
+                let v = weight_value(self.format, code, scales[r * k / 16 + c / 16])
+                    .unwrap_or(f32::NAN);
                 bf16::from_f32(v).to_bits()
             })
             .collect()

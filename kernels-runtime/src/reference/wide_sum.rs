@@ -59,7 +59,13 @@ impl WideSum {
 
     /// Adds an f32 exactly.
     pub(crate) fn add_f32(&mut self, v: f32) {
-        self.add_parts(v.to_bits() >> 31, (v.to_bits() >> 23) & 0xFF, v.to_bits() & 0x7F_FFFF, 23, 127);
+        self.add_parts(
+            v.to_bits() >> 31,
+            (v.to_bits() >> 23) & 0xFF,
+            v.to_bits() & 0x7F_FFFF,
+            23,
+            127,
+        );
     }
 
     /// Adds the exact product of two bf16 values.

@@ -1,0 +1,203 @@
+//! The Hopper arithmetic on the CPU: the wgmma accumulation model, the fragment layout the
+//! weights are uploaded in, and the whole layer in both activation formats against the SM100
+//! reference and the unquantized oracle.
+
+use half::bf16;
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::abi::sm90_weights::value_position;
+use moegen_dsl::formats::{MxScaleRule, block_amax, nibble_at, nvfp4_global_scale, quantize_mxfp4};
+use moegen_dsl::{ActivationFormat, FinalizeMode, SwigluInput, TileSize};
+use moegen_runtime::reference::*;
+use moegen_runtime::routing::ExpertWindow;
+
+mod common;
+use common::Rng;
+
+fn b(v: f32) -> u16 {
+    bf16::from_f32(v).to_bits()
+}
+
+#[test]
+fn one_wgmma_step_rounds_the_exact_sum_once() {
+    // 2^100 − 2^100 + 1: a sequential f32 sum loses the 1 to rounding; the exact one keeps it.
+    let big = 2f32.powi(100);
+    let x = [b(big), b(1.0), b(-big), b(0.0)];
+    let w = [b(1.0), b(1.0), b(1.0), b(0.0)];
+    assert_eq!(wgmma_dot(&x, &w), 1.0);
+    // 1 + 2^-24 + 2^-24 is 1 + 2^-23 exactly: one rounding, no tie broken too early.
+    let t = 2f32.powi(-24);
+    assert_eq!(wgmma_dot(&[b(1.0), b(t), b(t)], &[b(1.0), b(1.0), b(1.0)]), 1.0 + 2.0 * t);
+    // The accumulator is rounded between 16-element steps: 2^24 + 1 rounds to 2^24 (tie to
+    // even) after step one, and step two's +1 ties to 2^24 again; one rounding over all 32
+    // products would give the representable 2^24 + 2.
+    let mut x = vec![b(0.0); 32];
+    let mut w = vec![b(0.0); 32];
+    (x[0], w[0]) = (b(2f32.powi(12)), b(2f32.powi(12)));
+    (x[1], w[1]) = (b(1.0), b(1.0));
+    (x[16], w[16]) = (b(1.0), b(1.0));
+    assert_eq!(wgmma_dot(&x, &w), 2f32.powi(24));
+    // Signed zeros, infinities and NaN.
+    assert!(wgmma_dot(&[b(f32::INFINITY)], &[b(0.0)]).is_nan());
+    assert_eq!(wgmma_dot(&[b(f32::INFINITY)], &[b(-1.0)]), f32::NEG_INFINITY);
+    assert!(wgmma_dot(&[b(f32::NAN)], &[b(1.0)]).is_nan());
+    // Subnormal products are kept exactly.
+    let tiny = f32::from_bits(0x0001_0000); // a bf16 subnormal
+    assert_eq!(wgmma_dot(&[b(tiny)], &[b(1.0)]), tiny);
+}
+
+struct Problem {
+    shape: MoeShape,
+    x: Vec<f32>,
+    up: Vec<f32>,
+    gate: Vec<f32>,
+    down: Vec<f32>,
+    routing: Routing,
+    gs_x: f32,
+    prepared: PreparedWeights,
+}
+
+fn problem(tokens: usize) -> Problem {
+    let (h, i) = (256, 128);
+    let shape = MoeShape::new(h, i, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let mut r = Rng(11);
+    let x: Vec<f32> = (0..tokens * h).map(|_| r.normal()).collect();
+    let s = 1.0 / (h as f32).sqrt();
+    let up: Vec<f32> = (0..4 * i * h).map(|_| r.normal() * s).collect();
+    let gate: Vec<f32> = (0..4 * i * h).map(|_| r.normal() * s).collect();
+    let down: Vec<f32> = (0..4 * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
+    let experts: Vec<i32> = (0..tokens * 2).map(|j| ((j * 3 + j / 2) % 8) as i32).collect();
+    let weights: Vec<f32> = (0..tokens * 2).map(|j| 0.25 + (j % 2) as f32 * 0.5).collect();
+    let xb: Vec<f32> = x.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+    let gs_x = nvfp4_global_scale(block_amax(&xb)).unwrap();
+    let prepared = prepare_weights(&shape, &up, &gate, &down, gs_x, 448.0 * 6.0 / 8.0).unwrap();
+    Problem {
+        shape,
+        x: xb,
+        up,
+        gate,
+        down,
+        routing: Routing { tokens, experts, weights },
+        gs_x,
+        prepared,
+    }
+}
+
+fn bf16s(v: &[f32]) -> Vec<bf16> {
+    v.iter().map(|&x| bf16::from_f32(x)).collect()
+}
+
+fn to_f64(v: &[bf16]) -> Vec<f64> {
+    v.iter().map(|x| f64::from(x.to_f32())).collect()
+}
+
+#[test]
+fn the_fragment_layout_holds_every_code_where_the_abi_says() {
+    let p = problem(1);
+    let w = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Nvfp4).unwrap();
+    let [w1, s1, _, _] = w.fragment_layout(&p.shape).unwrap();
+    let (rows, k) = (256, 256);
+    let per = rows * k / 2;
+    for e in [0, 3] {
+        for (r, c) in [(0, 0), (5, 17), (64, 63), (130, 200), (255, 255)] {
+            let code = nibble_at(&w.w1[e * per..], r * k + c).unwrap();
+            let (byte, nib) = value_position(rows, k, r, c).unwrap();
+            assert_eq!((w1[e * per + byte] >> (4 * nib)) & 0xF, code, "expert {e} ({r}, {c})");
+        }
+    }
+    assert_eq!(s1.len(), w.w1_scales.len());
+}
+
+#[test]
+fn a4_is_the_blackwell_arithmetic_up_to_accumulation_order() {
+    let p = problem(32);
+    let x = bf16s(&p.x);
+    let w = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Nvfp4).unwrap();
+    let hopper = moe_reference_sm90(
+        &p.shape,
+        &x,
+        p.gs_x,
+        &w,
+        &p.routing,
+        TileSize::T32,
+        SwigluInput::F32,
+        FinalizeMode::Deterministic,
+    )
+    .unwrap();
+    let acts = quantize_activations(&p.x, 32, 256, p.gs_x).unwrap();
+    let opts = ReferenceOptions { finalize: FinalizeMode::Deterministic, ..Default::default() };
+    let blackwell =
+        moe_reference(&p.shape, &acts, &p.prepared, &p.routing, TileSize::T128, opts).unwrap();
+    let err = relative_l2_error(&to_f64(&hopper.output), &to_f64(&blackwell.output));
+    // Only the accumulation's roundings (per 16 vs per 64 products) differ, and a few
+    // requantized h codes that sit on a rounding boundary.
+    // (For data this small the sums are often exact in f32, and the two agree bit for bit.)
+    assert!(err < 0.02, "A4 vs SM100: {err}");
+    // The tile size only moves rows: the output is the same bits for every Hopper tile.
+    let t16 = moe_reference_sm90(
+        &p.shape,
+        &x,
+        p.gs_x,
+        &w,
+        &p.routing,
+        TileSize::T16,
+        SwigluInput::F32,
+        FinalizeMode::Deterministic,
+    )
+    .unwrap();
+    assert_eq!(t16.output, hopper.output);
+}
+
+#[test]
+fn a16_and_mxfp4_track_the_unquantized_oracle() {
+    let p = problem(32);
+    let x = bf16s(&p.x);
+    let oracle = oracle_moe(&p.shape, &p.x, &p.up, &p.gate, &p.down, &p.routing).unwrap();
+    let a16 = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Bf16).unwrap();
+    let run = |w: &Sm90Weights| {
+        moe_reference_sm90(
+            &p.shape,
+            &x,
+            p.gs_x,
+            w,
+            &p.routing,
+            TileSize::T64,
+            SwigluInput::F32,
+            FinalizeMode::BulkReduceAdd,
+        )
+        .unwrap()
+        .output
+    };
+    let err16 = relative_l2_error(&to_f64(&run(&a16)), &oracle);
+    let a4 = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Nvfp4).unwrap();
+    let err4 = relative_l2_error(&to_f64(&run(&a4)), &oracle);
+    eprintln!("relative L2 vs the unquantized oracle: A16 {err16:.4}, A4 {err4:.4}");
+    // bf16 activations and h leave only the weights' 4-bit error.
+    assert!(err16 < err4, "A16 {err16} should beat A4 {err4}");
+    assert!(err16 < 0.2 && err4 < 0.3);
+    // MXFP4 weights, kept MXFP4 (power-of-two scales per 32).
+    let (h, i) = (256, 128);
+    let mx = |v: &[f32], rows, cols| quantize_mxfp4(v, rows, cols, MxScaleRule::NoClip).unwrap();
+    let mats: Vec<_> = (0..4)
+        .map(|e| {
+            let per = i * h;
+            (
+                mx(&p.up[e * per..(e + 1) * per], i, h),
+                mx(&p.gate[e * per..(e + 1) * per], i, h),
+                mx(&p.down[e * per..(e + 1) * per], h, i),
+            )
+        })
+        .collect();
+    fn tensor(m: &moegen_dsl::formats::Mxfp4Matrix) -> Mxfp4Tensor<'_> {
+        Mxfp4Tensor { packed: &m.packed, scales: &m.scales, layout: CheckpointScales::Linear }
+    }
+    let experts: Vec<_> = mats
+        .iter()
+        .map(|(u, g, d)| ExpertTensors { up: tensor(u), gate: tensor(g), down: tensor(d) })
+        .collect();
+    let w =
+        Sm90Weights::from_mxfp4(&p.shape, &experts, ActivationFormat::Bf16, p.gs_x, 336.0).unwrap();
+    assert_eq!(w.format, WeightFormat::Mxfp4);
+    let errmx = relative_l2_error(&to_f64(&run(&w)), &oracle);
+    eprintln!("MXFP4 A16: {errmx:.4}");
+    assert!(errmx < 0.25, "MXFP4 A16 vs oracle {errmx}");
+}
