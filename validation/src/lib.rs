@@ -9,3 +9,4 @@
 
 pub mod corpus;
 pub mod device_layer;
+pub mod npy;
