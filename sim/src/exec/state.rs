@@ -1,0 +1,82 @@
+//! The state of one cluster while it runs: threads, CTAs, mbarriers and the bookkeeping of
+//! asynchronous writes that are not yet visible.
+
+use std::collections::HashMap;
+
+use super::mbarrier::Mbar;
+use super::tmem::Tmem;
+use crate::Kernel;
+use crate::profile::Profile;
+
+/// What a thread is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum State {
+    Running,
+    /// Waiting at named barrier `id` for `count` threads (0: every live thread of the CTA).
+    Barrier {
+        id: u32,
+        count: u32,
+    },
+    ClusterBarrier,
+    /// Waiting in `bar.warp.sync` for the other lanes of `mask`.
+    WarpSync {
+        mask: u32,
+    },
+    WaitMbar {
+        cta: usize,
+        off: u32,
+        parity: u64,
+    },
+    Exited,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Thread {
+    pub regs: Vec<u64>,
+    pub pc: usize,
+    pub state: State,
+    /// Shared ranges (cta, offset, length) written by this thread's cp.async copies that no
+    /// `cp.async.mbarrier.arrive` has tied to a barrier yet.
+    pub cp_async: Vec<(usize, u32, u32)>,
+}
+
+pub(super) struct Cta {
+    pub ctaid: u32,
+    /// Threads that passed `bar.arrive` on each named barrier in its current phase.
+    pub arrivals: [u32; 16],
+    pub shared: Vec<u8>,
+    /// Per shared byte: 0 when visible, else the id of the barrier whose phase completion
+    /// publishes the asynchronous write that produced it.
+    pub tags: Vec<u32>,
+    pub threads: Vec<Thread>,
+    pub tmem: Tmem,
+    /// `tcgen05.relinquish_alloc_permit` was executed.
+    pub relinquished: bool,
+}
+
+pub(super) struct Cluster<'a> {
+    pub kernel: &'a Kernel,
+    pub params: &'a [u8],
+    pub ctas: Vec<Cta>,
+    pub mbars: HashMap<(usize, u32), Mbar>,
+    pub next_id: u32,
+    /// Shared ranges waiting for the phase completion of the barrier with this id.
+    pub pending: HashMap<u32, Vec<(usize, u32, u32)>>,
+    pub block: u32,
+    pub grid: u32,
+    pub cluster_size: u32,
+    pub cluster_id: u32,
+    pub step_limit: u64,
+    pub thread_instructions: u64,
+    pub mma_instructions: u64,
+    pub profile: Option<Profile>,
+    pub rng: Option<u64>,
+}
+
+/// What a thread does after an instruction.
+pub(super) enum Control {
+    Next,
+    Jump(usize),
+    Block(State),
+    Exit,
+}
