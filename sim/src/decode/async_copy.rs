@@ -20,6 +20,7 @@ pub(super) fn decode(
                     return Err(ctx.unsupported());
                 }
             }
+            m.done(ctx)?;
             let ops = ctx.count(ops, 3)?;
             let op = Op::BulkReduceAddBf16 {
                 dst: ctx.addr(&ops[0])?,
@@ -33,6 +34,7 @@ pub(super) fn decode(
             if !(m.take_any(&["shared", "shared::cta"]).is_some() && m.take("global")) {
                 return Err(ctx.unsupported());
             }
+            m.done(ctx)?;
             if ops.len() != 3 && ops.len() != 4 {
                 return Err(ctx.bad("expected [dst], [src], cp-size and an optional src-size"));
             }
@@ -51,17 +53,20 @@ pub(super) fn decode(
             (op, Category::CpAsync)
         }
         (Some("async"), Some("commit_group")) => {
+            m.done(ctx)?;
             ctx.count(ops, 0)?;
-            (Op::Nop(Nop::CpAsyncCommit), Category::AsyncGroup)
+            (Op::CpAsyncCommit, Category::AsyncGroup)
         }
         (Some("async"), Some("wait_group")) => {
+            m.done(ctx)?;
             let ops = ctx.count(ops, 1)?;
-            ctx.imm(&ops[0])?;
-            (Op::Nop(Nop::CpAsyncWait), Category::AsyncGroup)
+            let n = u32::try_from(ctx.imm(&ops[0])?).map_err(|_| ctx.bad("group count"))?;
+            (Op::CpAsyncWait { n, all: false }, Category::AsyncGroup)
         }
         (Some("async"), Some("wait_all")) => {
+            m.done(ctx)?;
             ctx.count(ops, 0)?;
-            (Op::Nop(Nop::CpAsyncWait), Category::AsyncGroup)
+            (Op::CpAsyncWait { n: 0, all: true }, Category::AsyncGroup)
         }
         (Some("async"), Some("mbarrier")) => {
             // Without .noinc the arrive would also raise the expected count: not modelled.
@@ -71,6 +76,7 @@ pub(super) fn decode(
             if m.take_any(&["shared", "shared::cta"]).is_none() {
                 return Err(ctx.unsupported());
             }
+            m.done(ctx)?;
             let ops = ctx.count(ops, 1)?;
             (Op::CpAsyncMbarArrive { addr: ctx.addr(&ops[0])? }, Category::CpAsync)
         }
@@ -82,11 +88,13 @@ pub(super) fn decode(
 
 fn bulk(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category), SimError> {
     if m.take("commit_group") {
+        m.done(ctx)?;
         ctx.count(ops, 0)?;
         return Ok((Op::Nop(Nop::BulkCommit), Category::AsyncGroup));
     }
     if m.take("wait_group") {
         m.take("read");
+        m.done(ctx)?;
         let ops = ctx.count(ops, 1)?;
         ctx.imm(&ops[0])?;
         return Ok((Op::Nop(Nop::BulkWait), Category::AsyncGroup));
@@ -97,6 +105,7 @@ fn bulk(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category),
     if !(m.take("global") && m.take("shared::cta") && m.take("bulk_group")) {
         return Err(ctx.unsupported());
     }
+    m.done(ctx)?;
     let ops = ctx.count(ops, 3)?;
     let op = Op::BulkStore {
         dst: ctx.addr(&ops[0])?,
@@ -127,6 +136,7 @@ fn tensor(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category
         if !(m.take("global") && m.take("shared::cta")) {
             return Err(ctx.unsupported());
         }
+        m.done(ctx)?;
         let ops = ctx.count(ops, 2)?;
         let (map, coords) = tensor_ref(&ops[0])?;
         return Ok((Op::TmaStore { map, coords, src: ctx.addr(&ops[1])? }, Category::TmaStore));
@@ -144,6 +154,7 @@ fn tensor(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category
         return Err(ctx.unsupported());
     }
     let cta_group = m.cta_group_opt();
+    m.done(ctx)?;
     let ops = ctx.count(ops, if multicast { 4 } else { 3 })?;
     let (map, coords) = tensor_ref(&ops[1])?;
     let load = TmaLoad {

@@ -9,6 +9,7 @@ pub(crate) mod op;
 mod operands;
 mod sync;
 mod tcgen05;
+mod types;
 mod warp;
 
 use std::collections::HashMap;

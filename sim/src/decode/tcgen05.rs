@@ -26,6 +26,7 @@ pub(super) fn decode(
                     if !(m.take("shared::cta") && m.take("b32")) {
                         return Err(ctx.unsupported());
                     }
+                    m.done(ctx)?;
                     let ops = ctx.count(ops, 2)?;
                     Op::TcAlloc {
                         cta_group,
@@ -37,6 +38,7 @@ pub(super) fn decode(
                     if !m.take("b32") {
                         return Err(ctx.unsupported());
                     }
+                    m.done(ctx)?;
                     let ops = ctx.count(ops, 2)?;
                     Op::TcDealloc {
                         cta_group,
@@ -45,6 +47,7 @@ pub(super) fn decode(
                     }
                 }
                 _ => {
+                    m.done(ctx)?;
                     ctx.count(ops, 0)?;
                     Op::TcRelinquish { cta_group }
                 }
@@ -61,6 +64,7 @@ pub(super) fn decode(
                     (n.is_power_of_two() && n <= 128).then_some(n as usize)
                 })
                 .ok_or_else(|| ctx.unsupported())?;
+            m.done(ctx)?;
             let ops = ctx.count(ops, 2)?;
             if what == "ld" {
                 let op = Op::TcLd { d: ctx.dst_vector(&ops[0], n)?, taddr: ctx.addr(&ops[1])? };
@@ -74,10 +78,12 @@ pub(super) fn decode(
             if !(m.take("sync") && m.take("aligned")) {
                 return Err(ctx.unsupported());
             }
+            m.done(ctx)?;
             ctx.count(ops, 0)?;
             (Op::Nop(Nop::Tcgen05Wait), Category::Tcgen05Sync)
         }
         "fence::before_thread_sync" | "fence::after_thread_sync" => {
+            m.done(ctx)?;
             ctx.count(ops, 0)?;
             (Op::Nop(Nop::Tcgen05Fence), Category::Tcgen05Sync)
         }
@@ -88,6 +94,7 @@ pub(super) fn decode(
                 return Err(ctx.unsupported());
             }
             let multicast = m.take("multicast::cluster");
+            m.done(ctx)?;
             let ops = ctx.count(ops, if multicast { 2 } else { 1 })?;
             let mask = if multicast { Some(ctx.src_plain(&ops[1])?) } else { None };
             (Op::TcCommit { cta_group, bar: ctx.addr(&ops[0])?, mask }, Category::Tcgen05Commit)
@@ -97,6 +104,7 @@ pub(super) fn decode(
             if !(m.take("32x128b") && m.take("warpx4")) {
                 return Err(ctx.unsupported());
             }
+            m.done(ctx)?;
             let ops = ctx.count(ops, 2)?;
             let op =
                 Op::TcCp { cta_group, taddr: ctx.addr(&ops[0])?, desc: ctx.src_plain(&ops[1])? };
@@ -121,6 +129,7 @@ fn mma(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<Op, SimError> {
     } else {
         return Err(ctx.unsupported());
     };
+    m.done(ctx)?;
     let mma = match kind {
         // [d], adesc, bdesc, idesc, enable-input-d (no disable-output-lane, no scale-input-d).
         MmaKind::F16 => {

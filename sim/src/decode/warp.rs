@@ -6,32 +6,59 @@ use crate::error::SimError;
 use crate::parse::Opnd;
 use crate::profile::Category;
 
+/// The mode an opcode's modifiers select.
+enum Kind {
+    Elect,
+    Shfl(ShflMode),
+    Vote(VoteMode),
+    Redux(ReduxOp),
+}
+
+fn kind(ctx: &Ctx<'_>, head: &str, m: &mut Mods<'_>) -> Result<Kind, SimError> {
+    if !m.take("sync") {
+        return Err(ctx.unsupported());
+    }
+    Ok(match (head, m.next(), m.next()) {
+        ("elect", None, None) => Kind::Elect,
+        ("shfl", Some(mode), Some("b32")) => Kind::Shfl(match mode {
+            "up" => ShflMode::Up,
+            "down" => ShflMode::Down,
+            "bfly" => ShflMode::Bfly,
+            "idx" => ShflMode::Idx,
+            _ => return Err(ctx.unsupported()),
+        }),
+        ("vote", Some("all"), Some("pred")) => Kind::Vote(VoteMode::All),
+        ("vote", Some("any"), Some("pred")) => Kind::Vote(VoteMode::Any),
+        ("vote", Some("uni"), Some("pred")) => Kind::Vote(VoteMode::Uni),
+        ("vote", Some("ballot"), Some("b32")) => Kind::Vote(VoteMode::Ballot),
+        ("redux", Some(op), Some(ty)) => Kind::Redux(match (op, ty) {
+            ("add", "u32" | "s32") => ReduxOp::Add,
+            ("min", "u32" | "s32") => ReduxOp::Min { signed: ty == "s32" },
+            ("max", "u32" | "s32") => ReduxOp::Max { signed: ty == "s32" },
+            ("and", "b32") => ReduxOp::And,
+            ("or", "b32") => ReduxOp::Or,
+            ("xor", "b32") => ReduxOp::Xor,
+            _ => return Err(ctx.unsupported()),
+        }),
+        _ => return Err(ctx.unsupported()),
+    })
+}
+
 pub(super) fn decode(
     ctx: &Ctx<'_>,
     head: &str,
     m: &mut Mods<'_>,
     ops: &[Opnd],
 ) -> Result<(Op, Category), SimError> {
-    if !m.take("sync") {
-        return Err(ctx.unsupported());
-    }
-    let op = match head {
+    let kind = kind(ctx, head, m)?;
+    m.done(ctx)?;
+    let op = match kind {
         // `elect.sync d|p, mask`: the parser splits `d|p` into two operands.
-        "elect" => {
+        Kind::Elect => {
             let ops = ctx.count(ops, 3)?;
             Op::Elect { d: ctx.dst(&ops[0])?, p: ctx.dst(&ops[1])?, mask: ctx.src_plain(&ops[2])? }
         }
-        "shfl" => {
-            let mode = match m.next() {
-                Some("up") => ShflMode::Up,
-                Some("down") => ShflMode::Down,
-                Some("bfly") => ShflMode::Bfly,
-                Some("idx") => ShflMode::Idx,
-                _ => return Err(ctx.unsupported()),
-            };
-            if !m.take("b32") {
-                return Err(ctx.unsupported());
-            }
+        Kind::Shfl(mode) => {
             // `d|p, a, b, c, mask` or `d, a, b, c, mask`.
             let (p, rest) = match ops.len() {
                 6 => (ctx.dst(&ops[1])?, &ops[2..]),
@@ -48,14 +75,7 @@ pub(super) fn decode(
                 mask: ctx.src_plain(&rest[3])?,
             }
         }
-        "vote" => {
-            let mode = match (m.next(), m.next()) {
-                (Some("all"), Some("pred")) => VoteMode::All,
-                (Some("any"), Some("pred")) => VoteMode::Any,
-                (Some("uni"), Some("pred")) => VoteMode::Uni,
-                (Some("ballot"), Some("b32")) => VoteMode::Ballot,
-                _ => return Err(ctx.unsupported()),
-            };
+        Kind::Vote(mode) => {
             let ops = ctx.count(ops, 3)?;
             Op::Vote {
                 mode,
@@ -64,16 +84,7 @@ pub(super) fn decode(
                 mask: ctx.src_plain(&ops[2])?,
             }
         }
-        _ => {
-            let op = match (m.next(), m.next()) {
-                (Some("add"), Some("u32" | "s32")) => ReduxOp::Add,
-                (Some("min"), Some(t @ ("u32" | "s32"))) => ReduxOp::Min { signed: t == "s32" },
-                (Some("max"), Some(t @ ("u32" | "s32"))) => ReduxOp::Max { signed: t == "s32" },
-                (Some("and"), Some("b32")) => ReduxOp::And,
-                (Some("or"), Some("b32")) => ReduxOp::Or,
-                (Some("xor"), Some("b32")) => ReduxOp::Xor,
-                _ => return Err(ctx.unsupported()),
-            };
+        Kind::Redux(op) => {
             let ops = ctx.count(ops, 3)?;
             Op::Redux {
                 op,
@@ -83,6 +94,5 @@ pub(super) fn decode(
             }
         }
     };
-    m.done(ctx)?;
     Ok((op, Category::WarpCollective))
 }

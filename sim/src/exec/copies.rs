@@ -47,8 +47,34 @@ impl Cluster<'_> {
         Ok(Control::Next)
     }
 
-    /// The thread's earlier cp.async bytes now complete on this barrier's phase, and the
-    /// thread arrives on it (`.noinc`: the expected count is not raised).
+    /// `cp.async.commit_group`: the thread's uncommitted copies form a group.
+    pub fn cp_async_commit(&mut self, c: usize, t: usize) {
+        let th = &mut self.ctas[c].threads[t];
+        let group = std::mem::take(&mut th.cp_async);
+        th.cp_groups.push(group);
+    }
+
+    /// `cp.async.wait_group n`: all but the `n` most recent groups have completed, so their
+    /// bytes become visible (`wait_all` commits first and waits for every group).
+    pub fn cp_async_wait(&mut self, c: usize, t: usize, n: u32, all: bool) {
+        if all {
+            self.cp_async_commit(c, t);
+        }
+        let th = &mut self.ctas[c].threads[t];
+        let done = th.cp_groups.len().saturating_sub(n as usize);
+        let ranges: Vec<_> = th.cp_groups.drain(..done).flatten().collect();
+        for (pc, o, l) in ranges {
+            for tag in &mut self.ctas[pc].tags[o as usize..(o + l) as usize] {
+                if *tag == CP_ASYNC_TAG {
+                    *tag = 0;
+                }
+            }
+        }
+    }
+
+    /// Every earlier cp.async of the thread (committed to a group or not) now completes on
+    /// this barrier's phase, and the thread arrives on it (`.noinc`: the expected count is
+    /// not raised).
     pub fn cp_async_mbar_arrive(
         &mut self,
         c: usize,
@@ -58,7 +84,9 @@ impl Cluster<'_> {
     ) -> Result<Control, SimError> {
         let (bc, off) = self.mbar_at(c, t, addr, Window::Cta, inst)?;
         let id = self.mbar_id(bc, off, inst)?;
-        let ranges = std::mem::take(&mut self.ctas[c].threads[t].cp_async);
+        let th = &mut self.ctas[c].threads[t];
+        let mut ranges = std::mem::take(&mut th.cp_async);
+        ranges.extend(th.cp_groups.drain(..).flatten());
         for &(pc, o, l) in &ranges {
             for tag in &mut self.ctas[pc].tags[o as usize..(o + l) as usize] {
                 if *tag == CP_ASYNC_TAG {

@@ -132,6 +132,10 @@ impl Cluster<'_> {
         let (bc, off) = self.mbar_at(c, t, addr, Window::Cta, inst)?;
         let count = self.count(c, t, count, inst)? as u32;
         let id = self.next_id;
+        // Ids tag shared bytes; they must stay clear of the cp.async tag.
+        if id == super::copies::CP_ASYNC_TAG {
+            return Err(bad(inst, "too many mbarrier initializations"));
+        }
         self.next_id += 1;
         self.mbars.insert((bc, off), Mbar::new(count, id));
         Ok(Control::Next)

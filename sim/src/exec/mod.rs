@@ -200,6 +200,7 @@ pub fn launch(
                         pc: 0,
                         state: State::Running,
                         cp_async: Vec::new(),
+                        cp_groups: Vec::new(),
                     })
                     .collect(),
                 tmem: Tmem::new(),

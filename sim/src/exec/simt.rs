@@ -30,7 +30,8 @@ impl Cluster<'_> {
                 if count == 0 {
                     return Err(bad(inst, "bar.arrive needs a thread count"));
                 }
-                self.ctas[c].arrivals[id as usize] += 1;
+                let a = &mut self.ctas[c].arrivals[id as usize];
+                *a = a.saturating_add(1);
             }
             Op::ClusterWait => return Ok(Control::Block(State::ClusterBarrier)),
             // The cluster barrier completes when every live thread waits (a legal schedule).
@@ -103,6 +104,8 @@ impl Cluster<'_> {
                 return self.cp_async(device, c, t, *size, *dst, *src, *src_size, inst);
             }
             Op::CpAsyncMbarArrive { addr } => return self.cp_async_mbar_arrive(c, t, *addr, inst),
+            Op::CpAsyncCommit => self.cp_async_commit(c, t),
+            Op::CpAsyncWait { n, all } => self.cp_async_wait(c, t, *n, *all),
             Op::TmaLoad(ld) => return self.tma_load(device, c, t, ld, inst),
             Op::TmaStore { map, coords, src } => {
                 return self.tma_store(device, c, t, *map, coords, *src, inst);

@@ -38,6 +38,8 @@ pub(super) struct Thread {
     /// Shared ranges (cta, offset, length) written by this thread's cp.async copies that no
     /// `cp.async.mbarrier.arrive` has tied to a barrier yet.
     pub cp_async: Vec<(usize, u32, u32)>,
+    /// Committed cp.async groups not yet waited for, oldest first.
+    pub cp_groups: Vec<Vec<(usize, u32, u32)>>,
 }
 
 pub(super) struct Cta {
