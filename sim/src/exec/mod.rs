@@ -24,8 +24,6 @@ mod tmem;
 mod values;
 mod warp;
 
-use std::collections::HashMap;
-
 use self::state::{Cluster, Cta, State, Thread};
 use self::tmem::Tmem;
 use crate::error::SimError;
@@ -211,9 +209,9 @@ pub fn launch(
             kernel,
             params: &params,
             ctas,
-            mbars: HashMap::new(),
+            mbars: Default::default(),
             next_id: 1,
-            pending: HashMap::new(),
+            pending: Default::default(),
             block: cfg.block,
             grid: cfg.grid,
             cluster_size: cfg.cluster,

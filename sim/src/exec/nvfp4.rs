@@ -25,6 +25,11 @@ pub(super) fn scaled_e4m3(code: u8) -> Option<i64> {
     Some(if code & 0x80 != 0 { -mag } else { mag })
 }
 
+/// 2^k for the exponents `fixed_to_f32` uses (-20 ..= 84), built exactly.
+fn pow2(k: i32) -> f64 {
+    f64::from_bits(((1023 + i64::from(k)) as u64) << 52)
+}
+
 /// Rounds `v · 2^-20` to f32, nearest-even.
 pub(super) fn fixed_to_f32(v: i128) -> f32 {
     if v == 0 {
@@ -41,12 +46,15 @@ pub(super) fn fixed_to_f32(v: i128) -> f32 {
         let half = 1u128 << (shift - 1);
         (q + u128::from(rem > half || (rem == half && q & 1 == 1)), shift)
     };
-    let r = ((q as f64) * UNIT * 2f64.powi(shift as i32)) as f32;
+    // q < 2^25 and the power of two are exact in f64: one rounding, in the cast.
+    let r = ((q as u64 as f64) * pow2(shift as i32 - 20)) as f32;
     if v < 0 { -r } else { r }
 }
 
 /// The accumulator as fixed point (exact: it only ever holds multiples of 2^-20), or None
 /// when it is not finite.
 pub(super) fn f32_to_fixed(x: f32) -> Option<i128> {
-    x.is_finite().then(|| (f64::from(x) / UNIT) as i128)
+    // Through i64 when it fits: the same truncation, without the slow 128-bit conversion.
+    let v = f64::from(x) / UNIT;
+    x.is_finite().then(|| if v.abs() < 9.0e18 { v as i64 as i128 } else { v as i128 })
 }

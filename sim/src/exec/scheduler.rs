@@ -5,6 +5,7 @@
 //! cluster sleeps, the launch fails with a deadlock report.
 
 use super::state::{Cluster, Control, State, Thread};
+use crate::decode::op::Op;
 use crate::error::SimError;
 use crate::memory::Device;
 
@@ -42,6 +43,20 @@ impl Cluster<'_> {
         if inst.op.is_collective() {
             return self.exec_collective(c, warp, group, inst);
         }
+        if let Op::Bra { target } = inst.op {
+            for &t in group {
+                let taken = self.guard_ok(c, t, inst);
+                let th = &mut self.ctas[c].threads[t];
+                th.pc = if taken { target } else { th.pc + 1 };
+            }
+            return Ok(());
+        }
+        if self.register_lanes(c, group, inst)? {
+            for &t in group {
+                self.ctas[c].threads[t].pc += 1;
+            }
+            return Ok(());
+        }
         for &t in group {
             let ctl = if self.guard_ok(c, t, inst) {
                 self.exec_thread(device, c, t, inst)?
@@ -71,18 +86,21 @@ impl Cluster<'_> {
         let lanes = w * 32..((w + 1) * 32).min(n);
         let mut progress = false;
         for _ in 0..quantum {
+            // Wake lanes whose barrier phase completed, and find the lowest running pc.
+            let mut lowest = None;
+            let mbars = &self.mbars;
+            let th = &mut self.ctas[c].threads;
             for t in lanes.clone() {
-                let s = self.ctas[c].threads[t].state;
-                if self.wait_satisfied(s) {
-                    self.ctas[c].threads[t].state = State::Running;
+                if let State::WaitMbar { cta, off, parity } = th[t].state
+                    && mbars.get(&(cta, off)).is_none_or(|m| m.parity_done(parity))
+                {
+                    th[t].state = State::Running;
+                }
+                if th[t].state == State::Running {
+                    lowest = Some(lowest.map_or(th[t].pc, |p: usize| p.min(th[t].pc)));
                 }
             }
-            let th = &self.ctas[c].threads;
-            let Some(pc) =
-                lanes.clone().filter(|&t| th[t].state == State::Running).map(|t| th[t].pc).min()
-            else {
-                break;
-            };
+            let Some(pc) = lowest else { break };
             let mut buf = [0usize; 32];
             let mut len = 0;
             for t in lanes.clone() {

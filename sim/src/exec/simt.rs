@@ -36,16 +36,15 @@ impl Cluster<'_> {
             Op::ClusterWait => return Ok(Control::Block(State::ClusterBarrier)),
             // The cluster barrier completes when every live thread waits (a legal schedule).
             Op::ClusterArrive | Op::Fence(_) | Op::Nop(_) => {}
-            Op::Mov { ty, d, a } => self.set(c, t, *d, ty.mask(self.val(c, t, *a))),
-            Op::MovPack { d, parts, bits } => {
-                let m = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
-                let v = parts
-                    .iter()
-                    .enumerate()
-                    .fold(0u64, |acc, (i, &p)| acc | (self.val(c, t, p) & m) << (i as u32 * bits));
-                self.set(c, t, *d, v);
+            Op::Mov { .. }
+            | Op::MovPack { .. }
+            | Op::Cvta { .. }
+            | Op::Alu { .. }
+            | Op::Setp { .. }
+            | Op::Selp { .. }
+            | Op::Cvt { .. } => {
+                self.register_lanes(c, &[t], inst)?;
             }
-            Op::Cvta { d, a } => self.set(c, t, *d, self.val(c, t, *a)),
             Op::Mapa { d, a, rank } => {
                 let addr = self.val(c, t, *a);
                 let rank = self.val(c, t, *rank);
@@ -71,24 +70,6 @@ impl Cluster<'_> {
             }
             Op::Atom { space, op, d, addr, a } => {
                 self.atomic(device, c, t, *space, *op, *d, *addr, *a, inst)?
-            }
-            Op::Alu { alu, d, a } => {
-                let v = a.map(|s| self.val(c, t, s));
-                let r = alu::eval(*alu, v).map_err(|m| bad(inst, m))?;
-                self.set(c, t, *d, r);
-            }
-            Op::Setp { cmp, ty, d, a, b } => {
-                let r = alu::compare(*cmp, *ty, self.val(c, t, *a), self.val(c, t, *b));
-                self.set(c, t, *d, u64::from(r));
-            }
-            Op::Selp { ty, d, a, b, p } => {
-                let v =
-                    if self.val(c, t, *p) != 0 { self.val(c, t, *a) } else { self.val(c, t, *b) };
-                self.set(c, t, *d, ty.mask(v));
-            }
-            Op::Cvt { cvt, d, a, b } => {
-                let b = b.map_or(0, |b| self.val(c, t, b));
-                self.set(c, t, *d, alu::convert(*cvt, self.val(c, t, *a), b));
             }
             Op::MbarInit { addr, count } => return self.mbar_init(c, t, *addr, *count, inst),
             Op::MbarArrive { window, addr, count, tx } => {
@@ -137,6 +118,64 @@ impl Cluster<'_> {
             }
         }
         Ok(Control::Next)
+    }
+
+    /// Instructions that only read and write registers, for the lanes of `group` whose guard
+    /// holds, with the dispatch on the operation outside the lane loop (the hot path of the
+    /// SIMT code); false when `inst` is not one of them. The caller advances the pcs.
+    pub fn register_lanes(
+        &mut self,
+        c: usize,
+        group: &[usize],
+        inst: &Inst,
+    ) -> Result<bool, SimError> {
+        macro_rules! lanes {
+            (|$t:ident| $body:expr) => {
+                for &$t in group {
+                    if self.guard_ok(c, $t, inst) {
+                        $body;
+                    }
+                }
+            };
+        }
+        match &inst.op {
+            Op::Alu { alu, d, a } => lanes!(|t| {
+                // Not `a.map(…)`: array map optimizes poorly on this hot path.
+                let v = [
+                    self.val(c, t, a[0]),
+                    self.val(c, t, a[1]),
+                    self.val(c, t, a[2]),
+                    self.val(c, t, a[3]),
+                ];
+                let r = alu::eval(*alu, v).map_err(|m| bad(inst, m))?;
+                self.set(c, t, *d, r)
+            }),
+            Op::Setp { cmp, ty, d, a, b } => lanes!(|t| {
+                let r = alu::compare(*cmp, *ty, self.val(c, t, *a), self.val(c, t, *b));
+                self.set(c, t, *d, u64::from(r))
+            }),
+            Op::Selp { ty, d, a, b, p } => lanes!(|t| {
+                let v =
+                    if self.val(c, t, *p) != 0 { self.val(c, t, *a) } else { self.val(c, t, *b) };
+                self.set(c, t, *d, ty.mask(v))
+            }),
+            Op::Mov { ty, d, a } => lanes!(|t| self.set(c, t, *d, ty.mask(self.val(c, t, *a)))),
+            Op::MovPack { d, parts, bits } => lanes!(|t| {
+                let m = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                let v = parts
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |acc, (i, &p)| acc | (self.val(c, t, p) & m) << (i as u32 * bits));
+                self.set(c, t, *d, v)
+            }),
+            Op::Cvta { d, a } => lanes!(|t| self.set(c, t, *d, self.val(c, t, *a))),
+            Op::Cvt { cvt, d, a, b } => lanes!(|t| {
+                let b = b.map_or(0, |b| self.val(c, t, b));
+                self.set(c, t, *d, alu::convert(*cvt, self.val(c, t, *a), b))
+            }),
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     /// Named barrier id (0..16) and thread count (a multiple of 32; 0: all threads).

@@ -2,11 +2,43 @@
 //! asynchronous writes that are not yet visible.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::mbarrier::Mbar;
 use super::tmem::Tmem;
 use crate::Kernel;
 use crate::profile::Profile;
+
+/// A multiply-rotate hasher for the small integer keys of barrier maps, which are looked up
+/// on every wake-up check; the default SipHash dominated those.
+#[derive(Default)]
+pub(super) struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7C_C1_B7_27_22_0A_95);
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+pub(super) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// What a thread is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,10 +92,10 @@ pub(super) struct Cluster<'a> {
     pub kernel: &'a Kernel,
     pub params: &'a [u8],
     pub ctas: Vec<Cta>,
-    pub mbars: HashMap<(usize, u32), Mbar>,
+    pub mbars: IntMap<(usize, u32), Mbar>,
     pub next_id: u32,
     /// Shared ranges waiting for the phase completion of the barrier with this id.
-    pub pending: HashMap<u32, Vec<(usize, u32, u32)>>,
+    pub pending: IntMap<u32, Vec<(usize, u32, u32)>>,
     pub block: u32,
     pub grid: u32,
     pub cluster_size: u32,

@@ -4,6 +4,7 @@ use super::state::Cluster;
 use crate::decode::op::{Addr, Dst, Special, Src};
 
 impl Cluster<'_> {
+    #[inline(never)]
     fn special(&self, c: usize, t: usize, s: Special) -> u64 {
         let t = t as u64;
         match s {
@@ -21,6 +22,7 @@ impl Cluster<'_> {
     }
 
     /// The raw bits of `src` for thread `t` of CTA `c`.
+    #[inline(always)]
     pub fn val(&self, c: usize, t: usize, src: Src) -> u64 {
         match src {
             Src::Reg(r) => self.ctas[c].threads[t].regs[r as usize],
@@ -31,11 +33,13 @@ impl Cluster<'_> {
     }
 
     /// The address `[base+offset]`.
+    #[inline]
     pub fn addr(&self, c: usize, t: usize, a: Addr) -> u64 {
         self.val(c, t, a.base).wrapping_add(a.offset as u64)
     }
 
     /// Writes a destination register (the sink discards).
+    #[inline(always)]
     pub fn set(&mut self, c: usize, t: usize, d: Dst, v: u64) {
         if let Some(r) = d {
             self.ctas[c].threads[t].regs[r as usize] = v;

@@ -14,6 +14,7 @@ fn lane_of(t: usize) -> u32 {
 }
 
 impl Cluster<'_> {
+    #[inline]
     pub fn guard_ok(&self, c: usize, t: usize, inst: &Inst) -> bool {
         match inst.guard {
             None => true,
