@@ -306,3 +306,61 @@ fn unmodelled_opcodes_and_modifiers_are_refused_when_parsed() {
         "{mixed:?}"
     );
 }
+
+/// Runs a body in one CTA of `threads` threads with `out` (256 bytes) as parameter.
+fn run_simple(body: &str, threads: u32) -> Result<Vec<u8>, SimError> {
+    let text = format!("{HEADER}.visible .entry k(\n.param .u64 out\n)\n{{\n{body}\n}}\n");
+    let m = parse_module(&text)?;
+    let mut dev = Device::new();
+    let out = dev.upload(&(0..=255).collect::<Vec<u8>>());
+    launch(&mut dev, &m, "k", &LaunchConfig::new(1, threads, 256), &[Arg::U64(out)])?;
+    Ok(dev.download(out, 256).unwrap_or_default())
+}
+
+fn message(r: Result<Vec<u8>, SimError>) -> String {
+    match r {
+        Ok(_) => "ok".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+const REGS: &str = "\t.reg .pred %p<4>;\n\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<4>;\n\tmov.u32 %r0, %tid.x;\n\tld.param.u64 %rd0, [out];\n\tmov.u32 %r1, smem;\n";
+
+#[test]
+fn runtime_rules_are_enforced() {
+    // bra.uni whose lanes disagree.
+    let body = format!("{REGS}\tsetp.lt.u32 %p0, %r0, 5;\n\t@%p0 bra.uni END;\nEND:\n\tret;");
+    assert!(message(run_simple(&body, 32)).contains("bra.uni diverges"));
+    assert_eq!(message(run_simple(&body, 4)), "ok", "uniform when every lane agrees");
+    // Misaligned global and shared accesses.
+    let body = format!("{REGS}\tld.global.u32 %r2, [%rd0+2];\n\tret;");
+    assert!(message(run_simple(&body, 1)).contains("not aligned to 4 bytes"));
+    let body = format!("{REGS}\tst.shared.v2.b32 [%r1+4], {{%r0, %r0}};\n\tret;");
+    assert!(message(run_simple(&body, 1)).contains("not aligned to 8 bytes"));
+    // More arrivals than the phase expects.
+    let body = format!(
+        "{REGS}\tmbarrier.init.shared::cta.b64 [%r1], 1;\n\tmbarrier.arrive.shared::cta.b64 _, [%r1], 2;\n\tret;"
+    );
+    assert!(message(run_simple(&body, 1)).contains("more arrivals"));
+    // A member mask naming a lane that exited.
+    let body =
+        format!("{REGS}\tsetp.eq.u32 %p0, %r0, 3;\n\t@%p0 ret;\n\tbar.warp.sync -1;\n\tret;");
+    assert!(message(run_simple(&body, 32)).contains("not running"));
+    // bar.warp.sync waits for a lane that arrives later on another path.
+    let body = format!(
+        "{REGS}\tsetp.eq.u32 %p0, %r0, 3;\n\t@%p0 bra LATE;\n\tbar.warp.sync -1;\n\tbra.uni END;\nLATE:\n\tbar.warp.sync -1;\nEND:\n\tret;"
+    );
+    assert_eq!(message(run_simple(&body, 32)), "ok");
+    // cp.async completed by wait_group becomes readable; without the wait it is a race.
+    let copy = "\tcp.async.ca.shared.global [%r1+16], [%rd0+4], 4;\n\tcp.async.commit_group;\n";
+    let read = "\tld.shared.u32 %r2, [%r1+16];\n\tst.global.u32 [%rd0], %r2;\n\tret;";
+    let waited = run_simple(&format!("{REGS}{copy}\tcp.async.wait_group 0;\n{read}"), 1).unwrap();
+    assert_eq!(waited[..4], [4, 5, 6, 7]);
+    let raced = run_simple(&format!("{REGS}{copy}{read}"), 1);
+    assert!(matches!(raced, Err(SimError::AsyncRace { addr: 16, .. })), "{raced:?}");
+    // elect.sync with a mask that is not the lanes present.
+    let body = format!("{REGS}\telect.sync %r2|%p1, 0xffff;\n\tret;");
+    assert!(message(run_simple(&body, 32)).contains("member mask"));
+    let body = format!("{REGS}\telect.sync %r2|%p1, -1;\n\tst.global.u32 [%rd0], %r2;\n\tret;");
+    assert_eq!(run_simple(&body, 32).unwrap()[..4], [0, 0, 0, 0], "laneid of the leader");
+}

@@ -37,8 +37,10 @@ pub(crate) struct Mma {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Op {
     Exit,
+    /// `bra{.uni}`: `.uni` promises that the lanes together at it all branch or all do not.
     Bra {
         target: usize,
+        uni: bool,
     },
     BarSync {
         id: Src,

@@ -22,10 +22,10 @@ pub(super) fn decode(
             Ok((Op::Exit, Category::Exit))
         }
         "bra" => {
-            m.take("uni");
+            let uni = m.take("uni");
             m.done(ctx)?;
             let ops = ctx.count(ops, 1)?;
-            Ok((Op::Bra { target: ctx.label(&ops[0])? }, Category::Branch))
+            Ok((Op::Bra { target: ctx.label(&ops[0])?, uni }, Category::Branch))
         }
         "bar" | "barrier" => barrier(ctx, m, ops),
         "fence" | "membar" => fence(ctx, head, m, ops),

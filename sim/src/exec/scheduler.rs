@@ -4,6 +4,7 @@
 //! mbarrier wait sleeps until the barrier's phase changes; when every live thread of the
 //! cluster sleeps, the launch fails with a deadlock report.
 
+use super::spaces;
 use super::state::{Cluster, Control, State, Thread};
 use crate::decode::op::Op;
 use crate::error::SimError;
@@ -43,9 +44,16 @@ impl Cluster<'_> {
         if inst.op.is_collective() {
             return self.exec_collective(c, warp, group, inst);
         }
-        if let Op::Bra { target } = inst.op {
-            for &t in group {
-                let taken = self.guard_ok(c, t, inst);
+        if let Op::Bra { target, uni } = inst.op {
+            let mut taken = [false; 32];
+            for (k, &t) in group.iter().enumerate() {
+                taken[k] = self.guard_ok(c, t, inst);
+            }
+            let taken = &taken[..group.len()];
+            if uni && taken.iter().any(|&x| x != taken[0]) {
+                return Err(spaces::bad(inst, "bra.uni diverges: its lanes disagree on the guard"));
+            }
+            for (&t, &taken) in group.iter().zip(taken) {
                 let th = &mut self.ctas[c].threads[t];
                 th.pc = if taken { target } else { th.pc + 1 };
             }

@@ -20,7 +20,7 @@ impl Cluster<'_> {
     ) -> Result<Control, SimError> {
         match &inst.op {
             Op::Exit => return Ok(Control::Exit),
-            Op::Bra { target } => return Ok(Control::Jump(*target)),
+            Op::Bra { target, .. } => return Ok(Control::Jump(*target)),
             Op::BarSync { id, count } => {
                 let (id, count) = self.named_barrier(c, t, *id, *count, inst)?;
                 return Ok(Control::Block(State::Barrier { id, count }));
