@@ -29,6 +29,27 @@ pub enum SimError {
         /// What.
         message: String,
     },
+    /// A descriptor (tcgen05 instruction or shared-memory descriptor) with a field holding
+    /// a value the simulator does not model.
+    #[error(
+        "line {line}: `{opcode}`: {descriptor} descriptor {value:#x}: {field} is {found:#x}, the simulator models only {expected}"
+    )]
+    Descriptor {
+        /// Line.
+        line: usize,
+        /// Opcode.
+        opcode: String,
+        /// Which descriptor: "instruction", "A", "B" or "source".
+        descriptor: &'static str,
+        /// The whole descriptor.
+        value: u64,
+        /// The field, with its bits.
+        field: &'static str,
+        /// The field's value.
+        found: u64,
+        /// What the simulator models there.
+        expected: &'static str,
+    },
     /// A global access outside every allocation.
     #[error(
         "line {line}: global access of {size} B at {addr:#x} is out of bounds (block {block}, thread {thread})"

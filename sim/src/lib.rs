@@ -1,20 +1,25 @@
 //! moegen-sim: a functional PTX simulator.
 //!
-//! It parses PTX text ([`parse_module`]) and executes one launch at a time ([`launch`]) on a
-//! simulated device's global memory ([`Device`]). Semantics come from the PTX ISA, never
-//! from moegen-codegen. Today it models the SIMT subset the routing-sort, quantization and
-//! finalize kernels use: integer and IEEE f32 arithmetic, the cvt forms of the NVFP4
-//! epilogue, predicates, branches with divergence and reconvergence, global/shared/param
-//! memory, shared and global atomics, and `bar.sync`. Anything else fails with the
-//! instruction and its line; out-of-bounds accesses and deadlocks are errors.
+//! It parses PTX text and decodes every instruction once into a typed operation
+//! ([`parse_module`]), refusing any opcode, modifier or operand form it does not model, then
+//! executes one launch at a time ([`launch`]) on a simulated device's global memory
+//! ([`Device`]). Semantics come from the PTX ISA, never from moegen-codegen. It models the
+//! SIMT subset of moegen's kernels and the SM100 asynchronous machinery they use (mbarriers,
+//! cp.async, TMA, bulk copies, tcgen05 with the NVFP4 block-scaled MMA); descriptor fields
+//! it does not model must hold the one value it does. Out-of-bounds accesses, races with
+//! asynchronous copies and deadlocks are errors. docs/simulator.md has the details.
 
+mod decode;
 mod error;
 mod exec;
 mod memory;
 mod parse;
+mod profile;
 
+pub use decode::Inst;
 pub use error::SimError;
 pub use exec::tensor_map::{TensorMap, TmaDataType};
 pub use exec::{Arg, LaunchConfig, LaunchStats, launch};
 pub use memory::Device;
-pub use parse::{Inst, Kernel, Module, Opnd, ParamDecl, parse_module};
+pub use parse::{Kernel, Module, Opnd, ParamDecl, parse_module};
+pub use profile::{Category, Profile, WarpProfile};

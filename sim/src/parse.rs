@@ -1,9 +1,10 @@
 //! A PTX text parser: module directives, entry signatures, register declarations,
 //! labels and instructions (with guards) are read; anything else in a body is an error
-//! naming the line.
+//! naming the line. Each kernel's instructions are then decoded ([`crate::decode`]).
 
 use std::collections::HashMap;
 
+use crate::decode::{Inst, KernelInfo, RawInst, decode_body};
 use crate::error::SimError;
 
 /// An operand as written.
@@ -29,19 +30,6 @@ pub enum Opnd {
     TensorRef(Box<Opnd>, Vec<Opnd>),
 }
 
-/// One instruction.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Inst {
-    /// Guard: (predicate slot, negated).
-    pub guard: Option<(usize, bool)>,
-    /// Opcode with modifiers.
-    pub opcode: String,
-    /// Operands.
-    pub operands: Vec<Opnd>,
-    /// 1-based line in the module text.
-    pub line: usize,
-}
-
 /// A kernel parameter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamDecl {
@@ -60,11 +48,13 @@ pub struct Kernel {
     pub name: String,
     /// Parameters in order.
     pub params: Vec<ParamDecl>,
+    /// Byte offset of each parameter in the parameter buffer (natural alignment).
+    pub param_offsets: Vec<usize>,
     /// Register slots.
     pub reg_count: usize,
     /// Register slot of each declared name.
     pub reg_names: HashMap<String, usize>,
-    /// Instructions.
+    /// Instructions, decoded.
     pub body: Vec<Inst>,
     /// Label → instruction index.
     pub labels: HashMap<String, usize>,
@@ -74,6 +64,16 @@ pub struct Kernel {
     pub reqntid: Option<u32>,
     /// `.reqnctapercluster` x, if declared.
     pub reqnctapercluster: Option<u32>,
+    /// Register slots the decoded body refers to (the parsed `reg_count`, kept private so
+    /// that an edited `reg_count` cannot make a register access go out of bounds).
+    regs_needed: usize,
+}
+
+impl Kernel {
+    /// Register slots a thread needs.
+    pub(crate) fn registers(&self) -> usize {
+        self.reg_count.max(self.regs_needed)
+    }
 }
 
 /// A parsed module.
@@ -84,6 +84,10 @@ pub struct Module {
     /// Entries.
     pub kernels: Vec<Kernel>,
 }
+
+/// Register slots per kernel: far above any real kernel, low enough that a malformed
+/// declaration cannot exhaust memory.
+const MAX_REGS: usize = 1 << 16;
 
 fn err(line: usize, msg: impl Into<String>) -> SimError {
     SimError::Parse { line, message: msg.into() }
@@ -189,6 +193,19 @@ fn parse_operand(s: &str, regs: &HashMap<String, usize>, line: usize) -> Result<
     Ok(Opnd::Name(s.to_owned()))
 }
 
+/// Offsets of `params` laid out in order, each at its alignment.
+fn param_offsets(params: &[ParamDecl]) -> Vec<usize> {
+    let mut end = 0usize;
+    params
+        .iter()
+        .map(|p| {
+            let off = end.next_multiple_of(p.align.max(1));
+            end = off + p.size;
+            off
+        })
+        .collect()
+}
+
 fn parse_params(text: &str, line: usize) -> Result<Vec<ParamDecl>, SimError> {
     let mut out = Vec::new();
     for p in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -196,7 +213,7 @@ fn parse_params(text: &str, line: usize) -> Result<Vec<ParamDecl>, SimError> {
         if words.first() != Some(&".param") {
             return Err(err(line, format!("bad parameter {p}")));
         }
-        let mut align = 0;
+        let mut align: usize = 0;
         let mut i = 1;
         if words.get(i) == Some(&".align") {
             align = words
@@ -224,9 +241,15 @@ fn parse_params(text: &str, line: usize) -> Result<Vec<ParamDecl>, SimError> {
             }
             None => (*name, 1),
         };
+        // Kernel parameters are limited to a few KB on every target; anything near these
+        // bounds is malformed, and keeping them small keeps the layout arithmetic exact.
+        let size = elem * count.min(1 << 20);
+        if count > 1 << 20 || align > 4096 || (align != 0 && !align.is_power_of_two()) {
+            return Err(err(line, format!("unsupported parameter {p}")));
+        }
         out.push(ParamDecl {
             name: name.to_owned(),
-            size: elem * count,
+            size,
             align: if align > 0 { align } else { elem },
         });
     }
@@ -282,9 +305,11 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                 i += 1;
             }
             i += 1;
+            let offsets = param_offsets(&params);
             let mut k = Kernel {
                 name,
                 params,
+                param_offsets: offsets,
                 reg_count: 0,
                 reg_names: HashMap::new(),
                 body: Vec::new(),
@@ -292,7 +317,9 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                 dynamic_shared: extern_shared.clone(),
                 reqntid,
                 reqnctapercluster,
+                regs_needed: 0,
             };
+            let mut raw_body = Vec::new();
             while i < lines.len() {
                 let raw = strip_comment(lines[i]).trim();
                 let ln = i + 1;
@@ -312,6 +339,9 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                                 .get(lt + 1..name.len().saturating_sub(1))
                                 .and_then(|x| x.parse().ok())
                                 .ok_or_else(|| err(ln, "bad .reg count"))?;
+                            if n > MAX_REGS || k.reg_count + n > MAX_REGS {
+                                return Err(err(ln, format!("more than {MAX_REGS} registers")));
+                            }
                             for j in 0..n {
                                 k.reg_names.insert(format!("{}{j}", &name[..lt]), k.reg_count);
                                 k.reg_count += 1;
@@ -325,7 +355,7 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                     continue;
                 }
                 if let Some(label) = raw.strip_suffix(':') {
-                    k.labels.insert(label.to_owned(), k.body.len());
+                    k.labels.insert(label.to_owned(), raw_body.len());
                     continue;
                 }
                 let stmt = raw
@@ -356,8 +386,21 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                     })
                     .map(|o| parse_operand(o, &k.reg_names, ln))
                     .collect::<Result<Vec<_>, _>>()?;
-                k.body.push(Inst { guard, opcode: opcode.to_owned(), operands, line: ln });
+                raw_body.push(RawInst { guard, opcode: opcode.to_owned(), operands, line: ln });
             }
+            let names: Vec<(String, usize)> = k
+                .params
+                .iter()
+                .map(|p| p.name.clone())
+                .zip(k.param_offsets.iter().copied())
+                .collect();
+            let info = KernelInfo {
+                labels: &k.labels,
+                params: &names,
+                dynamic_shared: k.dynamic_shared.as_deref(),
+            };
+            k.body = decode_body(raw_body, &info)?;
+            k.regs_needed = k.reg_count;
             kernels.push(k);
             continue;
         }

@@ -132,7 +132,7 @@ impl TensorMap {
         }
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or([0; 4]));
-        Some(Self {
+        let map = Self {
             dtype: TmaDataType::from_code(b[4])?,
             address: u64_at(8),
             dims: (0..rank).map(|i| u64_at(16 + 8 * i)).collect(),
@@ -142,9 +142,13 @@ impl TensorMap {
                 0 => 0,
                 1 => 32,
                 2 => 64,
-                _ => 128,
+                3 => 128,
+                _ => return None,
             },
-        })
+        };
+        // The rest of the code relies on what encode() guarantees.
+        map.encode().ok()?;
+        Some(map)
     }
 
     /// Bytes of one box.
@@ -185,7 +189,7 @@ impl TensorMap {
                 if c < 0 || c as u64 >= self.dims[d] {
                     row_off = None;
                 } else if let Some(o) = row_off {
-                    row_off = Some(o + c as u64 * self.strides[d - 1]);
+                    row_off = Some(o.wrapping_add((c as u64).wrapping_mul(self.strides[d - 1])));
                 }
             }
             for byte in 0..row_bytes {
@@ -194,7 +198,7 @@ impl TensorMap {
                 out.push(match (row_off, inside) {
                     (Some(o), true) => {
                         let g = coords[0] * bits as i64 / 8 + byte as i64;
-                        Some(self.address + o + g as u64)
+                        Some(self.address.wrapping_add(o).wrapping_add(g as u64))
                     }
                     _ => None,
                 });

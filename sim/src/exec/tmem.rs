@@ -52,6 +52,15 @@ impl Tmem {
         Ok((lane * COLUMNS + col) as usize)
     }
 
+    /// Columns `col..col + n` lie in one allocation.
+    pub fn check_columns(&self, col: u32, n: u32) -> Result<(), String> {
+        let end = u64::from(col) + u64::from(n);
+        if self.allocs.iter().any(|&(s, c)| col >= s && end <= u64::from(s + c)) {
+            return Ok(());
+        }
+        Err(format!("TMEM columns {col}..{end} are not inside one allocation"))
+    }
+
     pub fn read(&self, lane: u32, col: u32) -> Result<u32, String> {
         Ok(self.data[self.check(lane, col)?])
     }

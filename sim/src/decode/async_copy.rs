@@ -1,0 +1,170 @@
+//! Decoding of the asynchronous copies: cp.async (with its group and mbarrier completion),
+//! TMA tile loads and stores, bulk copies and bulk reductions. Cache hints
+//! (`.L2::cache_hint`, `.L2::128B`…) and the non-tile load modes are refused.
+
+use super::op::{Nop, Op, TmaLoad, Window};
+use super::{Ctx, Mods};
+use crate::error::SimError;
+use crate::parse::Opnd;
+use crate::profile::Category;
+
+pub(super) fn decode(
+    ctx: &Ctx<'_>,
+    m: &mut Mods<'_>,
+    ops: &[Opnd],
+) -> Result<(Op, Category), SimError> {
+    let out = match (m.next(), m.next()) {
+        (Some("reduce"), Some("async")) => {
+            for part in ["bulk", "global", "shared::cta", "bulk_group", "add", "noftz", "bf16"] {
+                if !m.take(part) {
+                    return Err(ctx.unsupported());
+                }
+            }
+            m.done(ctx)?;
+            let ops = ctx.count(ops, 3)?;
+            let op = Op::BulkReduceAddBf16 {
+                dst: ctx.addr(&ops[0])?,
+                src: ctx.addr(&ops[1])?,
+                size: ctx.src_plain(&ops[2])?,
+            };
+            (op, Category::BulkReduce)
+        }
+        (Some("async"), Some("bulk")) => bulk(ctx, m, ops)?,
+        (Some("async"), Some(cache @ ("ca" | "cg"))) => {
+            if !(m.take_any(&["shared", "shared::cta"]).is_some() && m.take("global")) {
+                return Err(ctx.unsupported());
+            }
+            m.done(ctx)?;
+            if ops.len() != 3 && ops.len() != 4 {
+                return Err(ctx.bad("expected [dst], [src], cp-size and an optional src-size"));
+            }
+            let size = ctx.imm(&ops[2])?;
+            // PTX ISA cp.async: .cg copies 16 bytes; .ca 4, 8 or 16.
+            let ok = if cache == "cg" { size == 16 } else { matches!(size, 4 | 8 | 16) };
+            if !ok {
+                return Err(ctx.bad(format!("cp-size {size} is not allowed with .{cache}")));
+            }
+            let op = Op::CpAsync {
+                size: size as u32,
+                dst: ctx.addr(&ops[0])?,
+                src: ctx.addr(&ops[1])?,
+                src_size: ops.get(3).map(|o| ctx.src_plain(o)).transpose()?,
+            };
+            (op, Category::CpAsync)
+        }
+        (Some("async"), Some("commit_group")) => {
+            m.done(ctx)?;
+            ctx.count(ops, 0)?;
+            (Op::CpAsyncCommit, Category::AsyncGroup)
+        }
+        (Some("async"), Some("wait_group")) => {
+            m.done(ctx)?;
+            let ops = ctx.count(ops, 1)?;
+            let n = u32::try_from(ctx.imm(&ops[0])?).map_err(|_| ctx.bad("group count"))?;
+            (Op::CpAsyncWait { n, all: false }, Category::AsyncGroup)
+        }
+        (Some("async"), Some("wait_all")) => {
+            m.done(ctx)?;
+            ctx.count(ops, 0)?;
+            (Op::CpAsyncWait { n: 0, all: true }, Category::AsyncGroup)
+        }
+        (Some("async"), Some("mbarrier")) => {
+            // Without .noinc the arrive would also raise the expected count: not modelled.
+            if !(m.take("arrive") && m.take("noinc") && m.take("b64")) {
+                return Err(ctx.unsupported());
+            }
+            if m.take_any(&["shared", "shared::cta"]).is_none() {
+                return Err(ctx.unsupported());
+            }
+            m.done(ctx)?;
+            let ops = ctx.count(ops, 1)?;
+            (Op::CpAsyncMbarArrive { addr: ctx.addr(&ops[0])? }, Category::CpAsync)
+        }
+        _ => return Err(ctx.unsupported()),
+    };
+    m.done(ctx)?;
+    Ok(out)
+}
+
+fn bulk(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category), SimError> {
+    if m.take("commit_group") {
+        m.done(ctx)?;
+        ctx.count(ops, 0)?;
+        return Ok((Op::Nop(Nop::BulkCommit), Category::AsyncGroup));
+    }
+    if m.take("wait_group") {
+        m.take("read");
+        m.done(ctx)?;
+        let ops = ctx.count(ops, 1)?;
+        ctx.imm(&ops[0])?;
+        return Ok((Op::Nop(Nop::BulkWait), Category::AsyncGroup));
+    }
+    if m.take("tensor") {
+        return tensor(ctx, m, ops);
+    }
+    if !(m.take("global") && m.take("shared::cta") && m.take("bulk_group")) {
+        return Err(ctx.unsupported());
+    }
+    m.done(ctx)?;
+    let ops = ctx.count(ops, 3)?;
+    let op = Op::BulkStore {
+        dst: ctx.addr(&ops[0])?,
+        src: ctx.addr(&ops[1])?,
+        size: ctx.src_plain(&ops[2])?,
+    };
+    Ok((op, Category::BulkCopy))
+}
+
+fn tensor(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category), SimError> {
+    let dims = match m.next() {
+        Some("1d") => 1,
+        Some("2d") => 2,
+        Some("3d") => 3,
+        Some("4d") => 4,
+        Some("5d") => 5,
+        _ => return Err(ctx.unsupported()),
+    };
+    m.take("tile");
+    let tensor_ref = |o: &Opnd| match o {
+        Opnd::TensorRef(map, coords) if coords.len() == dims => {
+            let coords = coords.iter().map(|c| ctx.src_plain(c)).collect::<Result<_, _>>()?;
+            Ok((ctx.src_plain(map)?, coords))
+        }
+        _ => Err(ctx.bad(format!("expected [tensor-map, {{{dims} coordinates}}]"))),
+    };
+    if m.take("bulk_group") {
+        if !(m.take("global") && m.take("shared::cta")) {
+            return Err(ctx.unsupported());
+        }
+        m.done(ctx)?;
+        let ops = ctx.count(ops, 2)?;
+        let (map, coords) = tensor_ref(&ops[0])?;
+        return Ok((Op::TmaStore { map, coords, src: ctx.addr(&ops[1])? }, Category::TmaStore));
+    }
+    let dst_window = match m.take_any(&["shared::cluster", "shared::cta"]) {
+        Some("shared::cluster") => Window::Cluster,
+        Some(_) => Window::Cta,
+        None => return Err(ctx.unsupported()),
+    };
+    if !(m.take("global") && m.take("mbarrier::complete_tx::bytes")) {
+        return Err(ctx.unsupported());
+    }
+    let multicast = m.take("multicast::cluster");
+    if multicast && dst_window == Window::Cta {
+        return Err(ctx.unsupported());
+    }
+    let cta_group = m.cta_group_opt();
+    m.done(ctx)?;
+    let ops = ctx.count(ops, if multicast { 4 } else { 3 })?;
+    let (map, coords) = tensor_ref(&ops[1])?;
+    let load = TmaLoad {
+        dst_window,
+        cta_group,
+        dst: ctx.addr(&ops[0])?,
+        map,
+        coords,
+        bar: ctx.addr(&ops[2])?,
+        multicast: if multicast { Some(ctx.src_plain(&ops[3])?) } else { None },
+    };
+    Ok((Op::TmaLoad(Box::new(load)), Category::TmaLoad))
+}

@@ -1,0 +1,140 @@
+//! Decoding of moves, address conversions and loads, stores and atomics. Every access names
+//! its state space: generic addressing is not modelled, and neither are cache operators,
+//! memory-ordering qualifiers on ld/st/atom, or vector widths above 4.
+
+use super::op::{AtomOp, Dst, Op, Space, Ty, Window};
+use super::{Ctx, Mods};
+use crate::error::SimError;
+use crate::parse::Opnd;
+use crate::profile::Category;
+
+pub(super) fn decode(
+    ctx: &Ctx<'_>,
+    head: &str,
+    m: &mut Mods<'_>,
+    ops: &[Opnd],
+) -> Result<(Op, Category), SimError> {
+    match head {
+        "mov" => mov(ctx, m, ops),
+        "cvta" => {
+            // The simulator's global and parameter addresses are already generic.
+            m.take("to");
+            if m.take_any(&["param", "global"]).is_none() || !m.take("u64") {
+                return Err(ctx.unsupported());
+            }
+            m.done(ctx)?;
+            let ops = ctx.count(ops, 2)?;
+            Ok((Op::Cvta { d: ctx.dst(&ops[0])?, a: ctx.src(&ops[1])? }, Category::Move))
+        }
+        "mapa" => {
+            if !m.take("shared::cluster") || !m.take("u32") {
+                return Err(ctx.unsupported());
+            }
+            m.done(ctx)?;
+            let ops = ctx.count(ops, 3)?;
+            let op =
+                Op::Mapa { d: ctx.dst(&ops[0])?, a: ctx.src(&ops[1])?, rank: ctx.src(&ops[2])? };
+            Ok((op, Category::Move))
+        }
+        "ld" | "st" => load_store(ctx, head == "ld", m, ops),
+        _ => atomic(ctx, head == "atom", m, ops),
+    }
+}
+
+fn mov(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category), SimError> {
+    let ty = m.last().and_then(Ty::from_suffix).ok_or_else(|| ctx.unsupported())?;
+    m.done(ctx)?;
+    if matches!(ty, Ty::B8 | Ty::U8) {
+        return Err(ctx.unsupported());
+    }
+    let ops = ctx.count(ops, 2)?;
+    let d = ctx.dst_reg(&ops[0])?;
+    if let Opnd::Vector(items) = &ops[1] {
+        // Packing: b16 from 2 bytes, b32 from 2 halves or 4 bytes, b64 from 2 or 4 parts.
+        let total = 8 * ty.bytes() as u32;
+        let n = items.len() as u32;
+        if !matches!(ty, Ty::B16 | Ty::B32 | Ty::B64) || !matches!(n, 2 | 4) || total / n < 8 {
+            return Err(ctx.unsupported());
+        }
+        let parts = ctx.src_vector(&ops[1], 0)?;
+        return Ok((Op::MovPack { d, parts, bits: total / n }, Category::Move));
+    }
+    Ok((Op::Mov { ty, d, a: ctx.src(&ops[1])? }, Category::Move))
+}
+
+fn space(m: &mut Mods<'_>) -> Option<Space> {
+    Some(match m.take_any(&["global", "shared", "shared::cta", "shared::cluster", "param"])? {
+        "global" => Space::Global,
+        "param" => Space::Param,
+        "shared::cluster" => Space::Shared(Window::Cluster),
+        _ => Space::Shared(Window::Cta),
+    })
+}
+
+fn load_store(
+    ctx: &Ctx<'_>,
+    load: bool,
+    m: &mut Mods<'_>,
+    ops: &[Opnd],
+) -> Result<(Op, Category), SimError> {
+    let sp = space(m).ok_or_else(|| ctx.unsupported())?;
+    let ty = m.last().and_then(Ty::from_suffix).ok_or_else(|| ctx.unsupported())?;
+    let n = match m.take_any(&["v2", "v4"]) {
+        Some("v2") => 2,
+        Some(_) => 4,
+        None => 1,
+    };
+    m.done(ctx)?;
+    if ty == Ty::Pred || (!load && sp == Space::Param) {
+        return Err(ctx.unsupported());
+    }
+    let ops = ctx.count(ops, 2)?;
+    if load {
+        let d: Vec<Dst> =
+            if n == 1 { vec![ctx.dst(&ops[0])?] } else { ctx.dst_vector(&ops[0], n)? };
+        let category = match sp {
+            Space::Global => Category::LoadGlobal,
+            Space::Shared(_) => Category::LoadShared,
+            Space::Param => Category::LoadParam,
+        };
+        return Ok((Op::Ld { space: sp, ty, d, addr: ctx.addr(&ops[1])? }, category));
+    }
+    let v = if n == 1 { vec![ctx.src_plain(&ops[1])?] } else { ctx.src_vector(&ops[1], n)? };
+    let category = if sp == Space::Global { Category::StoreGlobal } else { Category::StoreShared };
+    Ok((Op::St { space: sp, ty, addr: ctx.addr(&ops[0])?, v }, category))
+}
+
+fn atomic(
+    ctx: &Ctx<'_>,
+    atom: bool,
+    m: &mut Mods<'_>,
+    ops: &[Opnd],
+) -> Result<(Op, Category), SimError> {
+    let sp = match space(m) {
+        Some(s @ (Space::Global | Space::Shared(Window::Cta))) => s,
+        _ => return Err(ctx.unsupported()),
+    };
+    let ty = m.last().ok_or_else(|| ctx.unsupported())?;
+    let opname = m.next().ok_or_else(|| ctx.unsupported())?;
+    m.done(ctx)?;
+    let op = match (opname, ty) {
+        ("add", "u32" | "s32") => AtomOp::Add,
+        ("and", "b32") => AtomOp::And,
+        ("or", "b32") => AtomOp::Or,
+        ("xor", "b32") => AtomOp::Xor,
+        ("min", "u32" | "s32") => AtomOp::Min { signed: ty == "s32" },
+        ("max", "u32" | "s32") => AtomOp::Max { signed: ty == "s32" },
+        ("exch", "b32") if atom => AtomOp::Exch,
+        _ => return Err(ctx.unsupported()),
+    };
+    let category =
+        if sp == Space::Global { Category::AtomicGlobal } else { Category::AtomicShared };
+    let (d, rest) = if atom {
+        let ops = ctx.count(ops, 3)?;
+        (Some(ctx.dst(&ops[0])?), &ops[1..])
+    } else {
+        (None, ctx.count(ops, 2)?)
+    };
+    let op = Op::Atom { space: sp, op, d, addr: ctx.addr(&rest[0])?, a: ctx.src(&rest[1])? };
+    Ok((op, category))
+}
