@@ -54,7 +54,11 @@ impl Array {
             return Err(format!("{} bytes for shape {:?}", self.bytes.len(), self.shape));
         }
         let dims: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
-        let shape = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+        let shape = if dims.len() == 1 {
+            format!("({},)", dims[0])
+        } else {
+            format!("({})", dims.join(", "))
+        };
         let mut header = format!(
             "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
             self.dtype.descr()

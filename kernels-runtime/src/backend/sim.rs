@@ -34,6 +34,10 @@ pub struct SimBackend {
     graphs: Vec<Vec<Recorded>>,
     events: Vec<u64>,
     stats: BackendStats,
+    profile: bool,
+    /// Per-launch instruction profiles (kernel name, profile), when enabled with
+    /// [`SimBackend::with_profile`].
+    pub profiles: Vec<(&'static str, moegen_sim::Profile)>,
     /// Thread-instructions executed so far.
     pub thread_instructions: u64,
     /// Block-scaled MMA instructions executed so far.
@@ -53,6 +57,8 @@ impl Default for SimBackend {
             graphs: Vec::new(),
             events: Vec::new(),
             stats: BackendStats::default(),
+            profile: false,
+            profiles: Vec::new(),
             thread_instructions: 0,
             mma_instructions: 0,
         }
@@ -79,6 +85,13 @@ impl SimBackend {
     /// SMs means fewer simulated CTAs, each looping over more work).
     pub fn with_sm_count(mut self, sm_count: u32) -> Self {
         self.sm_count = sm_count.max(1);
+        self
+    }
+
+    /// The same device recording every launch's per-warp instruction profile into
+    /// [`SimBackend::profiles`] (what `gen stats` reads per warp role).
+    pub fn with_profile(mut self) -> Self {
+        self.profile = true;
         self
     }
 
@@ -126,10 +139,14 @@ impl SimBackend {
         let mut cfg = LaunchConfig::new(shape.grid, shape.block, shape.dynamic_smem as usize);
         cfg.cluster = shape.cluster;
         cfg.seed = self.seed;
+        cfg.profile = self.profile;
         let stats = launch(&mut self.device, module, kernel.name, &cfg, &args)
             .map_err(|e| BackendError::Sim(e.to_string()))?;
         self.thread_instructions += stats.thread_instructions;
         self.mma_instructions += stats.mma_instructions;
+        if let Some(p) = stats.profile {
+            self.profiles.push((kernel.name, p));
+        }
         self.stats.launches += 1;
         Ok(())
     }

@@ -7,10 +7,11 @@
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
 use moegen_dsl::{MoeTactic, nvfp4_tactics};
 use moegen_runtime::backend::sim::SimBackend;
-use moegen_runtime::device_layer::{LayerInputs, device_moe_layer};
 use moegen_runtime::reference::*;
 use moegen_runtime::routing::ExpertWindow;
+use moegen_validation::device_layer::{LayerInputs, device_moe_layer};
 
+#[path = "../../kernels-runtime/tests/common/mod.rs"]
 mod common;
 use common::Rng;
 
