@@ -11,6 +11,7 @@ use moegen_dsl::plan::{PlanError, max_permuted_rows, max_tiles};
 
 use crate::backend::{Backend, BackendError, DevicePtr};
 use crate::error::RuntimeError;
+use crate::error_record::{RESET, RecordError, decode};
 use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape};
 use crate::reference::Nvfp4Activations;
 use crate::routing::{ExpertWindow, SortOutputs};
@@ -30,9 +31,9 @@ pub enum DeviceOpError {
     /// A kernel this device needs is not in the kernel set (or its cargo feature is off).
     #[error("kernel {0} is not in the kernel set (for sm90 kernels enable the `sm90` feature)")]
     MissingKernel(String),
-    /// The kernels flagged invalid input (bit 0: expert id out of range; bit 1: capacity).
-    #[error("the routing kernels raised error flags {0:#x}")]
-    Flags(u32),
+    /// The routing kernels' error record reports something other than invalid input.
+    #[error(transparent)]
+    Record(RecordError),
 }
 
 impl From<PlanError> for DeviceOpError {
@@ -150,10 +151,13 @@ pub fn device_moe_sort_buffers(
         live: b.alloc(4)?,
         padded: b.alloc(4)?,
     };
-    let d_flags = b.alloc(4)?;
+    // The standalone sort has no router weights to check: it binds 1.0 for every route.
+    let d_weights = b.upload_new(&1f32.to_le_bytes().repeat(routes))?;
+    let d_flags = b.upload_new(&reset_record())?;
     let bind = out
         .bind(Bindings::new())
         .buffer(Buffer::RoutedExperts, d_experts)
+        .buffer(Buffer::RouterWeights, d_weights)
         .buffer(Buffer::SortBlockCounts, d_counts)
         .buffer(Buffer::ErrorFlags, d_flags)
         .scalar(Scalar::NumRoutes, routes as u64)?
@@ -172,11 +176,18 @@ pub fn device_moe_sort_buffers(
         let k = simt_kernel(b, family)?;
         run(b, k, &bind, &grid)?;
     }
-    let flags = from_bytes_i32(&b.download(d_flags, 4)?)[0] as u32;
-    if flags != 0 {
-        return Err(DeviceOpError::Flags(flags));
-    }
+    let record: Vec<u32> =
+        from_bytes_i32(&b.download(d_flags, RESET.len() * 4)?).iter().map(|&v| v as u32).collect();
+    decode(&record, window.top_k(), window.num_experts()).map_err(|e| match e {
+        RecordError::Input(e) => DeviceOpError::Input(e),
+        other => DeviceOpError::Record(other),
+    })?;
     Ok(out)
+}
+
+/// The error record's reset value as bytes.
+fn reset_record() -> Vec<u8> {
+    RESET.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 /// Reads the routing sort's outputs back.

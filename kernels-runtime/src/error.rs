@@ -18,6 +18,14 @@ pub enum RuntimeError {
         /// Number of experts.
         experts: usize,
     },
+    /// A router weight that is NaN or infinite.
+    #[error("token {token} slot {slot}: the router weight is NaN or infinite")]
+    NonFiniteRouterWeight {
+        /// Token.
+        token: usize,
+        /// Slot within top_k.
+        slot: usize,
+    },
     /// A buffer whose length does not match its shape.
     #[error("{what} holds {actual} elements, its shape needs {expected}")]
     BufferLength {

@@ -7,6 +7,7 @@
 //! - [`launch`]: every launch built from the kernel's typed ABI.
 //! - [`device_ops`]: the routing sort, activation quantization and deterministic finalize
 //!   on a device.
+//! - [`error_record`]: the device-side error record decoded into typed errors.
 //! - [`routing`]: the routing sort's six index maps on the CPU.
 //! - [`reference`]: the CPU reference of the whole NVFP4 layer, an f64 oracle, and the
 //!   weight preparation a checkpoint needs.
@@ -16,6 +17,7 @@
 pub mod backend;
 pub mod device_ops;
 pub mod error;
+pub mod error_record;
 pub mod launch;
 pub mod layer;
 pub mod reference;

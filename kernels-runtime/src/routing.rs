@@ -137,3 +137,15 @@ pub fn moe_sort(
         total_num_padded_tokens: (live_tiles * t) as i32,
     })
 }
+
+/// The first route (in expanded order) whose router weight is NaN or infinite, named by token
+/// and slot: the same error the device-side check reports.
+pub fn check_router_weights(weights: &[f32], top_k: usize) -> Result<()> {
+    match weights.iter().position(|w| !w.is_finite()) {
+        Some(i) if top_k > 0 => {
+            Err(RuntimeError::NonFiniteRouterWeight { token: i / top_k, slot: i % top_k })
+        }
+        Some(_) => Err(RuntimeError::from(PlanError::Zero { what: "top_k" })),
+        None => Ok(()),
+    }
+}

@@ -3,6 +3,7 @@
 
 use half::bf16;
 use moegen_dsl::{FinalizeMode, TileSize};
+use moegen_runtime::RuntimeError;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::device_ops::{
     DeviceOpError, device_finalize_reduce, device_moe_sort, device_quantize,
@@ -57,7 +58,12 @@ fn routing_sort_edge_cases() {
     let mut sim = SimBackend::new();
     assert_eq!(
         device_moe_sort(&mut sim, &[1, 9, -3], 3, &w, TileSize::T128),
-        Err(DeviceOpError::Flags(1))
+        Err(DeviceOpError::Input(RuntimeError::ExpertOutOfRange {
+            token: 1,
+            slot: 0,
+            expert: 9,
+            experts: 8
+        }))
     );
 }
 
@@ -134,13 +140,15 @@ fn planted_defects_in_the_simt_kernels_are_caught() {
     )
     .unwrap();
     assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want.clone()));
-    // Rank counted with ≤ instead of <: two routes share a row.
+    // The rank counts routes of another expert: two routes share a row. The rank loop's
+    // compare is the first `setp.eq.u32` after the barrier (those before it belong to the
+    // error record).
     let mut sim = SimBackend::new();
-    sim.replace_kernel(
-        "moegen_sm100_moe_sort_scatter",
-        &mutated("moegen_sm100_moe_sort_scatter", "setp.eq.u32", "setp.ne.u32"),
-    )
-    .unwrap();
+    let ptx = moegen_kernels::kernel("moegen_sm100_moe_sort_scatter").unwrap().ptx;
+    let barrier = ptx.find("bar.sync").unwrap();
+    let at = barrier + ptx[barrier..].find("setp.eq.u32").unwrap();
+    let bad = format!("{}setp.ne.u32{}", &ptx[..at], &ptx[at + "setp.eq.u32".len()..]);
+    sim.replace_kernel("moegen_sm100_moe_sort_scatter", &bad).unwrap();
     assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want));
     // A wrong constant (1/4 for 1/6) in the scale computation.
     let x: Vec<bf16> = (0..64).map(|i| bf16::from_f32(i as f32 - 30.0)).collect();

@@ -11,7 +11,7 @@ use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::*;
 use moegen_runtime::reference::*;
-use moegen_runtime::routing::ExpertWindow;
+use moegen_runtime::routing::{ExpertWindow, moe_sort};
 
 #[path = "../../kernels-runtime/tests/common/mod.rs"]
 mod common;
@@ -199,6 +199,44 @@ fn every_bad_input_is_refused_before_any_launch() {
     nan.w1_scales[3] = 0x7F;
     assert!(LayerWeights::upload(&mut s.sim, &s.shape, &nan, 1.0).is_err());
     assert!(LayerWeights::upload(&mut s.sim, &s.shape, &s.prepared, f32::NAN).is_err());
+}
+
+/// Checks only the device can run (the ids and weights are in device memory) come back
+/// from the error record as the typed errors the host checks raise, naming the first
+/// offending route; the next good forward clears them.
+#[test]
+fn device_checked_inputs_are_decoded_into_the_host_errors() {
+    let tokens = 4;
+    let mut s = setup(tokens);
+    let ws = workspace(&mut s, false);
+    let layer = layer(&mut s, FinalizeMode::BulkReduceAdd);
+    let run = |s: &mut Setup, ids: &[i32], weights: &[f32]| {
+        let (good_ids, good_w) = (s.ids.clone(), s.weights.clone());
+        s.ids = ids.to_vec();
+        s.weights = weights.to_vec();
+        let io = io(s, tokens);
+        (s.ids, s.weights) = (good_ids, good_w);
+        layer.forward(&mut s.sim, &ws, &io).unwrap();
+        let host = moe_sort(ids, tokens, &s.shape.window, TileSize::T128).err();
+        (layer.check_errors(&mut s.sim, &ws), host)
+    };
+    let (ids, w) = (s.ids.clone(), s.weights.clone());
+    let mut bad_ids = ids.clone();
+    bad_ids[5] = 8;
+    bad_ids[6] = -3;
+    let want =
+        moegen_runtime::RuntimeError::ExpertOutOfRange { token: 2, slot: 1, expert: 8, experts: 8 };
+    let (device, host) = run(&mut s, &bad_ids, &w);
+    assert_eq!(device, Err(LayerError::Input(want.clone())));
+    assert_eq!(host, Some(want.clone()), "the host check names the same route");
+    let mut bad_w = w.clone();
+    bad_w[3] = f32::INFINITY;
+    bad_w[6] = f32::NAN;
+    let nan = moegen_runtime::RuntimeError::NonFiniteRouterWeight { token: 1, slot: 1 };
+    assert_eq!(run(&mut s, &ids, &bad_w).0, Err(LayerError::Input(nan)));
+    // Both at once: the expert id is reported, as the host reference does.
+    assert_eq!(run(&mut s, &bad_ids, &bad_w).0, Err(LayerError::Input(want)));
+    assert_eq!(run(&mut s, &ids, &w).0, Ok(()), "a good forward clears the record");
 }
 
 #[test]

@@ -9,8 +9,14 @@
 //!
 //! Rows within an expert come out in ascending expanded index, the CPU reference's order, so
 //! the outputs are identical to `moe_sort` bit for bit. Expert ids outside [0, experts) are
-//! treated as non-local and flagged in `error_flags` (bit 0); nothing is written out of bounds.
+//! treated as non-local and recorded in the error record (`abi::error_record`: the flag, the
+//! first such route and its id); non-finite router weights are recorded the same way. Nothing
+//! is written out of bounds.
 
+use moegen_dsl::abi::error_record::{
+    FLAG_EXPERT_OUT_OF_RANGE, FLAG_NON_FINITE_WEIGHT, FLAG_TILE_OVERFLOW, WORD_BAD_EXPERT_ID,
+    WORD_FIRST_BAD_EXPERT, WORD_FIRST_NON_FINITE_WEIGHT, byte_offset,
+};
 use moegen_dsl::abi::launch::{ROUTES_PER_BLOCK, SORT_OFFSET_THREADS, SORT_THREADS};
 use moegen_dsl::abi::{KernelId, SimtFamily, SimtTarget, params};
 
@@ -18,9 +24,19 @@ use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{AtomOp, Memory};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty};
 
-/// `red.global.or.b32`: sets bits of `error_flags`.
+/// `red.global.or.b32`: sets bits of the error record's flag word.
 fn set_flag() -> Memory {
     Memory::Red(Space::Global, AtomOp::Or, Ty::B32)
+}
+
+/// `red.global.min.u32`: keeps the first offending route of one check.
+fn keep_first() -> Memory {
+    Memory::Red(Space::Global, AtomOp::Min, Ty::U32)
+}
+
+/// The address of word `word` of the error record at `flags`.
+fn record_word(b: &mut KernelBuilder, flags: Reg, word: usize) -> Reg {
+    b.add_u64(flags, byte_offset(word) as i64)
 }
 
 const THREADS: u32 = SORT_THREADS;
@@ -34,7 +50,8 @@ pub(crate) fn simt_builder(family: SimtFamily, target: SimtTarget) -> KernelBuil
     b
 }
 
-/// Local expert of route `i` or −1 (also −1 for out-of-range ids, which raise the flag).
+/// Local expert of route `i` or −1 (also −1 for out-of-range ids, which raise the flag and
+/// take part in the first-route minimum); the raw id comes back too.
 fn local_expert(
     b: &mut KernelBuilder,
     experts: Reg,
@@ -43,22 +60,44 @@ fn local_expert(
     off: Reg,
     l: Reg,
     flags: Reg,
-) -> Reg {
+) -> (Reg, Reg, Reg) {
     let addr = b.index_addr(experts, i, 4);
     let e = b.ld_global(Ty::U32, RegClass::B32, addr);
     // Unsigned compare also rejects negative ids.
     let bad = b.setp_u32(Cmp::Ge, e, ne);
-    b.emit_if(Guard::when(bad), set_flag(), vec![Operand::addr(flags), 1u32.into()]);
+    b.emit_if(
+        Guard::when(bad),
+        set_flag(),
+        vec![Operand::addr(flags), FLAG_EXPERT_OUT_OF_RANGE.into()],
+    );
+    let first_bad = record_word(b, flags, WORD_FIRST_BAD_EXPERT);
+    b.emit_if(Guard::when(bad), keep_first(), vec![Operand::addr(first_bad), i.into()]);
     let rel = b.sub_u32(e, off);
     let local = b.setp_u32(Cmp::Lt, rel, l);
     let ok = b.and_pred(local, Operand::NotPred(bad));
-    b.selp_u32(rel, Operand::Imm(-1), ok)
+    (b.selp_u32(rel, Operand::Imm(-1), ok), e, bad)
+}
+
+/// Flags route `i` when its router weight is NaN or ±∞ (all exponent bits set).
+fn check_weight(b: &mut KernelBuilder, weights: Reg, i: Reg, flags: Reg) {
+    let addr = b.index_addr(weights, i, 4);
+    let w = b.ld_global(Ty::U32, RegClass::B32, addr);
+    let exp = b.and_b32(w, 0x7f80_0000u32);
+    let bad = b.setp_u32(Cmp::Eq, exp, 0x7f80_0000u32);
+    b.emit_if(
+        Guard::when(bad),
+        set_flag(),
+        vec![Operand::addr(flags), FLAG_NON_FINITE_WEIGHT.into()],
+    );
+    let first = record_word(b, flags, WORD_FIRST_NON_FINITE_WEIGHT);
+    b.emit_if(Guard::when(bad), keep_first(), vec![Operand::addr(first), i.into()]);
 }
 
 /// Counts per block and local expert.
 pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortHistogram, target);
     let experts = b.ld_param_u64("experts");
+    let weights = b.ld_param_u64("router_weights");
     let routes = b.ld_param_u32("num_routes");
     let ne = b.ld_param_u32("num_experts");
     let off = b.ld_param_u32("local_offset");
@@ -80,7 +119,8 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
         let inside = b.setp_u32(Cmp::Lt, i, routes);
         let skip = b.new_label("skip");
         b.bra_unless(inside, &skip);
-        let le = local_expert(&mut b, experts, i, ne, off, l, flags);
+        check_weight(&mut b, weights, i, flags);
+        let (le, _, _) = local_expert(&mut b, experts, i, ne, off, l, flags);
         let none = b.setp_s32(Cmp::Lt, le, 0i32);
         b.bra_if(none, &skip);
         let a = b.mad_u32(le, 4u32, hist);
@@ -169,7 +209,7 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     let live = b.min_u32(run, max_tiles);
     let over = b.setp_u32(Cmp::Gt, run, max_tiles);
     let fp = b.ld_param_u64("error_flags");
-    b.emit_if(Guard::when(over), set_flag(), vec![Operand::addr(fp), 2u32.into()]);
+    b.emit_if(Guard::when(over), set_flag(), vec![Operand::addr(fp), FLAG_TILE_OVERFLOW.into()]);
     let np = b.ld_param_u64("num_non_exiting_tiles");
     b.st_global(Ty::U32, np, live);
     let padded = b.mul_u32(live, t);
@@ -272,8 +312,20 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
         let le = b.mov_u32(Operand::Imm(-1));
         let skip = b.new_label("skip_load");
         b.bra_unless(inside, &skip);
-        let v = local_expert(&mut b, experts, i, ne, off, l, flags);
+        let (v, e, bad) = local_expert(&mut b, experts, i, ne, off, l, flags);
         b.assign_u32(le, v);
+        // Every histogram block has taken its minimum by now: the first bad route's thread
+        // records the id.
+        let fa = record_word(&mut b, flags, WORD_FIRST_BAD_EXPERT);
+        let first_bad = b.ld_global(Ty::U32, RegClass::B32, fa);
+        let is_first = b.setp_u32(Cmp::Eq, first_bad, i);
+        let record = b.and_pred(is_first, bad);
+        let ia = record_word(&mut b, flags, WORD_BAD_EXPERT_ID);
+        b.emit_if(
+            Guard::when(record),
+            st(Space::Global, Ty::U32),
+            vec![Operand::addr(ia), e.into()],
+        );
         b.label(&skip);
         let a = b.mad_u32(j, 4u32, local);
         b.st_shared(Ty::U32, a, le);

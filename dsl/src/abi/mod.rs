@@ -1,6 +1,7 @@
 //! The kernel ABI: the one description of every kernel interface, used by codegen to emit
 //! kernels and by the runtime to launch them.
 //!
+//! - [`error_record`]: the device-side error record the routing kernels write.
 //! - [`identity`]: what a kernel is and its entry name.
 //! - [`param`] and [`signature`]: each kernel's parameters, by meaning.
 //! - [`tensor_map`]: tensor-map layouts as functions of the problem.
@@ -8,6 +9,7 @@
 //! - [`roles`]: the GEMM kernels' warp roles.
 //! - [`info`]: [`KernelInfo`], the typed record a generated kernel set exports.
 
+pub mod error_record;
 pub mod identity;
 pub mod info;
 pub mod launch;

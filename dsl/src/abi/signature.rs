@@ -125,6 +125,7 @@ pub const GEMM2_DETERMINISTIC: &[Param] = gemm2_params!(buffer(
 /// The routing sort's first pass.
 pub const MOE_SORT_HISTOGRAM: &[Param] = &[
     buffer("experts", B::RoutedExperts, "i32 [tokens·top_k] global expert ids"),
+    buffer("router_weights", B::RouterWeights, "f32 [tokens·top_k]: checked finite"),
     scalar("num_routes", S::NumRoutes, "tokens·top_k"),
     scalar("num_experts", S::NumExperts, "experts in the model"),
     scalar("local_offset", S::LocalOffset, "first local expert"),
@@ -134,7 +135,7 @@ pub const MOE_SORT_HISTOGRAM: &[Param] = &[
         B::SortBlockCounts,
         "i32 [ceil(routes/1024) · L] scratch: counts, then bases",
     ),
-    buffer("error_flags", B::ErrorFlags, "u32 [1]: bit 0 set when an expert id is out of range"),
+    buffer("error_flags", B::ErrorFlags, "u32 [4]: the error record (abi::error_record)"),
 ];
 
 /// The routing sort's second pass (one block).
@@ -179,7 +180,7 @@ pub const MOE_SORT_SCATTER: &[Param] = &[
         "i32 [max_tiles·T] out (valid rows)",
     ),
     scalar("max_permuted_rows", S::MaxPermutedRows, "max_tiles·T: rows past it are never written"),
-    buffer("error_flags", B::ErrorFlags, "u32 [1]: bit 0 set when an expert id is out of range"),
+    buffer("error_flags", B::ErrorFlags, "u32 [4]: the error record (abi::error_record)"),
 ];
 
 /// bf16 activations → NVFP4 with linear scales.

@@ -11,9 +11,8 @@ use crate::abi::launch::ROUTES_PER_BLOCK;
 use crate::formats::Scale128x4;
 use crate::tactic::{Arch, TileSize};
 
-/// Words of the device-side error record: flag bits, then the first offending route of each
-/// check (see `moegen_dsl::abi::signature`'s routing-sort parameters).
-pub const ERROR_WORDS: u64 = 4;
+/// Words of the device-side error record (layout: [`crate::abi::error_record`]).
+pub const ERROR_WORDS: u64 = crate::abi::error_record::WORDS as u64;
 
 /// Alignment of every buffer's offset (TMA needs 16 B; 256 B keeps rows of different
 /// buffers off shared cache lines and matches allocator granularity).

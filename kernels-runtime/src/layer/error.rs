@@ -61,9 +61,10 @@ pub enum LayerError {
     /// No tactic of the kernel set applies to this layer.
     #[error("no tactic of the kernel set applies: {0}")]
     NoTactic(String),
-    /// The device-side checks raised flags this version cannot decode.
-    #[error("device error flags {0:#x}")]
-    DeviceFlags(u32),
+    /// The device-side error record reports something other than invalid input (a
+    /// workspace planned too small, or a record this version cannot decode).
+    #[error(transparent)]
+    Device(crate::error_record::RecordError),
     /// The autotuner's cache file could not be read or written.
     #[error("tune cache {path}: {reason}")]
     TuneCache {

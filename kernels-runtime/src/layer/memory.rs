@@ -11,6 +11,7 @@ use moegen_dsl::{Arch, TileSize};
 use super::error::LayerError;
 use crate::backend::{Backend, DevicePtr};
 use crate::error::RuntimeError;
+use crate::error_record::{RecordError, decode};
 use crate::reference::{PreparedWeights, Sm90Weights, validate_weights};
 
 /// A device buffer and its size in bytes; the engine's memory or the backend's.
@@ -157,27 +158,12 @@ fn missing(what: &str) -> LayerError {
     LayerError::WorkspaceMismatch { reason: format!("the plan has no {what} buffer") }
 }
 
-/// Bit 0 of the error record: an expert id outside [0, experts); words 1 and 2 hold the
-/// first such route and its id. Bit 1: more tiles than the arrays hold (a planning bug).
+/// Decodes the error record (`crate::error_record`) into the layer's errors.
 pub(crate) fn decode_errors(w: &[u32], window: &ExpertWindow) -> Result<(), LayerError> {
-    let flags = w.first().copied().unwrap_or(0);
-    if flags == 0 {
-        return Ok(());
-    }
-    let k = window.top_k();
-    if flags & 1 != 0
-        && let (Some(&route), Some(&id)) = (w.get(1), w.get(2))
-        && route != u32::MAX
-    {
-        return Err(RuntimeError::ExpertOutOfRange {
-            token: route as usize / k,
-            slot: route as usize % k,
-            expert: i64::from(id as i32),
-            experts: window.num_experts(),
-        }
-        .into());
-    }
-    Err(LayerError::DeviceFlags(flags))
+    decode(w, window.top_k(), window.num_experts()).map_err(|e| match e {
+        RecordError::Input(e) => LayerError::Input(e),
+        other => LayerError::Device(other),
+    })
 }
 
 /// A layer's weights on the device, uploaded once (or the engine's, by address), in the

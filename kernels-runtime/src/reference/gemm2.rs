@@ -7,7 +7,7 @@ use moegen_dsl::epilogue_math::round_to_bf16;
 use super::exact_dot::{DecodedRow, block_scaled_dot};
 use super::gemm1::{Gemm1Output, check_sort, decode_expert};
 use super::weights::{PreparedWeights, validate_weights, w2_scale_layout};
-use crate::error::{Result, RuntimeError, check_len};
+use crate::error::{Result, check_len};
 use crate::routing::SortOutputs;
 use moegen_dsl::plan::MoeShape;
 
@@ -33,9 +33,7 @@ pub fn gemm2_contributions(
     let (hid, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
     validate_weights(shape, w)?;
     check_len("router weights", routing.weights.len(), routing.tokens * k)?;
-    if routing.weights.iter().any(|v| !v.is_finite()) {
-        return Err(RuntimeError::NonFinite { what: "router weights" });
-    }
+    crate::routing::check_router_weights(&routing.weights, k)?;
     check_sort(shape, sort, routing.tokens)?;
     check_len("GEMM1 output rows", h_in.rows, sort.permuted_idx_to_expanded_idx.len())?;
     check_len("GEMM1 output", h_in.packed.len(), h_in.rows * i / 2)?;

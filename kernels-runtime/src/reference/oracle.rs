@@ -23,6 +23,18 @@ pub fn oracle_moe<T: Copy + Into<f32>>(
     }
     check_len("routing experts", routing.experts.len(), n * k)?;
     check_len("router weights", routing.weights.len(), n * k)?;
+    // The device's order: every expert id first, then the weights.
+    for (r, &e) in routing.experts.iter().enumerate() {
+        if e < 0 || e as usize >= shape.window.num_experts() {
+            return Err(RuntimeError::ExpertOutOfRange {
+                token: r / k,
+                slot: r % k,
+                expert: i64::from(e),
+                experts: shape.window.num_experts(),
+            });
+        }
+    }
+    crate::routing::check_router_weights(&routing.weights, k)?;
     let f = |v: T| f64::from(v.into());
     let mut out = vec![0f64; n * h];
     let mut act = vec![0f64; i];
@@ -30,14 +42,6 @@ pub fn oracle_moe<T: Copy + Into<f32>>(
         let xt = &x[t * h..(t + 1) * h];
         for s in 0..k {
             let e = routing.experts[t * k + s];
-            if e < 0 || e as usize >= shape.window.num_experts() {
-                return Err(RuntimeError::ExpertOutOfRange {
-                    token: t,
-                    slot: s,
-                    expert: i64::from(e),
-                    experts: shape.window.num_experts(),
-                });
-            }
             let Some(le) = (e as usize).checked_sub(shape.window.offset()).filter(|&le| le < l)
             else {
                 continue;

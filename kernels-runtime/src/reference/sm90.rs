@@ -313,9 +313,7 @@ pub fn sm90_gemm2_contributions(
 ) -> Result<Vec<f32>> {
     let (hid, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
     check_len("router weights", routing.weights.len(), routing.tokens * k)?;
-    if routing.weights.iter().any(|v| !v.is_finite()) {
-        return Err(RuntimeError::NonFinite { what: "router weights" });
-    }
+    crate::routing::check_router_weights(&routing.weights, k)?;
     check_len("GEMM1 output", h_in.values.len(), h_in.rows * i)?;
     let (vb, sb) = (value_bytes(hid, i), scale_bytes(hid, i));
     let mut contrib = vec![0f32; routing.tokens * k * hid];

@@ -33,6 +33,7 @@ impl Access {
 pub enum AtomOp {
     Add,
     Max,
+    Min,
     Or,
 }
 
@@ -112,6 +113,7 @@ impl fmt::Display for AtomOp {
         f.write_str(match self {
             AtomOp::Add => ".add",
             AtomOp::Max => ".max",
+            AtomOp::Min => ".min",
             AtomOp::Or => ".or",
         })
     }
