@@ -5,8 +5,13 @@
 //!   backend (uploads and allocates per call), compared with the CPU reference by the tests.
 //! - [`corpus`]: the differential corpus (ALU, pipelines, TMA, clusters, bulk ops), run on an
 //!   H200 and in the simulator and compared byte for byte.
+//! - [`layer_check`]: the runtime's `MoeLayer` with every applicable tactic on a backend,
+//!   compared with the reference of the device's generation and the f64 oracle.
+//! - [`simt_check`]: the SIMT kernels on a backend against their CPU counterparts.
 //! - Binaries: `gpu-check` (feature `cuda`) and `sim-bench`.
 
 pub mod corpus;
 pub mod device_layer;
+pub mod layer_check;
 pub mod npy;
+pub mod simt_check;

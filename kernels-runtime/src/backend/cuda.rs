@@ -28,8 +28,16 @@ fn cuda_err(e: impl std::fmt::Debug) -> BackendError {
     BackendError::Cuda(format!("{e:?}"))
 }
 
-/// Whether the CUDA driver library can be loaded; without it every CUDA call would abort.
+/// `MOEGEN_NO_CUDA` set to anything but empty or `0`: behave as if no driver were installed
+/// (CPU-only runs on a GPU machine, and the tests of the no-driver path).
+pub const NO_CUDA_ENV: &str = "MOEGEN_NO_CUDA";
+
+/// Whether the CUDA driver library can be loaded (and `MOEGEN_NO_CUDA` does not hide it);
+/// without it every CUDA call would abort.
 pub fn driver_present() -> bool {
+    if std::env::var_os(NO_CUDA_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+        return false;
+    }
     // SAFETY: only tries to dlopen the driver library under its usual names; no symbol of it
     // is called.
     unsafe { sys::is_culib_present() }
@@ -60,7 +68,7 @@ impl CudaBackend {
     pub fn new(ordinal: usize) -> Result<Self, BackendError> {
         if !driver_present() {
             return Err(BackendError::Cuda(
-                "no CUDA driver library (libcuda.so) was found on this machine".into(),
+                "no CUDA driver library (libcuda.so) was found on this machine (or MOEGEN_NO_CUDA is set)".into(),
             ));
         }
         let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;

@@ -1,348 +1,242 @@
-//! `gpu-check`: runs moegen's SIMT kernels (routing sort, NVFP4 quantization, deterministic
-//! finalize) on a CUDA GPU and on the simulator, and compares both with the CPU reference
-//! byte for byte. Prints a table and writes JSON. Runs on any CUDA machine with a driver;
-//! build with `cargo build --release -p moegen-validation --bin gpu-check`.
+//! `gpu-check`: runs moegen's kernels on a CUDA GPU and checks them three ways: the SIMT
+//! kernels against their CPU counterparts byte for byte, the differential corpus against the
+//! simulator byte for byte, and the whole layer (the runtime's `MoeLayer`, every tactic the
+//! kernel set holds for the device) against the CPU reference of the device's generation and
+//! the f64 oracle, with a few tactics also against the simulator. Prints a table per part,
+//! writes every figure as JSON, exits 1 on an error and 2 when a check fails.
+//!
+//! Build here with `cargo build --release -p moegen-validation --bin gpu-check`; run on any
+//! machine with a CUDA driver (it needs no toolkit).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use half::bf16;
-use moegen_dsl::abi::{CorpusKernel, KernelId, KernelInfo, SimtTarget};
-use moegen_dsl::{FinalizeMode, TileSize};
+use clap::{Parser, ValueEnum};
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::{ActivationFormat, Arch, FinalizeMode};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::cuda::CudaBackend;
-use moegen_runtime::backend::sim::SimBackend;
-use moegen_runtime::device_ops::{device_finalize_reduce, device_moe_sort, device_quantize};
-use moegen_runtime::reference::{finalize, quantize_activations};
-use moegen_runtime::routing::{ExpertWindow, moe_sort};
+use moegen_runtime::layer::arch_of;
+use moegen_runtime::reference::MoeShape;
+use moegen_runtime::routing::ExpertWindow;
+use moegen_validation::layer_check::{LayerCase, TacticRow, check_tactics, problem};
+use moegen_validation::simt_check::{self, CASES, SimtRow, simulator_for};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Part {
+    /// Routing sort, quantization and finalize against the CPU.
+    Simt,
+    /// The differential corpus against the simulator.
+    Corpus,
+    /// The whole layer, every tactic, against the reference, the oracle and the simulator.
+    Layer,
 }
 
-/// One check to run against the GPU.
-type Case = Box<dyn Fn(&mut CudaBackend) -> Result<Row, String>>;
+/// Checks moegen's kernels on this machine's GPU (device 0).
+#[derive(Parser, Debug)]
+#[command(name = "gpu-check", version)]
+struct Args {
+    /// Where to write the JSON record.
+    #[arg(long, default_value = "gpu-check.json")]
+    json: PathBuf,
+    /// The parts to run (comma separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Part::Simt, Part::Corpus, Part::Layer])]
+    parts: Vec<Part>,
+    /// At most this many tactics per layer case (spread over the list); default: all.
+    #[arg(long)]
+    layer_tactics: Option<usize>,
+    /// Tactics per small layer case that are also simulated and compared byte for byte.
+    #[arg(long, default_value_t = 2)]
+    sim_tactics: usize,
+}
 
-struct Row {
+#[derive(serde::Serialize)]
+struct CorpusRow {
     case: String,
-    gpu_equal: bool,
-    sim_equal: Option<bool>,
+    bytes: usize,
+    identical: bool,
+    first_difference: Option<usize>,
 }
 
-/// A simulator running the same kernel flavour as the GPU.
-fn sim_like(gpu: &CudaBackend) -> SimBackend {
-    match gpu.simt_target() {
-        SimtTarget::Sm90a => SimBackend::hopper(),
-        SimtTarget::Sm100f => SimBackend::new(),
-    }
+#[derive(serde::Serialize)]
+struct LayerRow {
+    #[serde(flatten)]
+    row: TacticRow,
+    /// The simulator's output equals the GPU's bit for bit (`None`: not simulated).
+    sim_identical: Option<bool>,
+    /// The rule the row was judged by, and the verdict.
+    rule: &'static str,
+    pass: bool,
 }
 
-/// A routing case: tokens, top_k, experts, local offset, local count, tile.
-struct SortCase(usize, usize, usize, usize, usize, TileSize);
-
-fn sort_case(gpu: &mut CudaBackend, c: SortCase, sim: bool) -> Result<Row, String> {
-    let SortCase(tokens, k, experts, offset, local, tile) = c;
-    let w = ExpertWindow::new(experts, offset, local, k).map_err(|e| e.to_string())?;
-    let mut r = Rng(tokens as u64 * 31 + k as u64);
-    let ids: Vec<i32> = (0..tokens * k)
-        .map(|_| {
-            if r.next().is_multiple_of(4) {
-                offset as i32
-            } else {
-                (r.next() % experts as u64) as i32
-            }
-        })
-        .collect();
-    let want = moe_sort(&ids, tokens, &w, tile).map_err(|e| e.to_string())?;
-    let got = device_moe_sort(gpu, &ids, tokens, &w, tile).map_err(|e| e.to_string())?;
-    let sim_equal = if sim {
-        let mut s = sim_like(gpu);
-        Some(device_moe_sort(&mut s, &ids, tokens, &w, tile).map_err(|e| e.to_string())? == want)
+/// What a layer row must meet. Every sum the reference fixes (GEMM accumulation, the
+/// deterministic finalize, a bulk reduce of at most two routes, which is commutative) must be
+/// bit-exact. A bulk reduce of k > 2 bf16 contributions rounds after each add in an order the
+/// GPU chooses: each of the k − 1 adds moves the result by at most half an ulp of its partial
+/// sum, bounded relative to the output by (k − 1)·2^-9 per element when the partial sums are
+/// no larger than the output; 2·(k − 1)·2^-9 in relative L2 leaves room for cancellation.
+fn verdict(case: &LayerCase, row: &TacticRow) -> (&'static str, bool) {
+    let k = case.shape.top_k();
+    if case.finalize == FinalizeMode::Deterministic || k <= 2 {
+        ("bit-exact", row.identical == row.elements)
     } else {
-        None
-    };
-    Ok(Row {
-        case: format!("moe_sort N={tokens} k={k} E={experts} L={local}@{offset} T={}", tile.rows()),
-        gpu_equal: got == want,
-        sim_equal,
-    })
+        let bound = 2.0 * (k - 1) as f64 * 2f64.powi(-9);
+        ("bulk order: rel L2 <= 2(k-1)/512", row.rel_l2_vs_reference <= bound)
+    }
 }
 
-fn quantize_case(
-    gpu: &mut CudaBackend,
-    tokens: usize,
-    hidden: usize,
-    sim: bool,
-) -> Result<Row, String> {
-    let mut r = Rng(hidden as u64 + 7);
-    let mut x: Vec<bf16> = (0..tokens * hidden)
-        .map(|i| {
-            bf16::from_f32(
-                ((r.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * (1 + i % 29) as f32,
-            )
-        })
-        .collect();
-    for (i, v) in [0.0f32, -0.0, 0.25, 0.75, 5.0, -5.0, 1e-30, 448.0].iter().enumerate() {
-        x[i] = bf16::from_f32(*v);
-    }
-    let g = 448.0 * 6.0 / 15.0;
-    let want = quantize_activations(&x, tokens, hidden, g).map_err(|e| e.to_string())?;
-    let got = device_quantize(gpu, &x, tokens, hidden, g).map_err(|e| e.to_string())?;
-    let sim_equal = if sim {
-        let mut s = sim_like(gpu);
-        Some(device_quantize(&mut s, &x, tokens, hidden, g).map_err(|e| e.to_string())? == want)
-    } else {
-        None
-    };
-    Ok(Row { case: format!("quantize_nvfp4 {tokens}x{hidden}"), gpu_equal: got == want, sim_equal })
+#[derive(serde::Serialize)]
+struct Record {
+    device: String,
+    compute_capability: (i32, i32),
+    kernels: String,
+    sm_count: u32,
+    simt: Vec<SimtRow>,
+    corpus: Vec<CorpusRow>,
+    layer: Vec<LayerRow>,
 }
 
-fn finalize_case(
-    gpu: &mut CudaBackend,
-    tokens: usize,
-    k: usize,
-    hidden: usize,
-    sim: bool,
-) -> Result<Row, String> {
-    let mut r = Rng(tokens as u64 * 3 + 1);
-    let e2p: Vec<i32> =
-        (0..tokens * k).map(|i| if r.next().is_multiple_of(5) { -1 } else { i as i32 }).collect();
-    let contrib: Vec<f32> = (0..tokens * k * hidden)
-        .map(|i| {
-            if e2p[i / hidden] < 0 {
-                0.0
-            } else {
-                bf16::from_f32((r.next() >> 40) as f32 / 1e6 - 8.0).to_f32()
-            }
-        })
-        .collect();
-    let want = finalize(&contrib, tokens, k, hidden, FinalizeMode::Deterministic)
-        .map_err(|e| e.to_string())?;
-    let got = device_finalize_reduce(gpu, &contrib, &e2p, tokens, k, hidden)
-        .map_err(|e| e.to_string())?;
-    let sim_equal = if sim {
-        let mut s = sim_like(gpu);
-        Some(
-            device_finalize_reduce(&mut s, &contrib, &e2p, tokens, k, hidden)
-                .map_err(|e| e.to_string())?
-                == want,
-        )
-    } else {
-        None
-    };
-    Ok(Row {
-        case: format!("finalize_reduce N={tokens} k={k} H={hidden}"),
-        gpu_equal: got == want,
-        sim_equal,
-    })
-}
-
-/// Diagnostic: runs one patched variant of the TMA corpus kernel (0 full, 1 without the
-/// tile store, 2 also with only the unswizzled load) and reports whether it ran.
-fn tma_variant(gpu: &mut CudaBackend, v: u32, c0: i32, c1: i32) -> ExitCode {
-    use moegen_runtime::backend::{KernelArg, LaunchShape, TensorMapSpec, TmaElement};
-    let Some(k) = moegen_kernels::find(&KernelId::Corpus(CorpusKernel::Tma)) else {
-        return ExitCode::from(1);
-    };
-    let mut text: Vec<String> = k.ptx.lines().map(str::to_owned).collect();
-    if v >= 1 {
-        text.retain(|l| !l.contains("cp.async.bulk.tensor.2d.global.shared::cta"));
-    }
-    if v >= 2 {
-        let mut seen = 0;
-        text.retain(|l| {
-            if l.contains("cp.async.bulk.tensor.2d.shared::cluster") {
-                seen += 1;
-                return seen == 1;
-            }
-            true
-        });
-        for l in &mut text {
-            *l = l.replace(", 1920;", ", 128;");
-        }
-    }
-    let ptx: &'static str = Box::leak(text.join("\n").into_boxed_str());
-    // A diagnostic process runs one variant and exits: leaking it is the simple lifetime.
-    let patched: &'static KernelInfo = Box::leak(Box::new(KernelInfo { ptx, ..*k }));
-    let mut run = || -> Result<(), String> {
-        let tensor = gpu.upload_new(&vec![7u8; 208 * 40]).map_err(|e| e.to_string())?;
-        let mut args = Vec::new();
-        for i in 0..5u32 {
-            let (bx, sw) =
-                if i == 4 { (128, 128) } else { (16 << i, if i == 0 { 0 } else { 16 << i }) };
-            let spec = TensorMapSpec {
-                element: TmaElement::U8,
-                address: tensor,
-                dims: vec![208, 40],
-                strides: vec![208],
-                box_dims: vec![bx, 8],
-                swizzle: sw,
-            };
-            let map = gpu.encode_tensor_map(&spec).map_err(|e| e.to_string())?;
-            args.push(KernelArg::TensorMap(Box::new(map)));
-        }
-        let po = gpu.alloc(4096).map_err(|e| e.to_string())?;
-        args.extend([
-            KernelArg::U32(c0 as u32),
-            KernelArg::U32(c1 as u32),
-            KernelArg::U32(c0.max(0) as u32),
-            KernelArg::U32(c1.max(0) as u32),
-            KernelArg::Ptr(po),
-        ]);
-        let shape = LaunchShape { grid: 1, block: 32, cluster: 1, dynamic_smem: 5120 };
-        gpu.launch(patched, shape, &args).map_err(|e| e.to_string())
-    };
-    match run() {
-        Ok(()) => {
-            println!("tma variant {v} at ({c0}, {c1}): ran");
-            ExitCode::SUCCESS
-        }
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(2),
         Err(e) => {
-            println!("tma variant {v} at ({c0}, {c1}): {e}");
+            eprintln!("error: {e}");
             ExitCode::from(1)
         }
     }
 }
 
-fn main() -> ExitCode {
-    if let Some(v) =
-        std::env::args().skip_while(|a| a != "--tma-variant").nth(1).and_then(|v| v.parse().ok())
-    {
-        return match CudaBackend::new(0) {
-            Ok(mut g) => {
-                let arg = |name: &str| {
-                    std::env::args()
-                        .skip_while(|a| a != name)
-                        .nth(1)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0)
-                };
-                tma_variant(&mut g, v, arg("--c0"), arg("--c1"))
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(1)
-            }
-        };
-    }
-    let json_path = std::env::args()
-        .skip_while(|a| a != "--json")
-        .nth(1)
-        .unwrap_or_else(|| "gpu-check.json".into());
-    let mut gpu = match CudaBackend::new(0) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
+fn shape(h: usize, i: usize, e: usize, off: usize, l: usize, k: usize) -> Result<MoeShape, String> {
+    let w = ExpertWindow::new(e, off, l, k).map_err(|x| x.to_string())?;
+    MoeShape::new(h, i, w).map_err(|x| x.to_string())
+}
+
+/// The layer cases for a device of generation `arch`: `(case, simulate)`.
+fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, String> {
+    let small = shape(512, 256, 8, 2, 4, 2)?;
+    let case = |shape, tokens, activations, format, finalize, seed| LayerCase {
+        shape,
+        tokens,
+        activations,
+        format,
+        finalize,
+        seed,
     };
+    use ActivationFormat::{Bf16, Nvfp4};
+    use FinalizeMode::{BulkReduceAdd, Deterministic};
+    Ok(match arch {
+        Arch::Sm90 => {
+            let gpt_oss = shape(2880, 2880, 32, 0, 32, 4)?;
+            vec![
+                (case(small, 37, Nvfp4, WeightFormat::Nvfp4, Deterministic, 3), true),
+                (case(small, 37, Bf16, WeightFormat::Nvfp4, BulkReduceAdd, 5), true),
+                (case(small, 37, Bf16, WeightFormat::Mxfp4, Deterministic, 7), true),
+                (case(gpt_oss, 96, Bf16, WeightFormat::Mxfp4, Deterministic, 11), false),
+                (case(gpt_oss, 96, Bf16, WeightFormat::Nvfp4, BulkReduceAdd, 13), false),
+                (case(gpt_oss, 96, Nvfp4, WeightFormat::Nvfp4, Deterministic, 17), false),
+            ]
+        }
+        Arch::Sm100 => vec![
+            (case(small, 37, Nvfp4, WeightFormat::Nvfp4, Deterministic, 3), true),
+            (case(small, 37, Nvfp4, WeightFormat::Nvfp4, BulkReduceAdd, 5), true),
+        ],
+    })
+}
+
+fn run(args: &Args) -> Result<bool, String> {
+    let mut gpu = CudaBackend::new(0).map_err(|e| e.to_string())?;
+    let target = gpu.simt_target();
     println!(
-        "device: {} (sm_{}{}), kernels: {}",
+        "device: {} (sm_{}{}, {} SMs), kernels: {target}",
         gpu.name,
         gpu.compute_capability.0,
         gpu.compute_capability.1,
-        gpu.simt_target()
+        gpu.sm_count()
     );
-    let mut rows = Vec::new();
-    let cases: Vec<Case> = vec![
-        Box::new(|g| sort_case(g, SortCase(1, 2, 8, 2, 4, TileSize::T128), true)),
-        Box::new(|g| sort_case(g, SortCase(300, 2, 8, 4, 4, TileSize::T128), true)),
-        Box::new(|g| sort_case(g, SortCase(513, 8, 64, 8, 8, TileSize::T256), true)),
-        Box::new(|g| sort_case(g, SortCase(4096, 8, 256, 0, 32, TileSize::T128), false)),
-        Box::new(|g| sort_case(g, SortCase(16384, 8, 256, 32, 32, TileSize::T256), false)),
-        Box::new(|g| sort_case(g, SortCase(16384, 8, 256, 0, 256, TileSize::T128), false)),
-        Box::new(|g| quantize_case(g, 7, 256, true)),
-        Box::new(|g| quantize_case(g, 1000, 7168, false)),
-        Box::new(|g| finalize_case(g, 9, 4, 64, true)),
-        Box::new(|g| finalize_case(g, 2048, 8, 7168, false)),
-    ];
-    let mut failed = false;
-    for c in cases {
-        match c(&mut gpu) {
-            Ok(r) => {
-                failed |= !r.gpu_equal || r.sim_equal == Some(false);
-                rows.push(r);
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(1);
-            }
+    let mut ok = true;
+    let mut record = Record {
+        device: gpu.name.clone(),
+        compute_capability: gpu.compute_capability,
+        kernels: target.to_string(),
+        sm_count: gpu.sm_count(),
+        simt: Vec::new(),
+        corpus: Vec::new(),
+        layer: Vec::new(),
+    };
+    let show = |b: bool| if b { "identical" } else { "DIFFERS" };
+    if args.parts.contains(&Part::Simt) {
+        println!("\n{:<52} {:>12} {:>12}", "SIMT kernel case", "GPU = CPU", "sim = CPU");
+        for &(case, simulate) in CASES {
+            let row = simt_check::check(&mut gpu, case, simulate)?;
+            ok &= row.device_equal && row.sim_equal != Some(false);
+            let sim = row.sim_equal.map_or("-", show);
+            println!("{:<52} {:>12} {:>12}", row.case, show(row.device_equal), sim);
+            record.simt.push(row);
         }
     }
-    // The differential corpus: the same sm_90a PTX on the GPU and in the simulator.
-    let corpus_gpu = moegen_validation::corpus::run_corpus_logged(&mut gpu, &mut |k| {
-        eprintln!("running {k} on the GPU")
-    });
-    let corpus_sim = moegen_validation::corpus::run_corpus(&mut sim_like(&gpu));
-    match (corpus_gpu, corpus_sim) {
-        (Ok(g), Ok(s)) => {
-            // Every differing byte (first 64 per case), for diagnosis.
-            let mut diffs = String::new();
-            for ((name, gb), (_, sb)) in g.iter().zip(&s) {
-                for (i, (x, y)) in
-                    gb.iter().zip(sb).enumerate().filter(|(_, (x, y))| x != y).take(64)
-                {
-                    diffs.push_str(&format!("{name} byte {i}: gpu {x:#04x} sim {y:#04x}\n"));
-                }
-            }
-            let diff_path = std::path::Path::new(&json_path).with_file_name("corpus-diffs.txt");
-            let _ = std::fs::write(&diff_path, &diffs);
-            for ((name, gb), (_, sb)) in g.iter().zip(&s) {
-                let same = gb == sb;
-                failed |= !same;
-                let first_diff = gb.iter().zip(sb).position(|(x, y)| x != y);
-                rows.push(Row {
-                    case: format!(
-                        "{name} ({} B){}",
-                        gb.len(),
-                        first_diff.map_or(String::new(), |d| format!(" first diff at {d}"))
-                    ),
-                    gpu_equal: same,
-                    sim_equal: None,
-                });
-            }
-        }
-        (g, s) => {
-            eprintln!("error: corpus: gpu {:?}, sim {:?}", g.err(), s.err());
-            return ExitCode::from(1);
-        }
-    }
-    println!("{:<52} {:>12} {:>12}", "case", "GPU = CPU", "sim = CPU");
-    println!("(corpus rows: GPU = simulator, byte for byte)");
-    println!("(the simulator runs the same {} PTX as the GPU)", gpu.simt_target());
-    for r in &rows {
-        let sim = r
-            .sim_equal
-            .map_or("-".to_owned(), |b| if b { "identical" } else { "DIFFERS" }.to_owned());
-        println!(
-            "{:<52} {:>12} {:>12}",
-            r.case,
-            if r.gpu_equal { "identical" } else { "DIFFERS" },
-            sim
-        );
-    }
-    let json: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            format!(
-                "{{\"case\": \"{}\", \"gpu_identical\": {}, \"sim_identical\": {}}}",
-                r.case,
-                r.gpu_equal,
-                r.sim_equal.map_or("null".to_owned(), |b| b.to_string())
-            )
+    if args.parts.contains(&Part::Corpus) {
+        let g = moegen_validation::corpus::run_corpus_logged(&mut gpu, &mut |k| {
+            eprintln!("running {k} on the GPU")
         })
-        .collect();
-    let text =
-        format!("{{\"device\": \"{}\", \"cases\": [\n  {}\n]}}\n", gpu.name, json.join(",\n  "));
-    if let Err(e) = std::fs::write(&json_path, text) {
-        eprintln!("error: writing {json_path}: {e}");
-        return ExitCode::from(1);
+        .map_err(|e| format!("corpus on the GPU: {e}"))?;
+        let s = moegen_validation::corpus::run_corpus(&mut simulator_for(target))
+            .map_err(|e| format!("corpus on the simulator: {e}"))?;
+        println!("\n{:<52} {:>12}", "corpus case (GPU = simulator, bytes)", "");
+        for ((name, gb), (_, sb)) in g.iter().zip(&s) {
+            let first_difference = gb.iter().zip(sb).position(|(x, y)| x != y);
+            let identical = gb == sb;
+            ok &= identical;
+            println!("{:<52} {:>12}", format!("{name} ({} B)", gb.len()), show(identical));
+            record.corpus.push(CorpusRow {
+                case: name.clone(),
+                bytes: gb.len(),
+                identical,
+                first_difference,
+            });
+        }
     }
-    println!("wrote {json_path}");
-    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if args.parts.contains(&Part::Layer) {
+        println!(
+            "\n{:<40} {:<28} {:>9} {:>8} {:>10} {:>10} {:>6} verdict",
+            "layer case", "tactic", "identical", "max ulp", "vs ref", "vs oracle", "sim"
+        );
+        for (case, simulate) in layer_cases(arch_of(&gpu))? {
+            eprintln!("layer case {}", case.label());
+            let p = problem(case)?;
+            let rows = check_tactics(&mut gpu, &p, args.layer_tactics)?;
+            let sim_rows = if simulate && args.sim_tactics > 0 {
+                let mut sim = simulator_for(target).with_sm_count(gpu.sm_count().min(8));
+                check_tactics(&mut sim, &p, Some(args.sim_tactics))?
+            } else {
+                Vec::new()
+            };
+            for row in rows {
+                let sim_identical = sim_rows
+                    .iter()
+                    .find(|s| s.tactic == row.tactic)
+                    .map(|s| s.output == row.output);
+                let (rule, pass) = verdict(&case, &row);
+                ok &= sim_identical != Some(false) && pass;
+                println!(
+                    "{:<40} {:<28} {:>9} {:>8} {:>10.2e} {:>10.4} {:>6} {}",
+                    row.case,
+                    row.tactic,
+                    format!("{:.1}%", 100.0 * row.identical as f64 / row.elements.max(1) as f64),
+                    row.max_ulp,
+                    row.rel_l2_vs_reference,
+                    row.rel_l2_vs_oracle,
+                    sim_identical.map_or("-", |b| if b { "same" } else { "DIFF" }),
+                    if pass { "ok" } else { "FAIL" }
+                );
+                record.layer.push(LayerRow { row, sim_identical, rule, pass });
+            }
+        }
+    }
+    let text = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
+    std::fs::write(&args.json, text)
+        .map_err(|e| format!("writing {}: {e}", args.json.display()))?;
+    println!("\nwrote {}", args.json.display());
+    Ok(ok)
 }

@@ -1,0 +1,349 @@
+//! The product path checked end to end: a [`MoeLayer`] built from uploaded weights, run on a
+//! backend with every tactic its kernel set resolves, each output compared with the CPU
+//! reference of the device's generation (bytes and bf16 ulps) and with the unquantized f64
+//! oracle. `gpu-check` runs it on the H200; the tests run it on the simulator.
+
+use half::bf16;
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::formats::{MxScaleRule, block_amax, nvfp4_global_scale, quantize_mxfp4};
+use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, MoeTactic, SwigluInput, TileSize};
+use moegen_runtime::backend::Backend;
+use moegen_runtime::layer::{
+    DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerWeights,
+    MoeLayer, Workspace, WorkspaceSpec, arch_of,
+};
+use moegen_runtime::reference::{
+    CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights, ReferenceOptions,
+    Routing, Sm90Weights, moe_reference, moe_reference_sm90, oracle_moe, prepare_weights,
+    quantize_activations, relative_l2_error,
+};
+
+/// One layer configuration to check.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerCase {
+    /// Shape and expert window.
+    pub shape: MoeShape,
+    /// Tokens of the forward pass.
+    pub tokens: usize,
+    /// Activations entering GEMM1 (SM100: NVFP4 only).
+    pub activations: ActivationFormat,
+    /// Weight format (MXFP4 is kept MXFP4 on Hopper; SM100 takes NVFP4).
+    pub format: WeightFormat,
+    /// How routes are summed.
+    pub finalize: FinalizeMode,
+    /// Seed of the synthetic data.
+    pub seed: u64,
+}
+
+impl LayerCase {
+    /// A short label: `a16 mxfp4 det N=5`.
+    pub fn label(&self) -> String {
+        let a = match self.activations {
+            ActivationFormat::Nvfp4 => "a4",
+            ActivationFormat::Bf16 => "a16",
+        };
+        let f = match self.format {
+            WeightFormat::Nvfp4 => "nvfp4",
+            WeightFormat::Mxfp4 => "mxfp4",
+        };
+        let fin = match self.finalize {
+            FinalizeMode::BulkReduceAdd => "bulk",
+            FinalizeMode::Deterministic => "det",
+        };
+        let s = &self.shape;
+        format!(
+            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}",
+            s.hidden,
+            s.intermediate,
+            s.window.num_experts(),
+            s.window.local(),
+            s.top_k(),
+            self.tokens
+        )
+    }
+}
+
+/// How one tactic's output compares.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TacticRow {
+    /// The case's label.
+    pub case: String,
+    /// The tactic.
+    pub tactic: String,
+    /// Output elements equal to the reference's bit for bit.
+    pub identical: usize,
+    /// Output elements.
+    pub elements: usize,
+    /// Largest distance from the reference in bf16 ulps (NaN against a number: `u32::MAX`).
+    pub max_ulp: u32,
+    /// Relative L2 error against the reference.
+    pub rel_l2_vs_reference: f64,
+    /// Relative L2 error against the unquantized f64 oracle.
+    pub rel_l2_vs_oracle: f64,
+    /// The reference's own relative L2 error against the oracle (what quantization costs).
+    pub reference_vs_oracle: f64,
+    /// The raw output bytes (bf16, little endian) for comparing backends.
+    #[serde(skip)]
+    pub output: Vec<bf16>,
+}
+
+/// The synthetic problem of a case: data, quantized weights, routing and the oracle.
+pub struct Problem {
+    /// The case.
+    pub case: LayerCase,
+    /// `[tokens, H]` bf16 input.
+    pub x: Vec<bf16>,
+    /// Router output.
+    pub routing: Routing,
+    /// Static activation global scale (calibrated on `x`).
+    pub input_scale: f32,
+    /// NVFP4 weights as prepared for SM100 (and Hopper's NVFP4 path).
+    pub prepared: PreparedWeights,
+    /// MXFP4 codes per local expert: (up, gate, down), each (packed, linear ue8m0 scales).
+    pub mxfp4: Vec<[(Vec<u8>, Vec<u8>); 3]>,
+    /// The f64 oracle's output `[tokens, H]`.
+    pub oracle: Vec<f64>,
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn normal(&mut self) -> f32 {
+        (0..4).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).sum::<f32>() * 1.7
+    }
+}
+
+/// The fc2 input scale every case uses (h's static NVFP4 global scale: amax 8).
+pub const FC2_INPUT_SCALE: f32 = 448.0 * 6.0 / 8.0;
+
+/// Builds the synthetic problem: normal activations and weights (scaled by 1/√K), routes
+/// spread over every expert (some non-local), distinct experts per token.
+pub fn problem(case: LayerCase) -> Result<Problem, String> {
+    let s = &case.shape;
+    let (h, i, l, k) = (s.hidden, s.intermediate, s.local_experts(), s.top_k());
+    let e = s.window.num_experts();
+    let n = case.tokens;
+    let mut r = Rng(case.seed.max(1));
+    let x: Vec<bf16> = (0..n * h).map(|_| bf16::from_f32(r.normal())).collect();
+    let scale = 1.0 / (h as f32).sqrt();
+    let up: Vec<f32> = (0..l * i * h).map(|_| r.normal() * scale).collect();
+    let gate: Vec<f32> = (0..l * i * h).map(|_| r.normal() * scale).collect();
+    let down: Vec<f32> = (0..l * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
+    let mut experts = Vec::with_capacity(n * k);
+    let mut weights = Vec::with_capacity(n * k);
+    for _ in 0..n {
+        let first = (r.next() % e as u64) as usize;
+        let step = 1 + (r.next() % (e as u64 - 1).max(1)) as usize;
+        let mut chosen: Vec<usize> = Vec::with_capacity(k);
+        let mut cand = first;
+        while chosen.len() < k {
+            if !chosen.contains(&cand) {
+                chosen.push(cand);
+            }
+            cand = (cand + step) % e;
+            if chosen.contains(&cand) {
+                cand = (cand + 1) % e;
+            }
+        }
+        experts.extend(chosen.iter().map(|&c| c as i32));
+        weights.extend((0..k).map(|j| 0.1 + 0.8 * ((j + 1) as f32 / k as f32)));
+    }
+    let routing = Routing { tokens: n, experts, weights };
+    let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    let input_scale = nvfp4_global_scale(block_amax(&xf)).map_err(|e| e.to_string())?;
+    let prepared = prepare_weights(s, &up, &gate, &down, input_scale, FC2_INPUT_SCALE)
+        .map_err(|e| e.to_string())?;
+    let mx = |v: &[f32], rows, cols| -> Result<(Vec<u8>, Vec<u8>), String> {
+        let m = quantize_mxfp4(v, rows, cols, MxScaleRule::NoClip).map_err(|e| e.to_string())?;
+        Ok((m.packed, m.scales))
+    };
+    let mut mxfp4 = Vec::with_capacity(l);
+    if case.format == WeightFormat::Mxfp4 {
+        let per = i * h;
+        for ex in 0..l {
+            let sl = ex * per..(ex + 1) * per;
+            mxfp4.push([
+                mx(&up[sl.clone()], i, h)?,
+                mx(&gate[sl.clone()], i, h)?,
+                mx(&down[sl], h, i)?,
+            ]);
+        }
+    }
+    let oracle = oracle_moe(s, &xf, &up, &gate, &down, &routing).map_err(|e| e.to_string())?;
+    Ok(Problem { case, x, routing, input_scale, prepared, mxfp4, oracle })
+}
+
+impl Problem {
+    fn sm90_weights(&self) -> Result<Sm90Weights, String> {
+        let c = &self.case;
+        match c.format {
+            WeightFormat::Nvfp4 => {
+                Sm90Weights::from_prepared(&c.shape, &self.prepared, c.activations)
+            }
+            WeightFormat::Mxfp4 => {
+                fn t(m: &(Vec<u8>, Vec<u8>)) -> Mxfp4Tensor<'_> {
+                    Mxfp4Tensor { packed: &m.0, scales: &m.1, layout: CheckpointScales::Linear }
+                }
+                let experts: Vec<_> = self
+                    .mxfp4
+                    .iter()
+                    .map(|[u, g, d]| ExpertTensors { up: t(u), gate: t(g), down: t(d) })
+                    .collect();
+                Sm90Weights::from_mxfp4(
+                    &c.shape,
+                    &experts,
+                    c.activations,
+                    self.input_scale,
+                    FC2_INPUT_SCALE,
+                )
+            }
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// The CPU reference of `arch`'s arithmetic for a tactic of tile `tile`.
+    pub fn reference(&self, arch: Arch, tile: TileSize) -> Result<Vec<bf16>, String> {
+        let c = &self.case;
+        match arch {
+            Arch::Sm100 => {
+                if c.format != WeightFormat::Nvfp4 || c.activations != ActivationFormat::Nvfp4 {
+                    return Err("SM100 runs NVFP4 weights with NVFP4 activations".into());
+                }
+                let xf: Vec<f32> = self.x.iter().map(|v| v.to_f32()).collect();
+                let acts = quantize_activations(&xf, c.tokens, c.shape.hidden, self.input_scale)
+                    .map_err(|e| e.to_string())?;
+                let opts =
+                    ReferenceOptions { finalize: c.finalize, swiglu_input: SwigluInput::F32 };
+                moe_reference(&c.shape, &acts, &self.prepared, &self.routing, tile, opts)
+                    .map(|r| r.output)
+                    .map_err(|e| e.to_string())
+            }
+            Arch::Sm90 => moe_reference_sm90(
+                &c.shape,
+                &self.x,
+                self.input_scale,
+                &self.sm90_weights()?,
+                &self.routing,
+                tile,
+                SwigluInput::F32,
+                c.finalize,
+            )
+            .map(|r| r.output)
+            .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// The distance between two bf16 values in ulps (on the ordered integer line; ±0 are one
+/// point). NaN against NaN is 0, NaN against a number `u32::MAX`.
+pub fn bf16_ulps(a: bf16, b: bf16) -> u32 {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => return 0,
+        (true, false) | (false, true) => return u32::MAX,
+        _ => {}
+    }
+    let ord = |v: bf16| {
+        let bits = i32::from(v.to_bits());
+        if bits & 0x8000 != 0 { -(bits & 0x7FFF) } else { bits }
+    };
+    (ord(a) - ord(b)).unsigned_abs()
+}
+
+/// Uploads `bytes` as a slice of the caller's memory.
+fn slice(b: &mut dyn Backend, bytes: &[u8]) -> Result<DeviceSlice, String> {
+    let p = b.upload_new(bytes).map_err(|e| e.to_string())?;
+    Ok(DeviceSlice::new(p, bytes.len() as u64))
+}
+
+/// Runs `p` through a [`MoeLayer`] on `b` with every tactic of the built-in kernel set that
+/// applies (at most `max_tactics`, spread over the list, when given), comparing each with the
+/// reference of `b`'s generation.
+pub fn check_tactics(
+    b: &mut dyn Backend,
+    p: &Problem,
+    max_tactics: Option<usize>,
+) -> Result<Vec<TacticRow>, String> {
+    let c = &p.case;
+    let arch = arch_of(b);
+    let config = LayerConfig {
+        finalize: c.finalize,
+        activations: c.activations,
+        ..LayerConfig::new(c.shape)
+    };
+    let kernels = KernelSet::builtin();
+    let mut tactics = MoeLayer::candidates(&config, &kernels, c.tokens as u64, arch, c.format);
+    if tactics.is_empty() {
+        return Err(format!(
+            "{}: the kernel set has no tactic for this layer on {arch:?}",
+            c.label()
+        ));
+    }
+    if let Some(m) = max_tactics.filter(|&m| m > 0 && m < tactics.len()) {
+        let n = tactics.len();
+        tactics = (0..m).map(|j| tactics[j * n / m]).collect();
+    }
+    let weights = match arch {
+        Arch::Sm100 => LayerWeights::upload(b, &c.shape, &p.prepared, p.input_scale),
+        Arch::Sm90 => LayerWeights::upload_sm90(b, &c.shape, &p.sm90_weights()?, p.input_scale),
+    }
+    .map_err(|e| e.to_string())?;
+    let dev = DeviceModel::b200().with_sms(b.sm_count());
+    let table = DispatchTable::analytic(&c.shape, c.tokens as u64, &tactics, &dev)
+        .map_err(|e| e.to_string())?;
+    let layer = MoeLayer::new(b, config, weights, &kernels, table).map_err(|e| e.to_string())?;
+    let spec = WorkspaceSpec {
+        max_tokens: c.tokens,
+        top_k: c.shape.top_k(),
+        max_local_experts: c.shape.local_experts(),
+        max_hidden: c.shape.hidden,
+        max_intermediate: c.shape.intermediate,
+        tile_sizes: tactics.iter().map(MoeTactic::tile).collect(),
+        deterministic: c.finalize == FinalizeMode::Deterministic,
+        arch,
+    };
+    let ws = Workspace::new(b, spec).map_err(|e| e.to_string())?;
+    let x: Vec<u8> = p.x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+    let ids: Vec<u8> = p.routing.experts.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let w: Vec<u8> = p.routing.weights.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let out_bytes = c.tokens * c.shape.hidden * 2;
+    let out = b.alloc(out_bytes).map_err(|e| e.to_string())?;
+    let io = ForwardIo {
+        tokens: c.tokens,
+        activations: slice(b, &x)?,
+        expert_ids: slice(b, &ids)?,
+        expert_weights: slice(b, &w)?,
+        output: DeviceSlice::new(out, out_bytes as u64),
+    };
+    let mut rows = Vec::with_capacity(tactics.len());
+    for t in &tactics {
+        // Stale output must not pass for a result: poison it first.
+        b.memset(out, 0xFF, out_bytes).map_err(|e| e.to_string())?;
+        layer.forward_with(b, &ws, &io, t).map_err(|e| format!("{t}: {e}"))?;
+        layer.check_errors(b, &ws).map_err(|e| format!("{t}: {e}"))?;
+        let raw = b.download(out, out_bytes).map_err(|e| e.to_string())?;
+        let got: Vec<bf16> = raw
+            .chunks_exact(2)
+            .map(|h| bf16::from_bits(u16::from_le_bytes([h[0], h[1]])))
+            .collect();
+        let want = p.reference(arch, t.tile())?;
+        let f64s = |v: &[bf16]| v.iter().map(|x| f64::from(x.to_f32())).collect::<Vec<_>>();
+        let (g, wv) = (f64s(&got), f64s(&want));
+        rows.push(TacticRow {
+            case: c.label(),
+            tactic: t.to_string(),
+            identical: got.iter().zip(&want).filter(|(a, b)| a.to_bits() == b.to_bits()).count(),
+            elements: got.len(),
+            max_ulp: got.iter().zip(&want).map(|(a, b)| bf16_ulps(*a, *b)).max().unwrap_or(0),
+            rel_l2_vs_reference: relative_l2_error(&g, &wv),
+            rel_l2_vs_oracle: relative_l2_error(&g, &p.oracle),
+            reference_vs_oracle: relative_l2_error(&wv, &p.oracle),
+            output: got,
+        });
+    }
+    Ok(rows)
+}

@@ -1,0 +1,154 @@
+//! The SIMT kernels (routing sort, NVFP4 quantization, deterministic finalize) on a backend,
+//! compared byte for byte with their CPU counterparts. `gpu-check` runs these on the GPU and
+//! on a simulator of the same kernel flavour.
+
+use half::bf16;
+use moegen_dsl::abi::SimtTarget;
+use moegen_dsl::{FinalizeMode, TileSize};
+use moegen_runtime::backend::Backend;
+use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::device_ops::{device_finalize_reduce, device_moe_sort, device_quantize};
+use moegen_runtime::reference::{finalize, quantize_activations};
+use moegen_runtime::routing::{ExpertWindow, moe_sort};
+
+/// One SIMT case's outcome.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SimtRow {
+    /// What ran.
+    pub case: String,
+    /// The device's bytes equal the CPU's.
+    pub device_equal: bool,
+    /// The simulator's bytes equal the CPU's (`None`: too large to simulate here).
+    pub sim_equal: Option<bool>,
+}
+
+/// One SIMT case.
+#[derive(Clone, Copy, Debug)]
+pub enum SimtCase {
+    /// Routing sort: tokens, top_k, experts, local offset, local count, tile.
+    Sort(usize, usize, usize, usize, usize, TileSize),
+    /// Quantization: tokens, hidden.
+    Quantize(usize, usize),
+    /// Deterministic finalize: tokens, top_k, hidden.
+    Finalize(usize, usize, usize),
+}
+
+/// The cases gpu-check runs, with whether each is small enough to also simulate.
+pub const CASES: &[(SimtCase, bool)] = &[
+    (SimtCase::Sort(1, 2, 8, 2, 4, TileSize::T128), true),
+    (SimtCase::Sort(300, 2, 8, 4, 4, TileSize::T128), true),
+    (SimtCase::Sort(513, 8, 64, 8, 8, TileSize::T256), true),
+    (SimtCase::Sort(77, 4, 32, 0, 32, TileSize::T16), true),
+    (SimtCase::Sort(4096, 8, 256, 0, 32, TileSize::T128), false),
+    (SimtCase::Sort(16384, 8, 256, 32, 32, TileSize::T256), false),
+    (SimtCase::Sort(16384, 8, 256, 0, 256, TileSize::T64), false),
+    (SimtCase::Quantize(7, 256), true),
+    (SimtCase::Quantize(1000, 7168), false),
+    (SimtCase::Finalize(9, 4, 64), true),
+    (SimtCase::Finalize(2048, 8, 7168), false),
+];
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// A simulator running the kernel flavour `target`.
+pub fn simulator_for(target: SimtTarget) -> SimBackend {
+    match target {
+        SimtTarget::Sm90a => SimBackend::hopper(),
+        SimtTarget::Sm100f => SimBackend::new(),
+    }
+}
+
+/// The bytes a case produces on `b`, and the CPU's.
+type Outputs = (Vec<u8>, Vec<u8>);
+
+fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, String> {
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    match case {
+        SimtCase::Sort(tokens, k, experts, offset, local, tile) => {
+            let w = ExpertWindow::new(experts, offset, local, k).map_err(|x| e(&x))?;
+            let mut r = Rng(tokens as u64 * 31 + k as u64);
+            let ids: Vec<i32> = (0..tokens * k)
+                .map(|_| {
+                    if r.next().is_multiple_of(4) {
+                        offset as i32
+                    } else {
+                        (r.next() % experts as u64) as i32
+                    }
+                })
+                .collect();
+            let want = moe_sort(&ids, tokens, &w, tile).map_err(|x| e(&x))?;
+            let got = device_moe_sort(b, &ids, tokens, &w, tile).map_err(|x| e(&x))?;
+            Ok((format!("{got:?}").into_bytes(), format!("{want:?}").into_bytes()))
+        }
+        SimtCase::Quantize(tokens, hidden) => {
+            let mut r = Rng(hidden as u64 + 7);
+            let mut x: Vec<bf16> = (0..tokens * hidden)
+                .map(|i| {
+                    bf16::from_f32(
+                        ((r.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * (1 + i % 29) as f32,
+                    )
+                })
+                .collect();
+            for (i, v) in [0.0f32, -0.0, 0.25, 0.75, 5.0, -5.0, 1e-30, 448.0].iter().enumerate() {
+                x[i] = bf16::from_f32(*v);
+            }
+            let g = 448.0 * 6.0 / 15.0;
+            let want = quantize_activations(&x, tokens, hidden, g).map_err(|x| e(&x))?;
+            let got = device_quantize(b, &x, tokens, hidden, g).map_err(|x| e(&x))?;
+            Ok((format!("{got:?}").into_bytes(), format!("{want:?}").into_bytes()))
+        }
+        SimtCase::Finalize(tokens, k, hidden) => {
+            let mut r = Rng(tokens as u64 * 3 + 1);
+            let e2p: Vec<i32> = (0..tokens * k)
+                .map(|i| if r.next().is_multiple_of(5) { -1 } else { i as i32 })
+                .collect();
+            let contrib: Vec<f32> = (0..tokens * k * hidden)
+                .map(|i| {
+                    if e2p[i / hidden] < 0 {
+                        0.0
+                    } else {
+                        bf16::from_f32((r.next() >> 40) as f32 / 1e6 - 8.0).to_f32()
+                    }
+                })
+                .collect();
+            let want = finalize(&contrib, tokens, k, hidden, FinalizeMode::Deterministic)
+                .map_err(|x| e(&x))?;
+            let got =
+                device_finalize_reduce(b, &contrib, &e2p, tokens, k, hidden).map_err(|x| e(&x))?;
+            let bytes = |v: &[bf16]| v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect();
+            Ok((bytes(&got), bytes(&want)))
+        }
+    }
+}
+
+/// A label for a case.
+pub fn label(case: SimtCase) -> String {
+    match case {
+        SimtCase::Sort(n, k, e, o, l, t) => {
+            format!("moe_sort N={n} k={k} E={e} L={l}@{o} T={}", t.rows())
+        }
+        SimtCase::Quantize(n, h) => format!("quantize_nvfp4 {n}x{h}"),
+        SimtCase::Finalize(n, k, h) => format!("finalize_reduce N={n} k={k} H={h}"),
+    }
+}
+
+/// Runs `case` on `device` and, when `simulate`, on a simulator of the device's flavour.
+pub fn check(device: &mut dyn Backend, case: SimtCase, simulate: bool) -> Result<SimtRow, String> {
+    let (got, want) = run_case(device, case)?;
+    let sim_equal = if simulate {
+        let mut sim = simulator_for(device.simt_target());
+        let (s, w) = run_case(&mut sim, case)?;
+        Some(s == w)
+    } else {
+        None
+    };
+    Ok(SimtRow { case: label(case), device_equal: got == want, sim_equal })
+}

@@ -1,0 +1,49 @@
+//! gpu-check's layer part, on the simulator: the runtime's `MoeLayer` with several tactics
+//! equals the reference bit for bit, and the comparison itself notices a wrong output.
+
+use half::bf16;
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::{ActivationFormat, FinalizeMode, TileSize};
+use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::reference::MoeShape;
+use moegen_runtime::routing::ExpertWindow;
+use moegen_validation::layer_check::{LayerCase, bf16_ulps, check_tactics, problem};
+
+#[test]
+fn ulps_are_counted_on_the_ordered_line() {
+    let b = bf16::from_f32;
+    assert_eq!(bf16_ulps(b(1.0), b(1.0)), 0);
+    assert_eq!(bf16_ulps(b(0.0), b(-0.0)), 0);
+    assert_eq!(bf16_ulps(b(1.0), bf16::from_bits(b(1.0).to_bits() + 3)), 3);
+    // Across zero: the smallest subnormals either side are two ulps apart.
+    assert_eq!(bf16_ulps(bf16::from_bits(1), bf16::from_bits(0x8001)), 2);
+    assert_eq!(bf16_ulps(bf16::NAN, b(1.0)), u32::MAX);
+    assert_eq!(bf16_ulps(bf16::NAN, bf16::NAN), 0);
+}
+
+#[test]
+fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
+    let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let case = LayerCase {
+        shape,
+        tokens: 5,
+        activations: ActivationFormat::Nvfp4,
+        format: WeightFormat::Nvfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 9,
+    };
+    let p = problem(case).unwrap();
+    let mut sim = SimBackend::new().with_sm_count(4);
+    let rows = check_tactics(&mut sim, &p, Some(2)).unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r.identical, r.elements, "{}", r.tactic);
+        assert_eq!(r.max_ulp, 0);
+        assert!(r.rel_l2_vs_oracle < 0.3, "{}: {}", r.tactic, r.rel_l2_vs_oracle);
+        assert_eq!(r.rel_l2_vs_oracle, r.reference_vs_oracle);
+    }
+    // A reference for other data differs: the comparison is not vacuous.
+    let other = problem(LayerCase { seed: 10, ..case }).unwrap();
+    let want = other.reference(moegen_dsl::Arch::Sm100, TileSize::T128).unwrap();
+    assert_ne!(want, rows[0].output);
+}
