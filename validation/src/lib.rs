@@ -3,13 +3,16 @@
 //!
 //! - [`device_layer`]: the whole layer through the generated kernels of one tactic on a
 //!   backend (uploads and allocates per call), compared with the CPU reference by the tests.
+//! - [`bench`]: moe-bench's synthetic weights and inputs (the peers' folder contract) and
+//!   moegen's layer timed through the tuner and CUDA-graph replays.
 //! - [`corpus`]: the differential corpus (ALU, pipelines, TMA, clusters, bulk ops), run on an
 //!   H200 and in the simulator and compared byte for byte.
 //! - [`layer_check`]: the runtime's `MoeLayer` with every applicable tactic on a backend,
 //!   compared with the reference of the device's generation and the f64 oracle.
 //! - [`simt_check`]: the SIMT kernels on a backend against their CPU counterparts.
-//! - Binaries: `gpu-check` (feature `cuda`) and `sim-bench`.
+//! - Binaries: `gpu-check` and `moe-bench` (feature `cuda`), and `sim-bench`.
 
+pub mod bench;
 pub mod corpus;
 pub mod device_layer;
 pub mod layer_check;

@@ -21,3 +21,10 @@ fn gpu_check_without_a_driver() {
     check(env!("CARGO_BIN_EXE_gpu-check"), &[]);
     check(env!("CARGO_BIN_EXE_gpu-check"), &["--parts", "layer"]);
 }
+
+#[test]
+fn moe_bench_without_a_driver() {
+    let dir = std::env::temp_dir().join("moegen-no-driver-bench");
+    check(env!("CARGO_BIN_EXE_moe-bench"), &["--dir", dir.to_str().unwrap()]);
+    assert!(!dir.exists(), "nothing written before the driver check");
+}

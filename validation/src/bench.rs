@@ -1,0 +1,493 @@
+//! moe-bench's engine: synthetic MXFP4 expert weights and routed inputs written in the folder
+//! contract `bench/peers.py` reads (bench/README.md), and moegen's layer timed the way the
+//! peers are timed: autotuned through the runtime's tuner, one CUDA graph per token count,
+//! replays timed one by one with events, the median reported. Every variant runs the same
+//! weights: MXFP4 kept MXFP4, or converted exactly to NVFP4 (`import_mxfp4`).
+
+use std::path::Path;
+
+use half::bf16;
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
+use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, MoeTactic};
+use moegen_runtime::backend::Backend;
+use moegen_runtime::layer::{
+    DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerWeights,
+    MoeLayer, TuneOptions, Workspace, WorkspaceSpec, arch_of, autotune,
+};
+use moegen_runtime::reference::{
+    CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, SWIGLU_INTERLEAVE, Sm90Weights,
+    import_mxfp4,
+};
+use moegen_runtime::routing::ExpertWindow;
+
+use crate::npy::{Array, Dtype, write_npy, write_npz};
+
+/// A benchmarked layer shape and its token counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenchShape {
+    /// Folder and table name.
+    pub name: &'static str,
+    /// H.
+    pub hidden: usize,
+    /// I.
+    pub intermediate: usize,
+    /// Experts of the model.
+    pub experts: usize,
+    /// Experts on this rank.
+    pub local_experts: usize,
+    /// First local expert.
+    pub expert_offset: usize,
+    /// Routes per token.
+    pub top_k: usize,
+    /// Token counts.
+    pub tokens: Vec<usize>,
+}
+
+impl BenchShape {
+    /// One DeepSeek-V3 MoE layer's slice on one of 8 ranks: H 7168, I 2048, 256 experts,
+    /// 32 local, top-8.
+    pub fn deepseek() -> Self {
+        Self {
+            name: "deepseek",
+            hidden: 7168,
+            intermediate: 2048,
+            experts: 256,
+            local_experts: 32,
+            expert_offset: 0,
+            top_k: 8,
+            tokens: vec![16, 128, 1024, 4096, 16384],
+        }
+    }
+    /// gpt-oss-120b-like (bench/gpt_oss_shape.md): H = I = 2880, 32 experts on one rank,
+    /// top-4, MXFP4 checkpoint.
+    pub fn gpt_oss() -> Self {
+        Self {
+            name: "gpt-oss",
+            hidden: 2880,
+            intermediate: 2880,
+            experts: 32,
+            local_experts: 32,
+            expert_offset: 0,
+            top_k: 4,
+            tokens: vec![1, 16, 128, 1024, 4096, 16384],
+        }
+    }
+    /// The named shape.
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "deepseek" => Some(Self::deepseek()),
+            "gpt-oss" => Some(Self::gpt_oss()),
+            _ => None,
+        }
+    }
+    /// The moegen shape.
+    pub fn moe_shape(&self) -> Result<MoeShape, String> {
+        let w = ExpertWindow::new(self.experts, self.expert_offset, self.local_experts, self.top_k)
+            .map_err(|e| format!("{}: {e}", self.name))?;
+        MoeShape::new(self.hidden, self.intermediate, w).map_err(|e| format!("{}: {e}", self.name))
+    }
+}
+
+/// A way of running the layer: weight format and activation format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// `mxfp4-a16`, `nvfp4-a16`, `nvfp4-a4`.
+    pub name: &'static str,
+    /// Weights.
+    pub format: WeightFormat,
+    /// Activations entering GEMM1.
+    pub activations: ActivationFormat,
+}
+
+/// Every variant, by name.
+pub const VARIANTS: [Variant; 3] = [
+    Variant { name: "mxfp4-a16", format: WeightFormat::Mxfp4, activations: ActivationFormat::Bf16 },
+    Variant { name: "nvfp4-a16", format: WeightFormat::Nvfp4, activations: ActivationFormat::Bf16 },
+    Variant { name: "nvfp4-a4", format: WeightFormat::Nvfp4, activations: ActivationFormat::Nvfp4 },
+];
+
+impl Variant {
+    /// Whether a device of generation `arch` runs it (SM100: NVFP4 activations only).
+    pub fn runs_on(&self, arch: Arch) -> bool {
+        arch == Arch::Sm90 || self.activations == ActivationFormat::Nvfp4
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn normal(&mut self) -> f32 {
+        (0..4).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).sum::<f32>() * 1.7
+    }
+}
+
+/// One matrix in MXFP4: packed E2M1 `[rows, cols/2]` and linear UE8M0 scales `[rows, cols/32]`.
+#[derive(Clone, Debug)]
+pub struct MxMatrix {
+    /// Packed values.
+    pub packed: Vec<u8>,
+    /// Scale codes.
+    pub scales: Vec<u8>,
+}
+
+/// One expert's MXFP4 weights.
+#[derive(Clone, Debug)]
+pub struct MxExpert {
+    /// `[I, H]`.
+    pub up: MxMatrix,
+    /// `[I, H]`.
+    pub gate: MxMatrix,
+    /// `[H, I]`.
+    pub down: MxMatrix,
+}
+
+/// Random codes whose values have the magnitude of a trained layer's: e2m1 codes uniform,
+/// scale codes within 2 of 2^(−log2 √K − 1), so each output of a K-long dot is O(1).
+fn mx_matrix(r: &mut Rng, rows: usize, cols: usize) -> MxMatrix {
+    let centre = 127 - ((cols as f64).sqrt().log2().round() as i64 + 1);
+    let packed = (0..rows * cols / 2).map(|_| r.next() as u8).collect();
+    let scales =
+        (0..rows * cols / 32).map(|_| (centre - 2 + (r.next() % 5) as i64) as u8).collect();
+    MxMatrix { packed, scales }
+}
+
+/// Synthetic MXFP4 weights for the shape's local experts.
+pub fn synth_weights(shape: &BenchShape, seed: u64) -> Vec<MxExpert> {
+    let (h, i) = (shape.hidden, shape.intermediate);
+    (0..shape.local_experts)
+        .map(|e| {
+            let mut r = Rng((seed ^ 0x9E37_79B9_7F4A_7C15).wrapping_add(e as u64 * 7919).max(1));
+            MxExpert {
+                up: mx_matrix(&mut r, i, h),
+                gate: mx_matrix(&mut r, i, h),
+                down: mx_matrix(&mut r, h, i),
+            }
+        })
+        .collect()
+}
+
+/// One token count's inputs.
+#[derive(Clone, Debug)]
+pub struct Inputs {
+    /// Tokens.
+    pub tokens: usize,
+    /// `[N, H]` bf16.
+    pub x: Vec<bf16>,
+    /// `[N, K]` distinct global expert ids per token.
+    pub ids: Vec<i32>,
+    /// `[N, K]` router weights (positive, summing to 1 per token).
+    pub weights: Vec<f32>,
+}
+
+/// Inputs for `tokens` tokens.
+pub fn synth_inputs(shape: &BenchShape, tokens: usize, seed: u64) -> Inputs {
+    let (h, k, e) = (shape.hidden, shape.top_k, shape.experts);
+    let mut r = Rng((seed ^ tokens as u64).wrapping_mul(0x2545_F491_4F6C_DD1D).max(1));
+    let x = (0..tokens * h).map(|_| bf16::from_f32(r.normal())).collect();
+    let mut ids = Vec::with_capacity(tokens * k);
+    let mut weights = Vec::with_capacity(tokens * k);
+    for _ in 0..tokens {
+        let mut chosen: Vec<i32> = Vec::with_capacity(k);
+        while chosen.len() < k {
+            let c = (r.next() % e as u64) as i32;
+            if !chosen.contains(&c) {
+                chosen.push(c);
+            }
+        }
+        let raw: Vec<f32> =
+            (0..k).map(|_| 0.05 + (r.next() >> 40) as f32 / (1u64 << 24) as f32).collect();
+        let sum: f32 = raw.iter().sum();
+        ids.extend(chosen);
+        weights.extend(raw.iter().map(|w| w / sum));
+    }
+    Inputs { tokens, x, ids, weights }
+}
+
+/// A shape with its synthetic weights and inputs: what one folder holds.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// The shape and its token counts.
+    pub shape: BenchShape,
+    /// MXFP4 weights of the local experts.
+    pub weights: Vec<MxExpert>,
+    /// One input per token count.
+    pub inputs: Vec<Inputs>,
+    /// The seed everything came from.
+    pub seed: u64,
+}
+
+impl Workload {
+    /// Synthesizes weights and inputs for `shape`.
+    pub fn synth(shape: BenchShape, seed: u64) -> Self {
+        let weights = synth_weights(&shape, seed);
+        let inputs = shape.tokens.iter().map(|&n| synth_inputs(&shape, n, seed)).collect();
+        Self { shape, weights, inputs, seed }
+    }
+    /// Writes the folder contract into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<(), String> {
+        write_inputs(dir, &self.shape, &self.weights, &self.inputs, self.seed)
+    }
+}
+
+fn bytes<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+/// The folder contract's `inputs.json`, per-token-count `.npy` files and the MXFP4 weight
+/// `.npz` files (W1's rows in moegen's order: up and gate in blocks of 64).
+pub fn write_inputs(
+    dir: &Path,
+    shape: &BenchShape,
+    weights: &[MxExpert],
+    inputs: &[Inputs],
+    seed: u64,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (h, i, l, k) = (shape.hidden, shape.intermediate, shape.local_experts, shape.top_k);
+    let mut cases = Vec::new();
+    for inp in inputs {
+        let n = inp.tokens;
+        let arr = |dtype, shape: Vec<usize>, bytes| Array { dtype, shape, bytes };
+        write_npy(
+            &dir.join(format!("x_{n}.npy")),
+            &arr(Dtype::U16, vec![n, h], bytes(&inp.x, |v| v.to_bits().to_le_bytes())),
+        )?;
+        write_npy(
+            &dir.join(format!("ids_{n}.npy")),
+            &arr(Dtype::I32, vec![n, k], bytes(&inp.ids, i32::to_le_bytes)),
+        )?;
+        write_npy(
+            &dir.join(format!("w_{n}.npy")),
+            &arr(Dtype::F32, vec![n, k], bytes(&inp.weights, f32::to_le_bytes)),
+        )?;
+        cases.push(serde_json::json!({
+            "tokens": n, "ids": format!("ids_{n}.npy"), "weights": format!("w_{n}.npy"), "x": format!("x_{n}.npy")
+        }));
+    }
+    // W1 rows: for each block b of 64, up rows 64b.. then gate rows 64b...
+    let (mut w1v, mut w1s, mut w2v, mut w2s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let blk = SWIGLU_INTERLEAVE;
+    for ex in weights {
+        for b in 0..i / blk {
+            for m in [&ex.up, &ex.gate] {
+                w1v.extend_from_slice(&m.packed[b * blk * h / 2..(b + 1) * blk * h / 2]);
+                w1s.extend_from_slice(&m.scales[b * blk * h / 32..(b + 1) * blk * h / 32]);
+            }
+        }
+        w2v.extend_from_slice(&ex.down.packed);
+        w2s.extend_from_slice(&ex.down.scales);
+    }
+    let u8s = |shape: Vec<usize>, bytes| Array { dtype: Dtype::U8, shape, bytes };
+    write_npz(
+        &dir.join("w1_mxfp4.npz"),
+        &[
+            ("values", u8s(vec![l, 2 * i, h / 2], w1v)),
+            ("scales", u8s(vec![l, 2 * i, h / 32], w1s)),
+        ],
+    )?;
+    write_npz(
+        &dir.join("w2_mxfp4.npz"),
+        &[("values", u8s(vec![l, h, i / 2], w2v)), ("scales", u8s(vec![l, h, i / 32], w2s))],
+    )?;
+    let json = serde_json::json!({
+        "shape": {
+            "hidden": h, "intermediate": i, "experts": shape.experts,
+            "local_experts": l, "expert_offset": shape.expert_offset, "top_k": k
+        },
+        "cases": cases,
+        "seed": seed,
+    });
+    std::fs::write(
+        dir.join("inputs.json"),
+        serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| format!("inputs.json: {e}"))
+}
+
+/// How to time.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Untimed graph replays per token count.
+    pub warmup: u32,
+    /// Timed replays per token count (the median is reported).
+    pub iters: u32,
+    /// The tuner's runs per (bucket, tactic).
+    pub tune: TuneOptions,
+    /// How routes are summed.
+    pub finalize: FinalizeMode,
+}
+
+/// One timed (variant, token count).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BenchRow {
+    /// Token count.
+    pub tokens: usize,
+    /// Median milliseconds per forward pass (graph replay).
+    pub ms: f64,
+    /// The tactic dispatch chose.
+    pub tactic: String,
+    /// The variant.
+    pub variant: String,
+    /// Every timed replay, in ms.
+    pub samples: Vec<f64>,
+    /// The tactic came from the autotuner (not the analytic table).
+    pub tuned: bool,
+}
+
+/// The static NVFP4 global scale of the activations (calibrated on the largest case).
+pub fn input_scale(inputs: &[Inputs]) -> Result<f32, String> {
+    let largest = inputs.iter().max_by_key(|i| i.tokens).ok_or("no inputs")?;
+    let xf: Vec<f32> = largest.x.iter().map(|v| v.to_f32()).collect();
+    nvfp4_global_scale(block_amax(&xf)).map_err(|e| e.to_string())
+}
+
+/// The static global scale of GEMM1's output for NVFP4 (room for |h| up to 64).
+pub const FC2_INPUT_SCALE: f32 = 448.0 * 6.0 / 64.0;
+
+fn upload_weights(
+    b: &mut dyn Backend,
+    shape: &MoeShape,
+    weights: &[MxExpert],
+    v: Variant,
+    gs_x: f32,
+) -> Result<LayerWeights, String> {
+    fn t(m: &MxMatrix) -> Mxfp4Tensor<'_> {
+        Mxfp4Tensor { packed: &m.packed, scales: &m.scales, layout: CheckpointScales::Linear }
+    }
+    let experts: Vec<_> = weights
+        .iter()
+        .map(|e| ExpertTensors { up: t(&e.up), gate: t(&e.gate), down: t(&e.down) })
+        .collect();
+    let s = |e: &dyn std::fmt::Display| format!("{}: {e}", v.name);
+    match arch_of(b) {
+        Arch::Sm90 => {
+            let w = match v.format {
+                WeightFormat::Mxfp4 => {
+                    Sm90Weights::from_mxfp4(shape, &experts, v.activations, gs_x, FC2_INPUT_SCALE)
+                }
+                WeightFormat::Nvfp4 => import_mxfp4(shape, &experts, gs_x, FC2_INPUT_SCALE)
+                    .and_then(|p| Sm90Weights::from_prepared(shape, &p, v.activations)),
+            }
+            .map_err(|e| s(&e))?;
+            LayerWeights::upload_sm90(b, shape, &w, gs_x).map_err(|e| s(&e))
+        }
+        Arch::Sm100 => {
+            let p = import_mxfp4(shape, &experts, gs_x, FC2_INPUT_SCALE).map_err(|e| s(&e))?;
+            LayerWeights::upload(b, shape, &p, gs_x).map_err(|e| s(&e))
+        }
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => 0.5 * (s[n / 2 - 1] + s[n / 2]),
+    }
+}
+
+/// Runs variant `v` for every input: builds the layer, autotunes it on one workspace, then per
+/// token count captures a graph and times its replays. Writes moegen's output for each token
+/// count as `out_{variant}_{N}.npy` (bf16 bits) into `dir` so the peer runner can check it.
+pub fn bench_variant(
+    b: &mut dyn Backend,
+    dir: &Path,
+    work: &Workload,
+    v: Variant,
+    opts: &BenchOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<BenchRow>, String> {
+    let (shape, weights, inputs) = (&work.shape, &work.weights, &work.inputs);
+    let s = |e: &dyn std::fmt::Display| format!("{} {}: {e}", shape.name, v.name);
+    let ms = shape.moe_shape()?;
+    let arch = arch_of(b);
+    if !v.runs_on(arch) {
+        return Err(format!("{} does not run on {arch:?}", v.name));
+    }
+    let max_tokens = inputs.iter().map(|i| i.tokens).max().ok_or("no inputs")?;
+    let gs_x = input_scale(inputs)?;
+    log(&format!("{} {}: preparing weights", shape.name, v.name));
+    let lw = upload_weights(b, &ms, weights, v, gs_x)?;
+    let config =
+        LayerConfig { finalize: opts.finalize, activations: v.activations, ..LayerConfig::new(ms) };
+    let kernels = KernelSet::builtin();
+    let tactics = MoeLayer::candidates(&config, &kernels, max_tokens as u64, arch, v.format);
+    if tactics.is_empty() {
+        return Err(s(&"the kernel set has no tactic for this layer"));
+    }
+    let dev = DeviceModel::b200().with_sms(b.sm_count());
+    let table =
+        DispatchTable::analytic(&ms, max_tokens as u64, &tactics, &dev).map_err(|e| s(&e))?;
+    let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(|e| s(&e))?;
+    let mut tile_sizes: Vec<_> = tactics.iter().map(MoeTactic::tile).collect();
+    tile_sizes.sort_by_key(|t| t.rows());
+    tile_sizes.dedup();
+    let spec = WorkspaceSpec {
+        max_tokens,
+        top_k: shape.top_k,
+        max_local_experts: shape.local_experts,
+        max_hidden: shape.hidden,
+        max_intermediate: shape.intermediate,
+        tile_sizes,
+        deterministic: opts.finalize == FinalizeMode::Deterministic,
+        arch,
+    };
+    let ws = Workspace::new(b, spec).map_err(|e| s(&e))?;
+    log(&format!("{} {}: tuning {} tactics", shape.name, v.name, tactics.len()));
+    let report = autotune(b, &mut layer, kernels.checksum(), &ws, &opts.tune).map_err(|e| s(&e))?;
+    let tuned = report.from_cache || !report.trials.is_empty();
+    let mut rows = Vec::new();
+    for inp in inputs {
+        let n = inp.tokens;
+        let up = |b: &mut dyn Backend, bytes: Vec<u8>| -> Result<DeviceSlice, String> {
+            let p = b.upload_new(&bytes).map_err(|e| e.to_string())?;
+            Ok(DeviceSlice::new(p, bytes.len() as u64))
+        };
+        let out_bytes = n * shape.hidden * 2;
+        let out = b.alloc(out_bytes).map_err(|e| s(&e))?;
+        let io = ForwardIo {
+            tokens: n,
+            activations: up(b, bytes(&inp.x, |v| v.to_bits().to_le_bytes()))?,
+            expert_ids: up(b, bytes(&inp.ids, i32::to_le_bytes))?,
+            expert_weights: up(b, bytes(&inp.weights, f32::to_le_bytes))?,
+            output: DeviceSlice::new(out, out_bytes as u64),
+        };
+        let (_, tactic) = layer.dispatch().choose(n as u64).map_err(|e| s(&e))?;
+        layer.forward(b, &ws, &io).map_err(|e| s(&e))?;
+        layer.check_errors(b, &ws).map_err(|e| s(&e))?;
+        let graph = layer.capture(b, &ws, &io).map_err(|e| s(&e))?;
+        for _ in 0..opts.warmup {
+            b.replay(graph).map_err(|e| s(&e))?;
+        }
+        let mut samples = Vec::with_capacity(opts.iters as usize);
+        for _ in 0..opts.iters.max(1) {
+            let start = b.record_event().map_err(|e| s(&e))?;
+            b.replay(graph).map_err(|e| s(&e))?;
+            let end = b.record_event().map_err(|e| s(&e))?;
+            samples.push(f64::from(b.elapsed_ms(start, end).map_err(|e| s(&e))?));
+        }
+        layer.check_errors(b, &ws).map_err(|e| s(&e))?;
+        let raw = b.download(out, out_bytes).map_err(|e| s(&e))?;
+        let arr = Array { dtype: Dtype::U16, shape: vec![n, shape.hidden], bytes: raw };
+        write_npy(&dir.join(format!("out_{}_{n}.npy", v.name)), &arr)?;
+        let row = BenchRow {
+            tokens: n,
+            ms: median(&samples),
+            tactic: tactic.to_string(),
+            variant: v.name.to_owned(),
+            samples,
+            tuned,
+        };
+        log(&format!("{} {} N={n}: {:.4} ms ({})", shape.name, v.name, row.ms, row.tactic));
+        rows.push(row);
+    }
+    Ok(rows)
+}

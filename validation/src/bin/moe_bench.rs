@@ -1,0 +1,154 @@
+//! `moe-bench`: moegen's side of the peer benchmark (bench/README.md). For each shape it
+//! writes synthetic MXFP4 weights and routed inputs in the folder contract, then times
+//! moegen's layer in each variant on the GPU (autotuned, CUDA-graph replays, median), prints
+//! a table and writes `moegen.json` and moegen's outputs beside the inputs. Then run
+//! `bench/peers.py --dir DIR/<shape>` there for the peers, the accuracy gate and the combined
+//! table.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use moegen_dsl::FinalizeMode;
+use moegen_runtime::backend::Backend;
+use moegen_runtime::backend::cuda::CudaBackend;
+use moegen_runtime::layer::{TuneOptions, arch_of};
+use moegen_validation::bench::{
+    BenchOptions, BenchShape, VARIANTS, Variant, Workload, bench_variant,
+};
+
+/// Times moegen's MoE layer on this machine's GPU (device 0) beside the peers' inputs.
+#[derive(Parser, Debug)]
+#[command(name = "moe-bench", version)]
+struct Args {
+    /// Output folder (one subfolder per shape).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Shapes: deepseek (H 7168, I 2048, 256 experts, 32 local, top-8) and gpt-oss (H = I =
+    /// 2880, 32 experts, top-4).
+    #[arg(long, value_delimiter = ',', default_values_t = ["deepseek".to_owned(), "gpt-oss".to_owned()])]
+    shapes: Vec<String>,
+    /// Token counts (default: the shape's own list).
+    #[arg(long, value_delimiter = ',')]
+    tokens: Option<Vec<usize>>,
+    /// Variants (default: every one the device runs): mxfp4-a16, nvfp4-a16, nvfp4-a4.
+    #[arg(long, value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+    /// Timed graph replays per token count (median reported).
+    #[arg(long, default_value_t = 20)]
+    iters: u32,
+    /// Untimed replays first.
+    #[arg(long, default_value_t = 5)]
+    warmup: u32,
+    /// The autotuner's timed runs per (bucket, tactic).
+    #[arg(long, default_value_t = 3)]
+    tune_iters: u32,
+    /// Sum routes in a fixed order (the deterministic finalize) instead of the bulk reduce.
+    #[arg(long)]
+    deterministic: bool,
+    /// Seed of the synthetic data.
+    #[arg(long, default_value_t = 2026)]
+    seed: u64,
+}
+
+fn main() -> ExitCode {
+    match run(&Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let mut shapes = Vec::new();
+    for name in &args.shapes {
+        let mut s = BenchShape::by_name(name)
+            .ok_or_else(|| format!("unknown shape {name:?} (deepseek, gpt-oss)"))?;
+        if let Some(t) = &args.tokens {
+            if t.contains(&0) {
+                return Err("--tokens: a token count must be positive".into());
+            }
+            s.tokens = t.clone();
+        }
+        s.moe_shape()?;
+        shapes.push(s);
+    }
+    let mut gpu = CudaBackend::new(0).map_err(|e| e.to_string())?;
+    let arch = arch_of(&gpu);
+    let variants: Vec<Variant> = match &args.variants {
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                VARIANTS.iter().copied().find(|v| v.name == n).ok_or_else(|| {
+                    format!("unknown variant {n:?} (mxfp4-a16, nvfp4-a16, nvfp4-a4)")
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        None => VARIANTS.iter().copied().filter(|v| v.runs_on(arch)).collect(),
+    };
+    if let Some(v) = variants.iter().find(|v| !v.runs_on(arch)) {
+        return Err(format!("variant {} does not run on {arch:?}", v.name));
+    }
+    let device = format!(
+        "{} (sm_{}{}, {} SMs)",
+        gpu.name,
+        gpu.compute_capability.0,
+        gpu.compute_capability.1,
+        gpu.sm_count()
+    );
+    println!("device: {device}");
+    let opts = BenchOptions {
+        warmup: args.warmup,
+        iters: args.iters,
+        tune: TuneOptions {
+            warmup: 1,
+            iterations: args.tune_iters.max(1),
+            tactics: None,
+            cache: None,
+            progress: false,
+        },
+        finalize: if args.deterministic {
+            FinalizeMode::Deterministic
+        } else {
+            FinalizeMode::BulkReduceAdd
+        },
+    };
+    let mut log = |m: &str| eprintln!("{m}");
+    for shape in &shapes {
+        let dir = args.dir.join(shape.name);
+        log(&format!("{}: synthesizing weights and inputs", shape.name));
+        let work = Workload::synth(shape.clone(), args.seed);
+        work.write(&dir)?;
+        let mut rows = Vec::new();
+        for v in &variants {
+            rows.extend(bench_variant(&mut gpu, &dir, &work, *v, &opts, &mut log)?);
+        }
+        println!(
+            "\n{} (H {}, I {}, {} experts, {} local, top-{})",
+            shape.name,
+            shape.hidden,
+            shape.intermediate,
+            shape.experts,
+            shape.local_experts,
+            shape.top_k
+        );
+        println!("{:>7} {:<10} {:>10} tactic", "tokens", "variant", "ms");
+        for r in &rows {
+            println!("{:>7} {:<10} {:>10.4} {}", r.tokens, r.variant, r.ms, r.tactic);
+        }
+        let json = serde_json::json!({
+            "device": device,
+            "finalize": format!("{:?}", opts.finalize),
+            "iters": args.iters,
+            "warmup": args.warmup,
+            "rows": rows,
+        });
+        let path = dir.join("moegen.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    gpu.synchronize().map_err(|e| e.to_string())
+}

@@ -1,0 +1,101 @@
+//! moe-bench's engine on the simulator: the folder contract is written, the layer is tuned
+//! and replayed from a graph, and the output it leaves for the peer runner is the reference's
+//! on the same (exactly converted) weights.
+
+use half::bf16;
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::{FinalizeMode, TileSize};
+use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::layer::{MoeLayer, TuneOptions};
+use moegen_runtime::reference::*;
+use moegen_validation::bench::*;
+
+fn npy_payload(path: &std::path::Path) -> Vec<u8> {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..6], b"\x93NUMPY");
+    let header = u16::from_le_bytes([b[8], b[9]]) as usize;
+    b[10 + header..].to_vec()
+}
+
+#[test]
+fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
+    let shape = BenchShape {
+        name: "tiny",
+        hidden: 512,
+        intermediate: 256,
+        experts: 8,
+        local_experts: 4,
+        expert_offset: 2,
+        top_k: 2,
+        tokens: vec![3, 6],
+    };
+    let dir = std::env::temp_dir().join(format!("moegen-bench-sim-{}", std::process::id()));
+    let work = Workload::synth(shape.clone(), 5);
+    let (weights, inputs) = (&work.weights, &work.inputs);
+    for inp in inputs {
+        for t in 0..inp.tokens {
+            let ids = &inp.ids[t * 2..t * 2 + 2];
+            assert_ne!(ids[0], ids[1], "distinct experts per token");
+            let s: f32 = inp.weights[t * 2..t * 2 + 2].iter().sum();
+            assert!((s - 1.0).abs() < 1e-5);
+        }
+    }
+    work.write(&dir).unwrap();
+    for f in ["inputs.json", "x_3.npy", "ids_6.npy", "w_6.npy", "w1_mxfp4.npz", "w2_mxfp4.npz"] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("inputs.json")).unwrap()).unwrap();
+    assert_eq!(json["shape"]["expert_offset"], 2);
+    assert_eq!(json["cases"][1]["tokens"], 6);
+    assert_eq!(npy_payload(&dir.join("ids_3.npy")).len(), 3 * 2 * 4);
+
+    let ms = shape.moe_shape().unwrap();
+    let v = VARIANTS.iter().copied().find(|v| v.name == "nvfp4-a4").unwrap();
+    let mut sim = SimBackend::new().with_sm_count(4);
+    let config = moegen_runtime::layer::LayerConfig::new(ms);
+    let kernels = moegen_runtime::layer::KernelSet::builtin();
+    let all =
+        MoeLayer::candidates(&config, &kernels, 6, moegen_dsl::Arch::Sm100, WeightFormat::Nvfp4);
+    let opts = BenchOptions {
+        warmup: 1,
+        iters: 2,
+        tune: TuneOptions {
+            warmup: 0,
+            iterations: 1,
+            tactics: Some(all[..2].to_vec()),
+            cache: None,
+            progress: false,
+        },
+        finalize: FinalizeMode::BulkReduceAdd,
+    };
+    let rows = bench_variant(&mut sim, &dir, &work, v, &opts, &mut |_| {}).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.tuned && r.samples.len() == 2 && r.ms > 0.0));
+    assert!(rows.iter().all(|r| all[..2].iter().any(|t| t.to_string() == r.tactic)));
+
+    // The output left for peers.py is the SM100 reference on the exactly converted weights.
+    let inp = &inputs[0];
+    let gs_x = input_scale(inputs).unwrap();
+    fn t(m: &MxMatrix) -> Mxfp4Tensor<'_> {
+        Mxfp4Tensor { packed: &m.packed, scales: &m.scales, layout: CheckpointScales::Linear }
+    }
+    let experts: Vec<_> = weights
+        .iter()
+        .map(|e| ExpertTensors { up: t(&e.up), gate: t(&e.gate), down: t(&e.down) })
+        .collect();
+    let prepared = import_mxfp4(&ms, &experts, gs_x, FC2_INPUT_SCALE).unwrap();
+    let xf: Vec<f32> = inp.x.iter().map(|v| v.to_f32()).collect();
+    let acts = quantize_activations(&xf, 3, 512, gs_x).unwrap();
+    let routing = Routing { tokens: 3, experts: inp.ids.clone(), weights: inp.weights.clone() };
+    let want = moe_reference(&ms, &acts, &prepared, &routing, TileSize::T128, Default::default())
+        .unwrap()
+        .output;
+    let got: Vec<bf16> = npy_payload(&dir.join("out_nvfp4-a4_3.npy"))
+        .chunks_exact(2)
+        .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+        .collect();
+    assert_eq!(got, want);
+    assert!(want.iter().any(|v| v.to_f32().abs() > 0.01), "a non-trivial output");
+    std::fs::remove_dir_all(&dir).ok();
+}
