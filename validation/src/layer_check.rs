@@ -18,6 +18,21 @@ use moegen_runtime::reference::{
     quantize_activations, relative_l2_error,
 };
 
+/// How the synthetic routing spreads routes over experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum RoutePattern {
+    /// Distinct random experts per token over the whole model (some non-local).
+    Spread,
+    /// Every token's first slot on local expert 0, the others non-local: every local route
+    /// lands on one expert and the others are empty.
+    OneExpert,
+    /// Only the even local experts (and non-local ones) get routes: empty experts between
+    /// busy ones.
+    SomeEmpty,
+    /// Every route non-local: no tile at all, the output is zero.
+    NoneLocal,
+}
+
 /// One layer configuration to check.
 #[derive(Clone, Copy, Debug)]
 pub struct LayerCase {
@@ -33,6 +48,8 @@ pub struct LayerCase {
     pub finalize: FinalizeMode,
     /// Seed of the synthetic data.
     pub seed: u64,
+    /// How routes spread over experts.
+    pub routes: RoutePattern,
 }
 
 impl LayerCase {
@@ -51,8 +68,14 @@ impl LayerCase {
             FinalizeMode::Deterministic => "det",
         };
         let s = &self.shape;
+        let r = match self.routes {
+            RoutePattern::Spread => "",
+            RoutePattern::OneExpert => " one-expert",
+            RoutePattern::SomeEmpty => " some-empty",
+            RoutePattern::NoneLocal => " none-local",
+        };
         format!(
-            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}",
+            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}{r}",
             s.hidden,
             s.intermediate,
             s.window.num_experts(),
@@ -118,6 +141,40 @@ impl Rng {
     }
 }
 
+/// Distinct experts per token following the case's pattern.
+fn route(r: &mut Rng, case: LayerCase) -> Result<Vec<i32>, String> {
+    let w = &case.shape.window;
+    let (e, k, off, l) = (w.num_experts(), w.top_k(), w.offset(), w.local());
+    let non_local: Vec<usize> = (0..e).filter(|x| !(off..off + l).contains(x)).collect();
+    let allowed: Vec<usize> = match case.routes {
+        RoutePattern::Spread => (0..e).collect(),
+        RoutePattern::SomeEmpty => {
+            (0..e).filter(|x| !(off..off + l).contains(x) || (x - off) % 2 == 0).collect()
+        }
+        RoutePattern::OneExpert | RoutePattern::NoneLocal => non_local.clone(),
+    };
+    let first_fixed = case.routes == RoutePattern::OneExpert;
+    let free = k - usize::from(first_fixed);
+    if allowed.len() < free {
+        return Err(format!("{}: too few experts for the routing pattern", case.label()));
+    }
+    let mut out = Vec::with_capacity(case.tokens * k);
+    for _ in 0..case.tokens {
+        let mut chosen: Vec<usize> = Vec::with_capacity(k);
+        if first_fixed {
+            chosen.push(off);
+        }
+        while chosen.len() < k {
+            let c = allowed[(r.next() % allowed.len() as u64) as usize];
+            if !chosen.contains(&c) {
+                chosen.push(c);
+            }
+        }
+        out.extend(chosen.iter().map(|&c| c as i32));
+    }
+    Ok(out)
+}
+
 /// The fc2 input scale every case uses (h's static NVFP4 global scale: amax 8).
 pub const FC2_INPUT_SCALE: f32 = 448.0 * 6.0 / 8.0;
 
@@ -126,7 +183,6 @@ pub const FC2_INPUT_SCALE: f32 = 448.0 * 6.0 / 8.0;
 pub fn problem(case: LayerCase) -> Result<Problem, String> {
     let s = &case.shape;
     let (h, i, l, k) = (s.hidden, s.intermediate, s.local_experts(), s.top_k());
-    let e = s.window.num_experts();
     let n = case.tokens;
     let mut r = Rng(case.seed.max(1));
     let x: Vec<bf16> = (0..n * h).map(|_| bf16::from_f32(r.normal())).collect();
@@ -134,25 +190,8 @@ pub fn problem(case: LayerCase) -> Result<Problem, String> {
     let up: Vec<f32> = (0..l * i * h).map(|_| r.normal() * scale).collect();
     let gate: Vec<f32> = (0..l * i * h).map(|_| r.normal() * scale).collect();
     let down: Vec<f32> = (0..l * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
-    let mut experts = Vec::with_capacity(n * k);
-    let mut weights = Vec::with_capacity(n * k);
-    for _ in 0..n {
-        let first = (r.next() % e as u64) as usize;
-        let step = 1 + (r.next() % (e as u64 - 1).max(1)) as usize;
-        let mut chosen: Vec<usize> = Vec::with_capacity(k);
-        let mut cand = first;
-        while chosen.len() < k {
-            if !chosen.contains(&cand) {
-                chosen.push(cand);
-            }
-            cand = (cand + step) % e;
-            if chosen.contains(&cand) {
-                cand = (cand + 1) % e;
-            }
-        }
-        experts.extend(chosen.iter().map(|&c| c as i32));
-        weights.extend((0..k).map(|j| 0.1 + 0.8 * ((j + 1) as f32 / k as f32)));
-    }
+    let experts = route(&mut r, case)?;
+    let weights = (0..n * k).map(|j| 0.1 + 0.8 * ((j % k + 1) as f32 / k as f32)).collect();
     let routing = Routing { tokens: n, experts, weights };
     let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
     let input_scale = nvfp4_global_scale(block_amax(&xf)).map_err(|e| e.to_string())?;

@@ -7,7 +7,7 @@ use moegen_dsl::{ActivationFormat, FinalizeMode, TileSize};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
-use moegen_validation::layer_check::{LayerCase, bf16_ulps, check_tactics, problem};
+use moegen_validation::layer_check::{LayerCase, RoutePattern, bf16_ulps, check_tactics, problem};
 
 #[test]
 fn ulps_are_counted_on_the_ordered_line() {
@@ -31,6 +31,7 @@ fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
         format: WeightFormat::Nvfp4,
         finalize: FinalizeMode::Deterministic,
         seed: 9,
+        routes: RoutePattern::Spread,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::new().with_sm_count(4);
@@ -46,4 +47,41 @@ fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
     let other = problem(LayerCase { seed: 10, ..case }).unwrap();
     let want = other.reference(moegen_dsl::Arch::Sm100, TileSize::T128).unwrap();
     assert_ne!(want, rows[0].output);
+}
+
+#[test]
+fn routing_edge_cases_match_the_reference() {
+    let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    for (routes, finalize) in [
+        (RoutePattern::OneExpert, FinalizeMode::Deterministic),
+        (RoutePattern::SomeEmpty, FinalizeMode::BulkReduceAdd),
+        (RoutePattern::NoneLocal, FinalizeMode::BulkReduceAdd),
+    ] {
+        let case = LayerCase {
+            shape,
+            tokens: 7,
+            activations: ActivationFormat::Nvfp4,
+            format: WeightFormat::Nvfp4,
+            finalize,
+            seed: 4,
+            routes,
+        };
+        let p = problem(case).unwrap();
+        let local = |e: &i32| (2..6).contains(e);
+        let ids = &p.routing.experts;
+        match routes {
+            RoutePattern::OneExpert => {
+                assert!(ids.iter().filter(|e| local(e)).all(|&e| e == 2));
+                assert_eq!(ids.iter().filter(|e| local(e)).count(), 7);
+            }
+            RoutePattern::SomeEmpty => assert!(!ids.iter().any(|&e| e == 3 || e == 5)),
+            _ => assert!(!ids.iter().any(local)),
+        }
+        let mut sim = SimBackend::new().with_sm_count(4);
+        let rows = check_tactics(&mut sim, &p, Some(1)).unwrap();
+        assert_eq!(rows[0].identical, rows[0].elements, "{routes:?}");
+        if routes == RoutePattern::NoneLocal {
+            assert!(rows[0].output.iter().all(|v| v.to_f32() == 0.0));
+        }
+    }
 }

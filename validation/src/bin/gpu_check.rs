@@ -19,7 +19,7 @@ use moegen_runtime::backend::cuda::CudaBackend;
 use moegen_runtime::layer::arch_of;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
-use moegen_validation::layer_check::{LayerCase, TacticRow, check_tactics, problem};
+use moegen_validation::layer_check::{LayerCase, RoutePattern, TacticRow, check_tactics, problem};
 use moegen_validation::simt_check::{self, CASES, SimtRow, simulator_for};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -113,35 +113,50 @@ fn shape(h: usize, i: usize, e: usize, off: usize, l: usize, k: usize) -> Result
     MoeShape::new(h, i, w).map_err(|x| x.to_string())
 }
 
-/// The layer cases for a device of generation `arch`: `(case, simulate)`.
+/// The layer cases for a device of generation `arch`: `(case, simulate)`. Shapes with H and
+/// I not powers of two (and on Hopper not multiples of 128: gpt-oss's 2880), both activation
+/// modes and weight formats, both finalize modes, and the routing edge cases.
 fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, String> {
-    let small = shape(512, 256, 8, 2, 4, 2)?;
-    let case = |shape, tokens, activations, format, finalize, seed| LayerCase {
+    use ActivationFormat::{Bf16, Nvfp4};
+    use FinalizeMode::{BulkReduceAdd as Bulk, Deterministic as Det};
+    use RoutePattern::{NoneLocal, OneExpert, SomeEmpty, Spread};
+    use WeightFormat::{Mxfp4, Nvfp4 as W4};
+    let case = |shape, tokens, activations, format, finalize, seed, routes| LayerCase {
         shape,
         tokens,
         activations,
         format,
         finalize,
         seed,
+        routes,
     };
-    use ActivationFormat::{Bf16, Nvfp4};
-    use FinalizeMode::{BulkReduceAdd, Deterministic};
     Ok(match arch {
         Arch::Sm90 => {
+            let small = shape(320, 192, 8, 2, 4, 2)?;
+            let mid = shape(768, 448, 16, 4, 8, 4)?;
             let gpt_oss = shape(2880, 2880, 32, 0, 32, 4)?;
             vec![
-                (case(small, 37, Nvfp4, WeightFormat::Nvfp4, Deterministic, 3), true),
-                (case(small, 37, Bf16, WeightFormat::Nvfp4, BulkReduceAdd, 5), true),
-                (case(small, 37, Bf16, WeightFormat::Mxfp4, Deterministic, 7), true),
-                (case(gpt_oss, 96, Bf16, WeightFormat::Mxfp4, Deterministic, 11), false),
-                (case(gpt_oss, 96, Bf16, WeightFormat::Nvfp4, BulkReduceAdd, 13), false),
-                (case(gpt_oss, 96, Nvfp4, WeightFormat::Nvfp4, Deterministic, 17), false),
+                (case(small, 37, Nvfp4, W4, Det, 3, Spread), true),
+                (case(small, 37, Bf16, W4, Bulk, 5, Spread), true),
+                (case(small, 37, Bf16, Mxfp4, Det, 7, Spread), true),
+                (case(small, 29, Bf16, Mxfp4, Det, 8, OneExpert), true),
+                (case(mid, 150, Nvfp4, W4, Det, 9, SomeEmpty), false),
+                (case(mid, 150, Bf16, Mxfp4, Bulk, 10, SomeEmpty), false),
+                (case(mid, 64, Bf16, W4, Det, 12, NoneLocal), false),
+                (case(mid, 300, Bf16, W4, Det, 14, OneExpert), false),
+                (case(gpt_oss, 96, Bf16, Mxfp4, Det, 11, Spread), false),
+                (case(gpt_oss, 96, Bf16, W4, Bulk, 13, Spread), false),
+                (case(gpt_oss, 96, Nvfp4, W4, Det, 17, Spread), false),
             ]
         }
-        Arch::Sm100 => vec![
-            (case(small, 37, Nvfp4, WeightFormat::Nvfp4, Deterministic, 3), true),
-            (case(small, 37, Nvfp4, WeightFormat::Nvfp4, BulkReduceAdd, 5), true),
-        ],
+        Arch::Sm100 => {
+            let small = shape(512, 256, 8, 2, 4, 2)?;
+            vec![
+                (case(small, 37, Nvfp4, W4, Det, 3, Spread), true),
+                (case(small, 37, Nvfp4, W4, Bulk, 5, SomeEmpty), true),
+                (case(small, 29, Nvfp4, W4, Det, 8, OneExpert), true),
+            ]
+        }
     })
 }
 
