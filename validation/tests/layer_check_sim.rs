@@ -22,6 +22,16 @@ fn ulps_are_counted_on_the_ordered_line() {
 }
 
 #[test]
+fn the_bulk_order_slack_follows_the_derivation() {
+    let c = [1.0f32, -1.0, 0.5, 0.25];
+    let det = finalize_slack(&c, 1, 4, 1, FinalizeMode::Deterministic);
+    assert_eq!(det, vec![0.0]);
+    assert_eq!(finalize_slack(&c[..2], 1, 2, 1, FinalizeMode::BulkReduceAdd), vec![0.0]);
+    let bulk = finalize_slack(&c, 1, 4, 1, FinalizeMode::BulkReduceAdd);
+    assert_eq!(bulk, vec![2.0 * 3.0 * 2.75 / 512.0]);
+}
+
+#[test]
 fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
     let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
     let case = LayerCase {
