@@ -7,7 +7,9 @@ use moegen_dsl::{ActivationFormat, FinalizeMode, TileSize};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
-use moegen_validation::layer_check::{LayerCase, RoutePattern, bf16_ulps, check_tactics, problem};
+use moegen_validation::layer_check::{
+    LayerCase, RoutePattern, bf16_ulps, check_tactics, finalize_slack, problem,
+};
 
 #[test]
 fn ulps_are_counted_on_the_ordered_line() {
