@@ -68,31 +68,8 @@ fn blame(d: &Declared, t: &TacticDecl, spec: &KernelSetSpec) -> Span {
         probes.push((span, KernelSetSpec { format: BlockScaledFormat::NVFP4, ..spec.clone() }));
     }
     for (i, g) in t.gemms.iter().enumerate() {
-        if let Some(span) = g.raster {
-            let along_n = GemmTactic::new(
-                g.tactic.kind(),
-                g.tactic.mma_tiler(),
-                g.tactic.cluster(),
-                Raster::AlongN,
-            );
-            let mut gemms = [*t.tactic.gemm1(), *t.tactic.gemm2()];
-            if let Ok(along_n) = along_n {
-                gemms[i] = along_n;
-                // A depth override follows its GEMM to the other raster order.
-                let depths = spec
-                    .depths
-                    .iter()
-                    .map(|o| {
-                        if o.gemm == g.tactic { DepthOverride { gemm: along_n, ..*o } } else { *o }
-                    })
-                    .collect();
-                if let Ok(tactic) = MoeTactic::new(t.tactic.tile(), gemms[0], gemms[1]) {
-                    probes.push((
-                        span,
-                        KernelSetSpec { tactics: vec![tactic], depths, ..spec.clone() },
-                    ));
-                }
-            }
+        if let (Some(span), Some(probe)) = (g.raster, along_n(t, i, spec)) {
+            probes.push((span, probe));
         }
         let planned = plan_gemm(d.target.value, &g.tactic).ok();
         for (written, is_ab) in [(g.ab_stages, true), (g.acc_stages, false)] {
@@ -120,4 +97,19 @@ fn blame(d: &Declared, t: &TacticDecl, spec: &KernelSetSpec) -> Span {
         }
     }
     probes.into_iter().find(|(_, p)| answer(p) != refused).map_or(t.span, |(span, _)| span)
+}
+
+/// `spec` with GEMM `i` of tactic `t` walking N fastest (its depth override follows it).
+fn along_n(t: &TacticDecl, i: usize, spec: &KernelSetSpec) -> Option<KernelSetSpec> {
+    let g = t.gemms[i].tactic;
+    let along_n = GemmTactic::new(g.kind(), g.mma_tiler(), g.cluster(), Raster::AlongN).ok()?;
+    let mut gemms = [*t.tactic.gemm1(), *t.tactic.gemm2()];
+    gemms[i] = along_n;
+    let tactic = MoeTactic::new(t.tactic.tile(), gemms[0], gemms[1]).ok()?;
+    let depths = spec
+        .depths
+        .iter()
+        .map(|o| if o.gemm == g { DepthOverride { gemm: along_n, ..*o } } else { *o })
+        .collect();
+    Some(KernelSetSpec { tactics: vec![tactic], depths, ..spec.clone() })
 }

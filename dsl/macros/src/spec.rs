@@ -30,7 +30,7 @@ pub struct Given<T> {
 }
 
 impl<T> Given<T> {
-    fn default(value: T) -> Self {
+    fn unwritten(value: T) -> Self {
         Self { value, span: None }
     }
     fn at(value: T, span: Span) -> Self {
@@ -109,13 +109,13 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
     let keys = Keys::new(body, "moe_kernels!", TOP_KEYS)?;
     let target = match keys.get("target") {
         Some(v) => read_target(v)?,
-        None => Given::default(defaults.target),
+        None => Given::unwritten(defaults.target),
     };
     const FORMATS: &[(&str, BlockScaledFormat)] =
         &[("nvfp4", BlockScaledFormat::NVFP4), ("mxfp4", BlockScaledFormat::MXFP4)];
     let format = match keys.get("format") {
         Some(v) => Given::at(choice(v, "format", FORMATS)?, v.span()),
-        None => Given::default(defaults.format),
+        None => Given::unwritten(defaults.format),
     };
     let tactics: Vec<TacticDecl> = match keys.get("tactics") {
         Some(v) => list(v, "tactics", true)?.iter().map(read_tactic).collect::<Result<_, _>>()?,
@@ -131,13 +131,13 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
             .into_iter()
             .map(|(mode, span)| Given::at(mode, span))
             .collect(),
-        None => defaults.finalize.into_iter().map(Given::default).collect(),
+        None => defaults.finalize.into_iter().map(Given::unwritten).collect(),
     };
     const SWIGLU: &[(&str, SwigluInput)] =
         &[("f32", SwigluInput::F32), ("bf16", SwigluInput::Bf16)];
     let swiglu_input = match keys.get("swiglu_input") {
         Some(v) => Given::at(choice(v, "swiglu_input", SWIGLU)?, v.span()),
-        None => Given::default(defaults.swiglu_input),
+        None => Given::unwritten(defaults.swiglu_input),
     };
     let simt = match keys.get("simt") {
         Some(v) => choices(v, "simt", &SimtTarget::ALL.map(|t| (t.name(), t)), false)?

@@ -38,13 +38,14 @@ fn the_macro_expands_to_what_the_builder_writes() {
         gemm(GemmKind::Gemm1, [256, 128], [2, 1]),
         gemm(GemmKind::Gemm2, [256, 256], [2, 1]),
     );
+    let tactics = [t128.unwrap(), t256.unwrap()];
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("same_as_builder");
     let _ = std::fs::remove_dir_all(&out);
     // The planned A/B depth of g2 is 3; the macro wrote `ab_stages: 2` and left the
     // accumulator stages to the resource model.
     let acc = moegen_dsl::plan_gemm(moegen_dsl::Target::Sm100f, &g2).unwrap().acc_stages;
     Builder::new()
-        .tactics([t128.unwrap(), t256.unwrap()])
+        .tactics(tactics)
         .finalize_modes([FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic])
         .swiglu_input(SwigluInput::Bf16)
         .depths(g2, 2, acc)
