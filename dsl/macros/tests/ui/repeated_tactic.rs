@@ -1,0 +1,19 @@
+// The same tactic twice.
+moegen_macros::moe_kernels! {
+    mod kernels {
+        tactics: [
+            {
+                tile: 128,
+                gemm1: { mma: [128, 128], cluster: [1, 1] },
+                gemm2: { mma: [128, 128], cluster: [1, 1] },
+            },
+            {
+                tile: 128,
+                gemm1: { mma: [128, 128], cluster: [1, 1], raster: along_n },
+                gemm2: { mma: [128, 128], cluster: [1, 1] },
+            },
+        ],
+    }
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+// A misspelt key.
+moegen_macros::moe_kernels! {
+    mod kernels {
+        tactics: [{
+            tile: 128,
+            gemm1: { mma: [128, 128], clusters: [1, 1] },
+            gemm2: { mma: [128, 128], cluster: [1, 1] },
+        }],
+    }
+}
+
+fn main() {}
