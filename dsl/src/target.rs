@@ -79,10 +79,13 @@ impl Target {
         }
     }
 
-    /// Architecture tag used in kernel names (`sm100` for the whole family).
+    /// Architecture tag used in kernel names: `sm100` for the family-portable sm_100f (the
+    /// default), `sm100a` for the arch-specific build (so one set can hold both without two
+    /// kernels of one name), `sm90` for Hopper.
     pub const fn arch_tag(self) -> &'static str {
         match self {
-            Target::Sm100f | Target::Sm100a => "sm100",
+            Target::Sm100f => "sm100",
+            Target::Sm100a => "sm100a",
             Target::Sm90a => "sm90",
         }
     }

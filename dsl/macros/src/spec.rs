@@ -9,7 +9,7 @@ use moegen_codegen::builder::Builder;
 use moegen_dsl::abi::SimtTarget;
 use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::{
-    FinalizeMode, GemmKind, GemmTactic, MoeTactic, Raster, SwigluInput, TacticError, Target,
+    Arch, FinalizeMode, GemmKind, GemmTactic, MoeTactic, Raster, SwigluInput, TacticError, Target,
     TileSize, plan_gemm,
 };
 
@@ -154,6 +154,15 @@ fn read_target(v: &Value) -> syn::Result<Given<Target>> {
         return Err(Error::new(v.span(), "target: expected a name such as `sm_100f`"));
     };
     let target = id.to_string().parse::<Target>().map_err(|e| Error::new(id.span(), e))?;
+    if target.arch() != Arch::Sm100 {
+        return Err(Error::new(
+            id.span(),
+            format!(
+                "target {target}: moe_kernels! declares SM100 GEMMs (sm_100f, sm_100a); \
+                 Hopper kernel sets come from the build-script Builder"
+            ),
+        ));
+    }
     Ok(Given::at(target, id.span()))
 }
 
@@ -174,6 +183,12 @@ fn read_tactic(v: &Value) -> syn::Result<TacticDecl> {
     let (rows, tile_span) = int(keys.require("tile", "a tactic")?, "tile")?;
     let tile =
         TileSize::from_rows(rows).map_err(|e| Error::new(tile_span, format!("tile: {e}")))?;
+    if !TileSize::SM100.contains(&tile) {
+        return Err(Error::new(
+            tile_span,
+            format!("tile: {rows} rows is a Hopper routing tile; SM100 tiles have 128 or 256 rows"),
+        ));
+    }
     let gemm = |kind: GemmKind| {
         let name = kind.to_string();
         let span = keys.key(&name).map_or(m.span, |k| k.span());
@@ -219,7 +234,11 @@ fn read_gemm(kind: GemmKind, v: &Value, span: Span) -> syn::Result<ReadGemm> {
             TacticError::GatherCannotMulticast { .. } | TacticError::UnsupportedClusterN { .. } => {
                 cluster_n
             }
-            TacticError::WrongGemmKind { .. } | TacticError::MmaMNotTileSize { .. } => span,
+            TacticError::UnsupportedSm90N { .. } => mma_n,
+            TacticError::UnsupportedSm90Tile { .. } => mma_m,
+            TacticError::WrongGemmKind { .. }
+            | TacticError::MmaMNotTileSize { .. }
+            | TacticError::MixedArch => span,
         };
         Error::new(span, e)
     })?;

@@ -154,11 +154,7 @@ pub const MOE_SORT_OFFSETS: &[Param] = &[
     ),
     buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1] out"),
     buffer("total_num_padded_tokens", B::TotalNumPaddedTokens, "i32 [1] out"),
-    buffer(
-        "error_flags",
-        B::ErrorFlags,
-        "u32 [1]: bit 1 set when the routes need more than max_tiles tiles",
-    ),
+    buffer("error_flags", B::ErrorFlags, "u32 [4]: the error record (abi::error_record)"),
 ];
 
 /// The routing sort's third pass.

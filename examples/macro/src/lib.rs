@@ -2,7 +2,8 @@
 //! generates them while this crate compiles, and [`layer::run`] runs an NVFP4 MoE layer with
 //! them on moegen's PTX simulator.
 
-pub mod layer;
+/// The demo layer (shared by both examples: `examples/layer-demo`).
+pub use moegen_example_layer as layer;
 
 moegen_macros::moe_kernels! {
     /// The kernels this crate runs: two tactics (128- and 256-row routing tiles), both

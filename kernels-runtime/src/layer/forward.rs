@@ -115,11 +115,11 @@ fn gemm_kernel(
 ) -> Result<&'static KernelInfo, LayerError> {
     let mut tried = Vec::new();
     for target in Target::ALL.into_iter().filter(|t| t.arch() == g.arch()) {
-        let id = KernelId::Gemm(gemm_key(g, c, format, target)?);
-        if let Some(k) = kernels.find(&id) {
+        let key = gemm_key(g, c, format, target)?;
+        if let Some(k) = kernels.find_gemm(&key) {
             return Ok(k);
         }
-        tried.push(id.name());
+        tried.push(KernelId::Gemm(key).name());
     }
     Err(LayerError::MissingKernel(tried.join(" or ")))
 }

@@ -1,7 +1,7 @@
 //! The kernels a layer may launch: the built-in set (moegen-kernels), or a build script's or
 //! `moe_kernels!`'s.
 
-use moegen_dsl::abi::{KernelId, KernelInfo};
+use moegen_dsl::abi::{GemmKey, KernelId, KernelInfo};
 
 /// A set of generated kernels, with a checksum that keys tuning results to it.
 #[derive(Clone, Debug)]
@@ -32,6 +32,30 @@ impl KernelSet {
     /// The kernel with identity `id`.
     pub fn find(&self, id: &KernelId) -> Option<&'static KernelInfo> {
         self.kernels.iter().copied().find(|k| k.id == *id)
+    }
+
+    /// The GEMM kernel with key `key` up to its pipeline depths: the resource model's depths
+    /// when the set holds them, otherwise the set's one build of it with overridden depths
+    /// (a build script or `moe_kernels!` may generate a GEMM with chosen stage counts; the
+    /// launch reads its shared memory from the kernel, so any depth runs).
+    pub fn find_gemm(&self, key: &GemmKey) -> Option<&'static KernelInfo> {
+        let same = |k: &GemmKey| {
+            let strip =
+                |k: &GemmKey| GemmKey { ab_stages: 0, acc_stages: 0, planned_depths: true, ..*k };
+            strip(k) == strip(key)
+        };
+        let mut any = None;
+        for k in &self.kernels {
+            if let KernelId::Gemm(g) = &k.id
+                && same(g)
+            {
+                if g.planned_depths {
+                    return Some(k);
+                }
+                any = any.or(Some(*k));
+            }
+        }
+        any
     }
 
     /// Every kernel.

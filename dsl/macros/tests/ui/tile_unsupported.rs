@@ -1,4 +1,4 @@
-// A routing tile has 128 or 256 rows.
+// A routing tile of an SM100 kernel set has 128 or 256 rows (64 is a Hopper tile).
 moegen_macros::moe_kernels! {
     mod kernels {
         tactics: [{

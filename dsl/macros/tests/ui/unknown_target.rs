@@ -1,4 +1,4 @@
-// The GEMMs have SM100 targets only (sm_90a is a SIMT flavour).
+// moe_kernels! declares SM100 GEMMs; a Hopper target is refused on its token.
 moegen_macros::moe_kernels! {
     mod kernels {
         target: sm_90a,

@@ -4,8 +4,9 @@
 use std::error::Error;
 
 use half::bf16;
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::{FinalizeMode, MoeTactic, SwigluInput};
+use moegen_dsl::{Arch, FinalizeMode, MoeTactic, SwigluInput};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::{
@@ -80,7 +81,7 @@ fn upload<T: Copy>(
 
 /// The layer's kernel options.
 fn config(shape: MoeShape, finalize: FinalizeMode) -> LayerConfig {
-    LayerConfig { shape, swiglu_input: SwigluInput::F32, finalize }
+    LayerConfig { swiglu_input: SwigluInput::F32, finalize, ..LayerConfig::new(shape) }
 }
 
 fn shape() -> Result<MoeShape, Box<dyn Error>> {
@@ -93,7 +94,8 @@ pub fn candidates(
     kernels: &KernelSet,
     finalize: FinalizeMode,
 ) -> Result<Vec<MoeTactic>, Box<dyn Error>> {
-    Ok(MoeLayer::candidates(&config(shape()?, finalize), kernels, MAX_TOKENS as u64))
+    let config = config(shape()?, finalize);
+    Ok(MoeLayer::candidates(&config, kernels, MAX_TOKENS as u64, Arch::Sm100, WeightFormat::Nvfp4))
 }
 
 /// Runs `tokens` (1..=[`MAX_TOKENS`]) random tokens through a layer built from `kernels`,
@@ -126,7 +128,7 @@ pub fn run(
     let max = MAX_TOKENS as u64;
     let tactics = match only {
         Some(t) => vec![t],
-        None => MoeLayer::candidates(&config, kernels, max),
+        None => MoeLayer::candidates(&config, kernels, max, Arch::Sm100, WeightFormat::Nvfp4),
     };
     let device = DeviceModel::b200().with_sms(sim.sm_count());
     let table = DispatchTable::analytic(&shape, max, &tactics, &device)?;
@@ -140,6 +142,7 @@ pub fn run(
             max_intermediate: i,
             tile_sizes: table.tile_sizes(),
             deterministic: finalize == FinalizeMode::Deterministic,
+            arch: Arch::Sm100,
         },
     )?;
     let layer_weights = LayerWeights::upload(&mut sim, &shape, &prepared, input_scale)?;
