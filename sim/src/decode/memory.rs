@@ -48,10 +48,20 @@ fn mov(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category), 
         return Err(ctx.unsupported());
     }
     let ops = ctx.count(ops, 2)?;
+    let total = 8 * ty.bytes() as u32;
+    if let Opnd::Vector(items) = &ops[0] {
+        // Unpacking: the same part sizes as packing, the first part from the low bits.
+        let n = items.len() as u32;
+        if !matches!(ty, Ty::B16 | Ty::B32 | Ty::B64) || !matches!(n, 2 | 4) || total / n < 8 {
+            return Err(ctx.unsupported());
+        }
+        let parts = items.iter().map(|o| ctx.dst_reg(o)).collect::<Result<_, _>>()?;
+        let a = ctx.src_plain(&ops[1])?;
+        return Ok((Op::MovUnpack { a, parts, bits: total / n }, Category::Move));
+    }
     let d = ctx.dst_reg(&ops[0])?;
     if let Opnd::Vector(items) = &ops[1] {
         // Packing: b16 from 2 bytes, b32 from 2 halves or 4 bytes, b64 from 2 or 4 parts.
-        let total = 8 * ty.bytes() as u32;
         let n = items.len() as u32;
         if !matches!(ty, Ty::B16 | Ty::B32 | Ty::B64) || !matches!(n, 2 | 4) || total / n < 8 {
             return Err(ctx.unsupported());

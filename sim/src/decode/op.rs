@@ -69,6 +69,12 @@ pub(crate) enum Op {
         parts: Vec<Src>,
         bits: u32,
     },
+    /// `mov.bN {d0, d1, …}, a`: the first part from the low bits.
+    MovUnpack {
+        a: Src,
+        parts: Vec<Dst>,
+        bits: u32,
+    },
     /// `cvta{.to}.param|global.u64`: the simulator's addresses of these spaces are generic.
     Cvta {
         d: Dst,

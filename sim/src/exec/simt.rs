@@ -38,6 +38,7 @@ impl Cluster<'_> {
             Op::ClusterArrive | Op::Fence(_) | Op::Nop(_) => {}
             Op::Mov { .. }
             | Op::MovPack { .. }
+            | Op::MovUnpack { .. }
             | Op::Cvta { .. }
             | Op::Alu { .. }
             | Op::Setp { .. }
@@ -167,6 +168,13 @@ impl Cluster<'_> {
                     .enumerate()
                     .fold(0u64, |acc, (i, &p)| acc | (self.val(c, t, p) & m) << (i as u32 * bits));
                 self.set(c, t, *d, v)
+            }),
+            Op::MovUnpack { a, parts, bits } => lanes!(|t| {
+                let v = self.val(c, t, *a);
+                let m = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                for (i, &p) in parts.iter().enumerate() {
+                    self.set(c, t, p, (v >> (i as u32 * bits)) & m);
+                }
             }),
             Op::Cvta { d, a } => lanes!(|t| self.set(c, t, *d, self.val(c, t, *a))),
             Op::Cvt { cvt, d, a, b } => lanes!(|t| {
