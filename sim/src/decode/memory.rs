@@ -37,6 +37,7 @@ pub(super) fn decode(
             Ok((op, Category::Move))
         }
         "ld" | "st" => load_store(ctx, head == "ld", m, ops),
+        "ldmatrix" | "stmatrix" => matrix(ctx, head == "ldmatrix", m, ops),
         _ => atomic(ctx, head == "atom", m, ops),
     }
 }
@@ -147,4 +148,39 @@ fn atomic(
     };
     let op = Op::Atom { space: sp, op, d, addr: ctx.addr(&rest[0])?, a: ctx.src(&rest[1])? };
     Ok((op, category))
+}
+
+/// `ldmatrix`/`stmatrix.sync.aligned.m8n8.xN{.trans}.shared{::cta}.b16`: the 16-bit 8x8
+/// shape only (the 8-bit and packed shapes of sm_100 are refused), shared state space named.
+fn matrix(
+    ctx: &Ctx<'_>,
+    load: bool,
+    m: &mut Mods<'_>,
+    ops: &[Opnd],
+) -> Result<(Op, Category), SimError> {
+    if !(m.take("sync") && m.take("aligned") && m.take("m8n8") && m.take("b16")) {
+        return Err(ctx.unsupported());
+    }
+    let n = match m.take_any(&["x1", "x2", "x4"]) {
+        Some("x1") => 1,
+        Some("x2") => 2,
+        Some(_) => 4,
+        None => return Err(ctx.unsupported()),
+    };
+    let trans = m.take("trans");
+    if m.take_any(&["shared", "shared::cta"]).is_none() {
+        return Err(ctx.unsupported());
+    }
+    m.done(ctx)?;
+    let ops = ctx.count(ops, 2)?;
+    if load {
+        let d = ctx.dst_vector(&ops[0], n)?;
+        if d.iter().any(Option::is_none) {
+            return Err(ctx.bad("ldmatrix destinations must be registers"));
+        }
+        let op = Op::LdMatrix { trans, d, addr: ctx.addr(&ops[1])? };
+        return Ok((op, Category::LoadMatrix));
+    }
+    let op = Op::StMatrix { trans, addr: ctx.addr(&ops[0])?, v: ctx.src_vector(&ops[1], n)? };
+    Ok((op, Category::StoreMatrix))
 }

@@ -150,7 +150,9 @@ fn decode_op(ctx: &Ctx<'_>, ops: &[Opnd]) -> Result<(Op, Category), SimError> {
         "ret" | "exit" | "bra" | "bar" | "barrier" | "fence" | "membar" | "griddepcontrol"
         | "mbarrier" => sync::decode(ctx, head, m, ops),
         "elect" | "shfl" | "vote" | "redux" => warp::decode(ctx, head, m, ops),
-        "mov" | "cvta" | "mapa" | "ld" | "st" | "atom" | "red" => memory::decode(ctx, head, m, ops),
+        "mov" | "cvta" | "mapa" | "ld" | "st" | "atom" | "red" | "ldmatrix" | "stmatrix" => {
+            memory::decode(ctx, head, m, ops)
+        }
         "cp" => async_copy::decode(ctx, m, ops),
         "tcgen05" => tcgen05::decode(ctx, m, ops),
         _ => alu::decode(ctx, head, m, ops),

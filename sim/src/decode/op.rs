@@ -97,6 +97,18 @@ pub(crate) enum Op {
         addr: Addr,
         v: Vec<Src>,
     },
+    /// `ldmatrix.m8n8.xN.b16`: one destination per matrix.
+    LdMatrix {
+        trans: bool,
+        d: Vec<Dst>,
+        addr: Addr,
+    },
+    /// `stmatrix.m8n8.xN.b16`: one source per matrix.
+    StMatrix {
+        trans: bool,
+        addr: Addr,
+        v: Vec<Src>,
+    },
     /// `atom` (d is Some) and `red` (d is None); 32-bit only.
     Atom {
         space: Space,
@@ -262,6 +274,8 @@ impl Op {
                 | Op::TcRelinquish { .. }
                 | Op::TcLd { .. }
                 | Op::TcSt { .. }
+                | Op::LdMatrix { .. }
+                | Op::StMatrix { .. }
         )
     }
 

@@ -10,6 +10,7 @@ mod alu;
 mod copies;
 mod descriptors;
 mod exact;
+mod matrix;
 mod mbarrier;
 mod mma;
 mod nvfp4;

@@ -114,7 +114,9 @@ impl Cluster<'_> {
             | Op::TcDealloc { .. }
             | Op::TcRelinquish { .. }
             | Op::TcLd { .. }
-            | Op::TcSt { .. } => {
+            | Op::TcSt { .. }
+            | Op::LdMatrix { .. }
+            | Op::StMatrix { .. } => {
                 return Err(bad(inst, "warp-collective instruction run per thread"));
             }
         }
