@@ -67,6 +67,8 @@ pub struct Kernel {
     /// Register slots the decoded body refers to (the parsed `reg_count`, kept private so
     /// that an edited `reg_count` cannot make a register access go out of bounds).
     regs_needed: usize,
+    /// The body has warpgroup instructions (wgmma, setmaxnreg): CTAs keep their state.
+    pub(crate) warpgroups: bool,
 }
 
 impl Kernel {
@@ -318,6 +320,7 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                 reqntid,
                 reqnctapercluster,
                 regs_needed: 0,
+                warpgroups: false,
             };
             let mut raw_body = Vec::new();
             while i < lines.len() {
@@ -401,6 +404,7 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
             };
             k.body = decode_body(raw_body, &info)?;
             k.regs_needed = k.reg_count;
+            k.warpgroups = k.body.iter().any(|i| i.op.is_warpgroup());
             kernels.push(k);
             continue;
         }

@@ -1,7 +1,10 @@
 //! Decoding of moves, address conversions and loads, stores and atomics. Every access names
 //! its state space: generic addressing is not modelled, and neither are cache operators,
-//! memory-ordering qualifiers on ld/st/atom, or vector widths above 4.
+//! memory-ordering qualifiers on ld/st/atom, or vector widths above 4. Cache hints on
+//! global loads and stores (eviction priorities, prefetch sizes, cache policies) are
+//! accepted as the no-ops they are functionally.
 
+use super::hints::cache_hint;
 use super::op::{AtomOp, Dst, Op, Space, Ty, Window};
 use super::{Ctx, Mods};
 use crate::error::SimError;
@@ -95,6 +98,22 @@ fn load_store(
         Some(_) => 4,
         None => 1,
     };
+    // Global accesses may carry cache hints, which have no functional effect: an L1
+    // eviction priority, an L2 prefetch size (loads) and an L2 cache policy.
+    let mut ops = ops;
+    if sp == Space::Global {
+        m.take_any(&[
+            "L1::evict_normal",
+            "L1::evict_unchanged",
+            "L1::evict_first",
+            "L1::evict_last",
+            "L1::no_allocate",
+        ]);
+        if load {
+            m.take_any(&["L2::64B", "L2::128B", "L2::256B"]);
+        }
+        ops = cache_hint(ctx, m, ops)?;
+    }
     m.done(ctx)?;
     if ty == Ty::Pred || (!load && sp == Space::Param) {
         return Err(ctx.unsupported());

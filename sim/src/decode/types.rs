@@ -340,6 +340,8 @@ pub(crate) enum Nop {
     BulkWait,
     Tcgen05Fence,
     Tcgen05Wait,
+    /// `prefetch` of data: a hint.
+    Prefetch,
 }
 
 /// `.cta_group::1` or `::2`.

@@ -41,6 +41,12 @@ impl Cluster<'_> {
         if let Some(p) = &mut self.profile {
             p.add(warp, inst.category);
         }
+        if !inst.wg_regs.is_empty() {
+            self.wgmma_touch(c, warp, group, inst)?;
+        }
+        if inst.op.is_warpgroup() {
+            return self.warpgroup_arrive(c, warp, group, inst);
+        }
         if inst.op.is_collective() {
             return self.exec_collective(c, warp, group, inst);
         }

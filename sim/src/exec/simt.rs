@@ -92,6 +92,10 @@ impl Cluster<'_> {
             Op::TmaStore { map, coords, src } => {
                 return self.tma_store(device, c, t, *map, coords, *src, inst);
             }
+            Op::BulkLoad(bl) => return self.bulk_load(device, c, t, bl, inst),
+            Op::PrefetchBulk { src, size } => self.prefetch_bulk(c, t, *src, *size, inst)?,
+            Op::PrefetchTensor { map, coords } => self.prefetch_tensor(c, t, *map, coords, inst)?,
+            Op::PrefetchTensorMap { addr } => self.prefetch_tensor_map(c, t, *addr, inst)?,
             Op::BulkStore { dst, src, size } => {
                 return self.bulk_to_global(device, c, t, *dst, *src, *size, false, inst);
             }
@@ -116,7 +120,12 @@ impl Cluster<'_> {
             | Op::TcLd { .. }
             | Op::TcSt { .. }
             | Op::LdMatrix { .. }
-            | Op::StMatrix { .. } => {
+            | Op::StMatrix { .. }
+            | Op::WgFence
+            | Op::WgCommit
+            | Op::WgWait { .. }
+            | Op::Wgmma(_)
+            | Op::SetMaxNReg { .. } => {
                 return Err(bad(inst, "warp-collective instruction run per thread"));
             }
         }
