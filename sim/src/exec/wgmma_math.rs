@@ -20,12 +20,17 @@ pub(super) struct Row {
     e: [i32; 16],
     kind: [u8; 16],
     special: bool,
+    /// The finite row on one exponent: m_k · 2^(e_k − base) and base, when the exponents
+    /// span at most 40 bits (mantissas then stay below 2^51), so that a dot product is one
+    /// exact i128 sum.
+    scaled: Option<([i64; 16], i32)>,
 }
 
 impl Row {
     /// A row from 16 bf16 (or f16) bit patterns; `neg` negates every element (imm-scale -1).
     pub fn new(bits: &[u16; 16], bf16: bool, neg: bool) -> Row {
-        let mut row = Row { m: [0; 16], e: [0; 16], kind: [FINITE; 16], special: false };
+        let mut row =
+            Row { m: [0; 16], e: [0; 16], kind: [FINITE; 16], special: false, scaled: None };
         for (k, &h) in bits.iter().enumerate() {
             let (sign, exp, frac) = if bf16 {
                 (h >> 15, i32::from((h >> 7) & 0xFF), i32::from(h & 0x7F))
@@ -53,6 +58,16 @@ impl Row {
             row.m[k] = if negative { -m } else { m };
             row.e[k] = e;
         }
+        if !row.special {
+            let nonzero = || (0..16).filter(|&k| row.m[k] != 0).map(|k| row.e[k]);
+            let base = nonzero().min().unwrap_or(0);
+            if nonzero().max().unwrap_or(0) - base <= 40 {
+                let m = std::array::from_fn(|k| {
+                    if row.m[k] == 0 { 0 } else { i64::from(row.m[k]) << (row.e[k] - base) }
+                });
+                row.scaled = Some((m, base));
+            }
+        }
         row
     }
 }
@@ -64,6 +79,29 @@ pub(super) fn dot(a: &Row, b: &Row, acc: Option<f32>) -> f32 {
     if a.special || b.special || acc_special {
         return dot_special(a, b, acc);
     }
+    if let (Some((ma, ea)), Some((mb, eb))) = (&a.scaled, &b.scaled) {
+        // Products below 2^102, their sum below 2^106: exact.
+        let s: i128 = ma.iter().zip(mb).map(|(&x, &y)| i128::from(x) * i128::from(y)).sum();
+        let e = ea + eb;
+        let c = acc.and_then(exact::f32_parts).filter(|&(m, _)| m != 0);
+        match c {
+            None => return round_scaled(s, e),
+            Some((mc, ec)) if s == 0 => return round_scaled(i128::from(mc), ec),
+            // Aligning one to the other stays below 2^127.
+            Some((mc, ec)) if (0..=20).contains(&(e - ec)) => {
+                return round_scaled((s << (e - ec)) + i128::from(mc), ec);
+            }
+            Some((mc, ec)) if (1..=100).contains(&(ec - e)) => {
+                return round_scaled(s + (i128::from(mc) << (ec - e)), e);
+            }
+            Some(_) => {}
+        }
+    }
+    dot_terms(a, b, acc)
+}
+
+/// The general finite case: the 17 terms on their own exponents.
+fn dot_terms(a: &Row, b: &Row, acc: Option<f32>) -> f32 {
     let mut terms = [(0i64, 0i32); 17];
     let mut k = 0;
     for i in 0..16 {
@@ -118,11 +156,7 @@ fn dot_special(a: &Row, b: &Row, acc: Option<f32>) -> f32 {
         return if inf > 0 { f32::INFINITY } else { f32::NEG_INFINITY };
     }
     // Unreachable in practice (a special input is NaN or Inf), kept total.
-    dot(&finite(a), &finite(b), acc)
-}
-
-fn finite(r: &Row) -> Row {
-    Row { special: false, ..*r }
+    dot_terms(a, b, acc)
 }
 
 /// Σ m·2^e rounded to f32. Sums whose exponents span at most 80 bits fit an i128 exactly
@@ -204,6 +238,40 @@ mod tests {
         assert!(dot(&ri, &Row::new(&[0; 16], true, false), None).is_nan(), "Inf · 0");
         assert!(dot(&ri, &Row::new(&x, true, false), Some(f32::INFINITY)).is_nan(), "-Inf + Inf");
         assert_eq!(round_scaled(-(1 << 40), -40), -1.0);
+        // The one-exponent fast path agrees with the term-by-term sum, across exponent
+        // spans (wide ones fall back), subnormals, both input types and accumulators.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..20_000 {
+            let bf16 = i % 2 == 0;
+            let spread = [2u64, 8, 40, 256][i % 4];
+            let mut elem = || {
+                let r = next();
+                let e = (r >> 8) % spread;
+                let v = if bf16 { 120 + e.min(134) } else { 12 + e.min(17) };
+                let v = if r % 7 == 0 { 0 } else { v };
+                let (shift, mask) = if bf16 { (7, 0x7F) } else { (10, 0x3FF) };
+                ((r & 1) << 15 | v << shift | (r >> 20) & mask) as u16
+            };
+            let ra: [u16; 16] = std::array::from_fn(|_| elem());
+            let rb: [u16; 16] = std::array::from_fn(|_| elem());
+            let (a, b) = (Row::new(&ra, bf16, false), Row::new(&rb, bf16, i % 3 == 0));
+            let acc = match i % 3 {
+                0 => None,
+                1 => Some(f32::from_bits(next() as u32 & 0xBFFF_FFFF)),
+                _ => Some(f32::from_bits((next() as u32 & 0x807F_FFFF) | 0x3000_0000)),
+            };
+            assert_eq!(
+                dot(&a, &b, acc).to_bits(),
+                dot_terms(&a, &b, acc).to_bits(),
+                "{ra:x?} {rb:x?} {acc:?}"
+            );
+        }
         assert_eq!(round_scaled(3, -151), f32::from_bits(1));
         assert_eq!(round_scaled(1, -150), 0.0);
         assert_eq!(round_scaled((1 << 24) - 1, 104), f32::MAX);
