@@ -64,6 +64,9 @@ pub struct Kernel {
     pub reqntid: Option<u32>,
     /// `.reqnctapercluster` x, if declared.
     pub reqnctapercluster: Option<u32>,
+    /// `.maxnreg`, if declared: the registers per thread at launch that `setmaxnreg` moves
+    /// between warpgroups.
+    pub maxnreg: Option<u32>,
     /// Register slots the decoded body refers to (the parsed `reg_count`, kept private so
     /// that an edited `reg_count` cannot make a register access go out of bounds).
     regs_needed: usize,
@@ -294,6 +297,7 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
             let params = parse_params(&sig[open + 1..close], start + 1)?;
             let mut reqntid = None;
             let mut reqnctapercluster = None;
+            let mut maxnreg = None;
             i += 1;
             while i < lines.len() && strip_comment(lines[i]).trim() != "{" {
                 let d = strip_comment(lines[i]).trim();
@@ -303,6 +307,8 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                     reqntid = first_num(rest);
                 } else if let Some(rest) = d.strip_prefix(".reqnctapercluster") {
                     reqnctapercluster = first_num(rest);
+                } else if let Some(rest) = d.strip_prefix(".maxnreg") {
+                    maxnreg = first_num(rest);
                 }
                 i += 1;
             }
@@ -319,6 +325,7 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                 dynamic_shared: extern_shared.clone(),
                 reqntid,
                 reqnctapercluster,
+                maxnreg,
                 regs_needed: 0,
                 warpgroups: false,
             };

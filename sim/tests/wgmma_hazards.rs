@@ -191,8 +191,12 @@ fn every_descriptor_bit_is_modelled_or_refused() {
 }
 
 fn setmaxnreg(body: &str, threads: u32) -> Result<(), SimError> {
+    setmaxnreg_with(body, threads, "")
+}
+
+fn setmaxnreg_with(body: &str, threads: u32, directives: &str) -> Result<(), SimError> {
     let text = format!(
-        ".version 8.8\n.target sm_90a\n.address_size 64\n.visible .entry k(\n)\n{{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\tmov.u32 %r0, %tid.x;\n{body}\n\tret;\n}}\n"
+        ".version 8.8\n.target sm_90a\n.address_size 64\n.visible .entry k(\n)\n{directives}{{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\tmov.u32 %r0, %tid.x;\n{body}\n\tret;\n}}\n"
     );
     let m = parse_module(&text)?;
     launch(&mut Device::new(), &m, "k", &LaunchConfig::new(1, threads, 0), &[]).map(|_| ())
@@ -215,4 +219,17 @@ fn setmaxnreg_is_a_warpgroup_check() {
         128,
     );
     assert!(matches!(e, Err(SimError::Deadlock { .. })), "{e:?}");
+    // With .maxnreg the CTA's pool is modelled: the consumers' .inc waits for the
+    // producer's .dec (here the consumers come first), and asking for more than was given
+    // never completes.
+    let split = |consumer: u32| {
+        format!(
+            "\tsetp.lt.u32 %p0, %r0, 128;\n\t@!%p0 bra CONSUMER;\n\tmov.u32 %r1, 0;\nSPIN:\n\tadd.u32 %r1, %r1, 1;\n\tsetp.lt.u32 %p1, %r1, 300;\n\t@%p1 bra SPIN;\n\tsetmaxnreg.dec.sync.aligned.u32 40;\n\tbra.uni END;\nCONSUMER:\n\tsetmaxnreg.inc.sync.aligned.u32 {consumer};\nEND:"
+        )
+    };
+    assert_eq!(setmaxnreg_with(&split(232), 384, ".maxnreg 168\n"), Ok(()));
+    let e = setmaxnreg_with(&split(240), 384, ".maxnreg 168\n");
+    assert!(matches!(e, Err(SimError::Deadlock { .. })), "{e:?}");
+    let e = setmaxnreg_with("\tsetmaxnreg.dec.sync.aligned.u32 176;", 128, ".maxnreg 168\n");
+    assert!(e.unwrap_err().to_string().contains("cannot lower the register count from 168 to 176"));
 }

@@ -209,11 +209,12 @@ pub fn launch(
                 tmem: Tmem::new(),
                 relinquished: false,
                 warpgroups: if kernel.warpgroups {
-                    (0..warps.div_ceil(4)).map(|_| Warpgroup::new(nregs)).collect()
+                    (0..warps.div_ceil(4)).map(|_| Warpgroup::new(nregs, kernel.maxnreg)).collect()
                 } else {
                     Vec::new()
                 },
                 wg_locks: if kernel.warpgroups { vec![0; cfg.dynamic_smem] } else { Vec::new() },
+                reg_pool: 0,
             })
             .collect();
         let mut cl = Cluster {

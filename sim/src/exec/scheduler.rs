@@ -147,7 +147,7 @@ impl Cluster<'_> {
     /// waiting plus those that arrived reach its count (every live thread when no count was
     /// given). Then the cluster barrier: it completes when every live thread waits at it.
     fn release_barriers(&mut self) -> bool {
-        let mut released = false;
+        let mut released = self.retry_register_requests();
         for cta in &mut self.ctas {
             let live = cta.threads.iter().filter(|t| t.state != State::Exited).count() as u32;
             let mut ids: Vec<(u32, u32)> = cta

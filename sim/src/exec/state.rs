@@ -96,6 +96,9 @@ pub(super) struct Cta {
     pub warpgroups: Vec<Warpgroup>,
     /// Per shared byte: how many in-flight wgmmas read it (empty without wgmma).
     pub wg_locks: Vec<u16>,
+    /// Registers per thread released by `setmaxnreg.dec` and not yet taken by `.inc`, in
+    /// units of one warpgroup's per-thread count.
+    pub reg_pool: u32,
 }
 
 pub(super) struct Cluster<'a> {

@@ -71,12 +71,14 @@ pub(super) struct Warpgroup {
     groups: std::collections::VecDeque<u64>,
     next_group: u64,
     next_id: u32,
-    /// The register count of the last setmaxnreg.
+    /// Registers per thread: the kernel's `.maxnreg` at launch, then each setmaxnreg's.
     maxnreg: Option<u32>,
+    /// A `setmaxnreg.inc` to this count waits for the CTA's pool (its threads wait at it).
+    waiting_inc: Option<u32>,
 }
 
 impl Warpgroup {
-    pub fn new(registers: usize) -> Self {
+    pub fn new(registers: usize, maxnreg: Option<u32>) -> Self {
         Self {
             marks: vec![Mark { op: 0, role: Role::A }; registers],
             dirty: vec![0; registers],
@@ -85,7 +87,8 @@ impl Warpgroup {
             groups: Default::default(),
             next_group: 0,
             next_id: 1,
-            maxnreg: None,
+            maxnreg,
+            waiting_inc: None,
         }
     }
 }
@@ -199,6 +202,9 @@ impl Cluster<'_> {
             }
         }
         self.warpgroup_exec(c, wgi, inst)?;
+        if self.ctas[c].warpgroups[wgi].waiting_inc.is_some() {
+            return Ok(());
+        }
         for t in threads {
             let th = &mut self.ctas[c].threads[t];
             th.state = State::Running;
@@ -232,21 +238,71 @@ impl Cluster<'_> {
             }
             Op::SetMaxNReg { inc, n } => {
                 // PTX ISA: .inc raises the per-thread maximum to n, .dec lowers it to n.
+                let (inc, n) = (*inc, *n);
                 if let Some(cur) = wg.maxnreg
-                    && ((*inc && *n < cur) || (!*inc && *n > cur))
+                    && ((inc && n < cur) || (!inc && n > cur))
                 {
-                    let verb = if *inc { "raise" } else { "lower" };
+                    let verb = if inc { "raise" } else { "lower" };
                     return Err(bad(
                         inst,
                         format!("cannot {verb} the register count from {cur} to {n}"),
                     ));
                 }
-                wg.maxnreg = Some(*n);
+                // With a known launch count (.maxnreg) the CTA's pool is modelled: .dec
+                // gives registers to it, .inc waits until it holds enough (on hardware a
+                // kernel that never releases enough hangs; here it is a deadlock).
+                match (self.kernel.maxnreg, wg.maxnreg) {
+                    (Some(_), Some(cur)) if !inc => {
+                        wg.maxnreg = Some(n);
+                        self.ctas[c].reg_pool += cur - n;
+                    }
+                    (Some(_), Some(_)) => {
+                        wg.waiting_inc = Some(n);
+                        self.take_registers(c, wgi);
+                    }
+                    _ => wg.maxnreg = Some(n),
+                }
             }
             Op::Wgmma(w) => self.wgmma(c, wgi, w, inst, block)?,
             _ => return Err(bad(inst, "not a warpgroup instruction")),
         }
         Ok(())
+    }
+
+    /// A waiting `setmaxnreg.inc` of warpgroup `wgi` takes its registers if the pool has
+    /// them; whether it did.
+    fn take_registers(&mut self, c: usize, wgi: usize) -> bool {
+        let cta = &mut self.ctas[c];
+        let wg = &mut cta.warpgroups[wgi];
+        let (Some(n), Some(cur)) = (wg.waiting_inc, wg.maxnreg) else { return false };
+        let need = n - cur;
+        if cta.reg_pool < need {
+            return false;
+        }
+        cta.reg_pool -= need;
+        wg.maxnreg = Some(n);
+        wg.waiting_inc = None;
+        true
+    }
+
+    /// Retries the waiting `setmaxnreg.inc`s (after a round of the scheduler); whether one
+    /// completed and released its warpgroup.
+    pub fn retry_register_requests(&mut self) -> bool {
+        let mut released = false;
+        for c in 0..self.ctas.len() {
+            for wgi in 0..self.ctas[c].warpgroups.len() {
+                let waiting = self.ctas[c].warpgroups[wgi].waiting_inc.is_some();
+                if waiting && self.take_registers(c, wgi) {
+                    for t in 128 * wgi..128 * (wgi + 1) {
+                        let th = &mut self.ctas[c].threads[t];
+                        th.state = State::Running;
+                        th.pc += 1;
+                    }
+                    released = true;
+                }
+            }
+        }
+        released
     }
 
     fn complete_group(&mut self, c: usize, wgi: usize, g: u64) {
