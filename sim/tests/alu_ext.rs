@@ -290,3 +290,68 @@ fn mov_unpacks_and_packs() {
         |x| u64::from((x[0] as u32).swap_bytes()),
     );
 }
+
+#[test]
+fn bf16x2_products_and_u16x2_min_max() {
+    let mut r = Rng(21);
+    let mut inputs = r.words(768);
+    // Moderate exponents, tiny ones (subnormal products), huge ones (overflow), specials.
+    for (i, x) in inputs.iter_mut().enumerate() {
+        let pick = |v: u64, k: usize| match (i + k) % 6 {
+            0 => v & 0x80FF_80FF | 0x3F00_3F00,
+            1 => v & 0x807F_807F | 0x0400_0200,
+            2 => v & 0x80FF_80FF | 0x7E00_7E00,
+            3 => [0x7F80_0000, 0xFF80_0001, 0x0000_8000, 0x7FC0_0001][(i / 6) % 4] | (v & 0xFFFF),
+            _ => v,
+        };
+        x[0] = pick(x[0], 0);
+        x[1] = pick(x[1], 3);
+    }
+    // The nearest bf16 (ties to even; 2^128 stands for Inf), found by search.
+    let positive: Vec<(u16, f64)> = (0..=0x7F80u16)
+        .map(|h| {
+            let v = if h == 0x7F80 {
+                2f64.powi(128)
+            } else {
+                f64::from(f32::from_bits(u32::from(h) << 16))
+            };
+            (h, v)
+        })
+        .collect();
+    let nearest = |x: f64| -> u16 {
+        if x.is_nan() {
+            return 0x7FFF;
+        }
+        let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
+        let a = x.abs().min(2f64.powi(128));
+        let i = positive.partition_point(|&(_, v)| v < a);
+        let mut best = positive[i.min(positive.len() - 1)];
+        if i > 0 {
+            let below = positive[i - 1];
+            let (db, da) = (a - below.1, best.1 - a);
+            if db < da || (db == da && below.0.is_multiple_of(2)) {
+                best = below;
+            }
+        }
+        sign | best.0
+    };
+    let bf = |h: u64| f64::from(f32::from_bits(((h & 0xFFFF) as u32) << 16));
+    check("mul.rn.bf16x2 %r0, %r1, %r2;", &inputs, |x| {
+        let lane = |s: u32| u64::from(nearest(bf(x[0] >> s) * bf(x[1] >> s))) << s;
+        lane(0) | lane(16)
+    });
+    for (op, signed) in
+        [("min.u16x2", false), ("max.u16x2", false), ("min.s16x2", true), ("max.s16x2", true)]
+    {
+        check(&format!("{op} %r0, %r1, %r2;"), &inputs, |x| {
+            let lane = |s: u32| {
+                let (a, b) = ((x[0] >> s) & 0xFFFF, (x[1] >> s) & 0xFFFF);
+                let key = |v: u64| if signed { (v as u16 as i16) as i64 } else { v as i64 };
+                let pick_a =
+                    if op.starts_with("min") { key(a) <= key(b) } else { key(a) >= key(b) };
+                (if pick_a { a } else { b }) << s
+            };
+            lane(0) | lane(16)
+        });
+    }
+}

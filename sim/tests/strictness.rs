@@ -291,6 +291,12 @@ fn unmodelled_opcodes_and_modifiers_are_refused_when_parsed() {
         "min.xorsign.abs.f32 %r0, %r1, %r2;",
         "max.ftz.f32 %r0, %r1, %r2;",
         "mov.b32 {%r0, %r1, %r2}, %r3;",
+        "mul.bf16x2 %r0, %r1, %r2;",
+        "add.rn.bf16x2 %r0, %r1, %r2;",
+        "fma.rn.bf16x2 %r0, %r1, %r2, %r3;",
+        "mul.rn.f16x2 %r0, %r1, %r2;",
+        "max.relu.s16x2 %r0, %r1, %r2;",
+        "add.u16x2 %r0, %r1, %r2;",
         // Cache hints and load modes of TMA.
         "cp.async.bulk.tensor.2d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r0], [%rd0, {%r1, %r2}], [%r3];",
         "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%r0], [%rd0, {%r1, %r2}], [%r3], %r4;",

@@ -168,6 +168,11 @@ fn arith(
                 };
                 (if pair { Alu::F32x2(op) } else { Alu::F32(op) }, category)
             }
+            "bf16x2" if head == "mul" && m.take("rn") => (Alu::Bf16x2Mul, Category::AluF32),
+            "u16x2" | "s16x2" if matches!(head, "min" | "max") => {
+                let op = if head == "min" { IntOp::Min } else { IntOp::Max };
+                (Alu::I16x2(op, ty == "s16x2"), Category::AluInt)
+            }
             "pred" => {
                 let op = match head {
                     "and" => PredOp::And,

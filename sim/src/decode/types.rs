@@ -219,6 +219,10 @@ pub(crate) enum Alu {
     F32(FOp),
     /// `.f32x2` on a `.b64` register pair (lane 0 in bits 0-31): Add, Sub, Mul, Fma.
     F32x2(FOp),
+    /// `mul.rn.bf16x2` (lane 0 in bits 0-15): each lane's product rounded once to bf16.
+    Bf16x2Mul,
+    /// `min/max.{u16x2,s16x2}` (lane 0 in bits 0-15): Min or Max per lane.
+    I16x2(IntOp, bool),
     Pred(PredOp),
 }
 

@@ -61,6 +61,26 @@ pub(super) fn eval(alu: Alu, v: [u64; 4]) -> Result<u64, &'static str> {
             let lane = |i: u32| f32_op(op, v.map(|x| (x >> (32 * i)) & 0xFFFF_FFFF));
             Ok(lane(0) | (lane(1) << 32))
         }
+        Alu::Bf16x2Mul => {
+            let lane = |i: u32| {
+                let (a, b) = ((v[0] >> (16 * i)) as u16, (v[1] >> (16 * i)) as u16);
+                u64::from(mul_bf16(a, b)) << (16 * i)
+            };
+            Ok(lane(0) | lane(1))
+        }
+        Alu::I16x2(op, signed) => {
+            let lane = |i: u32| {
+                let (a, b) = ((v[0] >> (16 * i)) as u16, (v[1] >> (16 * i)) as u16);
+                let r = match (op, signed) {
+                    (IntOp::Min, true) => (a as i16).min(b as i16) as u16,
+                    (IntOp::Max, true) => (a as i16).max(b as i16) as u16,
+                    (IntOp::Min, false) => a.min(b),
+                    _ => a.max(b),
+                };
+                u64::from(r) << (16 * i)
+            };
+            Ok(lane(0) | lane(1))
+        }
         Alu::Pred(op) => {
             let (a, b) = (v[0] != 0, v[1] != 0);
             Ok(u64::from(match op {
@@ -73,6 +93,38 @@ pub(super) fn eval(alu: Alu, v: [u64; 4]) -> Result<u64, &'static str> {
         Alu::I32(op, signed) => i32_op(op, signed, v),
         Alu::I64(op, signed) => i64_op(op, signed, v),
     }
+}
+
+/// `mul.rn.bf16`: the product of two bf16 values (exact in f64: 8-bit significands)
+/// rounded once to bf16, nearest even, with bf16 subnormals (down to 2^-133); a NaN result
+/// is the canonical bf16 NaN 0x7FFF, as `cvt` gives on an H200.
+fn mul_bf16(a: u16, b: u16) -> u16 {
+    let f = |h: u16| f64::from(f32::from_bits(u32::from(h) << 16));
+    let x = f(a) * f(b);
+    if x.is_nan() {
+        return 0x7FFF;
+    }
+    let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
+    let mag = x.abs();
+    if mag == 0.0 || mag.is_infinite() {
+        return sign | if mag == 0.0 { 0 } else { 0x7F80 };
+    }
+    // Products of bf16 values are normal f64 numbers: m · 2^(e-52) with m of 53 bits.
+    let bits = mag.to_bits();
+    let e = ((bits >> 52) & 0x7FF) as i32 - 1023;
+    let m = u128::from((bits & ((1 << 52) - 1)) | (1 << 52));
+    // The last bit bf16 keeps: 8 significant bits, or the subnormal grid 2^-133.
+    let lsb = (e - 7).max(-133);
+    let shift = (lsb - (e - 52)) as u32;
+    let q = if shift >= 128 {
+        0
+    } else {
+        let (q, rem, half) = (m >> shift, m & ((1 << shift) - 1), 1u128 << (shift - 1));
+        if rem > half || (rem == half && q & 1 == 1) { q + 1 } else { q }
+    };
+    // q ≤ 2^8: exact in f32 unless 2^128 or more, which becomes Inf.
+    let v = (q as f64 * 2f64.powi(lsb)) as f32;
+    sign | (v.to_bits() >> 16) as u16
 }
 
 /// PTX ISA min/max of two values: a NaN input is ignored unless `.NaN` (or both are NaN),
