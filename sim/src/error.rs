@@ -105,6 +105,19 @@ pub enum SimError {
         /// Shared offset.
         addr: u64,
     },
+    /// A wgmma rule of the PTX ISA broken: an in-flight wgmma's registers or shared memory
+    /// accessed before `wgmma.wait_group`, or a missing `wgmma.fence`.
+    #[error("line {line}: `{opcode}`: block {block}: {detail}")]
+    WgmmaHazard {
+        /// Line.
+        line: usize,
+        /// Opcode.
+        opcode: String,
+        /// Block.
+        block: u32,
+        /// What happened.
+        detail: String,
+    },
     /// A CTA exited with TMEM still allocated.
     #[error("block {block} exited with TMEM columns {start}+{columns} still allocated")]
     TmemLeak {

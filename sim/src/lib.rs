@@ -9,6 +9,7 @@
 //! it does not model must hold the one value it does. Out-of-bounds accesses, races with
 //! asynchronous copies and deadlocks are errors. docs/simulator.md has the details.
 
+pub mod approx;
 mod decode;
 mod error;
 mod exec;
@@ -16,6 +17,7 @@ mod memory;
 mod parse;
 mod profile;
 
+pub use approx::{ex2_approx_ftz_model, ex2_approx_model, rcp_approx_ftz_model, rcp_approx_model};
 pub use decode::Inst;
 pub use error::SimError;
 pub use exec::tensor_map::{TensorMap, TmaDataType};

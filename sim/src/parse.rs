@@ -64,9 +64,14 @@ pub struct Kernel {
     pub reqntid: Option<u32>,
     /// `.reqnctapercluster` x, if declared.
     pub reqnctapercluster: Option<u32>,
+    /// `.maxnreg`, if declared: the registers per thread at launch that `setmaxnreg` moves
+    /// between warpgroups.
+    pub maxnreg: Option<u32>,
     /// Register slots the decoded body refers to (the parsed `reg_count`, kept private so
     /// that an edited `reg_count` cannot make a register access go out of bounds).
     regs_needed: usize,
+    /// The body has warpgroup instructions (wgmma, setmaxnreg): CTAs keep their state.
+    pub(crate) warpgroups: bool,
 }
 
 impl Kernel {
@@ -292,6 +297,7 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
             let params = parse_params(&sig[open + 1..close], start + 1)?;
             let mut reqntid = None;
             let mut reqnctapercluster = None;
+            let mut maxnreg = None;
             i += 1;
             while i < lines.len() && strip_comment(lines[i]).trim() != "{" {
                 let d = strip_comment(lines[i]).trim();
@@ -301,6 +307,8 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                     reqntid = first_num(rest);
                 } else if let Some(rest) = d.strip_prefix(".reqnctapercluster") {
                     reqnctapercluster = first_num(rest);
+                } else if let Some(rest) = d.strip_prefix(".maxnreg") {
+                    maxnreg = first_num(rest);
                 }
                 i += 1;
             }
@@ -317,7 +325,9 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
                 dynamic_shared: extern_shared.clone(),
                 reqntid,
                 reqnctapercluster,
+                maxnreg,
                 regs_needed: 0,
+                warpgroups: false,
             };
             let mut raw_body = Vec::new();
             while i < lines.len() {
@@ -401,6 +411,7 @@ pub fn parse_module(text: &str) -> Result<Module, SimError> {
             };
             k.body = decode_body(raw_body, &info)?;
             k.regs_needed = k.reg_count;
+            k.warpgroups = k.body.iter().any(|i| i.op.is_warpgroup());
             kernels.push(k);
             continue;
         }

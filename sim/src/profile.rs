@@ -14,8 +14,12 @@ pub enum Category {
     AluInt,
     /// f32 add, mul, fma, min, max, abs, neg, compares and selects.
     AluF32,
-    /// `div.rn.f32` (many hardware instructions each).
+    /// `.f32x2` add, sub, mul, fma (one instruction for two lanes).
+    AluF32x2,
+    /// `div.rn.f32`, `rcp.rn.f32` (many hardware instructions each).
     DivF32,
+    /// `ex2.approx`, `rcp.approx` (the multi-function unit).
+    Mufu,
     /// `cvt`.
     Convert,
     /// `mov`, `cvta`, `mapa`.
@@ -30,6 +34,10 @@ pub enum Category {
     StoreGlobal,
     /// `st.shared`.
     StoreShared,
+    /// `ldmatrix`.
+    LoadMatrix,
+    /// `stmatrix`.
+    StoreMatrix,
     /// `atom`/`red` on global memory.
     AtomicGlobal,
     /// `atom`/`red` on shared memory.
@@ -56,6 +64,8 @@ pub enum Category {
     CpAsync,
     /// Commit and wait of cp.async and bulk async-groups.
     AsyncGroup,
+    /// Bulk copies global → shared (`cp.async.bulk.shared::*.global`).
+    BulkLoad,
     /// TMA tile loads.
     TmaLoad,
     /// TMA tile stores.
@@ -64,6 +74,14 @@ pub enum Category {
     BulkCopy,
     /// Bulk reductions shared → global.
     BulkReduce,
+    /// `prefetch`, `cp.async.bulk.prefetch`, `createpolicy` (hints without effect here).
+    Prefetch,
+    /// `wgmma.mma_async`.
+    Wgmma,
+    /// `wgmma.fence`, `commit_group`, `wait_group`.
+    WgmmaSync,
+    /// `setmaxnreg`.
+    SetMaxNReg,
     /// `tcgen05.mma`.
     Tcgen05Mma,
     /// `tcgen05.cp`.
@@ -102,7 +120,9 @@ impl Category {
     pub const ALL: [Category; Category::COUNT] = [
         Category::AluInt,
         Category::AluF32,
+        Category::AluF32x2,
         Category::DivF32,
+        Category::Mufu,
         Category::Convert,
         Category::Move,
         Category::LoadParam,
@@ -110,6 +130,8 @@ impl Category {
         Category::LoadShared,
         Category::StoreGlobal,
         Category::StoreShared,
+        Category::LoadMatrix,
+        Category::StoreMatrix,
         Category::AtomicGlobal,
         Category::AtomicShared,
         Category::MbarrierInit,
@@ -123,10 +145,15 @@ impl Category {
         Category::FenceProxy,
         Category::CpAsync,
         Category::AsyncGroup,
+        Category::BulkLoad,
         Category::TmaLoad,
         Category::TmaStore,
         Category::BulkCopy,
         Category::BulkReduce,
+        Category::Prefetch,
+        Category::Wgmma,
+        Category::WgmmaSync,
+        Category::SetMaxNReg,
         Category::Tcgen05Mma,
         Category::Tcgen05Cp,
         Category::Tcgen05Ld,
@@ -148,7 +175,9 @@ impl Category {
         match self {
             Category::AluInt => "alu.int",
             Category::AluF32 => "alu.f32",
+            Category::AluF32x2 => "alu.f32x2",
             Category::DivF32 => "div.f32",
+            Category::Mufu => "mufu",
             Category::Convert => "cvt",
             Category::Move => "mov",
             Category::LoadParam => "ld.param",
@@ -156,6 +185,8 @@ impl Category {
             Category::LoadShared => "ld.shared",
             Category::StoreGlobal => "st.global",
             Category::StoreShared => "st.shared",
+            Category::LoadMatrix => "ldmatrix",
+            Category::StoreMatrix => "stmatrix",
             Category::AtomicGlobal => "atom.global",
             Category::AtomicShared => "atom.shared",
             Category::MbarrierInit => "mbarrier.init",
@@ -169,10 +200,15 @@ impl Category {
             Category::FenceProxy => "fence.proxy",
             Category::CpAsync => "cp.async",
             Category::AsyncGroup => "async-group",
+            Category::BulkLoad => "bulk.load",
             Category::TmaLoad => "tma.load",
             Category::TmaStore => "tma.store",
             Category::BulkCopy => "bulk.copy",
             Category::BulkReduce => "bulk.reduce",
+            Category::Prefetch => "prefetch",
+            Category::Wgmma => "wgmma",
+            Category::WgmmaSync => "wgmma.sync",
+            Category::SetMaxNReg => "setmaxnreg",
             Category::Tcgen05Mma => "tcgen05.mma",
             Category::Tcgen05Cp => "tcgen05.cp",
             Category::Tcgen05Ld => "tcgen05.ld",

@@ -136,10 +136,10 @@ fn out_of_bounds_and_unmodelled_instructions_are_errors() {
     assert!(matches!(e, SimError::SharedOutOfBounds { limit: 64, .. }), "{e}");
     let unknown = "
 	.reg .b32 %r<2>;
-	prmt.b32 %r0, %r1, %r1, 291;
+	popc.b32 %r0, %r1;
 	ret;";
     let e = run(unknown, "", LaunchConfig::new(1, 32, 0), &[], &mut dev).unwrap_err();
-    assert_eq!(e, SimError::Unsupported { line: 11, opcode: "prmt.b32".into() });
+    assert_eq!(e, SimError::Unsupported { line: 11, opcode: "popc.b32".into() });
     let spin = "
 TOP:
 	bra.uni TOP;";

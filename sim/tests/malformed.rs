@@ -1,12 +1,13 @@
-//! Malformed input never panics: thousands of mutants of small kernels (characters deleted,
-//! tokens replaced, lines duplicated or swapped) are parsed and, when they parse, launched;
-//! each must end in `Ok` or a typed `SimError`.
+//! Malformed input never panics: thousands of mutants of small kernels (tcgen05, TMA and
+//! clusters, SIMT, the Hopper warpgroup instructions) — characters deleted, tokens
+//! replaced, lines duplicated or swapped — are parsed and, when they parse, launched; each
+//! must end in `Ok` or a typed `SimError`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use moegen_sim::{Arg, Device, LaunchConfig, TensorMap, TmaDataType, launch, parse_module};
 
-const SEEDS: [&str; 3] = [
+const SEEDS: [&str; 4] = [
     // tcgen05: alloc, cp, mma, commit, ld, dealloc.
     ".version 8.8
 .target sm_100a
@@ -128,9 +129,57 @@ W:
 	ret;
 }
 ",
+    // Hopper: setmaxnreg, ldmatrix, bit manipulation, approximate and packed f32, wgmma
+    // from registers with a 128B-swizzled B, stmatrix.
+    ".version 8.8
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry k(
+.param .u64 out
+)
+.reqntid 128, 1, 1
+{
+	.reg .pred %p<4>;
+	.reg .b32 %r<32>;
+	.reg .b64 %rd<8>;
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, smem;
+	setmaxnreg.inc.sync.aligned.u32 232;
+	and.b32 %r2, %r0, 31;
+	shl.b32 %r3, %r2, 4;
+	add.u32 %r4, %r1, %r3;
+	ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r8, %r9, %r10, %r11}, [%r4];
+	prmt.b32 %r12, %r8, %r9, 0x5410;
+	lop3.b32 %r13, %r12, %r10, %r11, 0x96;
+	shf.l.wrap.b32 %r14, %r13, %r12, 7;
+	bfe.s32 %r15, %r14, 3, 9;
+	ex2.approx.ftz.f32 %r16, %r15;
+	rcp.approx.ftz.f32 %r17, %r16;
+	mov.b64 %rd1, {%r16, %r17};
+	fma.rn.f32x2 %rd2, %rd1, %rd1, %rd1;
+	mov.b64 {%r18, %r19}, %rd2;
+	shr.u32 %r5, %r1, 4;
+	cvt.u64.u32 %rd3, %r5;
+	or.b64 %rd3, %rd3, 0x4000004000010000;
+	wgmma.fence.sync.aligned;
+	wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r20, %r21, %r22, %r23}, {%r8, %r9, %r10, %r11}, %rd3, 0, 1, 1, 0;
+	wgmma.commit_group.sync.aligned;
+	wgmma.wait_group.sync.aligned 0;
+	stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%r4+2048], {%r20, %r21};
+	ld.param.u64 %rd4, [out];
+	mul.wide.u32 %rd5, %r0, 8;
+	add.u64 %rd4, %rd4, %rd5;
+	st.global.v2.b32 [%rd4], {%r22, %r23};
+	ret;
+}
+",
 ];
 
-const TOKENS: [&str; 24] = [
+const TOKENS: [&str; 27] = [
+    "{%r8, %r9, %r10, %r11}",
+    ".f32x2",
+    "0x4000004000010000",
     "%r1",
     "%rd0",
     "%p0",
@@ -248,7 +297,7 @@ fn args(dev: &mut Device, params: &[(usize, String)], r: &mut Rng, valid: bool) 
 fn mutants_of_small_kernels_never_panic() {
     let mut r = Rng(0x9E37_79B9_7F4A_7C15);
     let (mut launched, mut succeeded) = (0, 0);
-    for i in 0..6000 {
+    for i in 0..8000 {
         let seed = SEEDS[i % SEEDS.len()];
         let text = if i < SEEDS.len() { seed.to_owned() } else { mutate(seed, &mut r) };
         let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -260,7 +309,11 @@ fn mutants_of_small_kernels_never_panic() {
                 let mut dev = Device::new();
                 let args = args(&mut dev, &params, &mut r, i < SEEDS.len());
                 let cluster = k.reqnctapercluster.unwrap_or(1);
-                let block = if i < SEEDS.len() { 32 } else { [32, 64][r.below(2)] };
+                let block = match k.reqntid {
+                    Some(n) => n.clamp(1, 1024),
+                    None if i < SEEDS.len() => 32,
+                    None => [32, 64][r.below(2)],
+                };
                 let mut cfg = LaunchConfig::new(2 * cluster, block, 64 * 1024);
                 cfg.cluster = cluster;
                 cfg.step_limit = 200_000;

@@ -83,3 +83,57 @@ fn profile_counts_warp_instructions_by_category() {
     // 16 odd lanes and once with the 16 even ones; warp 1 8 times with 32.
     assert_eq!(stats.thread_instructions, 3 * (22 * 32 + 2 * 16 + 16 + 8 * 32));
 }
+
+#[test]
+fn hopper_and_fast_path_instructions_have_their_categories() {
+    let text = ".version 8.8
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry k(
+)
+{
+	.reg .b32 %r<16>;
+	.reg .b64 %rd<4>;
+	mov.u32 %r0, %tid.x;
+	mov.u32 %r1, smem;
+	and.b32 %r2, %r0, 31;
+	shl.b32 %r2, %r2, 4;
+	add.u32 %r2, %r2, %r1;
+	prmt.b32 %r3, %r0, %r0, 0x3210;
+	lop3.b32 %r3, %r3, %r0, %r0, 0xE8;
+	ex2.approx.ftz.f32 %r4, %r3;
+	rcp.approx.ftz.f32 %r4, %r4;
+	mov.b64 %rd0, {%r4, %r4};
+	fma.rn.f32x2 %rd0, %rd0, %rd0, %rd0;
+	ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r5, %r6}, [%r2];
+	stmatrix.sync.aligned.m8n8.x2.shared.b16 [%r2+1024], {%r5, %r6};
+	createpolicy.fractional.L2::evict_last.b64 %rd1, 1.0;
+	setmaxnreg.dec.sync.aligned.u32 40;
+	wgmma.fence.sync.aligned;
+	wgmma.commit_group.sync.aligned;
+	wgmma.wait_group.sync.aligned 0;
+	ret;
+}
+";
+    let m = parse_module(text).unwrap();
+    let mut cfg = LaunchConfig::new(1, 128, 4096);
+    cfg.profile = true;
+    let p = launch(&mut Device::new(), &m, "k", &cfg, &[]).unwrap().profile.unwrap();
+    let w = p.sum(0..4);
+    for (c, n) in [
+        (Category::Move, 3),
+        (Category::AluInt, 5),
+        (Category::Mufu, 2),
+        (Category::AluF32x2, 1),
+        (Category::LoadMatrix, 1),
+        (Category::StoreMatrix, 1),
+        (Category::Prefetch, 1),
+        (Category::SetMaxNReg, 1),
+        (Category::WgmmaSync, 3),
+        (Category::Exit, 1),
+    ] {
+        assert_eq!(w.count(c), 4 * n, "{}", c.name());
+    }
+    assert_eq!(w.total(), 4 * 19);
+}

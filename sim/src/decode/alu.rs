@@ -1,8 +1,9 @@
 //! Decoding of arithmetic, logic, comparisons, selects and conversions. Integer forms are
-//! the (operation, type) pairs the PTX ISA defines; f32 forms must say `.rn` where rounding
-//! applies, and `.ftz` and `.sat` are refused (the simulator does not model them).
+//! the (operation, type) pairs the PTX ISA defines; f32 and f32x2 forms must say `.rn`
+//! where rounding applies; `.ftz` is refused except on the approximate `ex2`/`rcp`, whose
+//! model defines it, and `.sat` and `.xorsign` are refused.
 
-use super::op::{Alu, Cmp, CmpTy, Cvt, FOp, IntOp, Op, PredOp, Src, Ty};
+use super::op::{Alu, Cmp, CmpTy, Cvt, FOp, IntOp, Op, PredOp, PrmtMode, Src, Ty};
 use super::{Ctx, Mods};
 use crate::error::SimError;
 use crate::parse::Opnd;
@@ -50,48 +51,75 @@ fn int_op(head: &str, mode: Option<&str>, ty: &str) -> Option<IntOp> {
         ("neg", None) if signed => IntOp::Neg,
         ("abs", None) if signed => IntOp::Abs,
         ("bfi", None) if bits => IntOp::Bfi,
+        ("bfe", None) if arith => IntOp::Bfe,
+        ("lop3", None) if ty == "b32" => IntOp::Lop3,
         _ => return None,
     })
 }
 
-fn f32_op(head: &str, m: &mut Mods<'_>) -> Option<FOp> {
+/// f32 (and, with `pair`, `.f32x2`) operations. Without `.rn`, ptxas may contract
+/// add/sub/mul into an fma, which rounds differently: only the explicitly rounded forms
+/// have one meaning. `.ftz` is modelled only on the approximate instructions, whose model
+/// (`crate::approx`) defines it.
+fn f32_op(head: &str, m: &mut Mods<'_>, pair: bool, inputs: usize) -> Option<FOp> {
     let rn = m.take("rn");
     let nan = m.take("NaN");
+    let abs = m.take("abs");
+    let approx = m.take("approx");
+    let ftz = m.take("ftz");
+    let plain = !nan && !abs && !approx && !ftz;
+    let three = inputs == 3;
+    if pair {
+        return match head {
+            "add" if rn && plain => Some(FOp::Add),
+            "sub" if rn && plain => Some(FOp::Sub),
+            "mul" if rn && plain => Some(FOp::Mul),
+            "fma" if rn && plain => Some(FOp::Fma),
+            _ => None,
+        };
+    }
     Some(match head {
-        // Without `.rn`, ptxas may contract add/sub/mul into an fma, which rounds
-        // differently: only the explicitly rounded forms have one meaning.
-        "add" if rn && !nan => FOp::Add,
-        "sub" if rn && !nan => FOp::Sub,
-        "mul" if rn && !nan => FOp::Mul,
-        "div" if rn && !nan => FOp::Div,
-        "fma" if rn && !nan => FOp::Fma,
-        "abs" if !rn && !nan => FOp::Abs,
-        "neg" if !rn && !nan => FOp::Neg,
-        "min" if !rn => {
-            if nan {
-                FOp::MinNaN
-            } else {
-                FOp::Min
-            }
-        }
-        "max" if !rn => {
-            if nan {
-                FOp::MaxNaN
-            } else {
-                FOp::Max
-            }
-        }
+        "add" if rn && plain => FOp::Add,
+        "sub" if rn && plain => FOp::Sub,
+        "mul" if rn && plain => FOp::Mul,
+        "div" if rn && plain => FOp::Div,
+        "fma" if rn && plain => FOp::Fma,
+        "rcp" if rn && plain => FOp::Rcp,
+        "rcp" if approx && !rn && !nan && !abs => FOp::RcpApprox { ftz },
+        "ex2" if approx && !rn && !nan && !abs => FOp::Ex2Approx { ftz },
+        "abs" if !rn && plain => FOp::Abs,
+        "neg" if !rn && plain => FOp::Neg,
+        "min" if !rn && !approx && !ftz => FOp::Min { nan, abs, three },
+        "max" if !rn && !approx && !ftz => FOp::Max { nan, abs, three },
         _ => return None,
     })
 }
 
+/// Source operands of `head` (min/max.f32 take two or three; the caller checks which).
 fn sources(head: &str) -> usize {
     match head {
-        "not" | "neg" | "abs" => 1,
-        "mad" | "fma" => 3,
-        "bfi" => 4,
+        "not" | "neg" | "abs" | "rcp" | "ex2" => 1,
+        "mad" | "fma" | "bfe" | "shf" | "prmt" => 3,
+        "bfi" | "lop3" => 4,
         _ => 2,
     }
+}
+
+/// `prmt.b32{.mode}`: the type comes before the mode.
+fn prmt_op(ctx: &Ctx<'_>, m: &mut Mods<'_>) -> Result<IntOp, SimError> {
+    let mode = match m.take_any(&["f4e", "b4e", "rc8", "ecl", "ecr", "rc16"]) {
+        None => PrmtMode::Generic,
+        Some("f4e") => PrmtMode::F4e,
+        Some("b4e") => PrmtMode::B4e,
+        Some("rc8") => PrmtMode::Rc8,
+        Some("ecl") => PrmtMode::Ecl,
+        Some("ecr") => PrmtMode::Ecr,
+        Some(_) => PrmtMode::Rc16,
+    };
+    if !m.take("b32") {
+        return Err(ctx.unsupported());
+    }
+    Ok(IntOp::Prmt(mode))
 }
 
 fn arith(
@@ -100,43 +128,82 @@ fn arith(
     m: &mut Mods<'_>,
     ops: &[Opnd],
 ) -> Result<(Op, Category), SimError> {
-    const HEADS: [&str; 18] = [
+    const HEADS: [&str; 24] = [
         "add", "sub", "mul", "mad", "div", "rem", "min", "max", "shl", "shr", "and", "or", "xor",
-        "not", "neg", "abs", "fma", "bfi",
+        "not", "neg", "abs", "fma", "bfi", "bfe", "lop3", "shf", "prmt", "rcp", "ex2",
     ];
     if !HEADS.contains(&head) {
         return Err(ctx.unsupported());
     }
-    let ty = m.last().ok_or_else(|| ctx.unsupported())?;
-    let (alu, category) = match ty {
-        "f32" => {
-            let op = f32_op(head, m).ok_or_else(|| ctx.unsupported())?;
-            (Alu::F32(op), if op == FOp::Div { Category::DivF32 } else { Category::AluF32 })
+    // min/max.f32 with three inputs (PTX ISA 8.8): one more operand than the default.
+    let inputs = ops.len().saturating_sub(1);
+    let (alu, category) = if head == "prmt" {
+        (Alu::I32(prmt_op(ctx, m)?, false), Category::AluInt)
+    } else if head == "shf" {
+        let left = match m.take_any(&["l", "r"]) {
+            Some("l") => true,
+            Some(_) => false,
+            None => return Err(ctx.unsupported()),
+        };
+        let clamp = match m.take_any(&["clamp", "wrap"]) {
+            Some("clamp") => true,
+            Some(_) => false,
+            None => return Err(ctx.unsupported()),
+        };
+        if !m.take("b32") {
+            return Err(ctx.unsupported());
         }
-        "pred" => {
-            let op = match head {
-                "and" => PredOp::And,
-                "or" => PredOp::Or,
-                "xor" => PredOp::Xor,
-                "not" => PredOp::Not,
-                _ => return Err(ctx.unsupported()),
-            };
-            (Alu::Pred(op), Category::AluInt)
-        }
-        _ => {
-            let mode = m.take_any(&["lo", "hi", "wide"]);
-            let op = int_op(head, mode, ty).ok_or_else(|| ctx.unsupported())?;
-            let signed = ty.starts_with('s');
-            let alu = if ty.ends_with("64") { Alu::I64(op, signed) } else { Alu::I32(op, signed) };
-            (alu, Category::AluInt)
+        (Alu::I32(IntOp::Shf { left, clamp }, false), Category::AluInt)
+    } else {
+        let ty = m.last().ok_or_else(|| ctx.unsupported())?;
+        match ty {
+            "f32" | "f32x2" => {
+                let pair = ty == "f32x2";
+                let op = f32_op(head, m, pair, inputs).ok_or_else(|| ctx.unsupported())?;
+                let category = match op {
+                    _ if pair => Category::AluF32x2,
+                    FOp::Div | FOp::Rcp => Category::DivF32,
+                    FOp::RcpApprox { .. } | FOp::Ex2Approx { .. } => Category::Mufu,
+                    _ => Category::AluF32,
+                };
+                (if pair { Alu::F32x2(op) } else { Alu::F32(op) }, category)
+            }
+            "bf16x2" if head == "mul" && m.take("rn") => (Alu::Bf16x2Mul, Category::AluF32),
+            "u16x2" | "s16x2" if matches!(head, "min" | "max") => {
+                let op = if head == "min" { IntOp::Min } else { IntOp::Max };
+                (Alu::I16x2(op, ty == "s16x2"), Category::AluInt)
+            }
+            "pred" => {
+                let op = match head {
+                    "and" => PredOp::And,
+                    "or" => PredOp::Or,
+                    "xor" => PredOp::Xor,
+                    "not" => PredOp::Not,
+                    _ => return Err(ctx.unsupported()),
+                };
+                (Alu::Pred(op), Category::AluInt)
+            }
+            _ => {
+                let mode = m.take_any(&["lo", "hi", "wide"]);
+                let op = int_op(head, mode, ty).ok_or_else(|| ctx.unsupported())?;
+                let signed = ty.starts_with('s');
+                let alu =
+                    if ty.ends_with("64") { Alu::I64(op, signed) } else { Alu::I32(op, signed) };
+                (alu, Category::AluInt)
+            }
         }
     };
     m.done(ctx)?;
-    let n = sources(head);
+    let three =
+        matches!(alu, Alu::F32(FOp::Min { three: true, .. } | FOp::Max { three: true, .. }));
+    let n = if three { 3 } else { sources(head) };
     let ops = ctx.count(ops, n + 1)?;
     let mut a = [Src::Imm(0); 4];
     for (slot, o) in a.iter_mut().zip(&ops[1..]) {
         *slot = ctx.src(o)?;
+    }
+    if alu == Alu::I32(IntOp::Lop3, false) && ctx.imm(&ops[4])? > 0xFF {
+        return Err(ctx.bad("lop3 look-up table must be an immediate in 0..=255"));
     }
     Ok((Op::Alu { alu, d: ctx.dst(&ops[0])?, a }, category))
 }

@@ -4,6 +4,7 @@
 
 mod alu;
 mod async_copy;
+mod hints;
 mod memory;
 pub(crate) mod op;
 mod operands;
@@ -11,6 +12,7 @@ mod sync;
 mod tcgen05;
 mod types;
 mod warp;
+mod wgmma;
 
 use std::collections::HashMap;
 
@@ -33,6 +35,11 @@ pub struct Inst {
     pub line: usize,
     pub(crate) op: Op,
     pub(crate) category: Category,
+    /// The registers this instruction reads or writes that some `wgmma.mma_async` of the
+    /// kernel uses as accumulator or A fragment (empty for the wgmma instructions and for
+    /// almost every other instruction): the ones whose accesses the wgmma hazard rules
+    /// track.
+    pub(crate) wg_regs: Box<[u32]>,
 }
 
 /// What decoding an instruction needs to know about its kernel.
@@ -150,9 +157,13 @@ fn decode_op(ctx: &Ctx<'_>, ops: &[Opnd]) -> Result<(Op, Category), SimError> {
         "ret" | "exit" | "bra" | "bar" | "barrier" | "fence" | "membar" | "griddepcontrol"
         | "mbarrier" => sync::decode(ctx, head, m, ops),
         "elect" | "shfl" | "vote" | "redux" => warp::decode(ctx, head, m, ops),
-        "mov" | "cvta" | "mapa" | "ld" | "st" | "atom" | "red" => memory::decode(ctx, head, m, ops),
+        "mov" | "cvta" | "mapa" | "ld" | "st" | "atom" | "red" | "ldmatrix" | "stmatrix" => {
+            memory::decode(ctx, head, m, ops)
+        }
         "cp" => async_copy::decode(ctx, m, ops),
+        "prefetch" | "createpolicy" => hints::decode(ctx, head, m, ops),
         "tcgen05" => tcgen05::decode(ctx, m, ops),
+        "wgmma" | "setmaxnreg" => wgmma::decode(ctx, head, m, ops),
         _ => alu::decode(ctx, head, m, ops),
     }
 }
@@ -191,7 +202,53 @@ pub(crate) fn decode_body(raw: Vec<RawInst>, info: &KernelInfo<'_>) -> Result<Ve
             line: r.line,
             op,
             category,
+            wg_regs: Box::default(),
         });
     }
+    mark_wgmma_registers(&mut out);
     Ok(out)
+}
+
+/// Every register slot an operand names.
+fn operand_registers(o: &Opnd, out: &mut Vec<u32>) {
+    match o {
+        Opnd::Reg(r) | Opnd::NotReg(r) => out.push(*r as u32),
+        Opnd::Addr(base, _) => operand_registers(base, out),
+        Opnd::Vector(items) => items.iter().for_each(|i| operand_registers(i, out)),
+        Opnd::TensorRef(base, coords) => {
+            operand_registers(base, out);
+            coords.iter().for_each(|i| operand_registers(i, out));
+        }
+        Opnd::Imm(_) | Opnd::F32(_) | Opnd::Name(_) | Opnd::Sink => {}
+    }
+}
+
+/// Fills [`Inst::wg_regs`]: the accesses of wgmma accumulator and A-fragment registers by
+/// other instructions, found once here so that execution checks only those.
+fn mark_wgmma_registers(body: &mut [Inst]) {
+    let mut used: Vec<u32> = Vec::new();
+    for i in body.iter() {
+        if let Op::Wgmma(w) = &i.op {
+            used.extend(&w.d);
+            if let op::WgmmaA::Regs(r) = w.a {
+                used.extend(r);
+            }
+        }
+    }
+    if used.is_empty() {
+        return;
+    }
+    used.sort_unstable();
+    used.dedup();
+    for i in body.iter_mut().filter(|i| !i.op.is_warpgroup()) {
+        let mut regs = Vec::new();
+        i.operands.iter().for_each(|o| operand_registers(o, &mut regs));
+        if let Some((p, _)) = i.guard {
+            regs.push(p as u32);
+        }
+        regs.retain(|r| used.binary_search(r).is_ok());
+        regs.sort_unstable();
+        regs.dedup();
+        i.wg_regs = regs.into_boxed_slice();
+    }
 }

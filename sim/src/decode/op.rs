@@ -18,6 +18,42 @@ pub(crate) struct TmaLoad {
     pub multicast: Option<Src>,
 }
 
+/// A bulk copy global → shared (`cp.async.bulk.shared::*.global.mbarrier::complete_tx::bytes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BulkLoad {
+    pub dst_window: Window,
+    pub dst: Addr,
+    pub src: Addr,
+    pub size: Src,
+    pub bar: Addr,
+    pub multicast: Option<Src>,
+}
+
+/// The A operand of `wgmma.mma_async`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WgmmaA {
+    /// Four registers of bf16x2 / f16x2 per thread.
+    Regs([u32; 4]),
+    /// A shared-memory descriptor.
+    Desc(Src),
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}` operands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Wgmma {
+    pub n: u32,
+    /// bf16 inputs (else f16).
+    pub bf16: bool,
+    /// The N/2 accumulator registers.
+    pub d: Vec<u32>,
+    pub a: WgmmaA,
+    pub bdesc: Src,
+    pub scale_d: Src,
+    /// imm-scale-a / imm-scale-b = -1.
+    pub neg_a: bool,
+    pub neg_b: bool,
+}
+
 /// `tcgen05.mma` operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Mma {
@@ -69,6 +105,12 @@ pub(crate) enum Op {
         parts: Vec<Src>,
         bits: u32,
     },
+    /// `mov.bN {d0, d1, …}, a`: the first part from the low bits.
+    MovUnpack {
+        a: Src,
+        parts: Vec<Dst>,
+        bits: u32,
+    },
     /// `cvta{.to}.param|global.u64`: the simulator's addresses of these spaces are generic.
     Cvta {
         d: Dst,
@@ -88,6 +130,18 @@ pub(crate) enum Op {
     St {
         space: Space,
         ty: Ty,
+        addr: Addr,
+        v: Vec<Src>,
+    },
+    /// `ldmatrix.m8n8.xN.b16`: one destination per matrix.
+    LdMatrix {
+        trans: bool,
+        d: Vec<Dst>,
+        addr: Addr,
+    },
+    /// `stmatrix.m8n8.xN.b16`: one source per matrix.
+    StMatrix {
+        trans: bool,
         addr: Addr,
         v: Vec<Src>,
     },
@@ -196,6 +250,7 @@ pub(crate) enum Op {
         coords: Vec<Src>,
         src: Addr,
     },
+    BulkLoad(Box<BulkLoad>),
     BulkStore {
         dst: Addr,
         src: Addr,
@@ -205,6 +260,20 @@ pub(crate) enum Op {
         dst: Addr,
         src: Addr,
         size: Src,
+    },
+    /// `cp.async.bulk.prefetch.L2.global`: no effect beyond its operand checks.
+    PrefetchBulk {
+        src: Addr,
+        size: Src,
+    },
+    /// `cp.async.bulk.prefetch.tensor`: no effect beyond its operand checks.
+    PrefetchTensor {
+        map: Src,
+        coords: Vec<Src>,
+    },
+    /// `prefetch.tensormap`: the address must hold a tensor map.
+    PrefetchTensorMap {
+        addr: Addr,
     },
 
     TcAlloc {
@@ -239,6 +308,18 @@ pub(crate) enum Op {
         desc: Src,
     },
     Mma(Box<Mma>),
+
+    /// Warpgroup instructions: every thread of the warpgroup executes them together.
+    WgFence,
+    WgCommit,
+    WgWait {
+        n: u32,
+    },
+    Wgmma(Box<Wgmma>),
+    SetMaxNReg {
+        inc: bool,
+        n: u32,
+    },
 }
 
 impl Op {
@@ -256,6 +337,16 @@ impl Op {
                 | Op::TcRelinquish { .. }
                 | Op::TcLd { .. }
                 | Op::TcSt { .. }
+                | Op::LdMatrix { .. }
+                | Op::StMatrix { .. }
+        ) || self.is_warpgroup()
+    }
+
+    /// Warpgroup-collective instructions (`.sync.aligned` over the four warps).
+    pub fn is_warpgroup(&self) -> bool {
+        matches!(
+            self,
+            Op::WgFence | Op::WgCommit | Op::WgWait { .. } | Op::Wgmma(_) | Op::SetMaxNReg { .. }
         )
     }
 

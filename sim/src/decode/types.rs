@@ -141,6 +141,29 @@ pub(crate) enum IntOp {
     Neg,
     Abs,
     Bfi,
+    /// Bit field extract (`.u32/.s32/.u64/.s64`; signedness from the type).
+    Bfe,
+    /// Funnel shift of `{b, a}` (`.b32`).
+    Shf {
+        left: bool,
+        clamp: bool,
+    },
+    /// Byte permute of `{b, a}` (`.b32`).
+    Prmt(PrmtMode),
+    /// Three-input logic; the look-up table is the fourth source (an immediate).
+    Lop3,
+}
+
+/// `prmt` modes (PTX ISA prmt): the generic selector form and the five fixed patterns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PrmtMode {
+    Generic,
+    F4e,
+    B4e,
+    Rc8,
+    Ecl,
+    Ecr,
+    Rc16,
 }
 
 /// f32 ALU operations (round-to-nearest-even where rounding applies).
@@ -153,10 +176,28 @@ pub(crate) enum FOp {
     Fma,
     Abs,
     Neg,
-    Min,
-    Max,
-    MinNaN,
-    MaxNaN,
+    /// `min{.NaN}{.abs}.f32` with two or three inputs (PTX ISA min: -0.0 < +0.0).
+    Min {
+        nan: bool,
+        abs: bool,
+        three: bool,
+    },
+    /// `max{.NaN}{.abs}.f32` with two or three inputs (+0.0 > -0.0).
+    Max {
+        nan: bool,
+        abs: bool,
+        three: bool,
+    },
+    /// `rcp.rn.f32`: 1/a, IEEE.
+    Rcp,
+    /// `rcp.approx{.ftz}.f32`: the model of [`crate::approx`].
+    RcpApprox {
+        ftz: bool,
+    },
+    /// `ex2.approx{.ftz}.f32`: the model of [`crate::approx`].
+    Ex2Approx {
+        ftz: bool,
+    },
 }
 
 /// Predicate logic.
@@ -176,6 +217,12 @@ pub(crate) enum Alu {
     /// 64-bit integer.
     I64(IntOp, bool),
     F32(FOp),
+    /// `.f32x2` on a `.b64` register pair (lane 0 in bits 0-31): Add, Sub, Mul, Fma.
+    F32x2(FOp),
+    /// `mul.rn.bf16x2` (lane 0 in bits 0-15): each lane's product rounded once to bf16.
+    Bf16x2Mul,
+    /// `min/max.{u16x2,s16x2}` (lane 0 in bits 0-15): Min or Max per lane.
+    I16x2(IntOp, bool),
     Pred(PredOp),
 }
 
@@ -297,6 +344,8 @@ pub(crate) enum Nop {
     BulkWait,
     Tcgen05Fence,
     Tcgen05Wait,
+    /// `prefetch` of data: a hint.
+    Prefetch,
 }
 
 /// `.cta_group::1` or `::2`.

@@ -3,7 +3,8 @@
 
 use moegen_dsl::formats::{cvt_e2m1x2, cvt_e4m3x2, e4m3_to_f32};
 
-use crate::decode::op::{Alu, Cmp, CmpTy, Cvt, FOp, IntOp, PredOp};
+use crate::approx;
+use crate::decode::op::{Alu, Cmp, CmpTy, Cvt, FOp, IntOp, PredOp, PrmtMode};
 
 fn f32_of(bits: u64) -> f32 {
     f32::from_bits(bits as u32)
@@ -55,6 +56,31 @@ pub(super) fn compare(cmp: Cmp, ty: CmpTy, a: u64, b: u64) -> bool {
 pub(super) fn eval(alu: Alu, v: [u64; 4]) -> Result<u64, &'static str> {
     match alu {
         Alu::F32(op) => Ok(f32_op(op, v)),
+        Alu::F32x2(op) => {
+            // Lane i is bits 32i..32i+32 of each operand (PTX ISA add/mul/fma .f32x2).
+            let lane = |i: u32| f32_op(op, v.map(|x| (x >> (32 * i)) & 0xFFFF_FFFF));
+            Ok(lane(0) | (lane(1) << 32))
+        }
+        Alu::Bf16x2Mul => {
+            let lane = |i: u32| {
+                let (a, b) = ((v[0] >> (16 * i)) as u16, (v[1] >> (16 * i)) as u16);
+                u64::from(mul_bf16(a, b)) << (16 * i)
+            };
+            Ok(lane(0) | lane(1))
+        }
+        Alu::I16x2(op, signed) => {
+            let lane = |i: u32| {
+                let (a, b) = ((v[0] >> (16 * i)) as u16, (v[1] >> (16 * i)) as u16);
+                let r = match (op, signed) {
+                    (IntOp::Min, true) => (a as i16).min(b as i16) as u16,
+                    (IntOp::Max, true) => (a as i16).max(b as i16) as u16,
+                    (IntOp::Min, false) => a.min(b),
+                    _ => a.max(b),
+                };
+                u64::from(r) << (16 * i)
+            };
+            Ok(lane(0) | lane(1))
+        }
         Alu::Pred(op) => {
             let (a, b) = (v[0] != 0, v[1] != 0);
             Ok(u64::from(match op {
@@ -69,21 +95,73 @@ pub(super) fn eval(alu: Alu, v: [u64; 4]) -> Result<u64, &'static str> {
     }
 }
 
+/// `mul.rn.bf16`: the product of two bf16 values (exact in f64: 8-bit significands)
+/// rounded once to bf16, nearest even, with bf16 subnormals (down to 2^-133); a NaN result
+/// is the canonical bf16 NaN 0x7FFF, as `cvt` gives on an H200.
+fn mul_bf16(a: u16, b: u16) -> u16 {
+    let f = |h: u16| f64::from(f32::from_bits(u32::from(h) << 16));
+    let x = f(a) * f(b);
+    if x.is_nan() {
+        return 0x7FFF;
+    }
+    let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
+    let mag = x.abs();
+    if mag == 0.0 || mag.is_infinite() {
+        return sign | if mag == 0.0 { 0 } else { 0x7F80 };
+    }
+    // Products of bf16 values are normal f64 numbers: m · 2^(e-52) with m of 53 bits.
+    let bits = mag.to_bits();
+    let e = ((bits >> 52) & 0x7FF) as i32 - 1023;
+    let m = u128::from((bits & ((1 << 52) - 1)) | (1 << 52));
+    // The last bit bf16 keeps: 8 significant bits, or the subnormal grid 2^-133.
+    let lsb = (e - 7).max(-133);
+    let shift = (lsb - (e - 52)) as u32;
+    let q = if shift >= 128 {
+        0
+    } else {
+        let (q, rem, half) = (m >> shift, m & ((1 << shift) - 1), 1u128 << (shift - 1));
+        if rem > half || (rem == half && q & 1 == 1) { q + 1 } else { q }
+    };
+    // q ≤ 2^8: exact in f32 unless 2^128 or more, which becomes Inf.
+    let v = (q as f64 * 2f64.powi(lsb)) as f32;
+    sign | (v.to_bits() >> 16) as u16
+}
+
+/// PTX ISA min/max of two values: a NaN input is ignored unless `.NaN` (or both are NaN),
+/// and -0.0 < +0.0.
+fn min_max(max: bool, nan: bool, x: f32, y: f32) -> f32 {
+    if x.is_nan() || y.is_nan() {
+        if nan || (x.is_nan() && y.is_nan()) {
+            return f32::NAN;
+        }
+        return if x.is_nan() { y } else { x };
+    }
+    let x_less = x < y || (x == y && x.is_sign_negative() && !y.is_sign_negative());
+    if x_less == max { y } else { x }
+}
+
 fn f32_op(op: FOp, v: [u64; 4]) -> u64 {
-    let (a, b) = (f32_of(v[0]), f32_of(v[1]));
-    // `.rn` is IEEE round-to-nearest-even; min/max prefer the non-NaN operand unless `.NaN`
-    // asks for NaN propagation.
+    let (a, b, c) = (f32_of(v[0]), f32_of(v[1]), f32_of(v[2]));
+    // `.rn` is IEEE round-to-nearest-even.
     let r = match op {
         FOp::Add => a + b,
         FOp::Sub => a - b,
         FOp::Mul => a * b,
         FOp::Div => a / b,
-        FOp::Fma => a.mul_add(b, f32_of(v[2])),
+        FOp::Rcp => 1.0 / a,
+        FOp::Fma => a.mul_add(b, c),
         FOp::Abs => a.abs(),
         FOp::Neg => -a,
-        FOp::MinNaN | FOp::MaxNaN if a.is_nan() || b.is_nan() => f32::NAN,
-        FOp::Min | FOp::MinNaN => a.min(b),
-        FOp::Max | FOp::MaxNaN => a.max(b),
+        FOp::RcpApprox { ftz: true } => approx::rcp_approx_ftz_model(a),
+        FOp::RcpApprox { ftz: false } => approx::rcp_approx_model(a),
+        FOp::Ex2Approx { ftz: true } => approx::ex2_approx_ftz_model(a),
+        FOp::Ex2Approx { ftz: false } => approx::ex2_approx_model(a),
+        FOp::Min { nan, abs, three } | FOp::Max { nan, abs, three } => {
+            let max = matches!(op, FOp::Max { .. });
+            let f = |x: f32| if abs { x.abs() } else { x };
+            let d = min_max(max, nan, f(a), f(b));
+            if three { min_max(max, nan, d, f(c)) } else { d }
+        }
     };
     // Arithmetic NaN results are the canonical NaN 0x7FFFFFFF (PTX ISA; observed on an
     // H200), except abs/neg, which only touch the sign bit.
@@ -91,6 +169,68 @@ fn f32_op(op: FOp, v: [u64; 4]) -> u64 {
         return 0x7FFF_FFFF;
     }
     bits_f32(r)
+}
+
+/// bfe (PTX ISA): bits [pos, pos+len) of `a` (width `w`), zero- or sign-extended; past the
+/// msb the sign bit is the msb of `a`.
+fn bfe(a: u64, pos: u64, len: u64, w: u32, signed: bool) -> u64 {
+    let (pos, len) = ((pos & 0xFF) as u32, (len & 0xFF) as u32);
+    let msb = w - 1;
+    let bit = |i: u32| (a >> i) & 1;
+    let sbit = if !signed || len == 0 { 0 } else { bit((pos + len - 1).min(msb)) };
+    let mut d = 0u64;
+    for i in 0..w {
+        let v = if i < len && pos + i <= msb { bit(pos + i) } else { sbit };
+        d |= v << i;
+    }
+    d
+}
+
+/// prmt (PTX ISA): four bytes picked from the eight of `{b, a}`.
+fn prmt(mode: PrmtMode, a: u32, b: u32, c: u32) -> u32 {
+    let src = (u64::from(b) << 32) | u64::from(a);
+    let byte = |i: u32| ((src >> (8 * (i & 7))) & 0xFF) as u32;
+    let sel = c & 3;
+    // Fixed patterns: the source byte for d.b0 .. d.b3.
+    let fixed: [u32; 4] = match mode {
+        PrmtMode::Generic => {
+            let mut d = 0;
+            for k in 0..4 {
+                let ctl = (c >> (4 * k)) & 0xF;
+                let v = byte(ctl & 7);
+                // msb of the selector: replicate the byte's sign bit.
+                let v = if ctl & 8 != 0 { if v & 0x80 != 0 { 0xFF } else { 0 } } else { v };
+                d |= v << (8 * k);
+            }
+            return d;
+        }
+        PrmtMode::F4e => [sel, sel + 1, sel + 2, sel + 3],
+        PrmtMode::B4e => [sel, (sel + 7) & 7, (sel + 6) & 7, (sel + 5) & 7],
+        PrmtMode::Rc8 => [sel; 4],
+        PrmtMode::Ecl => [sel, sel.max(1), sel.max(2), 3],
+        PrmtMode::Ecr => [0, sel.min(1), sel.min(2), sel],
+        PrmtMode::Rc16 => {
+            let lo = 2 * (sel & 1);
+            [lo, lo + 1, lo, lo + 1]
+        }
+    };
+    fixed.iter().enumerate().fold(0, |d, (k, &i)| d | (byte(i) << (8 * k)))
+}
+
+/// lop3: bit i of the result is bit (a_i·4 + b_i·2 + c_i) of the look-up table.
+fn lop3(a: u32, b: u32, c: u32, lut: u32) -> u32 {
+    (0..8).filter(|i| lut >> i & 1 != 0).fold(0, |d, i| {
+        let pick = |x: u32, bit: u32| if i & bit != 0 { x } else { !x };
+        d | (pick(a, 4) & pick(b, 2) & pick(c, 1))
+    })
+}
+
+/// shf: the 64-bit `{b, a}` shifted by the clamped (0..=32) or wrapped (0..31) amount;
+/// `.l` keeps the upper 32 bits, `.r` the lower.
+fn shf(left: bool, clamp: bool, a: u32, b: u32, c: u32) -> u32 {
+    let n = if clamp { c.min(32) } else { c & 31 };
+    let v = (u64::from(b) << 32) | u64::from(a);
+    if left { ((v << n) >> 32) as u32 } else { (v >> n) as u32 }
 }
 
 /// bfi: `b` with bits [pos, pos+len) replaced by the low bits of `a` (width `w` bits).
@@ -143,6 +283,10 @@ fn i32_op(op: IntOp, signed: bool, v: [u64; 4]) -> Result<u64, &'static str> {
         IntOp::Neg => u64::from(a.wrapping_neg()),
         IntOp::Abs => u64::from(sa.wrapping_abs() as u32),
         IntOp::Bfi => bfi(v[0] & 0xFFFF_FFFF, v[1] & 0xFFFF_FFFF, v[2], v[3], 32),
+        IntOp::Bfe => bfe(v[0] & 0xFFFF_FFFF, v[1], v[2], 32, signed),
+        IntOp::Shf { left, clamp } => u64::from(shf(left, clamp, a, b, c as u32)),
+        IntOp::Prmt(mode) => u64::from(prmt(mode, a, b, c as u32)),
+        IntOp::Lop3 => u64::from(lop3(a, b, c as u32, v[3] as u32)),
     })
 }
 
@@ -177,6 +321,8 @@ fn i64_op(op: IntOp, signed: bool, v: [u64; 4]) -> Result<u64, &'static str> {
         IntOp::Neg => a.wrapping_neg(),
         IntOp::Abs => sa.wrapping_abs() as u64,
         IntOp::Bfi => bfi(a, b, v[2], v[3], 64),
+        IntOp::Bfe => bfe(a, v[1], v[2], 64, signed),
+        IntOp::Shf { .. } | IntOp::Prmt(_) | IntOp::Lop3 => return Err("no 64-bit form"),
     })
 }
 

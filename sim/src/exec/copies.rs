@@ -7,7 +7,7 @@ use super::alu::round_bf16;
 use super::spaces::{bad, check_aligned};
 use super::state::{Cluster, Control};
 use crate::decode::Inst;
-use crate::decode::op::{Addr, Src, Window};
+use crate::decode::op::{Addr, BulkLoad, Src, Window};
 use crate::error::SimError;
 use crate::memory::Device;
 
@@ -134,5 +134,75 @@ impl Cluster<'_> {
         }
         self.global_write(device, c, t, g, &out, inst)?;
         Ok(Control::Next)
+    }
+
+    /// `cp.async.bulk.shared::*.global.mbarrier::complete_tx::bytes`: `size` bytes land in
+    /// the destination CTA (or, multicast, at the same offset in every CTA of the mask) and
+    /// complete on the barrier at the operand's offset in that CTA. Without multicast the
+    /// barrier must be in the destination's CTA (as for TMA loads without .cta_group::2).
+    pub fn bulk_load(
+        &mut self,
+        device: &Device,
+        c: usize,
+        t: usize,
+        bl: &BulkLoad,
+        inst: &Inst,
+    ) -> Result<Control, SimError> {
+        let size = (self.val(c, t, bl.size) & 0xFFFF_FFFF) as usize;
+        // PTX ISA cp.async.bulk: 16-byte aligned addresses, a multiple of 16 bytes.
+        if !size.is_multiple_of(16) {
+            return Err(bad(inst, "bulk copy size must be a multiple of 16"));
+        }
+        let g = self.addr(c, t, bl.src);
+        check_aligned(inst, g, 16)?;
+        let (dc, doff) = self.resolve_shared(c, self.addr(c, t, bl.dst), bl.dst_window, inst)?;
+        check_aligned(inst, u64::from(doff), 16)?;
+        let (bc, boff) = self.resolve_shared(c, self.addr(c, t, bl.bar), Window::Cluster, inst)?;
+        let targets: Vec<usize> = match bl.multicast {
+            None if bc != dc => {
+                return Err(bad(
+                    inst,
+                    format!(
+                        "the mbarrier operand names CTA rank {bc}, not the destination CTA {dc}"
+                    ),
+                ));
+            }
+            None => vec![dc],
+            Some(mask) => {
+                let mask = self.val(c, t, mask) as u16;
+                let n = self.ctas.len();
+                if u32::from(mask) >> n != 0 {
+                    return Err(bad(
+                        inst,
+                        format!("multicast mask {mask:#x} names CTAs outside the cluster of {n}"),
+                    ));
+                }
+                (0..n).filter(|d| mask & (1 << d) != 0).collect()
+            }
+        };
+        let data = self.global_read(device, c, t, g, size, inst)?.to_vec();
+        for d in targets {
+            let id = self.mbar_id(d, boff, inst)?;
+            self.write_shared(d, doff, &data, id, inst, t)?;
+            self.pending.entry(id).or_default().push((d, doff, size as u32));
+            self.mbar_update(d, boff, 0, -(size as i64), inst)?;
+        }
+        Ok(Control::Next)
+    }
+
+    /// `cp.async.bulk.prefetch.L2.global`: no effect; the operands follow the PTX ISA rules.
+    pub fn prefetch_bulk(
+        &self,
+        c: usize,
+        t: usize,
+        src: Addr,
+        size: Src,
+        inst: &Inst,
+    ) -> Result<(), SimError> {
+        let size = self.val(c, t, size) & 0xFFFF_FFFF;
+        if !size.is_multiple_of(16) {
+            return Err(bad(inst, "bulk prefetch size must be a multiple of 16"));
+        }
+        check_aligned(inst, self.addr(c, t, src), 16)
     }
 }

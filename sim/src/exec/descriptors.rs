@@ -174,3 +174,82 @@ pub(super) fn shared_memory(
     }
     Ok(SmemDesc { start: (bits(d, 0, 13) << 4) as u32, sbo: (bits(d, 32, 45) << 4) as u32 })
 }
+
+/// A decoded sm_90 (GMMA) shared-memory matrix descriptor of a K-major operand.
+pub(super) struct GmmaDesc {
+    /// Start address (bytes).
+    pub start: u32,
+    /// Leading byte offset (bytes; the no-swizzle layout only: the distance of the two
+    /// 16-byte core-matrix columns along K).
+    pub lbo: u32,
+    /// Stride byte offset (bytes): the distance of 8-row groups.
+    pub sbo: u32,
+    /// Swizzle width in bytes (128, 64, 32), or 0 for none.
+    pub swizzle: u32,
+}
+
+impl GmmaDesc {
+    /// Physical shared-memory offset of the 16-byte chunk `q` (0 or 1: K elements 8q..8q+8
+    /// of a 16-bit type) of row `r`. Swizzled layouts have rows of `swizzle` bytes, 8-row
+    /// groups SBO apart, and XOR bits 4.. of the address with bits 7.. (PTX ISA canonical
+    /// layouts `Swizzle<1|2|3, 4, 3>`); without swizzle a row is 16 bytes and the second
+    /// K chunk is LBO further.
+    pub fn chunk(&self, r: u32, q: u32) -> u32 {
+        let group = self.start + (r / 8) * self.sbo;
+        if self.swizzle == 0 {
+            return group + (r % 8) * 16 + q * self.lbo;
+        }
+        let logical = group + (r % 8) * self.swizzle + 16 * q;
+        logical ^ (((logical >> 7) & (self.swizzle / 16 - 1)) << 4)
+    }
+}
+
+/// Checks a `wgmma.mma_async` shared-memory descriptor (PTX ISA "Matrix Descriptor
+/// Format"; the operand is K-major since imm-trans is 0). Every bit outside the fields is
+/// reserved and must be 0; the base offset must be 0, so swizzled operands must start in
+/// the first row of a swizzle pattern (1024/512/256-byte aligned, plus the K offset within
+/// the row) and their 8-row groups must be whole patterns apart; LBO is unused by the
+/// swizzled K-major layouts (the PTX ISA: "assumed 1") and must be the 1 CUTLASS writes.
+pub(super) fn gmma(d: u64, which: &'static str, inst: &Inst) -> Result<GmmaDesc, SimError> {
+    let c = Check { inst, descriptor: which, value: d };
+    c.eq("reserved bits 14-15", 14, 15, 0, "0")?;
+    c.eq("reserved bits 30-31", 30, 31, 0, "0")?;
+    c.eq("reserved bits 46-48", 46, 48, 0, "0 (sm_90 descriptors have no version field)")?;
+    c.eq("base offset (bits 49-51)", 49, 51, 0, "0 (operands aligned to the swizzle pattern)")?;
+    c.eq("reserved bits 52-61", 52, 61, 0, "0")?;
+    let swizzle = match bits(d, 62, 63) {
+        0 => 0,
+        1 => 128,
+        2 => 64,
+        _ => 32,
+    };
+    let start = (bits(d, 0, 13) << 4) as u32;
+    let lbo = (bits(d, 16, 29) << 4) as u32;
+    let sbo = (bits(d, 32, 45) << 4) as u32;
+    if swizzle != 0 {
+        c.eq("LBO (bits 16-29)", 16, 29, 1, "1 (unused by the swizzled K-major layouts)")?;
+        let pattern = 8 * swizzle;
+        let (sbo_expected, start_expected) = match swizzle {
+            128 => (
+                "a multiple of the 1024-byte 128B-swizzle pattern",
+                "an address whose offset in its 1024-byte pattern is at most 96 (the first row)",
+            ),
+            64 => (
+                "a multiple of the 512-byte 64B-swizzle pattern",
+                "an address whose offset in its 512-byte pattern is at most 32 (the first row)",
+            ),
+            _ => (
+                "a multiple of the 256-byte 32B-swizzle pattern",
+                "an address whose offset in its 256-byte pattern is 0 (the first row)",
+            ),
+        };
+        c.field("SBO (bits 32-45)", 32, 45, sbo_expected, |v| {
+            (v << 4).is_multiple_of(u64::from(pattern))
+        })?;
+        // The 32 bytes of a K step must lie in the first row of the pattern.
+        c.field("start address (bits 0-13)", 0, 13, start_expected, |v| {
+            (v << 4) % u64::from(pattern) + 32 <= u64::from(swizzle)
+        })?;
+    }
+    Ok(GmmaDesc { start, lbo, sbo, swizzle })
+}

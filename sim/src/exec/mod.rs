@@ -10,6 +10,7 @@ mod alu;
 mod copies;
 mod descriptors;
 mod exact;
+mod matrix;
 mod mbarrier;
 mod mma;
 mod nvfp4;
@@ -23,9 +24,12 @@ mod tma;
 mod tmem;
 mod values;
 mod warp;
+mod wgmma;
+mod wgmma_math;
 
 use self::state::{Cluster, Cta, State, Thread};
 use self::tmem::Tmem;
+use self::wgmma::Warpgroup;
 use crate::error::SimError;
 use crate::memory::Device;
 use crate::parse::{Kernel, Module};
@@ -84,7 +88,8 @@ impl LaunchConfig {
 pub struct LaunchStats {
     /// Thread-instructions executed.
     pub thread_instructions: u64,
-    /// `tcgen05.mma` instructions executed (a `.cta_group::2` MMA counts once).
+    /// `tcgen05.mma` and `wgmma.mma_async` instructions executed (a `.cta_group::2` MMA and a
+    /// wgmma, which all 128 threads of a warpgroup issue, count once).
     pub mma_instructions: u64,
     /// The per-warp profile, when [`LaunchConfig::profile`] asked for it.
     pub profile: Option<Profile>,
@@ -203,6 +208,13 @@ pub fn launch(
                     .collect(),
                 tmem: Tmem::new(),
                 relinquished: false,
+                warpgroups: if kernel.warpgroups {
+                    (0..warps.div_ceil(4)).map(|_| Warpgroup::new(nregs, kernel.maxnreg)).collect()
+                } else {
+                    Vec::new()
+                },
+                wg_locks: if kernel.warpgroups { vec![0; cfg.dynamic_smem] } else { Vec::new() },
+                reg_pool: 0,
             })
             .collect();
         let mut cl = Cluster {

@@ -41,6 +41,12 @@ impl Cluster<'_> {
         if let Some(p) = &mut self.profile {
             p.add(warp, inst.category);
         }
+        if !inst.wg_regs.is_empty() {
+            self.wgmma_touch(c, warp, group, inst)?;
+        }
+        if inst.op.is_warpgroup() {
+            return self.warpgroup_arrive(c, warp, group, inst);
+        }
         if inst.op.is_collective() {
             return self.exec_collective(c, warp, group, inst);
         }
@@ -141,7 +147,7 @@ impl Cluster<'_> {
     /// waiting plus those that arrived reach its count (every live thread when no count was
     /// given). Then the cluster barrier: it completes when every live thread waits at it.
     fn release_barriers(&mut self) -> bool {
-        let mut released = false;
+        let mut released = self.retry_register_requests();
         for cta in &mut self.ctas {
             let live = cta.threads.iter().filter(|t| t.state != State::Exited).count() as u32;
             let mut ids: Vec<(u32, u32)> = cta

@@ -38,6 +38,7 @@ impl Cluster<'_> {
             Op::ClusterArrive | Op::Fence(_) | Op::Nop(_) => {}
             Op::Mov { .. }
             | Op::MovPack { .. }
+            | Op::MovUnpack { .. }
             | Op::Cvta { .. }
             | Op::Alu { .. }
             | Op::Setp { .. }
@@ -91,6 +92,10 @@ impl Cluster<'_> {
             Op::TmaStore { map, coords, src } => {
                 return self.tma_store(device, c, t, *map, coords, *src, inst);
             }
+            Op::BulkLoad(bl) => return self.bulk_load(device, c, t, bl, inst),
+            Op::PrefetchBulk { src, size } => self.prefetch_bulk(c, t, *src, *size, inst)?,
+            Op::PrefetchTensor { map, coords } => self.prefetch_tensor(c, t, *map, coords, inst)?,
+            Op::PrefetchTensorMap { addr } => self.prefetch_tensor_map(c, t, *addr, inst)?,
             Op::BulkStore { dst, src, size } => {
                 return self.bulk_to_global(device, c, t, *dst, *src, *size, false, inst);
             }
@@ -113,7 +118,14 @@ impl Cluster<'_> {
             | Op::TcDealloc { .. }
             | Op::TcRelinquish { .. }
             | Op::TcLd { .. }
-            | Op::TcSt { .. } => {
+            | Op::TcSt { .. }
+            | Op::LdMatrix { .. }
+            | Op::StMatrix { .. }
+            | Op::WgFence
+            | Op::WgCommit
+            | Op::WgWait { .. }
+            | Op::Wgmma(_)
+            | Op::SetMaxNReg { .. } => {
                 return Err(bad(inst, "warp-collective instruction run per thread"));
             }
         }
@@ -167,6 +179,13 @@ impl Cluster<'_> {
                     .enumerate()
                     .fold(0u64, |acc, (i, &p)| acc | (self.val(c, t, p) & m) << (i as u32 * bits));
                 self.set(c, t, *d, v)
+            }),
+            Op::MovUnpack { a, parts, bits } => lanes!(|t| {
+                let v = self.val(c, t, *a);
+                let m = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                for (i, &p) in parts.iter().enumerate() {
+                    self.set(c, t, p, (v >> (i as u32 * bits)) & m);
+                }
             }),
             Op::Cvta { d, a } => lanes!(|t| self.set(c, t, *d, self.val(c, t, *a))),
             Op::Cvt { cvt, d, a, b } => lanes!(|t| {

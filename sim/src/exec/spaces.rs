@@ -107,6 +107,9 @@ impl Cluster<'_> {
         tid: usize,
     ) -> Result<(), SimError> {
         self.check_shared(cta, off, data.len(), inst, tid)?;
+        if !self.ctas[cta].wg_locks.is_empty() {
+            self.wgmma_smem_conflict(cta, off, data.len(), inst)?;
+        }
         let r = off as usize..off as usize + data.len();
         self.ctas[cta].shared[r.clone()].copy_from_slice(data);
         self.ctas[cta].tags[r].fill(tag);

@@ -6,6 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::mbarrier::Mbar;
 use super::tmem::Tmem;
+use super::wgmma::Warpgroup;
 use crate::Kernel;
 use crate::profile::Profile;
 
@@ -59,6 +60,10 @@ pub(super) enum State {
         off: u32,
         parity: u64,
     },
+    /// Waiting at the warpgroup instruction at `pc` for the rest of the warpgroup.
+    Warpgroup {
+        pc: usize,
+    },
     Exited,
 }
 
@@ -86,6 +91,14 @@ pub(super) struct Cta {
     pub tmem: Tmem,
     /// `tcgen05.relinquish_alloc_permit` was executed.
     pub relinquished: bool,
+    /// The wgmma state of each warpgroup (empty when the kernel has no warpgroup
+    /// instructions).
+    pub warpgroups: Vec<Warpgroup>,
+    /// Per shared byte: how many in-flight wgmmas read it (empty without wgmma).
+    pub wg_locks: Vec<u16>,
+    /// Registers per thread released by `setmaxnreg.dec` and not yet taken by `.inc`, in
+    /// units of one warpgroup's per-thread count.
+    pub reg_pool: u32,
 }
 
 pub(super) struct Cluster<'a> {

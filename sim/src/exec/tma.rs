@@ -14,18 +14,24 @@ use super::spaces::bad;
 use super::state::{Cluster, Control};
 use super::tensor_map::TensorMap;
 use crate::decode::Inst;
-use crate::decode::op::{CtaGroup, Src, TmaLoad, Window};
+use crate::decode::op::{Addr, CtaGroup, Src, TmaLoad, Window};
 use crate::error::SimError;
 use crate::memory::Device;
 
 impl Cluster<'_> {
-    fn tensor_map(&self, c: usize, t: usize, map: Src, inst: &Inst) -> Result<TensorMap, SimError> {
+    pub(super) fn tensor_map(
+        &self,
+        c: usize,
+        t: usize,
+        map: Src,
+        inst: &Inst,
+    ) -> Result<TensorMap, SimError> {
         let map_addr = self.val(c, t, map);
         TensorMap::decode(self.param_read(map_addr, 128, inst)?)
             .ok_or_else(|| bad(inst, "operand is not a tensor map encoded for the simulator"))
     }
 
-    fn coords(
+    pub(super) fn coords(
         &self,
         c: usize,
         t: usize,
@@ -188,5 +194,33 @@ impl Cluster<'_> {
             }
         }
         Ok(Control::Next)
+    }
+
+    /// `cp.async.bulk.prefetch.tensor`: no effect, but the map and coordinates must be
+    /// those a load could use (a box may lie partly or wholly outside the tensor).
+    pub fn prefetch_tensor(
+        &self,
+        c: usize,
+        t: usize,
+        map: Src,
+        coords: &[Src],
+        inst: &Inst,
+    ) -> Result<(), SimError> {
+        let map = self.tensor_map(c, t, map, inst)?;
+        self.coords(c, t, &map, coords, inst).map(|_| ())
+    }
+
+    /// `prefetch.tensormap`: the address must hold a tensor map.
+    pub fn prefetch_tensor_map(
+        &self,
+        c: usize,
+        t: usize,
+        addr: Addr,
+        inst: &Inst,
+    ) -> Result<(), SimError> {
+        let a = self.addr(c, t, addr);
+        TensorMap::decode(self.param_read(a, 128, inst)?)
+            .map(|_| ())
+            .ok_or_else(|| bad(inst, "prefetch.tensormap of an address that holds no tensor map"))
     }
 }

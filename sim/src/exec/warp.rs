@@ -99,6 +99,12 @@ impl Cluster<'_> {
                     Op::TcRelinquish { .. } => self.ctas[c].relinquished = true,
                     Op::TcLd { d, taddr } => self.tc_ld(c, warp, part, d, *taddr, inst)?,
                     Op::TcSt { taddr, v } => self.tc_st(c, warp, part, *taddr, v, inst)?,
+                    Op::LdMatrix { trans, d, addr } => {
+                        self.ldmatrix(c, part, *trans, d, *addr, inst)?
+                    }
+                    Op::StMatrix { trans, addr, v } => {
+                        self.stmatrix(c, part, *trans, *addr, v, inst)?
+                    }
                     _ => return Err(bad(inst, "not a warp-collective instruction")),
                 }
             }
