@@ -9,7 +9,7 @@ use moegen_dsl::{
     Target,
 };
 
-use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, quantize};
+use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, qdq, quantize};
 use crate::ptx::{KernelBuilder, ModuleHeader, render_module};
 
 /// The `.version` every module is emitted with (the `.block16` spelling needs 8.8).
@@ -109,12 +109,7 @@ pub fn simt_kernel(
         SimtFamily::MoeSortScatter => moe_sort::build_scatter(target),
         SimtFamily::QuantizeNvfp4 => quantize::build(target),
         SimtFamily::FinalizeReduce => finalize_reduce::build(target),
-        SimtFamily::QdqNvfp4 => {
-            return Err(GenerateError::Render {
-                kernel: KernelId::Simt { family, target }.name(),
-                message: "no builder for this family yet".into(),
-            });
-        }
+        SimtFamily::QdqNvfp4 => qdq::build(target),
     };
     finish(k, KernelId::Simt { family, target }, family.name())
 }

@@ -6,5 +6,6 @@ pub mod finalize_reduce;
 pub mod gemm;
 pub mod moe_sort;
 pub mod pipeline;
+pub mod qdq;
 pub mod quantize;
 pub mod sync;
