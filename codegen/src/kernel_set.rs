@@ -5,11 +5,11 @@ use moegen_dsl::abi::{
 };
 use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::{
-    FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, MoeTactic, SwigluInput,
-    Target,
+    Arch, FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, MoeTactic,
+    SwigluInput, Target,
 };
 
-use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, qdq, quantize};
+use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, qdq, quantize, sm90};
 use crate::ptx::{KernelBuilder, ModuleHeader, render_module};
 
 /// The `.version` every module is emitted with (the `.block16` spelling needs 8.8).
@@ -69,10 +69,13 @@ fn finish(
     if k.name != name || k.params != params(&id) {
         return Err(fail("the builder's name or parameters differ from the ABI".into()));
     }
+    // The launch facts' directives first, then any the builder needs (`.maxnreg`).
+    let own = std::mem::take(&mut k.directives);
     k.directives = vec![format!(".reqntid {}, 1, 1", launch.threads)];
     if launch.cluster > 1 {
         k.directives.push(format!(".reqnctapercluster {}, 1, 1", launch.cluster));
     }
+    k.directives.extend(own);
     let header = ModuleHeader { ptx_version: PTX_VERSION, target: id.ptx_target(), description };
     let ptx = render_module(&k, &header).map_err(fail)?;
     Ok(GeneratedKernel { id, name, ptx, params: params(&id), launch })
@@ -80,21 +83,19 @@ fn finish(
 
 /// Generates the GEMM kernel of a validated description.
 pub fn gemm_kernel(desc: &KernelDesc) -> Result<GeneratedKernel, GenerateError> {
-    if desc.target().arch() != moegen_dsl::Arch::Sm100 {
-        return Err(GenerateError::Render {
-            kernel: desc.key().name(),
-            message: format!("no GEMM builder for {} yet", desc.target()),
-        });
-    }
-    let (k, l) = gemm::build(desc);
     let key = desc.key();
-    let description = format!(
-        "{} {}, {} A/B stages, {} accumulator stages",
-        key.family(),
-        desc.tactic(),
-        l.budget.ab_stages,
-        l.budget.acc_stages
-    );
+    let (k, ab, acc) = match desc.target().arch() {
+        Arch::Sm100 => {
+            let (k, l) = gemm::build(desc);
+            (k, l.budget.ab_stages, l.budget.acc_stages)
+        }
+        Arch::Sm90 => {
+            let (k, l) = sm90::build(desc);
+            (k, l.budget.ab_stages, l.budget.acc_stages)
+        }
+    };
+    let description =
+        format!("{} {}, {ab} A/B stages, {acc} accumulator stages", key.family(), desc.tactic());
     finish(k, KernelId::Gemm(key), &description)
 }
 

@@ -8,4 +8,5 @@ pub mod moe_sort;
 pub mod pipeline;
 pub mod qdq;
 pub mod quantize;
+pub mod sm90;
 pub mod sync;
