@@ -198,12 +198,17 @@ pub const WGMMA_TOKENS: usize = 32;
 const WGMMA_THREADS: usize = 128;
 
 /// The wgmma case's operands: a 64 × 64 NVFP4 weight tile as E2M1 codes and one UE4M3
-/// scale per row and K16 step, and `WGMMA_TOKENS` × 64 bf16 activations. Every code
-/// appears (code 1, 0.5, passes through a bf16 subnormal in the kernels' dequantization);
-/// rows 0–15 have subnormal E4M3 scales, the others normal ones within a factor 32 per row;
-/// activations are multiples of 0.5 up to 3. So every dot product is a sum of at most
-/// 2^18 multiples of its smallest term: exact in f32, however the hardware orders or
-/// aligns the additions.
+/// scale per row and K16 step, and `WGMMA_TOKENS` × 64 bf16 activations.
+///
+/// [`WgmmaOperands::new`] (the layout case): every code appears (code 1, 0.5, passes
+/// through a bf16 subnormal in the kernels' dequantization); rows 0–15 have subnormal E4M3
+/// scales, the others normal ones within a factor 32 per row; activations are multiples of
+/// 0.5 up to 3. So every dot product is a sum of at most 2^18 multiples of its smallest
+/// term: exact in f32, however the hardware orders or aligns the additions.
+///
+/// [`WgmmaOperands::wide`] (the rounding case): scales over the whole UE4M3 range and
+/// activations over 2^−12 … 2^12, so the tensor cores' alignment and truncation
+/// ([`h200_wgmma_k16`]) decide most low bits.
 pub struct WgmmaOperands {
     /// E2M1 codes `[64][64]`.
     pub codes: Vec<[u8; 64]>,
@@ -243,6 +248,41 @@ impl WgmmaOperands {
         Self { codes, scales, x }
     }
 
+    /// The rounding case: every UE4M3 scale code but NaN, bf16 activations of every sign and
+    /// mantissa with exponents −12 … 12.
+    pub fn wide() -> Self {
+        let bytes = pattern(64 * 64 + 64 * 4 + WGMMA_TOKENS * 64 * 3, 33);
+        let mut it = bytes.into_iter();
+        let mut next = || it.next().unwrap_or(0);
+        let codes = (0..64)
+            .map(|_| {
+                let mut row = [0u8; 64];
+                for c in &mut row {
+                    *c = next() % 16;
+                }
+                row
+            })
+            .collect();
+        let scales = (0..64)
+            .map(|_| {
+                let mut row = [0u8; 4];
+                for s in &mut row {
+                    *s = 1 + next() % 0x7E;
+                }
+                row
+            })
+            .collect();
+        let x = (0..WGMMA_TOKENS * 64)
+            .map(|_| {
+                let (e, m, sign) = (next() % 25, next() & 0x7F, next() & 1);
+                let bits =
+                    (u32::from(sign) << 15) | ((127 - 12 + u32::from(e)) << 7) | u32::from(m);
+                f32::from_bits(bits << 16)
+            })
+            .collect();
+        Self { codes, scales, x }
+    }
+
     /// Weight (m, k): e2m1 · scale.
     pub fn weight(&self, m: usize, k: usize) -> f32 {
         e2m1_to_f32(self.codes[m][k]) * e4m3_to_f32(self.scales[m][k / 16])
@@ -274,16 +314,19 @@ impl WgmmaOperands {
 
     /// The two dumps the kernel must produce if the wgmma A-fragment layout is the one
     /// `abi::sm90_weights` assumes, the accumulator layout the one the epilogues assume, the
-    /// GMMA descriptor addresses the 128B-swizzled tile, and `mul.rn.bf16x2` keeps bf16
-    /// subnormals: per thread t (warp w, lane l), A register k of K16 step j holds weights
-    /// (16w + l/4 + 8·(k % 2), 16j + 2·(l % 4) + 8·(k / 2) + {0, 1}) as bf16 (low half
-    /// first); accumulator register 4i + 2·v1 + v0 holds D(16w + l/4 + 8·v1, 8i + 2·(l % 4)
-    /// + v0) with D = W · Xᵀ.
+    /// GMMA descriptor addresses the 128B-swizzled tile, `mul.rn.bf16x2` keeps bf16
+    /// subnormals, and each K16 step adds as [`h200_wgmma_k16`]: per thread t (warp w,
+    /// lane l), A register k of K16 step j holds weights (16w + l/4 + 8·(k % 2), 16j +
+    /// 2·(l % 4) + 8·(k / 2) + {0, 1}) as bf16 (low half first); accumulator register
+    /// 4i + 2·v1 + v0 holds D(16w + l/4 + 8·v1, 8i + 2·(l % 4) + v0) with D = W · Xᵀ.
     pub fn expected(&self) -> Vec<CaseOutput> {
+        // Four K16 steps from a zero accumulator (the first wgmma has scale-d false).
         let d = |m: usize, n: usize| -> f32 {
-            (0..64)
-                .map(|k| f64::from(self.weight(m, k)) * f64::from(self.x[n * 64 + k]))
-                .sum::<f64>() as f32
+            (0..4).fold(0f32, |acc, j| {
+                let a: [f32; 16] = std::array::from_fn(|k| self.weight(m, 16 * j + k));
+                let b: [f32; 16] = std::array::from_fn(|k| self.x[n * 64 + 16 * j + k]);
+                h200_wgmma_k16(acc, &a, &b)
+            })
         };
         let mut acc = Vec::with_capacity(WGMMA_THREADS * WGMMA_TOKENS / 2 * 4);
         let mut a = Vec::with_capacity(WGMMA_THREADS * 16 * 4);
@@ -317,14 +360,49 @@ impl Default for WgmmaOperands {
     }
 }
 
+/// The exponent of a normal value's leading bit (from its f32 bits).
+fn exponent(v: f32) -> i32 {
+    ((v.to_bits() >> 23) & 0xFF) as i32 - 127
+}
+
+/// One `wgmma …k16.f32.bf16.bf16` step on an H200 for one accumulator element: `acc` plus
+/// the 16 products of `a` and `b` (bf16 values, normal or zero; `acc` a normal f32 or
+/// zero), as measured (docs/hopper.md): the terms are aligned to the largest *nominal*
+/// exponent — a product's is the sum of its operands' exponents, not its own leading bit,
+/// the accumulator's its own — each is truncated toward zero to a multiple of
+/// 2^(max − 25), the truncated terms are summed exactly, and the sum is truncated toward
+/// zero to an f32. 153 600 random steps with exponents spread over ±24 matched it on every
+/// bit; the exact sum rounded to nearest (the CPU reference's model) matched 60%.
+pub fn h200_wgmma_k16(acc: f32, a: &[f32; 16], b: &[f32; 16]) -> f32 {
+    let mut terms: Vec<(f64, i32)> = a
+        .iter()
+        .zip(b)
+        .filter(|(x, y)| **x != 0.0 && **y != 0.0)
+        .map(|(&x, &y)| (f64::from(x) * f64::from(y), exponent(x) + exponent(y)))
+        .collect();
+    if acc != 0.0 {
+        terms.push((f64::from(acc), exponent(acc)));
+    }
+    let Some(emax) = terms.iter().map(|t| t.1).max() else { return 0.0 };
+    let q = emax - 25;
+    // Each term is below 2^(max + 2) and a bf16 product or an f32: exact in f64 when
+    // scaled by 2^−q, and its multiples of 2^q fit an i64 many times over.
+    let sum: i64 = terms.iter().map(|&(v, _)| (v * 2f64.powi(-q)).trunc() as i64).sum();
+    let mag = sum.unsigned_abs();
+    let bits = 64 - mag.leading_zeros() as i32;
+    let kept = if bits > 24 { (mag >> (bits - 24)) << (bits - 24) } else { mag };
+    let v = kept as f64 * 2f64.powi(q);
+    (if sum < 0 { -v } else { v }) as f32
+}
+
 /// Runs the wgmma corpus kernel `k` (codegen's `corpus_wgmma`; until the ABI lists it as a
-/// `CorpusKernel`, the caller supplies its `KernelInfo`) on [`WgmmaOperands`] and returns
-/// its two dumps, to compare with [`WgmmaOperands::expected`] and between backends.
+/// `CorpusKernel`, the caller supplies its `KernelInfo`) on `ops` and returns its two dumps,
+/// to compare with [`WgmmaOperands::expected`] and between backends.
 pub fn run_wgmma(
     b: &mut dyn Backend,
     k: &'static KernelInfo,
+    ops: &WgmmaOperands,
 ) -> Result<Vec<CaseOutput>, DeviceOpError> {
-    let ops = WgmmaOperands::new();
     let pw = b.upload_new(&ops.w_bytes())?;
     let px = b.upload_new(&ops.x_bytes())?;
     let acc_bytes = WGMMA_THREADS * WGMMA_TOKENS / 2 * 4;
