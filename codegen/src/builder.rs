@@ -71,6 +71,7 @@ impl Builder {
         let mut spec = KernelSetSpec::full(Target::Sm100f);
         spec.finalize = vec![FinalizeMode::BulkReduceAdd];
         spec.simt = vec![SimtTarget::Sm100f];
+        spec.sm90 = Vec::new();
         spec.corpus = false;
         Self { spec, out_dir: None, cargo_directives: true }
     }

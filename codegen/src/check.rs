@@ -87,7 +87,7 @@ pub fn stats(kernels: &[GeneratedKernel]) -> Result<Vec<KernelStats>, String> {
             _ => None,
         };
         let reference = key.and_then(|key| {
-            (key.cluster_n == 1)
+            (key.cluster_n == 1 && key.target.arch() == moegen_dsl::Arch::Sm100)
                 .then(|| reference_kernel(key.gemm, key.tile, key.mma_n).copied())
                 .flatten()
         });
@@ -112,7 +112,7 @@ pub fn render_stats(rows: &[KernelStats]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<46} {:>4} {:>5} {:>5} {:>7} {:>7} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>5} {:>6}  reference (regs/spill/stages/SASS)",
+        "{:<46} {:>4} {:>5} {:>5} {:>7} {:>7} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>5} {:>6}  reference (regs/spill/stages/SASS)",
         "kernel",
         "regs",
         "spill",
@@ -121,6 +121,9 @@ pub fn render_stats(rows: &[KernelStats]) -> String {
         "stages",
         "MMA",
         "CP",
+        "HGMMA",
+        "MUFU",
+        "CALL",
         "TMA",
         "GST",
         "BRED",
@@ -138,7 +141,7 @@ pub fn render_stats(rows: &[KernelStats]) -> String {
         });
         let _ = writeln!(
             s,
-            "{:<46} {:>4} {:>5} {:>5} {:>7} {:>7} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>5} {:>6}  {}",
+            "{:<46} {:>4} {:>5} {:>5} {:>7} {:>7} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4} {:>4} {:>5} {:>6}  {}",
             r.kernel,
             r.ptxas.registers,
             r.ptxas.spill_stores + r.ptxas.spill_loads,
@@ -147,6 +150,9 @@ pub fn render_stats(rows: &[KernelStats]) -> String {
             stages,
             r.sass.get("UTCOMMA"),
             r.sass.get("UTCCP"),
+            r.sass.get("HGMMA"),
+            r.sass.get("MUFU"),
+            r.sass.get("CALL"),
             r.sass.get("UTMALDG"),
             r.sass.get("LDGSTS"),
             r.sass.get("UBLKRED"),

@@ -162,7 +162,7 @@ publish = false
 moegen-dsl = {{ path = "{}" }}
 
 [features]
-# The SIMT kernels for Hopper (sm_90a).
+# The GEMMs and SIMT kernels for Hopper (sm_90a).
 sm90 = []
 # The simulator's differential corpus (validation only).
 corpus = []

@@ -5,11 +5,11 @@ use moegen_dsl::abi::{
 };
 use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::{
-    FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, MoeTactic, SwigluInput,
-    Target,
+    ActivationFormat, Arch, FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder,
+    MoeTactic, SwigluInput, Target,
 };
 
-use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, quantize};
+use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, qdq, quantize, sm90};
 use crate::ptx::{KernelBuilder, ModuleHeader, render_module};
 
 /// The `.version` every module is emitted with (the `.block16` spelling needs 8.8).
@@ -34,6 +34,7 @@ pub struct GeneratedKernel {
 /// behind the cargo feature of the same name, so a user's binary embeds only what it runs.
 pub fn group(id: &KernelId) -> &'static str {
     match id {
+        KernelId::Gemm(k) if k.target.arch() == Arch::Sm90 => "sm90",
         KernelId::Gemm(_) | KernelId::Simt { target: SimtTarget::Sm100f, .. } => "sm100",
         KernelId::Simt { target: SimtTarget::Sm90a, .. } => "sm90",
         KernelId::Corpus(_) => "corpus",
@@ -69,10 +70,13 @@ fn finish(
     if k.name != name || k.params != params(&id) {
         return Err(fail("the builder's name or parameters differ from the ABI".into()));
     }
+    // The launch facts' directives first, then any the builder needs (`.maxnreg`).
+    let own = std::mem::take(&mut k.directives);
     k.directives = vec![format!(".reqntid {}, 1, 1", launch.threads)];
     if launch.cluster > 1 {
         k.directives.push(format!(".reqnctapercluster {}, 1, 1", launch.cluster));
     }
+    k.directives.extend(own);
     let header = ModuleHeader { ptx_version: PTX_VERSION, target: id.ptx_target(), description };
     let ptx = render_module(&k, &header).map_err(fail)?;
     Ok(GeneratedKernel { id, name, ptx, params: params(&id), launch })
@@ -80,21 +84,19 @@ fn finish(
 
 /// Generates the GEMM kernel of a validated description.
 pub fn gemm_kernel(desc: &KernelDesc) -> Result<GeneratedKernel, GenerateError> {
-    if desc.target().arch() != moegen_dsl::Arch::Sm100 {
-        return Err(GenerateError::Render {
-            kernel: desc.key().name(),
-            message: format!("no GEMM builder for {} yet", desc.target()),
-        });
-    }
-    let (k, l) = gemm::build(desc);
     let key = desc.key();
-    let description = format!(
-        "{} {}, {} A/B stages, {} accumulator stages",
-        key.family(),
-        desc.tactic(),
-        l.budget.ab_stages,
-        l.budget.acc_stages
-    );
+    let (k, ab, acc) = match desc.target().arch() {
+        Arch::Sm100 => {
+            let (k, l) = gemm::build(desc);
+            (k, l.budget.ab_stages, l.budget.acc_stages)
+        }
+        Arch::Sm90 => {
+            let (k, l) = sm90::build(desc);
+            (k, l.budget.ab_stages, l.budget.acc_stages)
+        }
+    };
+    let description =
+        format!("{} {}, {ab} A/B stages, {acc} accumulator stages", key.family(), desc.tactic());
     finish(k, KernelId::Gemm(key), &description)
 }
 
@@ -109,12 +111,7 @@ pub fn simt_kernel(
         SimtFamily::MoeSortScatter => moe_sort::build_scatter(target),
         SimtFamily::QuantizeNvfp4 => quantize::build(target),
         SimtFamily::FinalizeReduce => finalize_reduce::build(target),
-        SimtFamily::QdqNvfp4 => {
-            return Err(GenerateError::Render {
-                kernel: KernelId::Simt { family, target }.name(),
-                message: "no builder for this family yet".into(),
-            });
-        }
+        SimtFamily::QdqNvfp4 => qdq::build(target),
     };
     finish(k, KernelId::Simt { family, target }, family.name())
 }
@@ -142,35 +139,82 @@ pub struct DepthOverride {
     pub acc_stages: u32,
 }
 
+/// The Hopper GEMMs of one weight format: every activation format of `activations` for
+/// every tactic of `tactics` (each GEMM2 in every finalize mode of the spec).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sm90Gemms {
+    /// Weight format (NVFP4 or MXFP4).
+    pub format: BlockScaledFormat,
+    /// What the activations are (A4: NVFP4 dequantized exactly; A16: bf16).
+    pub activations: Vec<ActivationFormat>,
+    /// Whole-layer Hopper tactics whose GEMMs are generated.
+    pub tactics: Vec<MoeTactic>,
+}
+
+impl Sm90Gemms {
+    /// What generated/ holds: NVFP4 weights with both activation formats for all 24
+    /// tactics, and MXFP4 weights with bf16 activations for the tactics of
+    /// [`sm90_mxfp4_tactics`] (docs/hopper.md, "What ships").
+    pub fn default_set() -> Vec<Sm90Gemms> {
+        vec![
+            Sm90Gemms {
+                format: BlockScaledFormat::NVFP4,
+                activations: vec![ActivationFormat::Bf16, ActivationFormat::Nvfp4],
+                tactics: moegen_dsl::sm90_tactics(),
+            },
+            Sm90Gemms {
+                format: BlockScaledFormat::MXFP4,
+                activations: vec![ActivationFormat::Bf16],
+                tactics: sm90_mxfp4_tactics(),
+            },
+        ]
+    }
+}
+
+/// The MXFP4 tactics shipped by default: GEMM1 N = 256 and GEMM2 N = 128 at every tile
+/// size (one kernel of each GEMM per tile; MXFP4 checkpoints are served by A16 only).
+pub fn sm90_mxfp4_tactics() -> Vec<MoeTactic> {
+    moegen_dsl::sm90_tactics()
+        .into_iter()
+        .filter(|t| t.gemm1().mma_tiler()[1] == 256 && t.gemm2().mma_tiler()[1] == 128)
+        .collect()
+}
+
 /// Which kernels a set holds: what `gen`, a build script's [`crate::builder::Builder`] and
 /// the `moe_kernels!` macro all describe.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelSetSpec {
-    /// PTX target of the GEMMs.
+    /// PTX target of the GEMMs of `tactics` (sm_100f or sm_100a; sm_90a for a Hopper-only
+    /// set of A4 kernels).
     pub target: Target,
-    /// Operand format (NVFP4; others are refused by the description builder).
+    /// Operand format of those GEMMs (NVFP4; others are refused by the description builder).
     pub format: BlockScaledFormat,
-    /// Whole-layer tactics whose GEMMs are generated.
+    /// Whole-layer tactics of `target`'s generation whose GEMMs are generated.
     pub tactics: Vec<MoeTactic>,
+    /// Hopper (sm_90a) GEMMs, per weight format; empty for none.
+    pub sm90: Vec<Sm90Gemms>,
     /// GEMM2 finalize modes to generate.
     pub finalize: Vec<FinalizeMode>,
     /// GEMM1's SwiGLU input precision.
     pub swiglu_input: SwigluInput,
     /// Pipeline-depth overrides.
     pub depths: Vec<DepthOverride>,
-    /// SIMT kernel flavours (routing sort, quantize, deterministic finalize).
+    /// SIMT kernel flavours (routing sort, quantize, deterministic finalize; Hopper's also
+    /// the A4 quantize-dequantize).
     pub simt: Vec<SimtTarget>,
     /// The simulator's differential corpus.
     pub corpus: bool,
 }
 
 impl KernelSetSpec {
-    /// Everything: what generated/ holds (GEMMs for `target`).
+    /// Everything: what generated/ holds (SM100 GEMMs for `target`, the Hopper GEMMs of
+    /// [`Sm90Gemms::default_set`]).
     pub fn full(target: Target) -> Self {
         Self {
             target,
             format: BlockScaledFormat::NVFP4,
             tactics: moegen_dsl::tactics_for(target.arch()),
+            sm90: if target.arch() == Arch::Sm100 { Sm90Gemms::default_set() } else { Vec::new() },
             finalize: vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
             swiglu_input: SwigluInput::F32,
             depths: Vec::new(),
@@ -180,28 +224,63 @@ impl KernelSetSpec {
     }
 }
 
-/// The GEMM descriptions of a spec, each distinct kernel once, in a fixed order.
+/// One GEMM of a tactic under the spec's options, in each finalize mode that applies.
+fn descs_of(
+    spec: &KernelSetSpec,
+    g: &GemmTactic,
+    target: Target,
+    format: BlockScaledFormat,
+    activations: ActivationFormat,
+) -> Result<Vec<KernelDesc>, GenerateError> {
+    let modes: &[FinalizeMode] = match g.kind() {
+        GemmKind::Gemm1 => &[FinalizeMode::BulkReduceAdd],
+        GemmKind::Gemm2 => &spec.finalize,
+    };
+    let mut out = Vec::with_capacity(modes.len());
+    for &mode in modes {
+        let mut b = KernelDescBuilder::new(*g).target(target).format(format);
+        if target.arch() == Arch::Sm90 {
+            b = b.activations(activations);
+        }
+        b = match g.kind() {
+            GemmKind::Gemm1 => b.swiglu_input(spec.swiglu_input),
+            GemmKind::Gemm2 => b.finalize(mode),
+        };
+        if let Some(d) = spec.depths.iter().find(|d| d.gemm == *g) {
+            b = b.depths(d.ab_stages, d.acc_stages);
+        }
+        out.push(b.build()?);
+    }
+    Ok(out)
+}
+
+/// The GEMM descriptions of a spec, each distinct kernel once, in a fixed order: the SM100
+/// GEMMs, then the Hopper GEMMs per format, activation format and tactic.
 pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError> {
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
+    let mut add = |descs: Vec<KernelDesc>| {
+        for desc in descs {
+            if seen.insert(desc.key().name()) {
+                out.push(desc);
+            }
+        }
+    };
     for t in &spec.tactics {
         for g in [t.gemm1(), t.gemm2()] {
-            let modes: &[FinalizeMode] = match g.kind() {
-                GemmKind::Gemm1 => &[FinalizeMode::BulkReduceAdd],
-                GemmKind::Gemm2 => &spec.finalize,
-            };
-            for &mode in modes {
-                let mut b = KernelDescBuilder::new(*g).target(spec.target).format(spec.format);
-                b = match g.kind() {
-                    GemmKind::Gemm1 => b.swiglu_input(spec.swiglu_input),
-                    GemmKind::Gemm2 => b.finalize(mode),
-                };
-                if let Some(d) = spec.depths.iter().find(|d| d.gemm == *g) {
-                    b = b.depths(d.ab_stages, d.acc_stages);
-                }
-                let desc = b.build()?;
-                if seen.insert(desc.key().name()) {
-                    out.push(desc);
+            add(descs_of(spec, g, spec.target, spec.format, ActivationFormat::default())?);
+        }
+    }
+    for set in &spec.sm90 {
+        for &a in &set.activations {
+            // bf16 SwiGLU inputs exist for A4 only; A16 keeps f32 (the description
+            // builder refuses the other combination).
+            if a == ActivationFormat::Bf16 && spec.swiglu_input != SwigluInput::F32 {
+                continue;
+            }
+            for t in &set.tactics {
+                for g in [t.gemm1(), t.gemm2()] {
+                    add(descs_of(spec, g, Target::Sm90a, set.format, a)?);
                 }
             }
         }
@@ -221,9 +300,9 @@ pub fn build_set(spec: &KernelSetSpec) -> Result<Vec<GeneratedKernel>, GenerateE
     Ok(all)
 }
 
-/// The SIMT kernels for one target.
+/// The SIMT kernels for one target (Hopper's include the A4 quantize-dequantize).
 pub fn simt_kernels(target: SimtTarget) -> Result<Vec<GeneratedKernel>, GenerateError> {
-    SimtFamily::ALL.into_iter().map(|f| simt_kernel(f, target)).collect()
+    SimtFamily::of(target).into_iter().map(|f| simt_kernel(f, target)).collect()
 }
 
 /// The differential corpus (sm_90a only).
@@ -236,7 +315,8 @@ pub fn default_kernel_set() -> Result<Vec<GeneratedKernel>, GenerateError> {
     kernel_set(Target::Sm100f)
 }
 
-/// The full set with GEMMs for `target` (sm_100f or sm_100a).
+/// The full set with SM100 GEMMs for `target` (sm_100f or sm_100a) and the default Hopper
+/// GEMMs.
 pub fn kernel_set(target: Target) -> Result<Vec<GeneratedKernel>, GenerateError> {
     build_set(&KernelSetSpec::full(target))
 }

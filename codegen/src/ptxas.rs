@@ -94,9 +94,12 @@ pub fn disassemble(cubin: &[u8]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Instruction families counted in SASS.
-pub const SASS_FAMILIES: [&str; 8] =
-    ["UTCOMMA", "UTCCP", "UTMALDG", "UTMASTG", "LDGSTS", "UBLKRED", "UBLKCP", "SYNCS"];
+/// Instruction families counted in SASS (`HGMMA`: Hopper wgmma; `MUFU` and `CALL`: the
+/// special-function unit and subroutine calls, e.g. of `div.rn.f32`'s slow path).
+pub const SASS_FAMILIES: [&str; 11] = [
+    "UTCOMMA", "UTCCP", "UTMALDG", "UTMASTG", "LDGSTS", "UBLKRED", "UBLKCP", "SYNCS", "HGMMA",
+    "MUFU", "CALL",
+];
 
 /// SASS counts: per family (opcode prefix match) and the total instruction count.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -53,8 +53,8 @@ fn emit_writes_the_committed_crate_and_check_catches_drift() {
     let out = gen_cmd(&["emit", "--out", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("35 kernels (38 files)"), "{text}");
-    assert!(text.contains("38 written, 0 unchanged"), "{text}");
+    assert!(text.starts_with("112 kernels (115 files)"), "{text}");
+    assert!(text.contains("115 written, 0 unchanged"), "{text}");
     let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../generated");
     for rel in ["manifest.json", "src/lib.rs", "ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"] {
         assert_eq!(
@@ -100,11 +100,11 @@ fn emit_restores_deleted_files_and_rewrites_nothing_that_is_fresh() {
     let d = dir.to_str().unwrap();
     assert!(gen_cmd(&["emit", "--out", d]).status.success());
     let before = mtimes(&dir);
-    assert_eq!(before.len(), 38);
+    assert_eq!(before.len(), 115);
     // A second run touches nothing: every mtime stays, so cargo rebuilds nothing.
     let out = gen_cmd(&["emit", "--out", d]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("0 written, 38 unchanged, 0 stale removed"), "{text}");
+    assert!(text.contains("0 written, 115 unchanged, 0 stale removed"), "{text}");
     assert_eq!(mtimes(&dir), before);
     // Deleted and corrupted files come back, and only they are written.
     let gemm1: Vec<_> = std::fs::read_dir(dir.join("ptx"))
@@ -113,16 +113,17 @@ fn emit_restores_deleted_files_and_rewrites_nothing_that_is_fresh() {
         .filter(|e| e.file_name().to_string_lossy().contains("gemm1"))
         .map(|e| e.path())
         .collect();
-    assert_eq!(gemm1.len(), 4);
+    // 4 SM100, 16 Hopper NVFP4 (A16, A4) and 4 Hopper MXFP4 GEMM1 kernels.
+    assert_eq!(gemm1.len(), 24);
     for p in &gemm1 {
         std::fs::remove_file(p).unwrap();
     }
     std::fs::write(dir.join("src/lib.rs"), "garbage").unwrap();
     let out = gen_cmd(&["emit", "--out", d]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("5 written, 33 unchanged"), "{text}");
+    assert!(text.contains("25 written, 90 unchanged"), "{text}");
     let after = mtimes(&dir);
-    assert_eq!(after.len(), 38);
+    assert_eq!(after.len(), 115);
     for ((p, t0), (q, t1)) in before.iter().zip(&after) {
         assert_eq!(p, q);
         let rewritten = gemm1.contains(p) || p.ends_with("src/lib.rs");
@@ -137,17 +138,46 @@ fn check_passes_on_the_committed_crate() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains(
-            "is fresh; 35 kernels assembled in 85 ptxas runs with 0 spill and 0 stack bytes"
+            "is fresh; 112 kernels assembled in 162 ptxas runs with 0 spill and 0 stack bytes"
         ),
         "{text}"
     );
+}
+
+/// A Hopper GEMM: one wgmma per m64 block and K16 step of the (single, looped) K stage,
+/// none serialized away; weights by bulk copy; GEMM1's gather and SwiGLU division, GEMM2's
+/// activation TMA and finalize.
+fn hopper_gemm(r: &Value, family: &str, kernel: &str, count: &dyn Fn(&Value, &str) -> u64) {
+    let n: u64 =
+        kernel.rsplit("_n").next().and_then(|x| x.split('_').next()).unwrap().parse().unwrap();
+    let blocks = if n == 64 { 1 } else { 2 };
+    assert_eq!(count(r, "HGMMA"), 4 * blocks, "{kernel}: 4 K16 steps × {blocks} m64 blocks");
+    assert_eq!(count(r, "UTCOMMA"), 0, "{kernel}");
+    assert!(count(r, "SYNCS") > 0, "{kernel}");
+    assert_eq!(r["reference"], Value::Null, "{kernel}: no production anchor");
+    match family {
+        "gemm1" => {
+            assert!(count(r, "LDGSTS") >= 1, "{kernel}: gather");
+            assert!(count(r, "CALL") >= 8, "{kernel}: div.rn's slow path per h value");
+        }
+        "gemm2" => {
+            assert!(count(r, "UTMALDG") >= 1, "{kernel}: activation TMA");
+            assert!(count(r, "UBLKRED") >= 1, "{kernel}: bulk reduce-add finalize");
+        }
+        "gemm2_deterministic" => {
+            assert!(count(r, "UTMALDG") >= 1, "{kernel}: activation TMA");
+            assert_eq!(count(r, "UBLKRED"), 0, "{kernel}");
+            assert!(count(r, "UBLKCP") >= 1, "{kernel}: bulk store of route rows");
+        }
+        other => panic!("{kernel}: family {other}"),
+    }
 }
 
 #[test]
 fn stats_reports_the_instruction_families_each_gemm_needs() {
     let v = json(&["stats", "--json"]);
     let rows = v.as_array().unwrap();
-    assert_eq!(rows.len(), 35);
+    assert_eq!(rows.len(), 112);
     let count = |r: &Value, f: &str| {
         r["sass"]["families"].as_array().unwrap().iter().find(|p| p[0] == f).unwrap()[1]
             .as_u64()
@@ -155,8 +185,14 @@ fn stats_reports_the_instruction_families_each_gemm_needs() {
     };
     for r in rows {
         let family = r["family"].as_str().unwrap();
+        let kernel = r["kernel"].as_str().unwrap();
         assert_eq!(r["ptxas"]["spill_stores"], 0);
         assert_eq!(r["ptxas"]["stack_frame"], 0);
+        if family.starts_with("gemm") && kernel.starts_with("moegen_sm90_") {
+            hopper_gemm(r, family, kernel, &count);
+            continue;
+        }
+        assert_eq!(count(r, "HGMMA"), 0, "{kernel}");
         if family.starts_with("gemm") {
             assert_eq!(
                 count(r, "UTCOMMA"),

@@ -5,9 +5,12 @@ use moegen_codegen::kernels::gemm::layout::GemmLayout;
 use moegen_codegen::kernels::gemm::rings::Rings;
 use moegen_codegen::kernels::gemm::smem::GemmSmem;
 use moegen_codegen::kernels::pipeline::{Arrival, Party, Pipeline, Side, Signal};
+use moegen_codegen::kernels::sm90::layout::Sm90Layout;
+use moegen_codegen::kernels::sm90::rings::stage_ring;
+use moegen_codegen::kernels::sm90::smem::Sm90Smem;
 use moegen_codegen::ptx::smem::Region;
 use moegen_codegen::ptx::{BuildError, KernelBuilder, RegClass};
-use moegen_dsl::{FinalizeMode, GemmKind, KernelDescBuilder, nvfp4_tactics};
+use moegen_dsl::{FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder, Target, nvfp4_tactics};
 
 fn rings(kind: GemmKind, cta_group: u32, cluster_n: u32) -> Rings {
     let t = nvfp4_tactics()
@@ -39,6 +42,27 @@ fn counts_follow_the_roles_that_arrive() {
     let r = rings(GemmKind::Gemm2, 2, 2);
     assert_eq!((r.ab.full_count(), r.ab.empty_count()), (1, 2));
     assert_eq!((r.acc.full_count(), r.acc.empty_count()), (1, 8));
+}
+
+fn hopper_ring(kind: GemmKind, n: u32) -> Pipeline {
+    let t = GemmTactic::new_sm90(kind, 32, n).unwrap();
+    let l = Sm90Layout::new(&KernelDescBuilder::new(t).target(Target::Sm90a).build().unwrap());
+    stage_ring(&l, &Sm90Smem::plan(&l).unwrap())
+}
+
+#[test]
+fn hopper_counts_follow_the_warpgroups_that_arrive() {
+    // GEMM1: the elected weight issuer + 128 gather threads; one arrival per consumer warp
+    // (one consumer for N 128, two for N 256).
+    let r = hopper_ring(GemmKind::Gemm1, 128);
+    assert_eq!((r.full_count(), r.empty_count()), (129, 4));
+    let r = hopper_ring(GemmKind::Gemm1, 256);
+    assert_eq!((r.full_count(), r.empty_count()), (129, 8));
+    // GEMM2: weights and the activation TMA on one expect_tx.
+    let r = hopper_ring(GemmKind::Gemm2, 64);
+    assert_eq!((r.full_count(), r.empty_count()), (1, 4));
+    let r = hopper_ring(GemmKind::Gemm2, 256);
+    assert_eq!((r.full_count(), r.empty_count()), (1, 8));
 }
 
 #[test]

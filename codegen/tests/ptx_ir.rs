@@ -1,6 +1,6 @@
 //! The PTX builder and printer, and the module template's delimiters.
 
-use moegen_codegen::ptx::ops::{Alu, Bulk, Cvt, Mbarrier, Tcgen05};
+use moegen_codegen::ptx::ops::{Alu, Bulk, Cvt, FloatOp, IntOp, Mbarrier, Tcgen05, Wgmma};
 use moegen_codegen::ptx::{
     BuildError, CtaGroup, Guard, KernelBuilder, Label, ModuleHeader, Operand, RegClass, Rnd, SReg,
     Space, Ty, render_module,
@@ -75,6 +75,19 @@ fn typed_opcodes_spell_their_modifiers() {
             Bulk::ReduceAdd { ty: Ty::Bf16 }.into(),
             "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16",
         ),
+        (Bulk::Load.into(), "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"),
+        (
+            Wgmma::MmaBf16RegA { n: 32 }.into(),
+            "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16",
+        ),
+        (Wgmma::Fence.into(), "wgmma.fence.sync.aligned"),
+        (Wgmma::CommitGroup.into(), "wgmma.commit_group.sync.aligned"),
+        (Wgmma::WaitGroup.into(), "wgmma.wait_group.sync.aligned"),
+        (Wgmma::SetMaxNReg { inc: true }.into(), "setmaxnreg.inc.sync.aligned.u32"),
+        (Wgmma::SetMaxNReg { inc: false }.into(), "setmaxnreg.dec.sync.aligned.u32"),
+        (Alu::Int(IntOp::Prmt, Ty::B32).into(), "prmt.b32"),
+        (Alu::Int(IntOp::Max, Ty::U16x2).into(), "max.u16x2"),
+        (Alu::Float(FloatOp::Mul(Rnd::Rn), Ty::Bf16x2).into(), "mul.rn.bf16x2"),
     ];
     for (op, text) in cases {
         assert_eq!(op.to_string(), text);

@@ -1,25 +1,28 @@
-//! The shared-memory allocator against the resource model: for every tactic, both targets,
-//! GEMM1 and both GEMM2 finalize modes, and every pipeline depth the model allows, the GEMM
-//! kernel's regions are aligned, disjoint, inside the reserved block where they belong and
-//! inside the dynamic shared memory the kernel requests; a budget they do not fit in is a
-//! build error.
+//! The shared-memory allocator against the resource model: for every tactic, every target
+//! (both SM100 ones and sm_90a), GEMM1 and both GEMM2 finalize modes, and every pipeline
+//! depth the model allows, the GEMM kernel's regions are aligned, disjoint, inside the
+//! reserved block where they belong and inside the dynamic shared memory the kernel
+//! requests; a budget they do not fit in is a build error.
 
 use moegen_codegen::kernel_set::gemm_kernel;
 use moegen_codegen::kernels::gemm::layout::GemmLayout;
 use moegen_codegen::kernels::gemm::smem::GemmSmem;
 use moegen_codegen::kernels::gemm::{build, build_layout};
+use moegen_codegen::kernels::sm90::layout::Sm90Layout;
+use moegen_codegen::kernels::sm90::smem::Sm90Smem;
 use moegen_codegen::ptx::smem::SmemError;
 use moegen_codegen::ptx::{BuildError, ModuleHeader, render_module};
 use moegen_dsl::abi::{KernelId, launch_facts};
 use moegen_dsl::resources::RESERVED_SMEM;
 use moegen_dsl::{
-    FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, Target, nvfp4_tactics,
+    Arch, FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, Target, nvfp4_tactics,
+    tactics_for,
 };
 
 /// Every distinct GEMM tactic with each epilogue variant, at the model's deepest pipelines.
 fn planned(target: Target) -> Vec<(GemmTactic, FinalizeMode)> {
     let mut out = Vec::new();
-    for t in nvfp4_tactics() {
+    for t in tactics_for(target.arch()) {
         out.push((*t.gemm1(), FinalizeMode::default()));
         for mode in [FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic] {
             out.push((*t.gemm2(), mode));
@@ -37,6 +40,10 @@ fn desc(
     depths: Option<(u32, u32)>,
 ) -> KernelDesc {
     let mut b = KernelDescBuilder::new(t).target(target);
+    if target.arch() == Arch::Sm90 {
+        // Both activation formats share one layout; A16 is the one without requantization.
+        b = b.activations(moegen_dsl::ActivationFormat::Bf16);
+    }
     if t.kind() == GemmKind::Gemm2 {
         b = b.finalize(mode);
     }
@@ -47,6 +54,9 @@ fn desc(
 }
 
 fn check(d: &KernelDesc) {
+    if d.target().arch() == Arch::Sm90 {
+        return check_sm90(d);
+    }
     let l = GemmLayout::new(d);
     let name = format!("{} ab {} acc {}", l.name(), l.budget.ab_stages, l.budget.acc_stages);
     let smem = GemmSmem::plan(&l).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -115,8 +125,49 @@ fn every_tactic_and_depth_fits_aligned_and_disjoint() {
             }
         }
     }
-    // 4 GEMM1 and 16 GEMM2 kernels per target, each at several depths.
-    assert!(checked >= 2 * 20 * 2, "only {checked} layouts checked");
+    // SM100: 4 GEMM1 and 16 GEMM2 kernels per target; sm_90a: 8 GEMM1 and 24 GEMM2; each
+    // at several depths.
+    assert!(checked >= 2 * 20 * 2 + 32 * 2, "only {checked} layouts checked");
+}
+
+/// The Hopper GEMMs' layout: barriers in the reserved block, each stage's activation tile
+/// 1024-aligned (the GMMA descriptor's swizzle pattern starts there) at stage 0's offset +
+/// s · stage_bytes, the weights after it, one staging buffer per consumer warpgroup.
+fn check_sm90(d: &KernelDesc) {
+    let l = Sm90Layout::new(d);
+    let name = format!("{} ab {}", l.name(), l.budget.ab_stages);
+    let smem = Sm90Smem::plan(&l).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let requested = launch_facts(&KernelId::Gemm(d.key())).unwrap().smem;
+    assert_eq!(requested.fixed, l.budget.smem_bytes, "{name}");
+    let leaves = smem.leaves();
+    for (i, r) in leaves.iter().enumerate() {
+        assert!(r.size > 0, "{name}: empty {r}");
+        assert!(r.is_aligned(), "{name}: misaligned {r}");
+        assert!(r.end() <= requested.fixed, "{name}: {r} past {} B", requested.fixed);
+        for q in &leaves[i + 1..] {
+            assert!(!r.overlaps(q), "{name}: {r} overlaps {q}");
+        }
+    }
+    for r in [smem.full, smem.empty] {
+        assert_eq!(r.size, 8 * l.budget.ab_stages, "{name}: {r}");
+        assert!(r.end() <= l.budget.reserved_bytes, "{name}: {r}");
+    }
+    let staging = leaves.iter().filter(|r| r.name == "epilogue staging").count();
+    assert_eq!(staging, l.consumers as usize, "{name}");
+    for r in leaves.iter().filter(|r| r.index.is_some() && r.name != "epilogue staging") {
+        let s = r.index.unwrap_or(0);
+        let within = match r.name {
+            "activation tile" => {
+                assert_eq!(r.offset % 1024, 0, "{name}: {r}");
+                0
+            }
+            "fragment tiles" => smem.values,
+            "scale tiles" => smem.scales,
+            other => panic!("{name}: unexpected region {other}"),
+        };
+        assert_eq!(r.offset, smem.stages.offset + s * smem.stage_bytes + within, "{name}: {r}");
+    }
+    gemm_kernel(d).unwrap_or_else(|e| panic!("{name}: {e}"));
 }
 
 fn header() -> ModuleHeader<'static> {

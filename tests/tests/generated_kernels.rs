@@ -45,11 +45,34 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
             assert!(names.contains(name.as_str()), "{name} missing");
         }
     }
+    assert!(names.contains("moegen_sm90_qdq_nvfp4"), "the Hopper A4 quantize-dequantize");
     for f in ["alu", "warp", "pipeline", "tma", "cluster"] {
         let name = format!("moegen_sm90_corpus_{f}");
         assert!(names.contains(name.as_str()), "{name} missing");
     }
-    assert_eq!(names.len(), 4 + 8 + 8 + 10 + 5);
+    // Hopper: every tactic's GEMMs for NVFP4 weights with both activation formats, and the
+    // MXFP4 subset with bf16 activations; each GEMM2 in both finalize modes.
+    let hopper = |format: &str, act: &str, t: &moegen_dsl::MoeTactic| {
+        for g in [t.gemm1(), t.gemm2()] {
+            let [m, n] = g.mma_tiler();
+            let name = format!("moegen_sm90_{format}_{}_t{m}_n{n}_c1x1_{act}", g.kind());
+            assert!(names.contains(name.as_str()), "{name} missing");
+            if g.kind() == moegen_dsl::GemmKind::Gemm2 {
+                assert!(names.contains(format!("{name}_det").as_str()), "{name}_det missing");
+            }
+        }
+    };
+    for t in moegen_dsl::sm90_tactics() {
+        hopper("nvfp4", "a16", &t);
+        hopper("nvfp4", "a4", &t);
+    }
+    let mx = moegen_codegen::kernel_set::sm90_mxfp4_tactics();
+    assert_eq!(mx.len(), 4, "one MXFP4 tactic per tile size");
+    for t in &mx {
+        hopper("mxfp4", "a16", t);
+    }
+    let sm90_gemms = 2 * (8 + 12 * 2) + 4 * 3;
+    assert_eq!(names.len(), 4 + 8 + 8 + 10 + 1 + 5 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()
@@ -63,6 +86,12 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         assert!(k.ptx.contains(&format!(".visible .entry {}(", k.name)), "{}", k.name);
         assert!(k.ptx.contains(&format!(".target {}", k.ptx_target)), "{}", k.name);
     }
+    let hopper = moegen_kernels::kernel("moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a4").unwrap();
+    let entry =
+        manifest["kernels"].as_array().unwrap().iter().find(|k| k["name"] == hopper.name).unwrap();
+    assert_eq!(entry["threads"], 384, "a producer and two consumer warpgroups");
+    assert_eq!(entry["target"], "sm_90a");
+    assert!(hopper.ptx.contains(".maxnreg 168"), "setmaxnreg needs the launch register count");
     let gemm = moegen_kernels::kernel("moegen_sm100_nvfp4_gemm2_t256_n256_c2x2").unwrap();
     assert_eq!(gemm.id.family(), "gemm2");
     let entry =

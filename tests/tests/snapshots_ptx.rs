@@ -22,6 +22,9 @@ fn one_kernel_per_family() {
         "moegen_sm100_moe_sort_scatter",
         "moegen_sm90_quantize_nvfp4",
         "moegen_sm100_finalize_reduce",
+        "moegen_sm90_qdq_nvfp4",
+        "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4",
+        "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det",
     ] {
         let k = kernels.iter().find(|k| k.name == name).unwrap();
         settings().bind(|| insta::assert_snapshot!(name, k.ptx));

@@ -1,7 +1,9 @@
 //! Runs the differential corpus (`moegen_sm90_corpus_*`) on a backend and returns each case's
 //! output bytes, so a GPU and the simulator can be compared byte for byte.
 
-use moegen_dsl::abi::{CorpusKernel, KernelId};
+use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, scale_position, value_position};
+use moegen_dsl::abi::{CorpusKernel, KernelId, KernelInfo};
+use moegen_dsl::formats::{e2m1_to_f32, e4m3_to_f32};
 use moegen_runtime::backend::{Backend, KernelArg, TensorMapSpec, TmaElement};
 use moegen_runtime::device_ops::{DeviceOpError, find_kernel, run};
 use moegen_runtime::launch::{Bindings, GridInputs};
@@ -188,4 +190,229 @@ pub fn run_corpus_logged(
 /// bf16 bits of `x` (nearest-even).
 fn half_bits(x: f32) -> u16 {
     half::bf16::from_f32(x).to_bits()
+}
+
+/// Tokens (the wgmma N) of the wgmma corpus case.
+pub const WGMMA_TOKENS: usize = 32;
+/// Threads (one warpgroup) of the wgmma corpus case.
+const WGMMA_THREADS: usize = 128;
+
+/// The wgmma case's operands: a 64 × 64 NVFP4 weight tile as E2M1 codes and one UE4M3
+/// scale per row and K16 step, and `WGMMA_TOKENS` × 64 bf16 activations.
+///
+/// [`WgmmaOperands::new`] (the layout case): every code appears (code 1, 0.5, passes
+/// through a bf16 subnormal in the kernels' dequantization); rows 0–15 have subnormal E4M3
+/// scales, the others normal ones within a factor 32 per row; activations are multiples of
+/// 0.5 up to 3. So every dot product is a sum of at most 2^18 multiples of its smallest
+/// term: exact in f32, however the hardware orders or aligns the additions.
+///
+/// [`WgmmaOperands::wide`] (the rounding case): scales over the whole UE4M3 range and
+/// activations over 2^−12 … 2^12, so the tensor cores' alignment and truncation
+/// ([`h200_wgmma_k16`]) decide most low bits.
+pub struct WgmmaOperands {
+    /// E2M1 codes `[64][64]`.
+    pub codes: Vec<[u8; 64]>,
+    /// UE4M3 scale codes `[64][4]`.
+    pub scales: Vec<[u8; 4]>,
+    /// Activations `[WGMMA_TOKENS][64]`.
+    pub x: Vec<f32>,
+}
+
+impl WgmmaOperands {
+    /// The fixed operands.
+    pub fn new() -> Self {
+        let bytes = pattern(64 * 64 + 64 * 4 * 2 + WGMMA_TOKENS * 64, 21);
+        let mut it = bytes.into_iter();
+        let mut next = || it.next().unwrap_or(0);
+        let codes = (0..64)
+            .map(|m| {
+                let mut row = [0u8; 64];
+                for (k, c) in row.iter_mut().enumerate() {
+                    *c = ((m * 7 + k * 3 + usize::from(next())) % 16) as u8;
+                }
+                row
+            })
+            .collect();
+        let scales = (0..64)
+            .map(|m| {
+                let mut row = [0u8; 4];
+                for s in &mut row {
+                    let (a, b) = (next(), next());
+                    *s = if m < 16 { 1 + a % 7 } else { ((5 + a % 5) << 3) | (b % 8) };
+                }
+                row
+            })
+            .collect();
+        const XS: [f32; 11] = [0.0, 0.5, -0.5, 1.0, -1.0, 1.5, -1.5, 2.0, -2.0, 3.0, -3.0];
+        let x = (0..WGMMA_TOKENS * 64).map(|_| XS[usize::from(next()) % XS.len()]).collect();
+        Self { codes, scales, x }
+    }
+
+    /// The rounding case: every UE4M3 scale code but NaN, bf16 activations of every sign and
+    /// mantissa with exponents −12 … 12.
+    pub fn wide() -> Self {
+        let bytes = pattern(64 * 64 + 64 * 4 + WGMMA_TOKENS * 64 * 3, 33);
+        let mut it = bytes.into_iter();
+        let mut next = || it.next().unwrap_or(0);
+        let codes = (0..64)
+            .map(|_| {
+                let mut row = [0u8; 64];
+                for c in &mut row {
+                    *c = next() % 16;
+                }
+                row
+            })
+            .collect();
+        let scales = (0..64)
+            .map(|_| {
+                let mut row = [0u8; 4];
+                for s in &mut row {
+                    *s = 1 + next() % 0x7E;
+                }
+                row
+            })
+            .collect();
+        let x = (0..WGMMA_TOKENS * 64)
+            .map(|_| {
+                let (e, m, sign) = (next() % 25, next() & 0x7F, next() & 1);
+                let bits =
+                    (u32::from(sign) << 15) | ((127 - 12 + u32::from(e)) << 7) | u32::from(m);
+                f32::from_bits(bits << 16)
+            })
+            .collect();
+        Self { codes, scales, x }
+    }
+
+    /// Weight (m, k): e2m1 · scale.
+    pub fn weight(&self, m: usize, k: usize) -> f32 {
+        e2m1_to_f32(self.codes[m][k]) * e4m3_to_f32(self.scales[m][k / 16])
+    }
+
+    /// The kernel's `w` argument: the fragment tile, then the scale tile
+    /// (`abi::sm90_weights`).
+    pub fn w_bytes(&self) -> Vec<u8> {
+        let mut w = vec![0u8; TILE_BYTES + SCALE_TILE_BYTES];
+        for m in 0..64 {
+            for k in 0..64 {
+                if let Some((byte, nib)) = value_position(64, 64, m, k) {
+                    w[byte] |= self.codes[m][k] << (4 * nib);
+                }
+                if k % 16 == 0
+                    && let Some(o) = scale_position(64, 64, m, k)
+                {
+                    w[TILE_BYTES + o] = self.scales[m][k / 16];
+                }
+            }
+        }
+        w
+    }
+
+    /// The kernel's `x` argument, bf16 (exact).
+    pub fn x_bytes(&self) -> Vec<u8> {
+        self.x.iter().flat_map(|&v| half_bits(v).to_le_bytes()).collect()
+    }
+
+    /// The two dumps the kernel must produce if the wgmma A-fragment layout is the one
+    /// `abi::sm90_weights` assumes, the accumulator layout the one the epilogues assume, the
+    /// GMMA descriptor addresses the 128B-swizzled tile, `mul.rn.bf16x2` keeps bf16
+    /// subnormals, and each K16 step adds as [`h200_wgmma_k16`]: per thread t (warp w,
+    /// lane l), A register k of K16 step j holds weights (16w + l/4 + 8·(k % 2), 16j +
+    /// 2·(l % 4) + 8·(k / 2) + {0, 1}) as bf16 (low half first); accumulator register
+    /// 4i + 2·v1 + v0 holds D(16w + l/4 + 8·v1, 8i + 2·(l % 4) + v0) with D = W · Xᵀ.
+    pub fn expected(&self) -> Vec<CaseOutput> {
+        // Four K16 steps from a zero accumulator (the first wgmma has scale-d false).
+        let d = |m: usize, n: usize| -> f32 {
+            (0..4).fold(0f32, |acc, j| {
+                let a: [f32; 16] = std::array::from_fn(|k| self.weight(m, 16 * j + k));
+                let b: [f32; 16] = std::array::from_fn(|k| self.x[n * 64 + 16 * j + k]);
+                h200_wgmma_k16(acc, &a, &b)
+            })
+        };
+        let mut acc = Vec::with_capacity(WGMMA_THREADS * WGMMA_TOKENS / 2 * 4);
+        let mut a = Vec::with_capacity(WGMMA_THREADS * 16 * 4);
+        for t in 0..WGMMA_THREADS {
+            let (w, l) = (t / 32, t % 32);
+            for e in 0..WGMMA_TOKENS / 2 {
+                let (i, v0, v1) = (e / 4, e % 2, (e / 2) % 2);
+                let v = d(16 * w + l / 4 + 8 * v1, 8 * i + 2 * (l % 4) + v0);
+                acc.extend(v.to_le_bytes());
+            }
+            for j in 0..4 {
+                for k in 0..4 {
+                    let row = 16 * w + l / 4 + 8 * (k % 2);
+                    let col = 16 * j + 2 * (l % 4) + 8 * (k / 2);
+                    let lo = u32::from(half_bits(self.weight(row, col)));
+                    let hi = u32::from(half_bits(self.weight(row, col + 1)));
+                    a.extend((lo | (hi << 16)).to_le_bytes());
+                }
+            }
+        }
+        vec![
+            ("corpus_wgmma accumulators".to_owned(), acc),
+            ("corpus_wgmma A fragments".to_owned(), a),
+        ]
+    }
+}
+
+impl Default for WgmmaOperands {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The exponent of a normal value's leading bit (from its f32 bits).
+fn exponent(v: f32) -> i32 {
+    ((v.to_bits() >> 23) & 0xFF) as i32 - 127
+}
+
+/// One `wgmma …k16.f32.bf16.bf16` step on an H200 for one accumulator element: `acc` plus
+/// the 16 products of `a` and `b` (bf16 values, normal or zero; `acc` a normal f32 or
+/// zero), as measured (docs/hopper.md): the terms are aligned to the largest *nominal*
+/// exponent — a product's is the sum of its operands' exponents, not its own leading bit,
+/// the accumulator's its own — each is truncated toward zero to a multiple of
+/// 2^(max − 25), the truncated terms are summed exactly, and the sum is truncated toward
+/// zero to an f32. 153 600 random steps with exponents spread over ±24 matched it on every
+/// bit; the exact sum rounded to nearest (the CPU reference's model) matched 60%.
+pub fn h200_wgmma_k16(acc: f32, a: &[f32; 16], b: &[f32; 16]) -> f32 {
+    let mut terms: Vec<(f64, i32)> = a
+        .iter()
+        .zip(b)
+        .filter(|(x, y)| **x != 0.0 && **y != 0.0)
+        .map(|(&x, &y)| (f64::from(x) * f64::from(y), exponent(x) + exponent(y)))
+        .collect();
+    if acc != 0.0 {
+        terms.push((f64::from(acc), exponent(acc)));
+    }
+    let Some(emax) = terms.iter().map(|t| t.1).max() else { return 0.0 };
+    let q = emax - 25;
+    // Each term is below 2^(max + 2) and a bf16 product or an f32: exact in f64 when
+    // scaled by 2^−q, and its multiples of 2^q fit an i64 many times over.
+    let sum: i64 = terms.iter().map(|&(v, _)| (v * 2f64.powi(-q)).trunc() as i64).sum();
+    let mag = sum.unsigned_abs();
+    let bits = 64 - mag.leading_zeros() as i32;
+    let kept = if bits > 24 { (mag >> (bits - 24)) << (bits - 24) } else { mag };
+    let v = kept as f64 * 2f64.powi(q);
+    (if sum < 0 { -v } else { v }) as f32
+}
+
+/// Runs the wgmma corpus kernel `k` (codegen's `corpus_wgmma`; until the ABI lists it as a
+/// `CorpusKernel`, the caller supplies its `KernelInfo`) on `ops` and returns its two dumps,
+/// to compare with [`WgmmaOperands::expected`] and between backends.
+pub fn run_wgmma(
+    b: &mut dyn Backend,
+    k: &'static KernelInfo,
+    ops: &WgmmaOperands,
+) -> Result<Vec<CaseOutput>, DeviceOpError> {
+    let pw = b.upload_new(&ops.w_bytes())?;
+    let px = b.upload_new(&ops.x_bytes())?;
+    let acc_bytes = WGMMA_THREADS * WGMMA_TOKENS / 2 * 4;
+    let a_bytes = WGMMA_THREADS * 16 * 4;
+    let po = b.alloc(acc_bytes)?;
+    let pa = b.alloc(a_bytes)?;
+    let args = vec![KernelArg::Ptr(pw), KernelArg::Ptr(px), KernelArg::Ptr(po), KernelArg::Ptr(pa)];
+    run(b, k, &Bindings::new().positional(args), &GridInputs::default())?;
+    Ok(vec![
+        ("corpus_wgmma accumulators".to_owned(), b.download(po, acc_bytes)?),
+        ("corpus_wgmma A fragments".to_owned(), b.download(pa, a_bytes)?),
+    ])
 }

@@ -82,11 +82,41 @@ pub fn e2m1_code_sw(b: &mut KernelBuilder, x: Reg) -> Reg {
 
 /// [`quantize16`], with the E2M1 conversion by `cvt` (`hw`) or by [`e2m1_code_sw`].
 pub fn quantize16_with(b: &mut KernelBuilder, v: &[Reg; 16], g: Reg, hw: bool) -> ([Reg; 2], Reg) {
+    let amax = abs_max(b, v);
+    let BlockScale { pair, q, .. } = nvfp4_block_scale(b, amax, g);
+    let scaled: [Reg; 16] = std::array::from_fn(|i| b.mul_f32(v[i], q));
+    let (lo, hi) = scaled.split_at(8);
+    let words = [pack8(b, lo, hw), pack8(b, hi, hw)];
+    let code = b.cvt_u32_u16(pair);
+    let code = b.and_b32(code, 0xFFu32);
+    (words, code)
+}
+
+/// max(0, |v₀|, |v₁|, …) with NaN propagating (`max.NaN`), in order.
+pub fn abs_max(b: &mut KernelBuilder, v: &[Reg]) -> Reg {
     let mut amax = b.mov_f32(0f32);
     for &x in v {
         let a = b.abs_f32(x);
         amax = b.max_nan_f32(amax, a);
     }
+    amax
+}
+
+/// The NVFP4 scale of one 16-value block.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockScale {
+    /// The E4M3 code in the low byte of a b16 (`cvt…e4m3x2` packs it with a zero).
+    pub pair: Reg,
+    /// The scale as an f32 (exact).
+    pub sfd: Reg,
+    /// g / scale (0 for a zero scale): what the block's values are multiplied by before
+    /// E2M1 rounding.
+    pub q: Reg,
+}
+
+/// The NVFP4 scale of a block whose largest magnitude is `amax`, with global scale `g`, as
+/// `quantize_nvfp4_block`: `e4m3(amax / 6 · g)` and the factor `g / scale`.
+pub fn nvfp4_block_scale(b: &mut KernelBuilder, amax: Reg, g: Reg) -> BlockScale {
     let s = b.mul_f32(amax, RCP_E2M1_MAX);
     let s = b.mul_f32(s, g);
     let zero = b.mov_f32(0f32);
@@ -100,12 +130,22 @@ pub fn quantize16_with(b: &mut KernelBuilder, v: &[Reg; 16], g: Reg, hw: bool) -
     let q = b.min_f32(q, f32::MAX);
     let is0 = b.setp_f32(Cmp::Eq, sfd, 0f32);
     let q = b.selp_f32(0f32, q, is0);
-    let scaled: [Reg; 16] = std::array::from_fn(|i| b.mul_f32(v[i], q));
-    let (lo, hi) = scaled.split_at(8);
-    let words = [pack8(b, lo, hw), pack8(b, hi, hw)];
-    let code = b.cvt_u32_u16(pair);
-    let code = b.and_b32(code, 0xFFu32);
-    (words, code)
+    BlockScale { pair, sfd, q }
+}
+
+/// The value of an E2M1 code (b32, low nibble) times `scale` (f32), exact for an E4M3
+/// scale: the three magnitude bits go to f32 bits 22–24 (exponent e, mantissa m: 2^(e−127)
+/// · (1 + m/2), or m · 2^−127 when e = 0), the sign to bit 31, and × 2^126 gives the E2M1
+/// value exactly.
+pub fn e2m1_times(b: &mut KernelBuilder, code: Reg, scale: Reg) -> Reg {
+    let mag = b.and_b32(code, 7u32);
+    let mag = b.shl_b32(mag, 22u32);
+    let sign = b.and_b32(code, 8u32);
+    let sign = b.shl_b32(sign, 28u32);
+    let bits = b.or_b32(mag, sign);
+    let v = b.mov_b32(RegClass::F32, bits);
+    let v = b.mul_f32(v, f32::from_bits(0x7E80_0000));
+    b.mul_f32(v, scale)
 }
 
 /// Eight values into one b32 of E2M1 codes, element i in bits 4i..4i+4.

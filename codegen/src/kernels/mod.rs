@@ -1,10 +1,13 @@
 //! Kernel builders: one module per kernel family.
 
 pub mod corpus;
+pub mod corpus_wgmma;
 pub mod epilogue_math;
 pub mod finalize_reduce;
 pub mod gemm;
 pub mod moe_sort;
 pub mod pipeline;
+pub mod qdq;
 pub mod quantize;
+pub mod sm90;
 pub mod sync;

@@ -5,7 +5,9 @@
 //! an arrival its ring did not declare is a build error, so a count can never drift from
 //! the code that arrives.
 
-use super::sync::{map_to_rank, mbar_arrive_cluster, mbar_init, mbar_wait, ring_advance};
+use super::sync::{
+    map_to_rank, mbar_arrive_cluster, mbar_init, mbar_wait, ring_advance, ring_advance_if,
+};
 use crate::ptx::ops::{Mbarrier, Memory, Tcgen05};
 use crate::ptx::smem::Region;
 use crate::ptx::{BuildError, CtaGroup, Guard, KernelBuilder, Operand, Reg, Space};
@@ -37,6 +39,12 @@ pub enum Arrival {
         /// Issuing threads whose commits reach this barrier.
         issuers: u32,
     },
+    /// `arrivals` elected threads' plain `mbarrier.arrive` on a barrier of their own CTA
+    /// (no cluster: nothing beyond the CTA's own accesses to order).
+    Local {
+        /// Arriving threads.
+        arrivals: u32,
+    },
 }
 
 impl Arrival {
@@ -47,6 +55,7 @@ impl Arrival {
             Arrival::CpAsyncNoinc { threads } => threads,
             Arrival::Remote { arrivals } => arrivals,
             Arrival::Commit { issuers } => issuers,
+            Arrival::Local { arrivals } => arrivals,
         }
     }
     fn kind(self) -> &'static str {
@@ -55,6 +64,7 @@ impl Arrival {
             Arrival::CpAsyncNoinc { .. } => "cp.async arrive.noinc",
             Arrival::Remote { .. } => "remote arrive",
             Arrival::Commit { .. } => "tcgen05.commit",
+            Arrival::Local { .. } => "arrive",
         }
     }
 }
@@ -139,6 +149,12 @@ pub enum Signal {
         /// Receiving CTAs.
         mask: Option<Reg>,
     },
+    /// A plain arrival on a barrier of this CTA, by the threads where `only` holds (all if
+    /// none).
+    Local {
+        /// Guard.
+        only: Option<Reg>,
+    },
 }
 
 impl Signal {
@@ -149,6 +165,7 @@ impl Signal {
                 | (Signal::CpAsyncNoinc, Arrival::CpAsyncNoinc { .. })
                 | (Signal::Remote { .. }, Arrival::Remote { .. })
                 | (Signal::Commit { .. }, Arrival::Commit { .. })
+                | (Signal::Local { .. }, Arrival::Local { .. })
         )
     }
     fn kind(self) -> &'static str {
@@ -157,6 +174,7 @@ impl Signal {
             Signal::CpAsyncNoinc => Arrival::CpAsyncNoinc { threads: 0 }.kind(),
             Signal::Remote { .. } => Arrival::Remote { arrivals: 0 }.kind(),
             Signal::Commit { .. } => Arrival::Commit { issuers: 0 }.kind(),
+            Signal::Local { .. } => Arrival::Local { arrivals: 0 }.kind(),
         }
     }
 }
@@ -321,12 +339,26 @@ impl Pipeline {
                 ops.extend(mask.map(Operand::from));
                 b.emit(commit, ops);
             }
+            Signal::Local { only } => {
+                let op =
+                    Mbarrier::Arrive { expect_tx: false, order: None, space: Space::SharedCta };
+                let ops = vec![Operand::Sink, Operand::addr(bar)];
+                match only {
+                    Some(p) => b.emit_if(Guard::when(p), op, ops),
+                    None => b.emit(op, ops),
+                }
+            }
         }
     }
 
     /// Moves the cursor to the next slot, flipping the phase on wrap-around.
     pub fn advance(&self, b: &mut KernelBuilder, cur: Cursor) {
         ring_advance(b, cur.index, cur.phase, self.stages);
+    }
+
+    /// [`Pipeline::advance`] when `pred` holds, branch-free.
+    pub fn advance_if(&self, b: &mut KernelBuilder, cur: Cursor, pred: Reg) {
+        ring_advance_if(b, cur.index, cur.phase, self.stages, pred);
     }
 
     /// The address of the cursor's full barrier in CTA `rank` (where another CTA's

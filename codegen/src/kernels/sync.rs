@@ -47,6 +47,17 @@ pub fn ring_advance(b: &mut KernelBuilder, index: Reg, phase: Reg, depth: u32) {
     b.emit_if(Guard::when(wrap), flip, vec![phase.into(), phase.into(), 1u32.into()]);
 }
 
+/// [`ring_advance`] when `pred` holds, without a branch (a branch inside a wgmma pipeline
+/// makes ptxas serialize it).
+pub fn ring_advance_if(b: &mut KernelBuilder, index: Reg, phase: Reg, depth: u32, pred: Reg) {
+    let add = Alu::Int(IntOp::Add, Ty::U32);
+    b.emit_if(Guard::when(pred), add, vec![index.into(), index.into(), 1u32.into()]);
+    let wrap = b.setp_u32(Cmp::Eq, index, depth);
+    b.emit_if(Guard::when(wrap), Alu::Mov(Ty::U32), vec![index.into(), 0u32.into()]);
+    let flip = Alu::Int(IntOp::Xor, Ty::B32);
+    b.emit_if(Guard::when(wrap), flip, vec![phase.into(), phase.into(), 1u32.into()]);
+}
+
 /// A grid-stride loop `for i in (ctaid·threads + tid .. total).step_by(nctaid·threads)`
 /// around `body(i)`; `stem` names its labels.
 pub fn grid_stride(

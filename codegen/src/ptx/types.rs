@@ -21,6 +21,7 @@ pub enum Ty {
     F32,
     F16x2,
     Bf16x2,
+    U16x2,
     E4m3x2,
     E2m1x2,
 }
@@ -42,6 +43,7 @@ impl Ty {
             Ty::F32 => "f32",
             Ty::F16x2 => "f16x2",
             Ty::Bf16x2 => "bf16x2",
+            Ty::U16x2 => "u16x2",
             Ty::E4m3x2 => "e4m3x2",
             Ty::E2m1x2 => "e2m1x2",
         }

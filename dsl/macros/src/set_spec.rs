@@ -43,6 +43,7 @@ fn spec_of(
         swiglu_input: d.swiglu_input.value,
         depths,
         simt: d.simt.clone(),
+        sm90: Vec::new(),
         corpus: false,
     }
 }

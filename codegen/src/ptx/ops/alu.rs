@@ -19,6 +19,8 @@ pub enum IntOp {
     Div,
     Rem,
     Min,
+    /// `max` (`.u16x2`: per 16-bit half).
+    Max,
     Shl,
     Shr,
     And,
@@ -26,6 +28,9 @@ pub enum IntOp {
     Xor,
     /// Bit-field insert.
     Bfi,
+    /// `prmt`: four bytes picked from a pair of registers by a selector (a selector nibble
+    /// with bit 3 set replicates the sign bit of the byte it names).
+    Prmt,
 }
 
 /// Floating-point operations. Rounding is explicit on add, mul, div and fma so that ptxas
@@ -107,12 +112,14 @@ impl fmt::Display for IntOp {
             IntOp::Div => "div",
             IntOp::Rem => "rem",
             IntOp::Min => "min",
+            IntOp::Max => "max",
             IntOp::Shl => "shl",
             IntOp::Shr => "shr",
             IntOp::And => "and",
             IntOp::Or => "or",
             IntOp::Xor => "xor",
             IntOp::Bfi => "bfi",
+            IntOp::Prmt => "prmt",
         })
     }
 }

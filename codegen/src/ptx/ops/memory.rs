@@ -59,6 +59,8 @@ pub enum Bulk {
         /// `.cta_group::N`, for loads feeding a 2-CTA MMA.
         cta_group: Option<CtaGroup>,
     },
+    /// A contiguous copy from global into shared memory, completing bytes on an mbarrier.
+    Load,
     /// A tensor tile from shared into global memory, tracked by bulk groups.
     TensorStore {
         /// Tensor rank.
@@ -144,6 +146,9 @@ impl fmt::Display for Bulk {
                     write!(f, "{g}")?;
                 }
                 Ok(())
+            }
+            Bulk::Load => {
+                f.write_str("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes")
             }
             Bulk::TensorStore { dims } => {
                 write!(f, "cp.async.bulk.tensor.{dims}d.global.shared::cta.tile.bulk_group")

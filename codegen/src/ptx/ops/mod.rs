@@ -5,6 +5,7 @@ pub mod alu;
 pub mod memory;
 pub mod sync;
 pub mod tcgen05;
+pub mod wgmma;
 
 use std::fmt;
 
@@ -12,6 +13,7 @@ pub use alu::{Alu, Cvt, FloatOp, IntOp};
 pub use memory::{Access, AtomOp, Bulk, CacheOp, Memory};
 pub use sync::{Bar, ClusterBarrier, Fence, GridDep, Mbarrier, ReduxOp, ShflMode, Sync, VoteMode};
 pub use tcgen05::{CpShape, LdRepeat, LdShape, MmaKind, Tcgen05};
+pub use wgmma::Wgmma;
 
 /// An opcode with its modifiers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,6 +26,8 @@ pub enum Op {
     Sync(Sync),
     /// Tensor-core (tcgen05) instructions.
     Tcgen05(Tcgen05),
+    /// Hopper warpgroup instructions (wgmma, setmaxnreg).
+    Wgmma(Wgmma),
 }
 
 impl From<Alu> for Op {
@@ -44,6 +48,11 @@ impl From<Sync> for Op {
 impl From<Tcgen05> for Op {
     fn from(v: Tcgen05) -> Self {
         Op::Tcgen05(v)
+    }
+}
+impl From<Wgmma> for Op {
+    fn from(v: Wgmma) -> Self {
+        Op::Wgmma(v)
     }
 }
 impl From<Bulk> for Op {
@@ -69,6 +78,7 @@ impl fmt::Display for Op {
             Op::Memory(o) => write!(f, "{o}"),
             Op::Sync(o) => write!(f, "{o}"),
             Op::Tcgen05(o) => write!(f, "{o}"),
+            Op::Wgmma(o) => write!(f, "{o}"),
         }
     }
 }

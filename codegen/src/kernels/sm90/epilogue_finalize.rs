@@ -1,0 +1,156 @@
+//! GEMM2's epilogue (the MoE finalize): element (output column, token) of the accumulators
+//! becomes `bf16_rn(acc ·rn (α2[expert] ·rn router_weight[route]))` in the consumer's
+//! staging tile [T tokens][its weight rows] bf16; then thread t < T bulk-reduce-adds token
+//! t's staged row (the consumer's 64 or 128 output columns, contiguous) into
+//! `out[token]`, or — deterministic — bulk-copies it into the route's scratch row. Padding
+//! tokens (row ≥ mn_limit) are neither read nor written.
+
+use moegen_dsl::FinalizeMode;
+
+use super::Sm90;
+use super::accum::elements;
+use super::epilogue_swiglu::consumer_barrier;
+use super::mainloop::Consumer;
+use super::schedule::{Common, Unit};
+use crate::ptx::ops::memory::{ld, st};
+use crate::ptx::ops::{Bulk, Cvt};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, Space, Ty};
+
+/// Per-consumer values the epilogue reads every unit.
+pub(super) struct FinalizeParams {
+    alpha: Reg,
+    weights: Reg,
+    out: Reg,
+    p2e: Reg,
+    top_k: Reg,
+    /// Bytes per output row: H · 2.
+    row_bytes: Reg,
+    /// This thread's staging slot of (token col0, row r0) at n8 block 0, block 0.
+    slot: Reg,
+    /// Token t's staged row (thread t < T issues its bulk operation).
+    own_row: Reg,
+    issuer: Reg,
+}
+
+/// Bytes of one staged token row.
+fn staged_row_bytes(g: &Sm90) -> u32 {
+    g.l.rows_per_consumer * 2
+}
+
+/// Loads parameters and places this thread's staging slots.
+pub(super) fn finalize_params(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    c: &Common,
+    k: &Consumer,
+) -> FinalizeParams {
+    let alpha = b.ld_param_u64("alpha");
+    let weights = b.ld_param_u64("router_weights");
+    let out = b.ld_param_u64("out");
+    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
+    let top_k = b.ld_param_u32("top_k");
+    let hidden = b.ld_param_u32("hidden");
+    let row_bytes = b.shl_b32(hidden, 1u32);
+    let base = b.mad_u32(k.ci, g.smem.staging_stride, g.smem.staging.offset);
+    let stg = b.add_u32(c.smem, base);
+    let at = b.mad_u32(k.col0, staged_row_bytes(g), stg);
+    let slot = b.mad_u32(k.r0, 2u32, at);
+    let own_row = b.mad_u32(k.t, staged_row_bytes(g), stg);
+    let issuer = b.setp_u32(Cmp::Lt, k.t, g.l.tile);
+    FinalizeParams { alpha, weights, out, p2e, top_k, row_bytes, slot, own_row, issuer }
+}
+
+/// The route of permuted row `prow` (0 when invalid).
+fn expanded_of(b: &mut KernelBuilder, p: &FinalizeParams, prow: Reg, valid: Reg) -> Reg {
+    let ea = b.index_addr(p.p2e, prow, 4);
+    let expanded = b.mov_u32(0u32);
+    b.emit_if(
+        Guard::when(valid),
+        ld(Space::Global, Ty::U32),
+        vec![expanded.into(), Operand::addr(ea)],
+    );
+    expanded
+}
+
+/// The epilogue of one unit.
+pub(super) fn epilogue_finalize(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    k: &Consumer,
+    p: &FinalizeParams,
+    u: &Unit,
+    acc: &[Vec<Reg>],
+) {
+    let l = &g.l;
+    let al_addr = b.index_addr(p.alpha, u.expert, 4);
+    let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+    // The previous unit's bulk operations have read the staging tile.
+    b.emit_if(Guard::when(p.issuer), Bulk::WaitGroup { read: true }, vec![0u32.into()]);
+    consumer_barrier(b, k);
+    let row = staged_row_bytes(g);
+    for i in 0..l.tile / 8 {
+        for v0 in 0..2u32 {
+            let tok = b.add_u32(k.col0, 8 * i + v0);
+            let prow = b.add_u32(u.row0, tok);
+            let valid = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
+            let expanded = expanded_of(b, p, prow, valid);
+            let wa = b.index_addr(p.weights, expanded, 4);
+            let w = b.reg(RegClass::F32);
+            b.assign_f32(w, 0f32);
+            b.emit_if(
+                Guard::when(valid),
+                ld(Space::Global, Ty::F32),
+                vec![w.into(), Operand::addr(wa)],
+            );
+            let scale = b.mul_f32(al, w);
+            for (blk, regs) in acc.iter().enumerate() {
+                for e in elements(l.tile).filter(|e| e.i == i && e.v0 == v0) {
+                    let v = b.mul_f32(regs[e.index], scale);
+                    let h = b.cvt(
+                        RegClass::B16,
+                        Cvt::round(Rnd::Rn, Ty::Bf16, Ty::F32),
+                        vec![v.into()],
+                    );
+                    let col = 64 * blk as u32 + 8 * e.v1;
+                    let at = (8 * i + v0) * row + col * 2;
+                    b.emit(
+                        st(Space::Shared, Ty::B16),
+                        vec![Operand::Reg(p.slot).at(i64::from(at)), h.into()],
+                    );
+                }
+            }
+        }
+    }
+    // Generic-proxy writes, read next by the bulk engine (async proxy).
+    b.fence_proxy_async();
+    consumer_barrier(b, k);
+    let prow = b.add_u32(u.row0, k.t);
+    let in_tile = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
+    let valid = b.and_pred(in_tile, p.issuer);
+    let expanded = expanded_of(b, p, prow, valid);
+    let dst_row = match l.finalize {
+        FinalizeMode::BulkReduceAdd => b.div_u32(expanded, p.top_k),
+        FinalizeMode::Deterministic => expanded,
+    };
+    let dst = b.mul_wide_u32(dst_row, p.row_bytes);
+    let dst = b.add_u64(p.out, dst);
+    let col0 = b.mul_u32(u.n, l.n * 2);
+    let col0 = b.mad_u32(k.ci, row, col0);
+    let col0 = b.cvt_u64_u32(col0);
+    let dst = b.add_u64(dst, col0);
+    let op = match l.finalize {
+        FinalizeMode::BulkReduceAdd => Bulk::ReduceAdd { ty: Ty::Bf16 },
+        FinalizeMode::Deterministic => Bulk::Store,
+    };
+    b.emit_if(
+        Guard::when(valid),
+        op,
+        vec![Operand::addr(dst), Operand::addr(p.own_row), row.into()],
+    );
+    b.emit_if(Guard::when(p.issuer), Bulk::CommitGroup, vec![]);
+}
+
+/// Before the consumer leaves: its last bulk operations have completed.
+pub(super) fn finalize_drain(b: &mut KernelBuilder, p: &FinalizeParams) {
+    b.emit_if(Guard::when(p.issuer), Bulk::WaitGroup { read: false }, vec![0u32.into()]);
+}

@@ -1,0 +1,205 @@
+//! GEMM1's epilogue. A consumer's two m64 blocks are an up block of W1 and its gate block
+//! (the 64-row interleave), so element e of both accumulators is the same (h column, token):
+//! `u = α1·up`, `g = α1·gate` (`mul.rn`), optionally rounded to bf16, `h = swiglu(u, g)` with
+//! the IEEE-only sequence of `epilogue_math`, then
+//!
+//! - A16: `bf16_rn(h)`;
+//! - A4: NVFP4 quantization of each 16 h columns of a token with the device
+//!   `fc2_input_scale`, stored as the exact bf16 of e2m1 · scale. The 16 columns 16w..16w+16
+//!   of a token are warp w's eight lanes with the same lane % 4 (two values each), so the
+//!   block's |max| is three `shfl.bfly` steps (4, 8, 16) of `max.NaN`, after which every lane
+//!   computes the same scale as `quantize16`.
+//!
+//! Values go to the consumer's staging tile [T tokens][64 columns] bf16 (16-byte chunks
+//! XOR-swizzled by token % 8, so the 2-byte stores of a warp hit distinct banks), then the
+//! warpgroup copies valid token rows out with 16-byte stores: 128 contiguous bytes per row
+//! of h `[permuted rows, I]`.
+
+use moegen_dsl::{ActivationFormat, SwigluInput};
+
+use super::Sm90;
+use super::accum::{Element, elements};
+use super::layout::Sm90Layout;
+use super::mainloop::Consumer;
+use super::schedule::{Common, Unit};
+use crate::kernels::epilogue_math::{
+    BlockScale, e2m1_code_sw, e2m1_times, nvfp4_block_scale, round_bf16, swiglu,
+};
+use crate::ptx::ops::memory::st;
+use crate::ptx::ops::{Access, Bar, Cvt, Memory, ShflMode, Sync};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, Space, Ty, VecWidth};
+
+/// Bytes of one staged token row: 64 h columns.
+const ROW_BYTES: u32 = 128;
+
+/// Per-consumer values the epilogue reads every unit.
+pub(super) struct SwigluParams {
+    alpha: Reg,
+    out: Reg,
+    /// bytes per h row: I · 2.
+    out_row_bytes: Reg,
+    /// fc2_input_scale (A4).
+    g: Option<Reg>,
+    /// The four staging addresses of (v0, v1) at n8 block 0.
+    slots: [[Reg; 2]; 2],
+    /// This thread's copy-out chunk: staging offset of (token t/8, chunk t%8) and the
+    /// global column byte offset within the block.
+    copy_src: Reg,
+    copy_col: Reg,
+    copy_tok: Reg,
+}
+
+/// Loads parameters and places this thread's staging slots.
+pub(super) fn swiglu_params(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    c: &Common,
+    k: &Consumer,
+) -> SwigluParams {
+    let l = &g.l;
+    let alpha = b.ld_param_u64("alpha");
+    let out = b.ld_param_u64("out");
+    let inter = b.ld_param_u32("intermediate");
+    let out_row_bytes = b.shl_b32(inter, 1u32);
+    let gs = match l.activations {
+        ActivationFormat::Nvfp4 => {
+            let p = b.ld_param_u64("out_global_scale");
+            Some(b.ld_global(Ty::F32, RegClass::F32, p))
+        }
+        ActivationFormat::Bf16 => None,
+    };
+    let base = b.mad_u32(k.ci, g.smem.staging_stride, g.smem.staging.offset);
+    let stg = b.add_u32(c.smem, base);
+    let quad = b.shr_u32(k.lane, 2u32);
+    let chunk0 = b.shl_b32(k.cw, 1u32);
+    let slots = [0u32, 1].map(|v0| {
+        [0u32, 1].map(|v1| {
+            let tok = b.add_u32(k.col0, v0);
+            let chunk = b.add_u32(chunk0, v1);
+            let sw = b.xor_b32(chunk, tok);
+            let at = b.mad_u32(tok, ROW_BYTES, stg);
+            let at = b.mad_u32(sw, 16u32, at);
+            b.mad_u32(quad, 2u32, at)
+        })
+    });
+    let copy_tok = b.shr_u32(k.t, 3u32);
+    let ch = b.and_b32(k.t, 7u32);
+    let tsw = b.and_b32(copy_tok, 7u32);
+    let sw = b.xor_b32(ch, tsw);
+    let src = b.mad_u32(copy_tok, ROW_BYTES, stg);
+    let copy_src = b.mad_u32(sw, 16u32, src);
+    let copy_col = b.shl_b32(ch, 4u32);
+    SwigluParams { alpha, out, out_row_bytes, g: gs, slots, copy_src, copy_col, copy_tok }
+}
+
+/// `bar.sync id, 128`: the consumer warpgroup's own barrier.
+pub(super) fn consumer_barrier(b: &mut KernelBuilder, k: &Consumer) {
+    let id = b.add_u32(k.ci, 1u32);
+    b.emit(Sync::Bar(Bar::Sync), vec![id.into(), Sm90Layout::warpgroup_threads().into()]);
+}
+
+/// h of one accumulator element pair.
+fn h_value(b: &mut KernelBuilder, l: &Sm90Layout, al: Reg, up: Reg, gate: Reg) -> Reg {
+    let mut u = b.mul_f32(al, up);
+    let mut gg = b.mul_f32(al, gate);
+    if l.swiglu_input == SwigluInput::Bf16 {
+        u = round_bf16(b, u);
+        gg = round_bf16(b, gg);
+    }
+    swiglu(b, u, gg)
+}
+
+/// `cvt.rn.bf16.f32` into a b16 register.
+fn to_bf16(b: &mut KernelBuilder, x: Reg) -> Reg {
+    b.cvt(RegClass::B16, Cvt::round(Rnd::Rn, Ty::Bf16, Ty::F32), vec![x.into()])
+}
+
+/// The NVFP4 requantization of the (r0, r0+8) pair of one token, exact in bf16.
+fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
+    let a0 = b.abs_f32(h[0]);
+    let a1 = b.abs_f32(h[1]);
+    let zero = b.mov_f32(0f32);
+    let m = b.max_nan_f32(zero, a0);
+    let mut m = b.max_nan_f32(m, a1);
+    for lanes in [4u32, 8, 16] {
+        let other = b.reg(RegClass::F32);
+        b.emit(
+            Sync::Shfl(ShflMode::Bfly),
+            vec![other.into(), m.into(), lanes.into(), 31u32.into(), Operand::Hex(u32::MAX)],
+        );
+        m = b.max_nan_f32(m, other);
+    }
+    let BlockScale { sfd, q, .. } = nvfp4_block_scale(b, m, gs);
+    h.map(|v| {
+        let scaled = b.mul_f32(v, q);
+        let code = e2m1_code_sw(b, scaled);
+        e2m1_times(b, code, sfd)
+    })
+}
+
+/// The epilogue of one unit: `acc` = [up, gate] of this consumer.
+pub(super) fn epilogue_swiglu(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    k: &Consumer,
+    p: &SwigluParams,
+    u: &Unit,
+    acc: &[Vec<Reg>],
+) {
+    let l = &g.l;
+    let (Some(up), Some(gate)) = (acc.first(), acc.get(1)) else {
+        let kernel = b.name.clone();
+        b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "up/gate accumulators" });
+        return;
+    };
+    let al_addr = b.index_addr(p.alpha, u.expert, 4);
+    let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+    // The previous unit's copy-out has read the staging tile.
+    consumer_barrier(b, k);
+    let all: Vec<Element> = elements(l.tile).collect();
+    for pair in all.chunks_exact(4) {
+        // Elements (v1, v0) of one n8 block: for each token (v0), rows r0 and r0 + 8.
+        for v0 in 0..2u32 {
+            let es: Vec<Element> = pair.iter().copied().filter(|e| e.v0 == v0).collect();
+            let h: Vec<Reg> =
+                es.iter().map(|e| h_value(b, l, al, up[e.index], gate[e.index])).collect();
+            let vals = match (l.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
+                (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => requantize_pair(b, gs, hv).to_vec(),
+                _ => h,
+            };
+            for (e, v) in es.iter().zip(vals) {
+                let hb = to_bf16(b, v);
+                let at = p.slots[e.v0 as usize][e.v1 as usize];
+                b.emit(
+                    st(Space::Shared, Ty::B16),
+                    vec![Operand::Reg(at).at(i64::from(e.i * 8 * ROW_BYTES)), hb.into()],
+                );
+            }
+        }
+    }
+    consumer_barrier(b, k);
+    // Copy-out: 128 threads, 8 per token row, T/16 rows each.
+    let ub = b.mul_u32(u.n, l.consumers);
+    let ub = b.add_u32(ub, k.ci);
+    let col_bytes = b.shl_b32(ub, 7u32);
+    let col_bytes = b.add_u32(col_bytes, p.copy_col);
+    for it in 0..l.tile / 16 {
+        let v = b.regs(RegClass::B32, 4);
+        b.emit(
+            Memory::Ld(Access::vector(Space::Shared, VecWidth::V4, Ty::B32)),
+            vec![Operand::regs(&v), Operand::Reg(p.copy_src).at(i64::from(it * 16 * ROW_BYTES))],
+        );
+        let tok = b.add_u32(p.copy_tok, it * 16);
+        let prow = b.add_u32(u.row0, tok);
+        let valid = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
+        let row_off = b.mul_wide_u32(prow, p.out_row_bytes);
+        let dst = b.add_u64(p.out, row_off);
+        let col = b.cvt_u64_u32(col_bytes);
+        let dst = b.add_u64(dst, col);
+        b.emit_if(
+            Guard::when(valid),
+            Memory::St(Access::vector(Space::Global, VecWidth::V4, Ty::B32)),
+            vec![Operand::addr(dst), Operand::regs(&v)],
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! What a Hopper GEMM kernel is made of, derived once from its description: the swap-AB
+//! shape (T tokens = the wgmma N, N weight rows per CTA in m64 blocks), the warpgroup roles,
+//! the register split between them, and the bytes one pipeline stage brings in.
+
+use moegen_dsl::abi::roles::{WARPGROUP_WARPS, sm90_roles};
+use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS};
+use moegen_dsl::abi::{GemmKey, WeightFormat};
+use moegen_dsl::resources::SM90_K_STAGE;
+use moegen_dsl::{
+    ActivationFormat, Epilogue, FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput,
+};
+
+/// Registers per thread at launch (`.maxnreg`): what 384 threads can all hold (65536 / 384,
+/// rounded down to the allocation granularity of 8). `setmaxnreg` needs a known launch
+/// count, and moves registers from the producer warpgroup to the consumers from there.
+pub const LAUNCH_REGS: u32 = 168;
+/// The producer warpgroup's registers after `setmaxnreg.dec` (it only computes addresses).
+pub const PRODUCER_REGS: u32 = 40;
+
+/// Bytes of one K stage of one token row of activations (64 bf16: one 128-byte swizzle row).
+pub const ACT_ROW_BYTES: u32 = SM90_K_STAGE * 2;
+
+/// Everything a Hopper GEMM builder needs.
+#[derive(Clone, Debug)]
+pub struct Sm90Layout {
+    /// The kernel's identity.
+    pub key: GemmKey,
+    /// GEMM1 or GEMM2.
+    pub kind: GemmKind,
+    /// Tokens per routing tile: the wgmma N.
+    pub tile: u32,
+    /// Weight rows per CTA.
+    pub n: u32,
+    /// Consumer warpgroups (warpgroups 1..=consumers).
+    pub consumers: u32,
+    /// Weight rows per consumer.
+    pub rows_per_consumer: u32,
+    /// m64 wgmma blocks per consumer (1 or 2).
+    pub blocks: u32,
+    /// Budget from the resource model.
+    pub budget: KernelBudget,
+    /// Weight scale encoding.
+    pub format: WeightFormat,
+    /// What the activations are.
+    pub activations: ActivationFormat,
+    /// SwiGLU input precision (GEMM1).
+    pub swiglu_input: SwigluInput,
+    /// Finalize mode (GEMM2).
+    pub finalize: FinalizeMode,
+    /// Threads per CTA.
+    pub threads: u32,
+}
+
+impl Sm90Layout {
+    /// Derives the layout of a validated sm_90a description.
+    pub fn new(desc: &KernelDesc) -> Self {
+        let t = desc.tactic();
+        let [tile, n] = t.mma_tiler();
+        let (swiglu_input, finalize) = match *desc.epilogue() {
+            Epilogue::SwigluRequant { swiglu_input, .. } => (swiglu_input, FinalizeMode::default()),
+            Epilogue::Finalize { mode } => (SwigluInput::default(), mode),
+        };
+        let key = desc.key();
+        let roles = sm90_roles(&key);
+        Self {
+            key,
+            kind: t.kind(),
+            tile,
+            n,
+            consumers: roles.consumers,
+            rows_per_consumer: roles.rows_per_consumer,
+            blocks: roles.rows_per_consumer / TILE_ROWS as u32,
+            budget: *desc.budget(),
+            format: key.format,
+            activations: key.activations,
+            swiglu_input,
+            finalize,
+            threads: roles.warps * 32,
+        }
+    }
+
+    /// Kernel entry name.
+    pub fn name(&self) -> String {
+        self.key.name()
+    }
+
+    /// Threads of one warpgroup.
+    pub const fn warpgroup_threads() -> u32 {
+        WARPGROUP_WARPS * 32
+    }
+
+    /// Each consumer's registers after `setmaxnreg.inc`: the registers the producer gives
+    /// up, shared among the consumers (232 for two, exactly the pool; one consumer is
+    /// capped at 240, more than any tile needs).
+    pub fn consumer_regs(&self) -> u32 {
+        let pool = LAUNCH_REGS * self.threads - PRODUCER_REGS * Self::warpgroup_threads();
+        let per_thread = pool / (self.consumers * Self::warpgroup_threads());
+        (per_thread / 8 * 8).min(240)
+    }
+
+    /// FP4 value bytes of one stage (N/64 fragment tiles).
+    pub fn value_bytes(&self) -> u32 {
+        self.n / TILE_ROWS as u32 * TILE_BYTES as u32
+    }
+    /// Scale bytes of one stage (N/64 scale tiles).
+    pub fn scale_bytes(&self) -> u32 {
+        self.n / TILE_ROWS as u32 * SCALE_TILE_BYTES as u32
+    }
+    /// Activation bytes of one stage (T rows × 128 B).
+    pub fn act_bytes(&self) -> u32 {
+        self.tile * ACT_ROW_BYTES
+    }
+    /// Bytes the stage's bulk copies and TMA deliver on its full barrier: the weights, and
+    /// for GEMM2 the activation tile (GEMM1 gathers its activations with cp.async, which
+    /// arrives separately). Not the budget's padded stage size: an mbarrier waits for
+    /// exactly the bytes announced.
+    pub fn tx_bytes(&self) -> u32 {
+        let w = self.value_bytes() + self.scale_bytes();
+        match self.kind {
+            GemmKind::Gemm1 => w,
+            GemmKind::Gemm2 => w + self.act_bytes(),
+        }
+    }
+    /// Epilogue staging bytes of one consumer: its output columns (64 h columns for GEMM1,
+    /// its weight rows for GEMM2) for every token of the tile, bf16.
+    pub fn staging_bytes(&self) -> u32 {
+        let cols = match self.kind {
+            GemmKind::Gemm1 => self.rows_per_consumer / 2,
+            GemmKind::Gemm2 => self.rows_per_consumer,
+        };
+        self.tile * cols * 2
+    }
+}

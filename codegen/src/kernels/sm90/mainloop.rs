@@ -1,0 +1,197 @@
+//! The consumer warpgroups' main loop: per K stage, wait for the stage, load the thread's
+//! fragment words (one per K16 step and m64 block) and its rows' scale words, then per K16
+//! step dequantize into fresh A registers and issue one `wgmma.m64nTk16` per m64 block, B
+//! being the stage's activation tile advanced 32 bytes per step within its 128-byte
+//! swizzle rows. Accumulation starts at zero: the tile's first wgmma has scale-d false.
+//!
+//! Each K16 step is its own wgmma group. Before a step rewrites its A registers,
+//! `wgmma.wait_group 3` retires the group that read them one stage earlier (the groups
+//! still in flight are the three steps between), so dequantizing a step overlaps the
+//! tensor cores working on the previous ones. The wait before step 3 also retires the
+//! previous stage's last group, so that stage is handed back to the producer there; the
+//! tile's last stage is handed back after the final `wait_group 0`.
+
+use moegen_dsl::GemmKind;
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
+
+use super::Sm90;
+use super::dequant::{dequant_step, scale_splat};
+use super::schedule::{Common, k_loop};
+use crate::kernels::pipeline::{Cursor, Signal};
+use crate::ptx::ops::Wgmma;
+use crate::ptx::ops::memory::ld;
+use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, Space, Ty};
+
+/// K16 steps per 64-wide K stage.
+pub const STEPS: u32 = 4;
+/// Bytes one K16 step advances a K-major bf16 operand (16 × 2 B).
+const STEP_BYTES: u32 = 32;
+/// Bytes between fragment words of consecutive K16 steps of one tile (128 threads × 4 B).
+const STEP_WORDS_BYTES: u32 = 512;
+
+/// High word of the sm_90 GMMA descriptor of a K-major, 128B-swizzled bf16 tile: stride
+/// byte offset 1024 (8 rows of 128 B; bits 32–45 in 16-byte units), base offset 0 (the tile
+/// is 1024-aligned), layout type 1 = 128B swizzle (bits 62–63).
+pub const DESC_HI_SW128: u32 = (1 << 30) | (1024 >> 4);
+/// Low-word constant: leading byte offset 1 (bits 16–29; unused by swizzled K-major tiles).
+pub const DESC_LO_LBO: u32 = 1 << 16;
+
+/// A consumer thread's fixed coordinates.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Consumer {
+    /// Consumer index (warpgroup − 1).
+    pub ci: Reg,
+    /// Thread within the warpgroup.
+    pub t: Reg,
+    /// Lane within the warp.
+    pub lane: Reg,
+    /// Warp within the warpgroup.
+    pub cw: Reg,
+    /// Row of the m64 block this thread's fragments and accumulators start at: 16·cw +
+    /// lane/4 (the other is 8 below).
+    pub r0: Reg,
+    /// First accumulator column of this thread within each n8 block: 2·(lane % 4).
+    pub col0: Reg,
+    /// One lane of the warp (for the stage hand-back).
+    pub elected: Reg,
+    /// Zero, for `prmt`'s second source.
+    pub zero: Reg,
+}
+
+/// The 64-bit descriptor of the activation tile at `tile`, `step` K16 steps in.
+pub fn act_desc(b: &mut KernelBuilder, tile: Reg, step: u32) -> Reg {
+    let lo = b.shr_u32(tile, 4u32);
+    let lo = b.and_b32(lo, 0x3FFFu32);
+    let lo = b.or_b32(lo, DESC_LO_LBO);
+    let lo = if step > 0 { b.add_u32(lo, step * STEP_BYTES / 16) } else { lo };
+    let hi = b.mov_u32(Operand::Hex(DESC_HI_SW128));
+    b.pack_b64(lo, hi)
+}
+
+/// One K16 step for every m64 block: `wgmma.fence`, the wgmmas, `commit_group`.
+pub fn issue_step(
+    b: &mut KernelBuilder,
+    n: u32,
+    acc: &[Vec<Reg>],
+    a: &[[Reg; 4]],
+    desc: Reg,
+    scale_d: Operand,
+) {
+    b.emit(Wgmma::Fence, vec![]);
+    for (d, frag) in acc.iter().zip(a) {
+        b.emit(
+            Wgmma::MmaBf16RegA { n },
+            vec![
+                Operand::regs(d),
+                Operand::regs(frag),
+                desc.into(),
+                scale_d.clone(),
+                1u32.into(),
+                1u32.into(),
+                0u32.into(),
+            ],
+        );
+    }
+    b.emit(Wgmma::CommitGroup, vec![]);
+}
+
+/// `wgmma.wait_group n`.
+pub fn wait_groups(b: &mut KernelBuilder, n: u32) {
+    b.emit(Wgmma::WaitGroup, vec![n.into()]);
+}
+
+/// The K loop of one work unit into `acc` (one register list per m64 block). `cur` is the
+/// consumer's position in the stage ring, `rel` the position of the next stage to hand
+/// back; both advance.
+pub(super) fn mainloop(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    c: &Common,
+    k: &Consumer,
+    acc: &[Vec<Reg>],
+    cur: Cursor,
+    rel: Cursor,
+) {
+    let (l, ring) = (&g.l, &g.ring);
+    let blocks = l.blocks;
+    // This thread's fragment words and scale rows within the stage, for block 0.
+    let first_tile = b.mul_u32(k.ci, blocks);
+    let v_off = b.mad_u32(first_tile, TILE_BYTES as u32, g.smem.values);
+    let v_off = b.mad_u32(k.t, 4u32, v_off);
+    let s_off = b.mad_u32(first_tile, SCALE_TILE_BYTES as u32, g.smem.scales);
+    let s_off = b.mad_u32(k.r0, 4u32, s_off);
+    let release = Signal::Local { only: Some(k.elected) };
+    k_loop(b, c, &mut |b, kk| {
+        ring.wait(b, c.smem, cur);
+        if l.kind == GemmKind::Gemm1 {
+            // The gathered activations were written by cp.async, a generic-proxy write;
+            // the wgmmas read them through the async proxy.
+            b.fence_proxy_async();
+        }
+        let st = g.smem.stage_base(b, c.smem, cur.index);
+        let vt = b.add_u32(st, v_off);
+        let sp = b.add_u32(st, s_off);
+        let mut words = Vec::with_capacity(blocks as usize);
+        let mut scales = Vec::with_capacity(blocks as usize);
+        for blk in 0..blocks {
+            let w: Vec<Reg> = (0..STEPS)
+                .map(|j| {
+                    let at = blk * TILE_BYTES as u32 + j * STEP_WORDS_BYTES;
+                    let d = b.reg(RegClass::B32);
+                    b.emit(
+                        ld(Space::Shared, Ty::U32),
+                        vec![d.into(), Operand::Reg(vt).at(i64::from(at))],
+                    );
+                    d
+                })
+                .collect();
+            let s: Vec<Reg> = [0u32, 8]
+                .iter()
+                .map(|&dr| {
+                    let at = blk * SCALE_TILE_BYTES as u32 + dr * 4;
+                    let d = b.reg(RegClass::B32);
+                    b.emit(
+                        ld(Space::Shared, Ty::U32),
+                        vec![d.into(), Operand::Reg(sp).at(i64::from(at))],
+                    );
+                    // UE4M3 scales have a clear sign bit; dropping it keeps the bf16
+                    // exponent field clean whatever the byte holds.
+                    if l.format == WeightFormat::Nvfp4 {
+                        b.and_b32(d, Operand::Hex(0x7F7F_7F7F))
+                    } else {
+                        d
+                    }
+                })
+                .collect();
+            words.push(w);
+            scales.push(s);
+        }
+        let first = b.setp_u32(Cmp::Ne, kk, 0u32);
+        for j in 0..STEPS {
+            wait_groups(b, 3);
+            if j == STEPS - 1 {
+                // The previous stage's last group has retired: hand that stage back (from
+                // the tile's second stage on; predicated, since a branch here would make
+                // ptxas serialize the wgmmas).
+                let arrive = b.and_pred(first, k.elected);
+                ring.release(b, c.smem, rel, Signal::Local { only: Some(arrive) });
+                ring.advance_if(b, rel, first);
+            }
+            let frags: Vec<[Reg; 4]> = (0..blocks as usize)
+                .map(|blk| {
+                    let s_lo = scale_splat(b, l.format, scales[blk][0], j, k.zero);
+                    let s_hi = scale_splat(b, l.format, scales[blk][1], j, k.zero);
+                    dequant_step(b, words[blk][j as usize], s_lo, s_hi)
+                })
+                .collect();
+            let desc = act_desc(b, st, j);
+            let scale_d = if j == 0 { Operand::Reg(first) } else { 1u32.into() };
+            issue_step(b, l.tile, acc, &frags, desc, scale_d);
+        }
+        ring.advance(b, cur);
+    });
+    wait_groups(b, 0);
+    ring.release(b, c.smem, rel, release);
+    ring.advance(b, rel);
+}

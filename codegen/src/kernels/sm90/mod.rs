@@ -1,0 +1,120 @@
+//! The Hopper (sm_90a) GEMM kernels of the MoE layer: swap-AB `D^T = W · X^T` with the
+//! FP4 weights dequantized in registers (the wgmma A operand) and the routing tile's bf16
+//! activations in shared memory (the B operand, N = T tokens). One file per role:
+//!
+//! - `schedule`: set-up, barrier initialization, the static persistent schedule, K loops;
+//! - `producer`: warpgroup 0 — weight bulk copies, GEMM2's activation TMA, GEMM1's
+//!   `cp.async` gather;
+//! - `dequant` and `mainloop`: the consumer warpgroups' FP4 → bf16 fragments and wgmmas;
+//! - `accum`: the accumulator fragment layout the epilogues read;
+//! - `epilogue_swiglu` (GEMM1: α1, SwiGLU, bf16 or NVFP4-requantized h) and
+//!   `epilogue_finalize` (GEMM2: α2 · router weight, bulk reduce-add or scratch rows);
+//! - [`layout`], [`smem`], [`rings`]: shapes and register split, shared-memory regions,
+//!   the stage ring.
+//!
+//! docs/hopper.md describes the design.
+
+mod accum;
+mod dequant;
+mod epilogue_finalize;
+mod epilogue_swiglu;
+pub mod layout;
+mod mainloop;
+mod producer;
+pub mod rings;
+mod schedule;
+pub mod smem;
+
+pub use dequant::{dequant_step, scale_splat};
+pub use mainloop::{DESC_HI_SW128, DESC_LO_LBO, act_desc, issue_step, wait_groups};
+
+use moegen_dsl::abi::{KernelId, params};
+use moegen_dsl::{GemmKind, KernelDesc};
+
+use self::layout::{LAUNCH_REGS, PRODUCER_REGS, Sm90Layout};
+use self::mainloop::Consumer;
+use self::schedule::{Common, prologue, schedule};
+use self::smem::Sm90Smem;
+use crate::kernels::pipeline::Pipeline;
+use crate::ptx::ops::Wgmma;
+use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
+
+/// What every role reads: the layout, where things live, and the stage ring.
+struct Sm90 {
+    l: Sm90Layout,
+    smem: Sm90Smem,
+    ring: Pipeline,
+}
+
+/// Builds the kernel for an sm_90a GEMM description.
+pub fn build(desc: &KernelDesc) -> (KernelBuilder, Sm90Layout) {
+    build_layout(Sm90Layout::new(desc))
+}
+
+/// Builds the kernel for a layout; a shared-memory layout that does not fit its budget is
+/// recorded as an error (rendering fails with it) and no body is emitted.
+pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
+    let mut b = KernelBuilder::new(l.name());
+    b.declare(params(&KernelId::Gemm(l.key)));
+    // setmaxnreg needs the launch register count fixed by a directive.
+    b.directives.push(format!(".maxnreg {LAUNCH_REGS}"));
+    let smem = match Sm90Smem::plan(&l) {
+        Ok(s) => s,
+        Err(source) => {
+            b.error(BuildError::Smem { kernel: l.name(), source });
+            return (b, l);
+        }
+    };
+    let ring = rings::stage_ring(&l, &smem);
+    let g = Sm90 { l, smem, ring };
+    let c = prologue(&mut b, &g);
+    let end = Label::named("role_end");
+
+    let wg = b.shr_u32(c.tid, 7u32);
+    let is_producer = b.setp_u32(Cmp::Eq, wg, 0u32);
+    let l_consumer = b.new_label("consumer");
+    b.bra_unless(is_producer, &l_consumer);
+    b.emit(Wgmma::SetMaxNReg { inc: false }, vec![PRODUCER_REGS.into()]);
+    producer::producer_role(&mut b, &g, &c, &end);
+    b.label(&l_consumer);
+    b.emit(Wgmma::SetMaxNReg { inc: true }, vec![g.l.consumer_regs().into()]);
+    consumer_role(&mut b, &g, &c, wg);
+    b.label(&end);
+    b.ret();
+    (b, g.l)
+}
+
+/// A consumer warpgroup: the K loop of each unit into its accumulators, then the epilogue.
+fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
+    let l = &g.l;
+    let ci = b.sub_u32(wg, 1u32);
+    let t = b.and_b32(c.tid, 127u32);
+    let cw = b.and_b32(c.warp, 3u32);
+    let quad = b.shr_u32(c.lane, 2u32);
+    let r0 = b.mad_u32(cw, 16u32, quad);
+    let pair = b.and_b32(c.lane, 3u32);
+    let col0 = b.shl_b32(pair, 1u32);
+    let elected = b.elect();
+    let zero = b.mov_u32(0u32);
+    let k = Consumer { ci, t, lane: c.lane, cw, r0, col0, elected, zero };
+    let acc: Vec<Vec<Reg>> = (0..l.blocks).map(|_| b.regs(RegClass::F32, l.tile / 2)).collect();
+    let cur = g.ring.cursor(b);
+    let rel = g.ring.cursor(b);
+    match l.kind {
+        GemmKind::Gemm1 => {
+            let p = epilogue_swiglu::swiglu_params(b, g, c, &k);
+            schedule(b, g, c, &mut |b, u| {
+                mainloop::mainloop(b, g, c, &k, &acc, cur, rel);
+                epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc);
+            });
+        }
+        GemmKind::Gemm2 => {
+            let p = epilogue_finalize::finalize_params(b, g, c, &k);
+            schedule(b, g, c, &mut |b, u| {
+                mainloop::mainloop(b, g, c, &k, &acc, cur, rel);
+                epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &acc);
+            });
+            epilogue_finalize::finalize_drain(b, &p);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The producer warpgroup. Per K stage, one elected thread announces the stage's bytes and
+//! issues two 1-D bulk copies of the weights — the CTA's N/64 consecutive fragment tiles and
+//! their scale tiles at one k block are each one contiguous run (`abi::sm90_weights`) — and,
+//! for GEMM2, the TMA load of the T × 64 activation tile. For GEMM1 all 128 threads gather
+//! the tile's activation rows (permuted → expanded → token) with 16-byte `cp.async` into the
+//! 128B-swizzled tile, zero-filling rows at or past mn_limit.
+
+use moegen_dsl::GemmKind;
+use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS};
+
+use super::Sm90;
+use super::layout::{ACT_ROW_BYTES, Sm90Layout};
+use super::schedule::{Common, Unit, k_loop, schedule};
+use crate::kernels::pipeline::{Cursor, Side, Signal};
+use crate::ptx::ops::memory::ld;
+use crate::ptx::ops::{Bulk, CacheOp, Memory};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Label, Operand, Reg, Space, Ty};
+
+/// Bytes of one `cp.async` chunk of an activation row.
+const CHUNK: u32 = 16;
+/// Chunks per 128-byte activation row.
+const CHUNKS_PER_ROW: u32 = ACT_ROW_BYTES / CHUNK;
+
+/// Where one expert's weights and this unit's N block start in global memory.
+struct WeightBase {
+    values: Reg,
+    scales: Reg,
+    /// Bytes from one k block's tiles to the next (rows / 64 tiles).
+    value_k_stride: Reg,
+    scale_k_stride: Reg,
+}
+
+/// The expert's fragment and scale tiles for this CTA's N block at k block 0.
+fn weight_base(b: &mut KernelBuilder, g: &Sm90, c: &WeightParams, u: &Unit) -> WeightBase {
+    let l = &g.l;
+    let blocks = b.mul_u32(u.n, l.n / TILE_ROWS as u32);
+    let e_values = b.mul_wide_u32(u.expert, c.expert_value_bytes);
+    let v = b.add_u64(c.values, e_values);
+    let off = b.mul_wide_u32(blocks, TILE_BYTES as u32);
+    let values = b.add_u64(v, off);
+    let e_scales = b.mul_wide_u32(u.expert, c.expert_scale_bytes);
+    let s = b.add_u64(c.scales, e_scales);
+    let off = b.mul_wide_u32(blocks, SCALE_TILE_BYTES as u32);
+    let scales = b.add_u64(s, off);
+    WeightBase {
+        values,
+        scales,
+        value_k_stride: c.value_k_stride,
+        scale_k_stride: c.scale_k_stride,
+    }
+}
+
+/// Per-kernel weight addressing: the buffers and the per-expert and per-k-block strides.
+struct WeightParams {
+    values: Reg,
+    scales: Reg,
+    expert_value_bytes: Reg,
+    expert_scale_bytes: Reg,
+    value_k_stride: Reg,
+    scale_k_stride: Reg,
+}
+
+fn weight_params(b: &mut KernelBuilder, l: &Sm90Layout) -> WeightParams {
+    let (wv, ws) = match l.kind {
+        GemmKind::Gemm1 => ("w1", "w1_sf"),
+        GemmKind::Gemm2 => ("w2", "w2_sf"),
+    };
+    let values = b.ld_param_u64(wv);
+    let scales = b.ld_param_u64(ws);
+    let hidden = b.ld_param_u32("hidden");
+    let inter = b.ld_param_u32("intermediate");
+    // rows × K of one expert's matrix: W1 [2I, H], W2 [H, I]; either way 2·I·H or I·H.
+    let ih = b.mul_u32(hidden, inter);
+    let rows = match l.kind {
+        GemmKind::Gemm1 => b.shl_b32(inter, 1u32),
+        GemmKind::Gemm2 => hidden,
+    };
+    let (expert_value_bytes, expert_scale_bytes) = match l.kind {
+        // 2·I·H values: I·H bytes, I·H / 8 scale bytes.
+        GemmKind::Gemm1 => (ih, b.shr_u32(ih, 3u32)),
+        // I·H values: I·H / 2 bytes, I·H / 16 scale bytes.
+        GemmKind::Gemm2 => (b.shr_u32(ih, 1u32), b.shr_u32(ih, 4u32)),
+    };
+    let row_tiles = b.shr_u32(rows, (TILE_ROWS as u32).trailing_zeros());
+    let value_k_stride = b.mul_u32(row_tiles, TILE_BYTES as u32);
+    let scale_k_stride = b.mul_u32(row_tiles, SCALE_TILE_BYTES as u32);
+    WeightParams {
+        values,
+        scales,
+        expert_value_bytes,
+        expert_scale_bytes,
+        value_k_stride,
+        scale_k_stride,
+    }
+}
+
+/// The elected thread's part of one stage: acquire, announce, weights (and GEMM2's TMA).
+fn issue_stage(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    c: &Common,
+    cur: Cursor,
+    kk: Reg,
+    w: &WeightBase,
+    act: Option<(Reg, Reg)>,
+) {
+    let (l, ring) = (&g.l, &g.ring);
+    let full = ring.commit(b, c.smem, cur, Signal::ExpectTx { bytes: l.tx_bytes(), only: None });
+    let st = g.smem.stage_base(b, c.smem, cur.index);
+    if let Some((map, row0)) = act {
+        let k0 = b.shl_b32(kk, 6u32);
+        let op = Bulk::TensorLoad { dims: 2, multicast: false, cta_group: None };
+        let coords = vec![k0.into(), row0.into()];
+        b.emit(op, vec![Operand::addr(st), Operand::tensor(map, coords), Operand::addr(full)]);
+    }
+    for (dst_off, base, stride, bytes) in [
+        (g.smem.values, w.values, w.value_k_stride, l.value_bytes()),
+        (g.smem.scales, w.scales, w.scale_k_stride, l.scale_bytes()),
+    ] {
+        let off = b.mul_wide_u32(kk, stride);
+        let src = b.add_u64(base, off);
+        let dst = b.add_u32(st, dst_off);
+        b.emit(
+            Bulk::Load,
+            vec![Operand::addr(dst), Operand::addr(src), bytes.into(), Operand::addr(full)],
+        );
+    }
+}
+
+/// The producer warpgroup's work. GEMM2: warp 0's elected thread only (the other warps
+/// leave). GEMM1: every thread gathers; thread 0 also issues the weights.
+pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &Label) {
+    let l = &g.l;
+    match l.kind {
+        GemmKind::Gemm2 => {
+            let w0 = b.setp_u32(Cmp::Eq, c.warp, 0u32);
+            b.bra_unless(w0, end);
+            let one = b.elect();
+            b.bra_unless(one, end);
+            let wp = weight_params(b, l);
+            let map = b.param_generic_addr("tmap_a");
+            let cur = g.ring.cursor(b);
+            schedule(b, g, c, &mut |b, u| {
+                let w = weight_base(b, g, &wp, u);
+                k_loop(b, c, &mut |b, kk| {
+                    g.ring.acquire(b, c.smem, cur);
+                    issue_stage(b, g, c, cur, kk, &w, Some((map, u.row0)));
+                    g.ring.advance(b, cur);
+                });
+            });
+        }
+        GemmKind::Gemm1 => gather_role(b, g, c),
+    }
+    b.bra(end);
+}
+
+/// GEMM1: thread t of the 128 copies chunks `[first, first + per_thread)` of tile row
+/// `row` (threads_per_row = 128 / T consecutive threads share a row, so each warp's copies
+/// are contiguous runs of the source rows).
+fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
+    let (l, ring) = (&g.l, &g.ring);
+    let threads_per_row = Sm90Layout::warpgroup_threads() / l.tile;
+    let per_thread = CHUNKS_PER_ROW / threads_per_row;
+    let row = b.div_u32(c.tid, threads_per_row);
+    let part = b.rem_u32(c.tid, threads_per_row);
+    let first = b.mul_u32(part, per_thread);
+    let is_issuer = b.setp_u32(Cmp::Eq, c.tid, 0u32);
+    let wp = weight_params(b, l);
+    let x = b.ld_param_u64("x");
+    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
+    let top_k = b.ld_param_u32("top_k");
+    let hidden = b.ld_param_u32("hidden");
+    let row_bytes = b.shl_b32(hidden, 1u32);
+    // This thread's row within the 128B-swizzled tile: 16-byte chunk j of row r lives at
+    // chunk j ^ (r % 8) (the tile is 1024-aligned, so the pattern starts at row 0).
+    let dst_row = b.mul_u32(row, ACT_ROW_BYTES);
+    let swz = b.and_b32(row, 7u32);
+    let cur = ring.cursor(b);
+    schedule(b, g, c, &mut |b, u| {
+        let prow = b.add_u32(u.row0, row);
+        let valid = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
+        let exp_addr = b.index_addr(p2e, prow, 4);
+        let expanded = b.mov_u32(0u32);
+        b.emit_if(
+            Guard::when(valid),
+            ld(Space::Global, Ty::U32),
+            vec![expanded.into(), Operand::addr(exp_addr)],
+        );
+        let token = b.div_u32(expanded, top_k);
+        let src_row = b.mul_wide_u32(token, row_bytes);
+        let src_row = b.add_u64(x, src_row);
+        let chunk0 = b.mul_u32(first, CHUNK);
+        let chunk0 = b.cvt_u64_u32(chunk0);
+        let src_row = b.add_u64(src_row, chunk0);
+        let n16 = b.selp_u32(CHUNK, 0u32, valid);
+        let w = weight_base(b, g, &wp, u);
+        k_loop(b, c, &mut |b, kk| {
+            ring.acquire(b, c.smem, cur);
+            let skip = b.new_label("skip_weights");
+            b.bra_unless(is_issuer, &skip);
+            issue_stage(b, g, c, cur, kk, &w, None);
+            b.label(&skip);
+            let st = g.smem.stage_base(b, c.smem, cur.index);
+            let tile_row = b.add_u32(st, dst_row);
+            let koff = b.mul_wide_u32(kk, ACT_ROW_BYTES);
+            let src = b.add_u64(src_row, koff);
+            for i in 0..per_thread {
+                let ch = b.add_u32(first, i);
+                let sw = b.xor_b32(ch, swz);
+                let dst = b.mad_u32(sw, CHUNK, tile_row);
+                let from = Operand::Reg(src).at(i64::from(i * CHUNK));
+                b.emit(
+                    Memory::CpAsync(CacheOp::Cg),
+                    vec![Operand::addr(dst), from, CHUNK.into(), n16.into()],
+                );
+            }
+            let full = ring.full_at(b, c.smem, cur);
+            ring.signal(b, Side::Full, full, Signal::CpAsyncNoinc);
+            ring.advance(b, cur);
+        });
+    });
+}

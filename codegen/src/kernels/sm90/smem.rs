@@ -1,0 +1,138 @@
+//! Where a Hopper GEMM kernel's data lives in shared memory, placed by arenas from the
+//! resource budget: the reserved block holds the stage ring's full and empty mbarriers;
+//! then `ab_stages` stages of [activation tile (T rows × 128 B, 128B-swizzled, 1024-aligned
+//! for the wgmma descriptor) | FP4 fragment tiles | scale tiles], each stage `stage_bytes`
+//! after the previous; then one epilogue staging buffer per consumer warpgroup.
+
+use super::layout::Sm90Layout;
+use crate::kernels::gemm::smem::{BULK_ALIGN, SWIZZLED_TILE_ALIGN};
+use crate::kernels::pipeline::MBARRIER_BYTES;
+use crate::ptx::smem::{Arena, Region, SmemError};
+use crate::ptx::{KernelBuilder, Reg};
+
+/// The shared-memory layout of one Hopper GEMM kernel.
+#[derive(Clone, Debug)]
+pub struct Sm90Smem {
+    /// Full barriers, one per stage.
+    pub full: Region,
+    /// Empty barriers, one per stage.
+    pub empty: Region,
+    /// Bytes from one stage to the next.
+    pub stage_bytes: u32,
+    /// The stage ring (every stage).
+    pub stages: Region,
+    /// The fragment tiles within a stage.
+    pub values: u32,
+    /// The scale tiles within a stage.
+    pub scales: u32,
+    /// Consumer 0's epilogue staging.
+    pub staging: Region,
+    /// Bytes from one consumer's staging to the next.
+    pub staging_stride: u32,
+    leaves: Vec<Region>,
+}
+
+impl Sm90Smem {
+    /// Places every region of `l` within its budget.
+    pub fn plan(l: &Sm90Layout) -> Result<Self, SmemError> {
+        let bu = &l.budget;
+        let mut reserved = Arena::new("the reserved block", 0, bu.reserved_bytes);
+        let bars = |arena: &mut Arena, name| {
+            arena.alloc(name, None, bu.ab_stages.saturating_mul(MBARRIER_BYTES), MBARRIER_BYTES)
+        };
+        let full = bars(&mut reserved, "stage full barriers")?;
+        let empty = bars(&mut reserved, "stage empty barriers")?;
+
+        let mut all = Arena::new("the requested dynamic shared memory", 0, bu.smem_bytes);
+        all.alloc("reserved block", None, bu.reserved_bytes, SWIZZLED_TILE_ALIGN)?;
+        let mut leaves: Vec<Region> = reserved.regions().to_vec();
+        let parts = [
+            ("activation tile", l.act_bytes(), SWIZZLED_TILE_ALIGN),
+            ("fragment tiles", l.value_bytes(), BULK_ALIGN),
+            ("scale tiles", l.scale_bytes(), BULK_ALIGN),
+        ];
+        let mut first: Vec<Region> = Vec::with_capacity(parts.len());
+        for s in 0..bu.ab_stages {
+            // Each stage starts on a stage boundary so the kernel can address it as
+            // stage 0 + s · stage_bytes.
+            if s > 0 {
+                let start = first.first().map_or(0, |f| f.offset + s * bu.stage_bytes);
+                let gap = start.saturating_sub(all.end());
+                all.alloc("stage padding", Some(s), gap, 1)?;
+            }
+            for (i, &(name, size, align)) in parts.iter().enumerate() {
+                let r = all.alloc(name, Some(s), size, align)?;
+                let expected = match first.get(i) {
+                    Some(f) => f.offset.saturating_add(s.saturating_mul(bu.stage_bytes)),
+                    None => {
+                        first.push(r);
+                        r.offset
+                    }
+                };
+                if r.offset != expected {
+                    let offset = r.offset;
+                    return Err(SmemError::Stride { region: name, stage: s, offset, expected });
+                }
+                leaves.push(r);
+            }
+        }
+        let [act, values, scales] = match first.as_slice() {
+            &[a, v, s] => [a, v, s],
+            _ => return Err(SmemError::Empty { region: "stage ring" }),
+        };
+        let stages = Region {
+            name: "stage ring",
+            index: None,
+            offset: act.offset,
+            size: bu.ab_stages * bu.stage_bytes,
+            align: SWIZZLED_TILE_ALIGN,
+        };
+        // The last stage's padding, so staging starts where the budget put it.
+        let ring_end = stages.offset + stages.size;
+        let gap = ring_end.saturating_sub(all.end());
+        all.alloc("stage padding", Some(bu.ab_stages), gap, 1)?;
+
+        let size = l.staging_bytes();
+        let needed = size * l.consumers;
+        if bu.epilogue_bytes < needed {
+            return Err(SmemError::TooSmall {
+                region: "epilogue staging",
+                size: bu.epilogue_bytes,
+                needed,
+            });
+        }
+        let mut staging = Vec::with_capacity(l.consumers as usize);
+        for c in 0..l.consumers {
+            staging.push(all.alloc("epilogue staging", Some(c), size, BULK_ALIGN)?);
+        }
+        let (staging, staging_stride) = match staging.as_slice() {
+            [one] => (*one, 0),
+            [first, second, ..] => (*first, second.offset - first.offset),
+            [] => return Err(SmemError::Empty { region: "epilogue staging" }),
+        };
+        leaves.extend(all.regions().iter().filter(|r| r.name == "epilogue staging"));
+        Ok(Sm90Smem {
+            full,
+            empty,
+            stage_bytes: bu.stage_bytes,
+            stages,
+            values: values.offset - act.offset,
+            scales: scales.offset - act.offset,
+            staging,
+            staging_stride,
+            leaves,
+        })
+    }
+
+    /// Every region that holds data (barriers, each stage's tiles, staging buffers), in
+    /// address order.
+    pub fn leaves(&self) -> &[Region] {
+        &self.leaves
+    }
+
+    /// The address of stage `s` (its activation tile).
+    pub fn stage_base(&self, b: &mut KernelBuilder, smem: Reg, s: Reg) -> Reg {
+        let o = b.mad_u32(s, self.stage_bytes, self.stages.offset);
+        b.add_u32(smem, o)
+    }
+}
