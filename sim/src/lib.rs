@@ -21,7 +21,7 @@ pub use approx::{ex2_approx_ftz_model, ex2_approx_model, rcp_approx_ftz_model, r
 pub use decode::Inst;
 pub use error::SimError;
 pub use exec::tensor_map::{TensorMap, TmaDataType};
-pub use exec::{Arg, LaunchConfig, LaunchStats, launch};
+pub use exec::{Arg, LaunchConfig, LaunchStats, launch, wgmma_k16_model};
 pub use memory::Device;
 pub use parse::{Kernel, Module, Opnd, ParamDecl, parse_module};
 pub use profile::{Category, Profile, WarpProfile};

@@ -1,8 +1,9 @@
 //! `wgmma.mma_async` against a reference written here: the operands are built on the host
 //! as logical matrices, laid out in shared memory by the PTX ISA canonical K-major layouts
 //! (every swizzle mode) and in the A register fragments of the PTX ISA figure; the results
-//! are read back through the accumulator fragment layout and compared with the exact sum
-//! rounded once (the values are chosen so that f64 holds every sum exactly).
+//! are read back through the accumulator fragment layout and compared with the measured
+//! H200 arithmetic (truncated terms and sum, `common::expected`; the values are chosen so
+//! that f64 holds every term exactly). `wgmma_model.rs` checks that arithmetic step by step.
 //! `wgmma_hazards.rs` has the asynchronous rules and descriptor mutations.
 
 mod common;

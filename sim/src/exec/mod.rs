@@ -30,6 +30,7 @@ mod wgmma_math;
 use self::state::{Cluster, Cta, State, Thread};
 use self::tmem::Tmem;
 use self::wgmma::Warpgroup;
+pub use self::wgmma_math::wgmma_k16_model;
 use crate::error::SimError;
 use crate::memory::Device;
 use crate::parse::{Kernel, Module};

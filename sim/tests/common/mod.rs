@@ -193,50 +193,68 @@ fn value(h: u16, bf16: bool) -> f64 {
     }
 }
 
-/// `big + tiny` rounded to f32 where `tiny` is far below half an f32 ulp of `big` (or `big`
-/// is 0): it can only break an exact tie.
-fn round_with_sticky(big: f64, tiny: f64) -> f32 {
-    let f = big as f32;
-    if big == 0.0 {
-        return tiny as f32;
-    }
-    if tiny == 0.0 || !big.is_finite() || f64::from(f) == big {
-        return f;
-    }
-    let (lo, hi) = if f64::from(f) < big { (f, f.next_up()) } else { (f.next_down(), f) };
-    if (f64::from(lo) + f64::from(hi)) / 2.0 != big {
-        return f;
-    }
-    if tiny > 0.0 { hi } else { lo }
+/// The nominal exponent of a non-zero finite element: its leading bit's, a subnormal's the
+/// format's minimum normal exponent.
+fn nominal(h: u16, bf16: bool) -> i32 {
+    let (e, bias) =
+        if bf16 { (i32::from((h >> 7) & 0xFF), 127) } else { (i32::from((h >> 10) & 0x1F), 15) };
+    e.max(1) - bias
 }
 
-/// The model: the exact sum, rounded once to f32 (an exact zero is +0, NaN canonical).
+/// The measured H200 model (docs/simulator.md): the products of non-zero operands and a
+/// non-zero accumulator, each truncated toward zero to a multiple of 2^(emax − 25) where
+/// emax is the largest nominal exponent (a product's: its operands' summed), summed
+/// exactly, the sum truncated toward zero to 24 significant bits (then to the subnormal
+/// grid; ±Inf from 2^128); 0 is +0, NaN canonical. f64 holds every term and scaled term
+/// exactly here.
 pub fn expected(case: &Case) -> Vec<u32> {
     let half = case.n / 2;
     let sign = |neg: bool| if neg { -1.0 } else { 1.0 };
     (0..128 * half)
         .map(|j| {
             let (row, col) = d_position(j / half, j % half);
-            // Products are exact in f64; those of normal-range values sum exactly too (their
-            // exponents span under 53 bits); tiny ones (subnormal inputs) only decide ties.
-            let (mut big, mut tiny) = (0f64, 0f64);
+            let mut terms = Vec::new();
             for k in 0..16 {
-                let a = value(case.a[row][k], case.bf16) * sign(case.neg_a);
-                let b = value(case.b[col][k], case.bf16) * sign(case.neg_b);
-                let p = a * b;
-                if p != 0.0 && p.abs() < 2f64.powi(-60) { tiny += p } else { big += p }
+                let (ha, hb) = (case.a[row][k], case.b[col][k]);
+                let a = value(ha, case.bf16) * sign(case.neg_a);
+                let b = value(hb, case.bf16) * sign(case.neg_b);
+                if a != 0.0 && b != 0.0 {
+                    terms.push((a * b, nominal(ha, case.bf16) + nominal(hb, case.bf16)));
+                } else {
+                    terms.push((a * b, i32::MIN)); // 0, or NaN for Inf · 0
+                }
             }
             if case.scale() {
-                big += f64::from(f32::from_bits(case.c[row][col]));
+                let c = f32::from_bits(case.c[row][col]);
+                let e = ((c.to_bits() >> 23) & 0xFF) as i32;
+                terms.push((f64::from(c), if c == 0.0 { i32::MIN } else { e.max(1) - 127 }));
             }
-            let f = round_with_sticky(big, tiny);
-            if f.is_nan() {
-                0x7FFF_FFFF
-            } else if f == 0.0 {
-                0
+            let special: f64 = terms.iter().map(|t| t.0).sum();
+            if special.is_nan() {
+                return 0x7FFF_FFFF;
+            }
+            if special.is_infinite() {
+                return (special as f32).to_bits();
+            }
+            let emax = terms.iter().map(|t| t.1).max().unwrap_or(i32::MIN);
+            if emax == i32::MIN {
+                return 0;
+            }
+            let q = emax - 25;
+            let sum: f64 = terms.iter().map(|&(v, _)| (v * 2f64.powi(-q)).trunc()).sum();
+            if sum == 0.0 {
+                return 0;
+            }
+            // Keep the top 24 bits of |sum| (an integer below 2^40).
+            let drop = (sum.abs().log2().floor() as i32 - 23).max(0);
+            let kept = (sum.abs() / 2f64.powi(drop)).trunc() * 2f64.powi(drop + q);
+            let kept = if kept < 2f64.powi(-126) {
+                (kept * 2f64.powi(149)).trunc() * 2f64.powi(-149)
             } else {
-                f.to_bits()
-            }
+                kept
+            };
+            let r = if kept >= 2f64.powi(128) { f32::INFINITY } else { kept as f32 };
+            (if sum < 0.0 { -r } else { r }).to_bits()
         })
         .collect()
 }
