@@ -171,12 +171,15 @@ impl Sm90Gemms {
     }
 }
 
-/// The MXFP4 tactics shipped by default: GEMM1 N = 256 and GEMM2 N = 128 at every tile
-/// size (one kernel of each GEMM per tile; MXFP4 checkpoints are served by A16 only).
+/// The MXFP4 tactics shipped by default, at every tile size: GEMM1 N 256 and GEMM2 N 128
+/// (the fast pair where H and I allow), and GEMM1 N 128 with GEMM2 N 64, which serve every H
+/// and I that are multiples of 64 (gpt-oss's 2880). MXFP4 checkpoints are served by A16 only.
 pub fn sm90_mxfp4_tactics() -> Vec<MoeTactic> {
     moegen_dsl::sm90_tactics()
         .into_iter()
-        .filter(|t| t.gemm1().mma_tiler()[1] == 256 && t.gemm2().mma_tiler()[1] == 128)
+        .filter(|t| {
+            matches!((t.gemm1().mma_tiler()[1], t.gemm2().mma_tiler()[1]), (256, 128) | (128, 64))
+        })
         .collect()
 }
 

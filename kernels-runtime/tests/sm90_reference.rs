@@ -18,31 +18,39 @@ fn b(v: f32) -> u16 {
 }
 
 #[test]
-fn one_wgmma_step_rounds_the_exact_sum_once() {
-    // 2^100 − 2^100 + 1: a sequential f32 sum loses the 1 to rounding; the exact one keeps it.
+fn one_wgmma_step_truncates_as_the_h200_does() {
+    // 2^100 − 2^100 + 1: the 1 sits 100 binades below the largest nominal exponent, far
+    // under the 2^(emax−25) grid, so the tensor cores drop it (an exact sum would keep it).
     let big = 2f32.powi(100);
     let x = [b(big), b(1.0), b(-big), b(0.0)];
     let w = [b(1.0), b(1.0), b(1.0), b(0.0)];
-    assert_eq!(wgmma_dot(&x, &w), 1.0);
-    // 1 + 2^-24 + 2^-24 is 1 + 2^-23 exactly: one rounding, no tie broken too early.
+    assert_eq!(wgmma_dot(&x, &w), 0.0);
+    // 1 + 2^-24 + 2^-24: both small terms sit on the 2^-25 grid, the sum 1 + 2^-23 fits f32.
     let t = 2f32.powi(-24);
     assert_eq!(wgmma_dot(&[b(1.0), b(t), b(t)], &[b(1.0), b(1.0), b(1.0)]), 1.0 + 2.0 * t);
-    // The accumulator is rounded between 16-element steps: 2^24 + 1 rounds to 2^24 (tie to
-    // even) after step one, and step two's +1 ties to 2^24 again; one rounding over all 32
-    // products would give the representable 2^24 + 2.
+    // 1 + 2^-24: exact on the grid, then truncated (not rounded) to f32's 24 bits: 1.
+    assert_eq!(wgmma_dot(&[b(1.0), b(t)], &[b(1.0), b(1.0)]), 1.0);
+    // A term below the grid is truncated toward zero on its own: 2^-26 vanishes next to 1,
+    // and −(1 + 2^-24) truncates toward zero to −1.
+    assert_eq!(wgmma_dot(&[b(1.0), b(2f32.powi(-26))], &[b(1.0), b(1.0)]), 1.0);
+    assert_eq!(wgmma_dot(&[b(-1.0), b(-t)], &[b(1.0), b(1.0)]), -1.0);
+    // The nominal exponent of a product is the sum of its operands' exponents: 1.5·1.5 =
+    // 2.25 has nominal exponent 0, so with 2^-25 beside it the grid is 2^-25 and the small
+    // term survives until the final truncation to 24 bits (2.25 + 2^-25 → 2.25).
+    assert_eq!(wgmma_dot(&[b(1.5), b(2f32.powi(-25))], &[b(1.5), b(1.0)]), 2.25);
+    // Steps chain through the accumulator: the second step sees the first's f32 result.
     let mut x = vec![b(0.0); 32];
     let mut w = vec![b(0.0); 32];
     (x[0], w[0]) = (b(2f32.powi(12)), b(2f32.powi(12)));
     (x[1], w[1]) = (b(1.0), b(1.0));
     (x[16], w[16]) = (b(1.0), b(1.0));
     assert_eq!(wgmma_dot(&x, &w), 2f32.powi(24));
+    assert_eq!(wgmma_step(2f32.powi(24), &x[16..], &w[16..]), 2f32.powi(24));
     // Signed zeros, infinities and NaN.
     assert!(wgmma_dot(&[b(f32::INFINITY)], &[b(0.0)]).is_nan());
     assert_eq!(wgmma_dot(&[b(f32::INFINITY)], &[b(-1.0)]), f32::NEG_INFINITY);
     assert!(wgmma_dot(&[b(f32::NAN)], &[b(1.0)]).is_nan());
-    // Subnormal products are kept exactly.
-    let tiny = f32::from_bits(0x0001_0000); // a bf16 subnormal
-    assert_eq!(wgmma_dot(&[b(tiny)], &[b(1.0)]), tiny);
+    assert_eq!(wgmma_dot(&[b(0.0)], &[b(-1.0)]).to_bits(), 0);
 }
 
 struct Problem {

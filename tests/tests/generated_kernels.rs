@@ -67,11 +67,12 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         hopper("nvfp4", "a4", &t);
     }
     let mx = moegen_codegen::kernel_set::sm90_mxfp4_tactics();
-    assert_eq!(mx.len(), 4, "one MXFP4 tactic per tile size");
+    assert_eq!(mx.len(), 8, "two MXFP4 tactics per tile size (N 256/128 and 128/64)");
     for t in &mx {
         hopper("mxfp4", "a16", t);
     }
-    let sm90_gemms = 2 * (8 + 12 * 2) + 4 * 3;
+    // MXFP4: 8 GEMM1 (4 tiles × N 128, 256) and 8 GEMM2 (4 tiles × N 64, 128) × 2 modes.
+    let sm90_gemms = 2 * (8 + 12 * 2) + 8 + 8 * 2;
     assert_eq!(names.len(), 4 + 8 + 8 + 10 + 1 + 5 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]

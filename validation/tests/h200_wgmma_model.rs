@@ -78,3 +78,37 @@ fn exact_sums_come_out_exact() {
         }
     }
 }
+
+/// The CPU reference's accumulation (`moegen_runtime::reference::wgmma_step`, what the
+/// layer reference computes with) is the measured model: the recorded H200 steps, and
+/// random steps against this crate's independent implementation.
+#[test]
+fn the_reference_accumulates_like_the_h200() {
+    use moegen_runtime::reference::wgmma_step;
+    for (a, b, c, d) in RECORDED {
+        assert_eq!(wgmma_step(f32::from_bits(c), &a, &b).to_bits(), d);
+    }
+    let mut s: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    // A normal bf16 with exponent in ±24 (or, one time in eight, zero).
+    let mut value = || -> u16 {
+        let r = next();
+        if r % 8 == 0 {
+            return 0;
+        }
+        let exp = 127 - 24 + (r >> 8) % 49;
+        ((r >> 16) as u16 & 0x8000) | ((exp as u16) << 7) | ((r >> 32) as u16 & 0x7F)
+    };
+    for step in 0..100_000 {
+        let a: [u16; 16] = std::array::from_fn(|_| value());
+        let b: [u16; 16] = std::array::from_fn(|_| value());
+        let acc = if step % 3 == 0 { 0.0 } else { bf16s([value(); 16])[0] * 3.0 };
+        let want = h200_wgmma_k16(acc, &bf16s(a), &bf16s(b));
+        assert_eq!(wgmma_step(acc, &a, &b).to_bits(), want.to_bits(), "step {step}");
+    }
+}

@@ -97,3 +97,23 @@ fn routing_edge_cases_match_the_reference() {
         }
     }
 }
+
+#[test]
+fn hopper_layer_runs_on_the_simulator() {
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let case = LayerCase {
+        shape,
+        tokens: 37,
+        activations: ActivationFormat::Nvfp4,
+        format: WeightFormat::Nvfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 3,
+        routes: RoutePattern::Spread,
+    };
+    let p = problem(case).unwrap();
+    let mut sim = SimBackend::hopper().with_sm_count(4);
+    let rows = check_tactics(&mut sim, &p, None).unwrap();
+    for r in &rows {
+        eprintln!("{} identical {}/{} max ulp {}", r.tactic, r.identical, r.elements, r.max_ulp);
+    }
+}

@@ -336,7 +336,13 @@ impl MoeLayer {
         let w = &s.window;
         let routes = (io.tokens * w.top_k()) as u64;
         let plan = ws.plan();
-        let (tiles, rows) = (plan.tile_capacity(), plan.row_capacity());
+        // This tile size's own bounds: the sort writes its padding tails up to
+        // max_tiles_T · T rows, which the row arrays hold; the largest tile count of the
+        // served sizes times this T may not fit them.
+        let tp = plan.tile(tactic.tile()).ok_or_else(|| LayerError::WorkspaceMismatch {
+            reason: format!("the workspace does not serve tile size {}", tactic.tile().rows()),
+        })?;
+        let (tiles, rows) = (tp.max_tiles, tp.max_permuted_rows);
         let mut bind = Bindings::new()
             .map_dims(MapDims {
                 hidden: s.hidden as u64,

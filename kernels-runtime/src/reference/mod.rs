@@ -9,7 +9,7 @@ mod gemm2;
 mod oracle;
 mod sm90;
 mod weights;
-mod wide_sum;
+mod wgmma_model;
 
 pub use checkpoint::{
     CheckpointScales, ExpertTensors, Mxfp4Tensor, Nvfp4Tensor, import_mxfp4, import_nvfp4,
@@ -27,7 +27,7 @@ pub use weights::{
     Nvfp4Activations, PreparedWeights, prepare_weights, quantize_activations, validate_weights,
     w1_scale_layout, w2_scale_layout,
 };
-pub use wide_sum::wgmma_dot;
+pub use wgmma_model::{wgmma_dot, wgmma_step};
 
 use half::bf16;
 use moegen_dsl::{FinalizeMode, SwigluInput, TileSize};

@@ -19,7 +19,7 @@ use super::checkpoint::{ExpertTensors, Mxfp4Tensor, mxfp4_linear};
 use super::gemm1::check_sort;
 use super::gemm2::{Routing, finalize};
 use super::weights::{PreparedWeights, validate_weights, w1_scale_layout, w2_scale_layout};
-use super::wide_sum::wgmma_dot;
+use super::wgmma_model::wgmma_dot;
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::{SortOutputs, moe_sort};
 
