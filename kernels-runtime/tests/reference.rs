@@ -321,11 +321,11 @@ fn finalize_modes_coincide_for_two_routes_and_differ_for_more() {
     let mut differ = 0;
     for (n, (a, b)) in bulk.iter().zip(&det).enumerate() {
         // Each of the k−1 extra bf16 roundings moves a partial sum by at most half an ulp
-        // (2^-9 relative) of a partial sum, itself at most Σ|c|; plus the final rounding.
+        // (2^-8 relative: bf16 keeps 8 bits) of a partial sum, itself at most Σ|c|; plus the final rounding.
         let (t, col) = (n / 256, n % 256);
         let mass: f32 = (0..4).map(|s| c[(t * 4 + s) * 256 + col].abs()).sum();
         let (a, b) = (a.to_f32(), b.to_f32());
-        assert!((a - b).abs() <= mass * 4.0 * 2f32.powi(-9), "{a} vs {b} (Σ|c| = {mass})");
+        assert!((a - b).abs() <= mass * 4.0 * 2f32.powi(-8), "{a} vs {b} (Σ|c| = {mass})");
         differ += usize::from(a != b);
     }
     assert!(differ > 0, "the modes round differently somewhere");

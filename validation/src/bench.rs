@@ -317,8 +317,9 @@ pub struct BenchOptions {
     pub warmup: u32,
     /// Timed replays per token count (the median is reported).
     pub iters: u32,
-    /// The tuner's runs per (bucket, tactic).
-    pub tune: TuneOptions,
+    /// The tuner's runs per (bucket, tactic); `None`: keep the analytic table (no tuning,
+    /// e.g. under a profiler, which would otherwise profile every trial).
+    pub tune: Option<TuneOptions>,
     /// How routes are summed.
     pub finalize: FinalizeMode,
 }
@@ -441,9 +442,16 @@ pub fn bench_variant(
         arch,
     };
     let ws = Workspace::new(b, spec).map_err(|e| s(&e))?;
-    log(&format!("{} {}: tuning {} tactics", shape.name, v.name, tactics.len()));
-    let report = autotune(b, &mut layer, kernels.checksum(), &ws, &opts.tune).map_err(|e| s(&e))?;
-    let tuned = report.from_cache || !report.trials.is_empty();
+    if opts.tune.is_some() {
+        log(&format!("{} {}: tuning {} tactics", shape.name, v.name, tactics.len()));
+    }
+    let tuned = match &opts.tune {
+        Some(t) => {
+            let report = autotune(b, &mut layer, kernels.checksum(), &ws, t).map_err(|e| s(&e))?;
+            report.from_cache || !report.trials.is_empty()
+        }
+        None => false,
+    };
     let mut rows = Vec::new();
     for inp in inputs {
         let n = inp.tokens;

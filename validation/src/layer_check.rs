@@ -295,7 +295,8 @@ impl Problem {
 /// The largest difference a bulk reduce-add may leave between two summation orders, per
 /// output element (docs/reference.md): each of the k − 1 bf16 adds of either order is off by
 /// at most half an ulp of a partial sum, and every partial sum is at most Σ|c|, so two orders
-/// differ by at most 2·(k − 1)·2^-9·Σ|c|. The deterministic finalize and k ≤ 2 have no slack.
+/// differ by at most 2·(k − 1)·2^-8·Σ|c| (bf16 keeps 8 significant bits, so half an ulp is
+/// at most 2^-8 of the value). The deterministic finalize and k ≤ 2 have no slack.
 pub fn finalize_slack(
     contrib: &[f32],
     tokens: usize,
@@ -315,7 +316,7 @@ pub fn finalize_slack(
             }
         }
     }
-    let f = 2.0 * (k - 1) as f64 * 2f64.powi(-9);
+    let f = 2.0 * (k - 1) as f64 * 2f64.powi(-8);
     out.iter_mut().for_each(|o| *o *= f);
     out
 }

@@ -132,7 +132,8 @@ pub fn write_npz(path: &Path, arrays: &[(&str, Array)]) -> Result<(), String> {
         c.extend_from_slice(&u32::MAX.to_le_bytes());
         c.extend_from_slice(&(fname.len() as u16).to_le_bytes());
         c.extend_from_slice(&28u16.to_le_bytes());
-        c.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        // Comment length, disk number, internal and external attributes.
+        c.extend_from_slice(&[0; 10]);
         c.extend_from_slice(&u32::MAX.to_le_bytes());
         c.extend_from_slice(fname.as_bytes());
         c.extend_from_slice(&1u16.to_le_bytes());

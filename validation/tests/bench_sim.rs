@@ -60,13 +60,13 @@ fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
     let opts = BenchOptions {
         warmup: 1,
         iters: 2,
-        tune: TuneOptions {
+        tune: Some(TuneOptions {
             warmup: 0,
             iterations: 1,
             tactics: Some(all[..2].to_vec()),
             cache: None,
             progress: false,
-        },
+        }),
         finalize: FinalizeMode::BulkReduceAdd,
     };
     let rows = bench_variant(&mut sim, &dir, &work, v, &opts, &mut |_| {}).unwrap();

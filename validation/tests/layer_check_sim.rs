@@ -30,7 +30,7 @@ fn the_bulk_order_slack_follows_the_derivation() {
     assert_eq!(det, vec![0.0]);
     assert_eq!(finalize_slack(&c[..2], 1, 2, 1, FinalizeMode::BulkReduceAdd), vec![0.0]);
     let bulk = finalize_slack(&c, 1, 4, 1, FinalizeMode::BulkReduceAdd);
-    assert_eq!(bulk, vec![2.0 * 3.0 * 2.75 / 512.0]);
+    assert_eq!(bulk, vec![2.0 * 3.0 * 2.75 / 256.0]);
 }
 
 #[test]

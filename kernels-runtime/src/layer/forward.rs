@@ -10,7 +10,7 @@ use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
 use moegen_dsl::abi::{Buffer, GemmKey, KernelId, KernelInfo, MapDims, Scalar, SimtFamily};
 use moegen_dsl::abi::{SimtTarget, WeightFormat};
 use moegen_dsl::kernel_desc::BlockScaledFormat;
-use moegen_dsl::plan::MoeShape;
+use moegen_dsl::plan::{MoeShape, max_permuted_rows, max_tiles};
 use moegen_dsl::{
     ActivationFormat, Arch, FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder, MoeTactic,
     SwigluInput, Target, tactics_for,
@@ -336,13 +336,17 @@ impl MoeLayer {
         let w = &s.window;
         let routes = (io.tokens * w.top_k()) as u64;
         let plan = ws.plan();
-        // This tile size's own bounds: the sort writes its padding tails up to
-        // max_tiles_T · T rows, which the row arrays hold; the largest tile count of the
-        // served sizes times this T may not fit them.
+        // The bounds of this pass's own routes at this tile size: the sort fills the tile
+        // arrays' tails and the padding rows up to max_tiles · T, and the GEMMs' persistent
+        // schedules walk max_tiles, so bounds from the workspace's maximum would cost work
+        // proportional to it at every token count (and the largest tile count of the served
+        // sizes times this T may not even fit the row arrays). Never above the plan's.
         let tp = plan.tile(tactic.tile()).ok_or_else(|| LayerError::WorkspaceMismatch {
             reason: format!("the workspace does not serve tile size {}", tactic.tile().rows()),
         })?;
-        let (tiles, rows) = (tp.max_tiles, tp.max_permuted_rows);
+        let (l, t) = (w.local() as u64, u64::from(tactic.tile().rows()));
+        let tiles = max_tiles(routes, l, t)?.min(tp.max_tiles);
+        let rows = max_permuted_rows(routes, l, t)?.min(tp.max_permuted_rows);
         let mut bind = Bindings::new()
             .map_dims(MapDims {
                 hidden: s.hidden as u64,

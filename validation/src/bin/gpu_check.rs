@@ -45,6 +45,9 @@ struct Args {
     /// At most this many tactics per layer case (spread over the list); default: all.
     #[arg(long)]
     layer_tactics: Option<usize>,
+    /// Only the layer cases whose label contains this text (e.g. `mxfp4 bulk`).
+    #[arg(long)]
+    layer_case: Option<String>,
     /// Tactics per small layer case that are also simulated and compared byte for byte.
     #[arg(long, default_value_t = 2)]
     sim_tactics: usize,
@@ -217,7 +220,9 @@ fn run(args: &Args) -> Result<bool, String> {
             "\n{:<40} {:<28} {:>9} {:>8} {:>10} {:>10} {:>6} verdict",
             "layer case", "tactic", "identical", "max ulp", "vs ref", "vs oracle", "sim"
         );
-        for (case, simulate) in layer_cases(arch_of(&gpu))? {
+        let wanted =
+            |c: &LayerCase| args.layer_case.as_ref().is_none_or(|f| c.label().contains(f.as_str()));
+        for (case, simulate) in layer_cases(arch_of(&gpu))?.into_iter().filter(|(c, _)| wanted(c)) {
             eprintln!("layer case {}", case.label());
             let p = problem(case)?;
             let rows = check_tactics(&mut gpu, &p, args.layer_tactics)?;

@@ -43,6 +43,9 @@ struct Args {
     /// The autotuner's timed runs per (bucket, tactic).
     #[arg(long, default_value_t = 3)]
     tune_iters: u32,
+    /// Keep the analytic dispatch table instead of autotuning (for profiler runs).
+    #[arg(long)]
+    no_tune: bool,
     /// Sum routes in a fixed order (the deterministic finalize) instead of the bulk reduce.
     #[arg(long)]
     deterministic: bool,
@@ -102,13 +105,13 @@ fn run(args: &Args) -> Result<(), String> {
     let opts = BenchOptions {
         warmup: args.warmup,
         iters: args.iters,
-        tune: TuneOptions {
+        tune: (!args.no_tune).then(|| TuneOptions {
             warmup: 1,
             iterations: args.tune_iters.max(1),
             tactics: None,
             cache: None,
             progress: false,
-        },
+        }),
         finalize: if args.deterministic {
             FinalizeMode::Deterministic
         } else {
