@@ -179,10 +179,12 @@ fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resour
             budget,
         });
     }
-    // GEMM1 gathers its activations with cp.async; everything else arrives by bulk copy/TMA.
+    // The bytes a stage's full barrier waits for: exactly what arrives, never the padded
+    // stage size. GEMM1 gathers its activations with cp.async (they arrive separately);
+    // everything else comes by bulk copy/TMA.
     let tx = match tactic.kind() {
         GemmKind::Gemm1 => b + sfb,
-        GemmKind::Gemm2 => stage_bytes,
+        GemmKind::Gemm2 => a + b + sfb,
     };
     Ok(KernelBudget {
         a_stage_bytes: a,

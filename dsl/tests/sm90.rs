@@ -130,3 +130,23 @@ fn thread_words_hold_the_wgmma_a_fragment() {
         assert_eq!((byte, nibble), ((2 * 128 + 37) * 4 + i / 2, (i % 2) as u32), "a{i}");
     }
 }
+
+/// A stage's full barrier waits for the bytes that really arrive: weights and their scales,
+/// and for GEMM2 the activation tile (GEMM1 gathers its activations by cp.async); never the
+/// stage's padded size, which would leave the barrier waiting forever.
+#[test]
+fn the_announced_stage_bytes_are_the_bytes_that_arrive() {
+    for t in moegen_dsl::sm90_tactics() {
+        for g in [t.gemm1(), t.gemm2()] {
+            let b = moegen_dsl::plan_gemm(moegen_dsl::Target::Sm90a, g).unwrap();
+            let [tile, n] = g.mma_tiler();
+            let weights = n * 64 / 2 + n * 64 / 16;
+            let want = match g.kind() {
+                moegen_dsl::GemmKind::Gemm1 => weights,
+                moegen_dsl::GemmKind::Gemm2 => weights + tile * 64 * 2,
+            };
+            assert_eq!(b.tma_tx_bytes_per_stage, want, "{g}");
+            assert!(b.tma_tx_bytes_per_stage <= b.stage_bytes);
+        }
+    }
+}

@@ -50,6 +50,15 @@ pub enum RuntimeError {
         /// Its value.
         value: f32,
     },
+    /// An NVFP4 block scale with its sign bit set (UE4M3 scales are unsigned: the kernels
+    /// would read the code without its sign, the reference with it).
+    #[error("{what} holds a negative scale code at byte {offset}")]
+    NegativeScaleCode {
+        /// Which tensor.
+        what: &'static str,
+        /// Byte offset.
+        offset: usize,
+    },
     /// A NaN scale code in a weight tensor.
     #[error("{what} holds a NaN scale code at byte {offset}")]
     NanScaleCode {

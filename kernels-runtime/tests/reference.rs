@@ -360,6 +360,16 @@ fn bad_inputs_are_typed_errors() {
         moe_reference(&l.shape, &l.acts, &l.weights, &r, TileSize::T128, opts),
         Err(RuntimeError::ExpertOutOfRange { .. })
     ));
+    let mut neg = l.weights.clone();
+    neg.w1_scales[5] = 0xB8; // −1.0 in E4M3: the sign bit of an unsigned UE4M3 code
+    assert!(matches!(
+        moe_reference(&l.shape, &l.acts, &neg, &l.routing, TileSize::T128, opts),
+        Err(RuntimeError::NegativeScaleCode { what: "W1 scales", offset: 5 })
+    ));
+    assert!(matches!(
+        Sm90Weights::from_prepared(&l.shape, &neg, moegen_dsl::ActivationFormat::Bf16),
+        Err(RuntimeError::NegativeScaleCode { .. })
+    ));
     let mut w = l.weights.clone();
     w.w2_scales[17] = 0x7F;
     assert!(matches!(

@@ -98,9 +98,7 @@ fn positive(what: &'static str, v: f32) -> Result<f32> {
 fn nvfp4(what: &'static str, t: &Nvfp4Tensor<'_>, rows: usize, cols: usize) -> Result<Linear> {
     check_len(what, t.packed.len(), rows * cols / 2)?;
     let scales = linear_scales(what, t.scales, t.layout, rows, cols / NVFP4_BLOCK)?;
-    if let Some(offset) = scales.iter().position(|&c| c & 0x7F == 0x7F) {
-        return Err(RuntimeError::NanScaleCode { what, offset });
-    }
+    super::weights::check_ue4m3_codes(what, &scales)?;
     Ok(Linear {
         packed: t.packed.to_vec(),
         scales,

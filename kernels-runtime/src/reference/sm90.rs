@@ -158,6 +158,9 @@ impl Sm90Weights {
             return Err(RuntimeError::NonFinite { what: "alpha" });
         }
         for (what, s) in [("W1 scales", &self.w1_scales), ("W2 scales", &self.w2_scales)] {
+            if self.format == WeightFormat::Nvfp4 {
+                super::weights::check_ue4m3_codes(what, s)?;
+            }
             // The largest code of each scale kind must still give a bf16 for ±6.
             if let Some(offset) =
                 s.iter().position(|&c| weight_value(self.format, 0x7, c).is_none())

@@ -132,6 +132,17 @@ pub fn prepare_weights<T: Copy + Into<f32>>(
     Ok(out)
 }
 
+/// NVFP4 block scales are UE4M3: no NaN code (0x7F) and no sign bit.
+pub(crate) fn check_ue4m3_codes(what: &'static str, codes: &[u8]) -> Result<()> {
+    if let Some(offset) = codes.iter().position(|&c| c & 0x7F == 0x7F) {
+        return Err(RuntimeError::NanScaleCode { what, offset });
+    }
+    if let Some(offset) = codes.iter().position(|&c| c & 0x80 != 0) {
+        return Err(RuntimeError::NegativeScaleCode { what, offset });
+    }
+    Ok(())
+}
+
 /// Checks that prepared weights match `shape` and hold no NaN scales or bad factors.
 pub fn validate_weights(shape: &MoeShape, w: &PreparedWeights) -> Result<()> {
     let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
@@ -142,9 +153,7 @@ pub fn validate_weights(shape: &MoeShape, w: &PreparedWeights) -> Result<()> {
     check_len("alpha1", w.alpha1.len(), l)?;
     check_len("alpha2", w.alpha2.len(), l)?;
     for (what, s) in [("W1 scales", &w.w1_scales), ("W2 scales", &w.w2_scales)] {
-        if let Some(offset) = s.iter().position(|&c| c & 0x7F == 0x7F) {
-            return Err(RuntimeError::NanScaleCode { what, offset });
-        }
+        check_ue4m3_codes(what, s)?;
     }
     if w.alpha1.iter().chain(&w.alpha2).any(|a| !a.is_finite()) {
         return Err(RuntimeError::NonFinite { what: "alpha" });
