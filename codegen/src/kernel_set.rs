@@ -9,7 +9,7 @@ use moegen_dsl::{
     MoeTactic, SwigluInput, Target,
 };
 
-use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, qdq, quantize, sm90};
+use crate::kernels::{corpus, corpus_wgmma, finalize_reduce, gemm, moe_sort, qdq, quantize, sm90};
 use crate::ptx::{KernelBuilder, ModuleHeader, render_module};
 
 /// The `.version` every module is emitted with (the `.block16` spelling needs 8.8).
@@ -124,6 +124,7 @@ pub fn corpus_kernel(which: CorpusKernel) -> Result<GeneratedKernel, GenerateErr
         CorpusKernel::Tma => corpus::build_tma(),
         CorpusKernel::Cluster => corpus::build_cluster(),
         CorpusKernel::Warp => corpus::build_warp(),
+        CorpusKernel::Wgmma => corpus_wgmma::build(),
     };
     finish(k, KernelId::Corpus(which), which.name())
 }

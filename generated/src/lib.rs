@@ -1015,6 +1015,14 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         params: ::moegen_dsl::abi::signature::CORPUS_WARP,
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 128, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 128, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster },
     },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Corpus(::moegen_dsl::abi::CorpusKernel::Wgmma),
+        name: "moegen_sm90_corpus_wgmma",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_corpus_wgmma.ptx"),
+        params: ::moegen_dsl::abi::signature::CORPUS_WGMMA,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 128, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster },
+    },
 ];
 
 /// Every kernel of this set that the enabled features include, in manifest order.

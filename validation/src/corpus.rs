@@ -2,7 +2,7 @@
 //! output bytes, so a GPU and the simulator can be compared byte for byte.
 
 use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, scale_position, value_position};
-use moegen_dsl::abi::{CorpusKernel, KernelId, KernelInfo};
+use moegen_dsl::abi::{CorpusKernel, KernelId};
 use moegen_dsl::formats::{e2m1_to_f32, e4m3_to_f32};
 use moegen_runtime::backend::{Backend, KernelArg, TensorMapSpec, TmaElement};
 use moegen_runtime::device_ops::{DeviceOpError, find_kernel, run};
@@ -184,6 +184,13 @@ pub fn run_corpus_logged(
     out.push(("corpus_cluster output".to_owned(), b.download(po, 1024)?));
     out.push(("corpus_cluster counters".to_owned(), b.download(counters, 8)?));
     out.push(("corpus_cluster bulk copies".to_owned(), b.download(copies, 2048)?));
+    // wgmma: the layout operands (every sum exact) and the rounding-sensitive ones.
+    log("corpus_wgmma");
+    for (which, ops) in [("layouts", WgmmaOperands::new()), ("wide", WgmmaOperands::wide())] {
+        for (name, bytes) in run_wgmma(b, &ops)? {
+            out.push((format!("{name} ({which})"), bytes));
+        }
+    }
     Ok(out)
 }
 
@@ -395,14 +402,13 @@ pub fn h200_wgmma_k16(acc: f32, a: &[f32; 16], b: &[f32; 16]) -> f32 {
     (if sum < 0 { -v } else { v }) as f32
 }
 
-/// Runs the wgmma corpus kernel `k` (codegen's `corpus_wgmma`; until the ABI lists it as a
-/// `CorpusKernel`, the caller supplies its `KernelInfo`) on `ops` and returns its two dumps,
-/// to compare with [`WgmmaOperands::expected`] and between backends.
+/// Runs the wgmma corpus kernel on `ops` and returns its two dumps, to compare with
+/// [`WgmmaOperands::expected`] and between backends.
 pub fn run_wgmma(
     b: &mut dyn Backend,
-    k: &'static KernelInfo,
     ops: &WgmmaOperands,
 ) -> Result<Vec<CaseOutput>, DeviceOpError> {
+    let k = find_kernel(&KernelId::Corpus(CorpusKernel::Wgmma))?;
     let pw = b.upload_new(&ops.w_bytes())?;
     let px = b.upload_new(&ops.x_bytes())?;
     let acc_bytes = WGMMA_THREADS * WGMMA_TOKENS / 2 * 4;

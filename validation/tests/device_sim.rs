@@ -188,8 +188,16 @@ fn hopper_flavour_matches_too() {
 fn differential_corpus_runs_in_the_simulator_with_known_answers() {
     let mut sim = SimBackend::hopper();
     let cases = moegen_validation::corpus::run_corpus(&mut sim).unwrap();
-    assert_eq!(cases.len(), 3 + 8 + 3);
+    assert_eq!(cases.len(), 3 + 8 + 3 + 4);
     let get = |name: &str| &cases.iter().find(|(n, _)| n == name).unwrap().1;
+    // wgmma: the A fragments, accumulator layout and descriptor the Hopper kernels assume,
+    // with the tensor cores' measured accumulation, for both operand sets.
+    use moegen_validation::corpus::WgmmaOperands;
+    for (which, ops) in [("layouts", WgmmaOperands::new()), ("wide", WgmmaOperands::wide())] {
+        for (name, want) in ops.expected() {
+            assert_eq!(get(&format!("{name} ({which})")), &want, "{name} ({which})");
+        }
+    }
     // Pipeline: consumer c reads bytes 8c..8c+8 of every chunk; odd source lanes copied only
     // 8 of their 16 bytes (the rest zero-filled).
     let mut x = 7u32.wrapping_mul(2_654_435_761).max(1);

@@ -9,22 +9,17 @@
 //! encoding and swizzle, and (d) that `mul.rn.bf16x2` keeps the bf16 subnormals the
 //! dequantization passes through.
 //!
-//! Its parameters are [`CORPUS_WGMMA`], kept here until the ABI has a `CorpusKernel::Wgmma`
-//! (docs/hopper.md, "Open items"); [`render`] produces the module.
+//! Its parameters and launch facts are the ABI's (`CorpusKernel::Wgmma`,
+//! `abi::signature::CORPUS_WGMMA`); it is part of the corpus group of the default set.
 
-use moegen_dsl::abi::{Param, ParamKind, ParamType};
+use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
 use crate::kernels::sm90::{act_desc, dequant_step, issue_step, scale_splat, wait_groups};
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{Access, Memory};
-use crate::ptx::{
-    Cmp, KernelBuilder, ModuleHeader, Operand, Reg, RegClass, SReg, Space, Ty, VecWidth,
-    render_module,
-};
+use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty, VecWidth};
 use moegen_dsl::abi::WeightFormat;
 
-/// Entry name.
-pub const NAME: &str = "moegen_sm90_corpus_wgmma";
 /// Threads: one warpgroup.
 pub const THREADS: u32 = 128;
 /// Tokens: the wgmma N.
@@ -38,22 +33,11 @@ pub const ACC_PER_THREAD: usize = TOKENS as usize / 2;
 /// A registers per thread (four per K16 step).
 pub const A_PER_THREAD: usize = 16;
 
-const fn raw(name: &'static str, meaning: &'static str) -> Param {
-    Param { name, kind: ParamKind::Validation(ParamType::U64), meaning }
-}
-
-/// The kernel's parameters, positional.
-pub const CORPUS_WGMMA: &[Param] = &[
-    raw("w", "u8 [2048 + 256]: a 64 × 64 NVFP4 tile in the sm90 fragment layout, then its scales"),
-    raw("x", "bf16 [32, 64]: the activations, one K-contiguous row per token"),
-    raw("out", "f32 [128 · 16] out: each thread's accumulator registers, thread-major"),
-    raw("a_out", "u32 [128 · 16] out: each thread's A registers, K16 step-major"),
-];
-
 /// Builds the kernel.
 pub fn build() -> KernelBuilder {
-    let mut b = KernelBuilder::new(NAME);
-    b.declare(CORPUS_WGMMA);
+    let id = KernelId::Corpus(CorpusKernel::Wgmma);
+    let mut b = KernelBuilder::new(id.name());
+    b.declare(params(&id));
     let t = b.sreg(SReg::TidX);
     let smem = b.smem_addr(0);
     let w = b.ld_param_u64("w");
@@ -141,16 +125,4 @@ pub fn build() -> KernelBuilder {
     }
     b.ret();
     b
-}
-
-/// The kernel as a PTX module, with its launch directive.
-pub fn render() -> Result<String, String> {
-    let mut k = build();
-    k.directives = vec![format!(".reqntid {THREADS}, 1, 1")];
-    let header = ModuleHeader {
-        ptx_version: crate::kernel_set::PTX_VERSION,
-        target: "sm_90a",
-        description: "corpus_wgmma",
-    };
-    render_module(&k, &header)
 }

@@ -216,16 +216,20 @@ pub enum CorpusKernel {
     Cluster,
     /// Shuffles, votes, reductions, named barriers.
     Warp,
+    /// One warpgroup's wgmma on a dequantized NVFP4 tile: fragment, accumulator and
+    /// descriptor layouts, and the tensor cores' accumulation.
+    Wgmma,
 }
 
 impl CorpusKernel {
     /// Every corpus kernel, in set order.
-    pub const ALL: [CorpusKernel; 5] = [
+    pub const ALL: [CorpusKernel; 6] = [
         CorpusKernel::Alu,
         CorpusKernel::Pipeline,
         CorpusKernel::Tma,
         CorpusKernel::Cluster,
         CorpusKernel::Warp,
+        CorpusKernel::Wgmma,
     ];
     /// Family name.
     pub const fn name(self) -> &'static str {
@@ -235,6 +239,7 @@ impl CorpusKernel {
             CorpusKernel::Tma => "corpus_tma",
             CorpusKernel::Cluster => "corpus_cluster",
             CorpusKernel::Warp => "corpus_warp",
+            CorpusKernel::Wgmma => "corpus_wgmma",
         }
     }
 }

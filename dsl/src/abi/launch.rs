@@ -155,6 +155,7 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                 CorpusKernel::Tma => (32, 1, 5120),
                 CorpusKernel::Cluster => (32, 2, 2048),
                 CorpusKernel::Warp => (128, 1, 128),
+                CorpusKernel::Wgmma => (128, 1, 32 * 128),
             };
             LaunchFacts {
                 threads,

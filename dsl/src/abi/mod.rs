@@ -67,6 +67,7 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
             CorpusKernel::Tma => ("CORPUS_TMA", s::CORPUS_TMA),
             CorpusKernel::Cluster => ("CORPUS_CLUSTER", s::CORPUS_CLUSTER),
             CorpusKernel::Warp => ("CORPUS_WARP", s::CORPUS_WARP),
+            CorpusKernel::Wgmma => ("CORPUS_WGMMA", s::CORPUS_WGMMA),
         },
     }
 }

@@ -249,6 +249,18 @@ pub const CORPUS_CLUSTER: &[Param] = &[
 pub const CORPUS_WARP: &[Param] =
     &[raw("input", ParamType::U64, "u32 [128]"), raw("out", ParamType::U64, "u32 [128 · 16] out")];
 
+/// Differential corpus: one warpgroup's wgmma on a dequantized NVFP4 tile.
+pub const CORPUS_WGMMA: &[Param] = &[
+    raw(
+        "w",
+        ParamType::U64,
+        "u8 [2048 + 256]: a 64 × 64 NVFP4 tile in the sm90 fragment layout, then its scales",
+    ),
+    raw("x", ParamType::U64, "bf16 [32, 64]: the activations, one K-contiguous row per token"),
+    raw("out", ParamType::U64, "f32 [128 · 16] out: each thread's accumulator registers"),
+    raw("a_out", ParamType::U64, "u32 [128 · 16] out: each thread's A registers, K16 step-major"),
+];
+
 /// The routing-tile parameters every GEMM reads, after its own.
 macro_rules! routing_tail {
     ($($head:expr),* $(,)?) => {
