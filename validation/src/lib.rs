@@ -5,8 +5,10 @@
 //!   backend (uploads and allocates per call), compared with the CPU reference by the tests.
 //! - [`corpus`]: the differential corpus (ALU, pipelines, TMA, clusters, bulk ops), run on an
 //!   H200 and in the simulator and compared byte for byte.
-//! - Binaries: `gpu-check` (feature `cuda`) and `sim-bench`.
+//! - [`role_stats`]: per-role dynamic instruction counts of the SM100 GEMMs (docs/role-stats.json).
+//! - Binaries: `gpu-check` (feature `cuda`), `sim-bench` and `role-stats`.
 
 pub mod corpus;
 pub mod device_layer;
 pub mod npy;
+pub mod role_stats;
