@@ -5,8 +5,8 @@ use moegen_dsl::abi::{
 };
 use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::{
-    FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, MoeTactic, SwigluInput,
-    Target,
+    EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder, MoeTactic,
+    SwigluInput, Target,
 };
 
 use crate::kernels::{corpus, finalize_reduce, gemm, moe_sort, quantize};
@@ -156,6 +156,8 @@ pub struct KernelSetSpec {
     pub finalize: Vec<FinalizeMode>,
     /// GEMM1's SwiGLU input precision.
     pub swiglu_input: SwigluInput,
+    /// GEMM1 epilogue recipes to generate (empty: the target's default).
+    pub recipes: Vec<EpilogueRecipe>,
     /// Pipeline-depth overrides.
     pub depths: Vec<DepthOverride>,
     /// SIMT kernel flavours (routing sort, quantize, deterministic finalize).
@@ -173,6 +175,14 @@ impl KernelSetSpec {
             tactics: moegen_dsl::tactics_for(target.arch()),
             finalize: vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
             swiglu_input: SwigluInput::F32,
+            // The target's default recipe, and Exact (kept available and tested) beside it.
+            recipes: {
+                let mut r = vec![EpilogueRecipe::default_for(target)];
+                if !r.contains(&EpilogueRecipe::Exact) {
+                    r.push(EpilogueRecipe::Exact);
+                }
+                r
+            },
             depths: Vec::new(),
             simt: SimtTarget::ALL.to_vec(),
             corpus: true,
@@ -184,17 +194,23 @@ impl KernelSetSpec {
 pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError> {
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
+    let recipes = match spec.recipes.as_slice() {
+        [] => vec![EpilogueRecipe::default_for(spec.target)],
+        r => r.to_vec(),
+    };
     for t in &spec.tactics {
         for g in [t.gemm1(), t.gemm2()] {
-            let modes: &[FinalizeMode] = match g.kind() {
-                GemmKind::Gemm1 => &[FinalizeMode::BulkReduceAdd],
-                GemmKind::Gemm2 => &spec.finalize,
+            let variants: Vec<(FinalizeMode, Option<EpilogueRecipe>)> = match g.kind() {
+                GemmKind::Gemm1 => {
+                    recipes.iter().map(|&r| (FinalizeMode::BulkReduceAdd, Some(r))).collect()
+                }
+                GemmKind::Gemm2 => spec.finalize.iter().map(|&m| (m, None)).collect(),
             };
-            for &mode in modes {
+            for (mode, recipe) in variants {
                 let mut b = KernelDescBuilder::new(*g).target(spec.target).format(spec.format);
-                b = match g.kind() {
-                    GemmKind::Gemm1 => b.swiglu_input(spec.swiglu_input),
-                    GemmKind::Gemm2 => b.finalize(mode),
+                b = match (g.kind(), recipe) {
+                    (GemmKind::Gemm1, Some(r)) => b.swiglu_input(spec.swiglu_input).recipe(r),
+                    _ => b.finalize(mode),
                 };
                 if let Some(d) = spec.depths.iter().find(|d| d.gemm == *g) {
                     b = b.depths(d.ab_stages, d.acc_stages);

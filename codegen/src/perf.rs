@@ -120,9 +120,21 @@ pub fn render_sass_facts(rows: &[KernelStats]) -> String {
     s
 }
 
-/// How a kernel's accumulators overlap the next tile's mainloop, from its identity.
-pub fn overlap_of(key: &GemmKey) -> Overlap {
-    if key.acc_stages >= 2 { Overlap::Full } else { Overlap::None }
+/// The fraction of moegen's epilogue that precedes an early release of overlapping
+/// accumulators: the first half of the tile's columns (docs/kernels.md).
+pub const EARLY_RELEASE_FRACTION: f64 = 0.5;
+
+/// How a kernel's accumulators overlap the next tile's mainloop, from its budget: two
+/// disjoint buffers overlap fully; two that share columns after the first half of the
+/// epilogue; one not at all.
+pub fn overlap_of(key: &GemmKey) -> Result<Overlap, String> {
+    let desc = key.desc().map_err(|e| e.to_string())?;
+    let b = desc.budget();
+    Ok(match (b.acc_stages, b.acc_overlap_columns) {
+        (0 | 1, _) => Overlap::None,
+        (_, 0) => Overlap::Full,
+        _ => Overlap::EarlyRelease(EARLY_RELEASE_FRACTION),
+    })
 }
 
 fn key_of(g: &moegen_dsl::GemmTactic) -> Result<GemmKey, String> {
@@ -142,7 +154,7 @@ fn costs_of(
     let s: &KernelRoleStats = file
         .kernel(&key.name())
         .ok_or_else(|| format!("{}: not in docs/role-stats.json", key.name()))?;
-    Ok(GemmCosts::from_role_stats(s, m, overlap_of(&key)))
+    Ok(GemmCosts::from_role_stats(s, m, overlap_of(&key)?))
 }
 
 /// One tactic under the model, both implementations.

@@ -24,8 +24,8 @@ pub mod tactic;
 pub mod target;
 
 pub use kernel_desc::{
-    ActivationFormat, BlockScaledFormat, DescError, Epilogue, FinalizeMode, KernelDesc,
-    KernelDescBuilder, SwigluInput,
+    ActivationFormat, BlockScaledFormat, DescError, Epilogue, EpilogueRecipe, FinalizeMode,
+    KernelDesc, KernelDescBuilder, SwigluInput,
 };
 pub use resources::{KernelBudget, ResourceError, plan_gemm};
 pub use tactic::{

@@ -140,12 +140,16 @@ pub struct GemmCosts {
     pub overlap: Overlap,
 }
 
-/// Issue slots of one role's per-unit figures: dynamic PTX instructions, with `div.rn.f32`
-/// and lane-serialised bulk operations expanded as [`Machine`] says.
+/// Issue slots of one role's per-unit figures: dynamic PTX instructions except `mov`
+/// (ptxas turns register-pair packing and unpacking into pair operands, and immediates and
+/// copies into operands or renamed registers), with `div.rn.f32` and lane-serialised bulk
+/// operations expanded as [`Machine`] says.
 fn slots(r: &RoleFigures, m: &Machine, lanes_per_bulk: f64) -> f64 {
     let div = r.category("div.f32");
     let bulk = r.category("bulk.reduce") + r.category("bulk.copy");
-    r.total() + div * (m.div_slots - 1.0) + bulk * (lanes_per_bulk * m.bulk_lane_slots - 1.0)
+    r.total() - r.category("mov")
+        + div * (m.div_slots - 1.0)
+        + bulk * (lanes_per_bulk * m.bulk_lane_slots - 1.0)
 }
 
 impl GemmCosts {

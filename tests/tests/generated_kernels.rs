@@ -28,9 +28,11 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
             let [cm, cn] = g.cluster();
             let name = format!("moegen_sm100_nvfp4_{}_t{m}_n{n}_c{cm}x{cn}", g.kind());
             assert!(names.contains(name.as_str()), "{name} missing");
-            if g.kind() == moegen_dsl::GemmKind::Gemm2 {
-                assert!(names.contains(format!("{name}_det").as_str()), "{name}_det missing");
-            }
+            let variant = match g.kind() {
+                moegen_dsl::GemmKind::Gemm1 => "_exact",
+                moegen_dsl::GemmKind::Gemm2 => "_det",
+            };
+            assert!(names.contains(format!("{name}{variant}").as_str()), "{name}{variant} missing");
         }
     }
     for tag in ["sm100", "sm90"] {
@@ -49,7 +51,7 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         let name = format!("moegen_sm90_corpus_{f}");
         assert!(names.contains(name.as_str()), "{name} missing");
     }
-    assert_eq!(names.len(), 4 + 8 + 8 + 10 + 5);
+    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 10 + 5);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()

@@ -125,18 +125,21 @@ fn problem(h: usize, i: usize) -> Result<Problem, String> {
 fn key_of(g: &moegen_dsl::GemmTactic, opts: ReferenceOptions) -> Option<GemmKey> {
     let mut d = KernelDescBuilder::new(*g).target(Target::Sm100f);
     d = match g.kind() {
-        GemmKind::Gemm1 => d.swiglu_input(opts.swiglu_input),
+        GemmKind::Gemm1 => d.swiglu_input(opts.swiglu_input).recipe(opts.recipe),
         GemmKind::Gemm2 => d.finalize(opts.finalize),
     };
     d.build().ok().map(|d| d.key())
 }
 
-/// The option sets the layer runs the GEMM kernels with.
+/// The option sets the layer runs the GEMM kernels with: both finalize modes with the
+/// default recipe, and the Exact recipe.
 fn option_sets() -> Vec<ReferenceOptions> {
-    [FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic]
+    let mut v: Vec<ReferenceOptions> = [FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic]
         .into_iter()
         .map(|finalize| ReferenceOptions { finalize, ..Default::default() })
-        .collect()
+        .collect();
+    v.push(ReferenceOptions { recipe: moegen_dsl::EpilogueRecipe::Exact, ..Default::default() });
+    v
 }
 
 /// Runs the layer once and returns each GEMM's sample, keyed by kernel name.
