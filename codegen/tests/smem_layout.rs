@@ -105,7 +105,8 @@ fn check(d: &KernelDesc) {
 #[test]
 fn every_tactic_and_depth_fits_aligned_and_disjoint() {
     let mut checked = 0;
-    for target in Target::ALL {
+    // The SM100 GEMMs (the Hopper targets have their own tactics and kernels).
+    for target in [Target::Sm100f, Target::Sm100a] {
         for (t, mode) in planned(target) {
             let max = desc(target, t, mode, None);
             let (max_ab, max_acc) = (max.budget().ab_stages, max.budget().acc_stages);

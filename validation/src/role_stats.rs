@@ -17,14 +17,14 @@ use moegen_dsl::abi::{GemmKey, KernelId, gemm_roles};
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
 use moegen_dsl::model::{KernelRoleStats, Role, RoleFigures, RoleStatsFile, fnv1a64_hex};
 use moegen_dsl::plan::ExpertWindow;
-use moegen_dsl::{FinalizeMode, GemmKind, KernelDescBuilder, MoeTactic, Target, nvfp4_tactics};
+use moegen_dsl::{FinalizeMode, GemmKind, MoeTactic, nvfp4_tactics};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::{
     MoeShape, ReferenceOptions, Routing, prepare_weights, quantize_activations,
 };
 use moegen_sim::{Category, Profile, WarpProfile};
 
-use crate::device_layer::{LayerInputs, device_moe_layer};
+use crate::device_layer::{LayerInputs, device_moe_layer, gemm_key};
 
 /// The measured problem's fixed parts: experts, the local window, routes per token, tokens.
 pub const EXPERTS: usize = 8;
@@ -123,12 +123,7 @@ fn problem(h: usize, i: usize) -> Result<Problem, String> {
 
 /// The key of the kernel a tactic's GEMM runs with `opts`.
 fn key_of(g: &moegen_dsl::GemmTactic, opts: ReferenceOptions) -> Option<GemmKey> {
-    let mut d = KernelDescBuilder::new(*g).target(Target::Sm100f);
-    d = match g.kind() {
-        GemmKind::Gemm1 => d.swiglu_input(opts.swiglu_input).recipe(opts.recipe),
-        GemmKind::Gemm2 => d.finalize(opts.finalize),
-    };
-    d.build().ok().map(|d| d.key())
+    gemm_key(g, opts).ok()
 }
 
 /// The option sets the layer runs the GEMM kernels with: both finalize modes with the
