@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use moegen_dsl::abi::{GemmKey, KernelId};
+use moegen_dsl::abi::GemmKey;
 use moegen_dsl::model::reference::reference_costs;
 use moegen_dsl::model::{
     GemmCosts, KernelRoleStats, Machine, Overlap, Role, RoleStatsFile, TacticEstimate, Workload,
@@ -285,14 +285,4 @@ pub fn render_model(r: &ModelReport) -> String {
         );
     }
     s
-}
-
-/// The kernels of the default set whose figures in `file` are stale or missing.
-pub fn stale(rows: &[KernelStats]) -> Vec<&str> {
-    rows.iter().filter(|r| r.roles_fresh == Some(false)).map(|r| r.kernel.as_str()).collect()
-}
-
-/// Whether a kernel is one `role-stats` measures.
-pub fn is_measured_family(id: &KernelId) -> bool {
-    matches!(id, KernelId::Gemm(k) if k.target.arch() == moegen_dsl::Arch::Sm100)
 }

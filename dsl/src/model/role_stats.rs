@@ -30,15 +30,6 @@ impl Role {
     /// Every role, in table order.
     pub const ALL: [Role; 5] =
         [Role::Producer, Role::Mma, Role::Gather, Role::Relay, Role::Epilogue];
-
-    /// What one `per_unit` figure counts.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Role::Epilogue => "output element (per thread)",
-            Role::Gather => "K block (per thread)",
-            _ => "K block",
-        }
-    }
 }
 
 /// One role's figures.
