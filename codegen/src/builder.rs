@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use moegen_dsl::abi::SimtTarget;
 use moegen_dsl::kernel_desc::BlockScaledFormat;
-use moegen_dsl::{FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target, nvfp4_tactics};
+use moegen_dsl::{
+    EpilogueRecipe, FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target, nvfp4_tactics,
+};
 
 use crate::emit::{TextSource, manifest_json, render_items, write_if_changed};
 use crate::kernel_set::{DepthOverride, GenerateError, KernelSetSpec, build_set};
@@ -70,6 +72,8 @@ impl Builder {
     pub fn new() -> Self {
         let mut spec = KernelSetSpec::full(Target::Sm100f);
         spec.finalize = vec![FinalizeMode::BulkReduceAdd];
+        // Only the target's default recipe (whatever target is chosen later).
+        spec.recipes = Vec::new();
         spec.simt = vec![SimtTarget::Sm100f];
         spec.sm90 = Vec::new();
         spec.corpus = false;
@@ -99,6 +103,11 @@ impl Builder {
     /// GEMM2 finalize modes to generate.
     pub fn finalize_modes(mut self, modes: impl IntoIterator<Item = FinalizeMode>) -> Self {
         self.spec.finalize = modes.into_iter().collect();
+        self
+    }
+    /// GEMM1 epilogue recipes to generate (default: the target's, Fast on SM100).
+    pub fn recipes(mut self, recipes: impl IntoIterator<Item = EpilogueRecipe>) -> Self {
+        self.spec.recipes = recipes.into_iter().collect();
         self
     }
     /// GEMM1's SwiGLU input precision.

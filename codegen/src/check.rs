@@ -3,6 +3,8 @@
 
 use moegen_dsl::abi::KernelId;
 use moegen_dsl::anchors::{ReferenceKernel, reference_kernel};
+use moegen_dsl::model::reference::{MeasuredRoles, measured_roles};
+use moegen_dsl::model::{KernelRoleStats, RoleStatsFile, fnv1a64_hex};
 
 use crate::kernel_set::GeneratedKernel;
 use crate::ptxas::{PtxasReport, SassCounts, assemble, count_sass, disassemble};
@@ -73,10 +75,20 @@ pub struct KernelStats {
     pub sass: SassCounts,
     /// The production reference kernel of the same GEMM, tile and N.
     pub reference: Option<ReferenceKernel>,
+    /// Per-role dynamic instruction counts measured in the simulator (docs/role-stats.json).
+    pub roles: Option<KernelRoleStats>,
+    /// Whether `roles` was measured on this PTX (`None` when there are no figures).
+    pub roles_fresh: Option<bool>,
+    /// The reference's per-role figures (anchors.md §A2), where measured.
+    pub role_reference: Option<MeasuredRoles>,
 }
 
-/// Gathers [`KernelStats`] for every kernel (its first architecture).
-pub fn stats(kernels: &[GeneratedKernel]) -> Result<Vec<KernelStats>, String> {
+/// Gathers [`KernelStats`] for every kernel (its first architecture), with the per-role
+/// figures of `roles` where it has the kernel.
+pub fn stats(
+    kernels: &[GeneratedKernel],
+    roles: Option<&RoleStatsFile>,
+) -> Result<Vec<KernelStats>, String> {
     let mut out = Vec::new();
     for k in kernels {
         let Some((arch, ptx)) = assembly_targets(k).into_iter().next() else { continue };
@@ -91,6 +103,9 @@ pub fn stats(kernels: &[GeneratedKernel]) -> Result<Vec<KernelStats>, String> {
                 .then(|| reference_kernel(key.gemm, key.tile, key.mma_n).copied())
                 .flatten()
         });
+        let measured = roles.and_then(|f| f.kernel(&k.name)).cloned();
+        let roles_fresh = measured.as_ref().map(|m| m.ptx_fnv1a64 == fnv1a64_hex(&k.ptx));
+        let role_reference = key.and_then(|key| measured_roles(key.gemm, key.tile, key.mma_n));
         out.push(KernelStats {
             kernel: k.name.clone(),
             family: k.id.family().to_owned(),
@@ -101,6 +116,9 @@ pub fn stats(kernels: &[GeneratedKernel]) -> Result<Vec<KernelStats>, String> {
             acc_stages: key.map(|t| t.acc_stages),
             sass,
             reference,
+            roles: measured,
+            roles_fresh,
+            role_reference,
         });
     }
     Ok(out)

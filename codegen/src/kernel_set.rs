@@ -5,8 +5,8 @@ use moegen_dsl::abi::{
 };
 use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::{
-    ActivationFormat, Arch, FinalizeMode, GemmKind, GemmTactic, KernelDesc, KernelDescBuilder,
-    MoeTactic, SwigluInput, Target,
+    ActivationFormat, Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDesc,
+    KernelDescBuilder, MoeTactic, SwigluInput, Target,
 };
 
 use crate::kernels::{corpus, corpus_wgmma, finalize_reduce, gemm, moe_sort, qdq, quantize, sm90};
@@ -201,6 +201,8 @@ pub struct KernelSetSpec {
     pub finalize: Vec<FinalizeMode>,
     /// GEMM1's SwiGLU input precision.
     pub swiglu_input: SwigluInput,
+    /// GEMM1 epilogue recipes to generate (empty: the target's default).
+    pub recipes: Vec<EpilogueRecipe>,
     /// Pipeline-depth overrides.
     pub depths: Vec<DepthOverride>,
     /// SIMT kernel flavours (routing sort, quantize, deterministic finalize; Hopper's also
@@ -221,6 +223,14 @@ impl KernelSetSpec {
             sm90: if target.arch() == Arch::Sm100 { Sm90Gemms::default_set() } else { Vec::new() },
             finalize: vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
             swiglu_input: SwigluInput::F32,
+            // The target's default recipe, and Exact (kept available and tested) beside it.
+            recipes: {
+                let mut r = vec![EpilogueRecipe::default_for(target)];
+                if !r.contains(&EpilogueRecipe::Exact) {
+                    r.push(EpilogueRecipe::Exact);
+                }
+                r
+            },
             depths: Vec::new(),
             simt: SimtTarget::ALL.to_vec(),
             corpus: true,
@@ -228,27 +238,31 @@ impl KernelSetSpec {
     }
 }
 
-/// One GEMM of a tactic under the spec's options, in each finalize mode that applies.
+/// One GEMM of a tactic under the spec's options: GEMM1 in each recipe of `recipes`, GEMM2
+/// in each finalize mode.
 fn descs_of(
     spec: &KernelSetSpec,
     g: &GemmTactic,
     target: Target,
     format: BlockScaledFormat,
     activations: ActivationFormat,
+    recipes: &[EpilogueRecipe],
 ) -> Result<Vec<KernelDesc>, GenerateError> {
-    let modes: &[FinalizeMode] = match g.kind() {
-        GemmKind::Gemm1 => &[FinalizeMode::BulkReduceAdd],
-        GemmKind::Gemm2 => &spec.finalize,
+    let variants: Vec<(FinalizeMode, Option<EpilogueRecipe>)> = match g.kind() {
+        GemmKind::Gemm1 => {
+            recipes.iter().map(|&r| (FinalizeMode::BulkReduceAdd, Some(r))).collect()
+        }
+        GemmKind::Gemm2 => spec.finalize.iter().map(|&m| (m, None)).collect(),
     };
-    let mut out = Vec::with_capacity(modes.len());
-    for &mode in modes {
+    let mut out = Vec::with_capacity(variants.len());
+    for (mode, recipe) in variants {
         let mut b = KernelDescBuilder::new(*g).target(target).format(format);
         if target.arch() == Arch::Sm90 {
             b = b.activations(activations);
         }
-        b = match g.kind() {
-            GemmKind::Gemm1 => b.swiglu_input(spec.swiglu_input),
-            GemmKind::Gemm2 => b.finalize(mode),
+        b = match (g.kind(), recipe) {
+            (GemmKind::Gemm1, Some(r)) => b.swiglu_input(spec.swiglu_input).recipe(r),
+            _ => b.finalize(mode),
         };
         if let Some(d) = spec.depths.iter().find(|d| d.gemm == *g) {
             b = b.depths(d.ab_stages, d.acc_stages);
@@ -270,11 +284,24 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
             }
         }
     };
+    let recipes = match spec.recipes.as_slice() {
+        [] => vec![EpilogueRecipe::default_for(spec.target)],
+        r => r.to_vec(),
+    };
     for t in &spec.tactics {
         for g in [t.gemm1(), t.gemm2()] {
-            add(descs_of(spec, g, spec.target, spec.format, ActivationFormat::default())?);
+            add(descs_of(
+                spec,
+                g,
+                spec.target,
+                spec.format,
+                ActivationFormat::default(),
+                &recipes,
+            )?);
         }
     }
+    // The Hopper kernels implement one recipe (Exact).
+    let sm90_recipes = [EpilogueRecipe::default_for(Target::Sm90a)];
     for set in &spec.sm90 {
         for &a in &set.activations {
             // bf16 SwiGLU inputs exist for A4 only; A16 keeps f32 (the description
@@ -284,7 +311,7 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
             }
             for t in &set.tactics {
                 for g in [t.gemm1(), t.gemm2()] {
-                    add(descs_of(spec, g, Target::Sm90a, set.format, a)?);
+                    add(descs_of(spec, g, Target::Sm90a, set.format, a, &sm90_recipes)?);
                 }
             }
         }

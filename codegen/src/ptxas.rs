@@ -94,12 +94,42 @@ pub fn disassemble(cubin: &[u8]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Instruction families counted in SASS (`HGMMA`: Hopper wgmma; `MUFU` and `CALL`: the
-/// special-function unit and subroutine calls, e.g. of `div.rn.f32`'s slow path).
-pub const SASS_FAMILIES: [&str; 11] = [
-    "UTCOMMA", "UTCCP", "UTMALDG", "UTMASTG", "LDGSTS", "UBLKRED", "UBLKCP", "SYNCS", "HGMMA",
-    "MUFU", "CALL",
+/// Instruction families counted in SASS: the tensor-core (UTCOMMA on SM100, HGMMA: Hopper
+/// wgmma) and copy families by opcode prefix, and the facts that tell latency-bound code from throughput-bound code: calls
+/// (`div.rn`'s slow path), reconvergence points, MUFU, packed f32 arithmetic, memory
+/// barriers by scope (a `MEMBAR.*.GPU` waits for every outstanding access of the thread to
+/// reach the whole GPU), async-proxy fences and tensor-map prefetches.
+pub const SASS_FAMILIES: [&str; 20] = [
+    "UTCOMMA",
+    "UTCCP",
+    "UTMALDG",
+    "UTMASTG",
+    "LDGSTS",
+    "UBLKRED",
+    "UBLKCP",
+    "SYNCS",
+    "HGMMA",
+    "CALL",
+    "BSSY",
+    "MUFU",
+    "FMUL2",
+    "FFMA2",
+    "FADD2",
+    "MEMBAR.CTA",
+    "MEMBAR.GPU",
+    "MEMBAR.SYS",
+    "FENCE.VIEW.ASYNC",
+    "UTMACCTL.PF",
 ];
+
+/// Whether opcode `op` (with its modifiers) belongs to `family`: memory barriers by their
+/// scope suffix (`MEMBAR.ALL.GPU`, `MEMBAR.SC.CTA`, …), everything else by prefix.
+fn in_family(op: &str, family: &str) -> bool {
+    match family.strip_prefix("MEMBAR") {
+        Some(scope) => op.starts_with("MEMBAR") && op.ends_with(scope),
+        None => op.starts_with(family),
+    }
+}
 
 /// SASS counts: per family (opcode prefix match) and the total instruction count.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -135,7 +165,7 @@ pub fn count_sass(sass: &str) -> SassCounts {
         total += 1;
         let op = rest.split_whitespace().find(|w| !w.starts_with('@')).unwrap_or("");
         for (i, f) in SASS_FAMILIES.iter().enumerate() {
-            if op.starts_with(f) {
+            if in_family(op, f) {
                 fam[i] += 1;
             }
         }

@@ -14,7 +14,7 @@ pub fn kernel_id(id: &KernelId) -> String {
              gemm: ::moegen_dsl::GemmKind::{:?}, tile: ::moegen_dsl::TileSize::{:?}, \
              mma_n: {}, cluster_n: {}, raster: ::moegen_dsl::Raster::{:?}, \
              format: {ABI}::WeightFormat::{:?}, swiglu_input: ::moegen_dsl::SwigluInput::{:?}, \
-             finalize: ::moegen_dsl::FinalizeMode::{:?}, \
+             recipe: ::moegen_dsl::EpilogueRecipe::{:?}, finalize: ::moegen_dsl::FinalizeMode::{:?}, \
              activations: ::moegen_dsl::ActivationFormat::{:?}, ab_stages: {}, acc_stages: {}, \
              planned_depths: {} }})",
             k.target,
@@ -25,6 +25,7 @@ pub fn kernel_id(id: &KernelId) -> String {
             k.raster,
             k.format,
             k.swiglu_input,
+            k.recipe,
             k.finalize,
             k.activations,
             k.ab_stages,

@@ -1,7 +1,14 @@
-//! The epilogue arithmetic, fixed as sequences of correctly rounded IEEE f32 operations
-//! (`fma.rn`, `mul.rn`, `add.rn`, `div.rn`, `cvt.rni`), never MUFU approximations, so that the
-//! CPU reference, the simulator and the GPU agree bit for bit. Codegen emits exactly these
-//! operations with exactly these constants; the reference calls these functions.
+//! The epilogue arithmetic, fixed operation by operation so that the CPU reference, the
+//! simulator and the GPU agree bit for bit. Codegen emits exactly these operations with
+//! exactly these constants; the reference calls these functions.
+//!
+//! - The Exact recipe (this module): correctly rounded IEEE f32 operations only (`fma.rn`,
+//!   `mul.rn`, `add.rn`, `div.rn`, `cvt.rni`), never MUFU approximations.
+//! - The Fast recipe ([`fast`]): `ex2.approx.ftz` and `rcp.approx.ftz`, modelled as
+//!   correctly rounded with flush-to-zero ([`mufu`]).
+
+pub mod fast;
+pub mod mufu;
 
 /// log2(e) rounded to f32.
 pub const LOG2E: f32 = f32::from_bits(0x3FB8_AA3B);

@@ -136,6 +136,45 @@ pub enum SwigluInput {
     Bf16,
 }
 
+/// Which instructions GEMM1's SwiGLU + NVFP4 requantization epilogue uses; both recipes are
+/// defined operation by operation in [`crate::epilogue_math`], which the CPU reference calls.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub enum EpilogueRecipe {
+    /// Correctly rounded IEEE operations only (`fma`/`mul`/`add`/`div.rn`, a polynomial
+    /// exp): the same bits on any IEEE machine, ~35 instructions per output element and a
+    /// `div.rn` slow-path call per element.
+    Exact,
+    /// `ex2.approx.ftz` and `rcp.approx.ftz` (one MUFU each), α1 folded into the
+    /// quantization: ~11 instructions per output element, branch-free. Modelled as correctly
+    /// rounded with flush-to-zero; docs/reference.md states the model and the tolerance for
+    /// hardware that deviates from it.
+    #[default]
+    Fast,
+}
+
+impl EpilogueRecipe {
+    /// The recipe a target's kernels use unless told otherwise: `Fast` on SM100; `Exact` on
+    /// Hopper, whose kernels implement only that one.
+    pub fn default_for(target: Target) -> Self {
+        match target.arch() {
+            crate::tactic::Arch::Sm100 => EpilogueRecipe::Fast,
+            crate::tactic::Arch::Sm90 => EpilogueRecipe::Exact,
+        }
+    }
+}
+
 /// How GEMM2 adds routes into the output.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
@@ -158,6 +197,8 @@ pub enum Epilogue {
         output: BlockScaledFormat,
         /// Precision of SwiGLU's inputs.
         swiglu_input: SwigluInput,
+        /// Instructions of the epilogue arithmetic.
+        recipe: EpilogueRecipe,
     },
     /// GEMM2: α2 · router weight, accumulate bf16 rows into the output.
     Finalize {
@@ -211,9 +252,13 @@ impl KernelDesc {
 
     /// The kernel's identity (everything that distinguishes it from another kernel).
     pub fn key(&self) -> GemmKey {
-        let (swiglu_input, finalize) = match self.epilogue {
-            Epilogue::SwigluRequant { swiglu_input, .. } => (swiglu_input, FinalizeMode::default()),
-            Epilogue::Finalize { mode } => (SwigluInput::default(), mode),
+        let (swiglu_input, finalize, recipe) = match self.epilogue {
+            Epilogue::SwigluRequant { swiglu_input, recipe, .. } => {
+                (swiglu_input, FinalizeMode::default(), recipe)
+            }
+            Epilogue::Finalize { mode } => {
+                (SwigluInput::default(), mode, EpilogueRecipe::default_for(self.target))
+            }
         };
         let [_, mma_n] = self.tactic.mma_tiler();
         GemmKey {
@@ -229,6 +274,7 @@ impl KernelDesc {
                 WeightFormat::Nvfp4
             },
             swiglu_input,
+            recipe,
             finalize,
             activations: self.activations,
             ab_stages: self.budget.ab_stages,
@@ -262,7 +308,7 @@ impl GemmKey {
             .format(format)
             .activations(self.activations);
         match self.gemm {
-            GemmKind::Gemm1 => b = b.swiglu_input(self.swiglu_input),
+            GemmKind::Gemm1 => b = b.swiglu_input(self.swiglu_input).recipe(self.recipe),
             GemmKind::Gemm2 => b = b.finalize(self.finalize),
         }
         if !self.planned_depths {
@@ -280,6 +326,7 @@ pub struct KernelDescBuilder {
     format: BlockScaledFormat,
     activations: ActivationFormat,
     swiglu_input: SwigluInput,
+    recipe: Option<EpilogueRecipe>,
     finalize: FinalizeMode,
     depths: Option<(u32, u32)>,
 }
@@ -293,6 +340,7 @@ impl KernelDescBuilder {
             format: BlockScaledFormat::NVFP4,
             activations: ActivationFormat::default(),
             swiglu_input: SwigluInput::default(),
+            recipe: None,
             finalize: FinalizeMode::default(),
             depths: None,
         }
@@ -315,6 +363,11 @@ impl KernelDescBuilder {
     /// SwiGLU input precision (GEMM1 only).
     pub fn swiglu_input(mut self, v: SwigluInput) -> Self {
         self.swiglu_input = v;
+        self
+    }
+    /// Epilogue recipe (GEMM1 only; default [`EpilogueRecipe::default_for`] the target).
+    pub fn recipe(mut self, v: EpilogueRecipe) -> Self {
+        self.recipe = Some(v);
         self
     }
     /// Finalize mode (GEMM2 only).
@@ -366,6 +419,13 @@ impl KernelDescBuilder {
                 target: self.target,
             });
         }
+        let recipe = self.recipe.unwrap_or(EpilogueRecipe::default_for(self.target));
+        if hopper && recipe != EpilogueRecipe::Exact {
+            return Err(DescError::Unsupported {
+                option: "the Fast epilogue recipe (the Hopper kernels implement Exact)",
+                target: self.target,
+            });
+        }
         if self.tactic.raster() != Raster::AlongN {
             return Err(DescError::Unsupported {
                 option: "raster AlongM (the persistent schedule walks N fastest)",
@@ -405,6 +465,7 @@ impl KernelDescBuilder {
                     Epilogue::SwigluRequant {
                         output: self.format,
                         swiglu_input: self.swiglu_input,
+                        recipe,
                     },
                 )
             }
@@ -412,6 +473,12 @@ impl KernelDescBuilder {
                 if self.swiglu_input != SwigluInput::default() {
                     return Err(DescError::OptionForOtherGemm {
                         option: "SwiGLU input",
+                        gemm: GemmKind::Gemm2,
+                    });
+                }
+                if self.recipe.is_some() {
+                    return Err(DescError::OptionForOtherGemm {
+                        option: "epilogue recipe",
                         gemm: GemmKind::Gemm2,
                     });
                 }

@@ -10,20 +10,22 @@
 //!   codegen and the runtime.
 //! - [`plan`]: `max_tiles`, the shared workspace plan, token buckets, expert windows.
 //! - [`anchors`]: the production reference kernels' figures, for comparison.
+//! - [`model`]: the analytic B200 model and the schema of the per-role figures it reads.
 
 pub mod abi;
 pub mod anchors;
 pub mod epilogue_math;
 pub mod formats;
 pub mod kernel_desc;
+pub mod model;
 pub mod plan;
 pub mod resources;
 pub mod tactic;
 pub mod target;
 
 pub use kernel_desc::{
-    ActivationFormat, BlockScaledFormat, DescError, Epilogue, FinalizeMode, KernelDesc,
-    KernelDescBuilder, SwigluInput,
+    ActivationFormat, BlockScaledFormat, DescError, Epilogue, EpilogueRecipe, FinalizeMode,
+    KernelDesc, KernelDescBuilder, SwigluInput,
 };
 pub use resources::{KernelBudget, ResourceError, plan_gemm};
 pub use tactic::{

@@ -13,9 +13,13 @@ pub const K_STAGE_ROW_BYTES: u32 = K_STAGE / 2;
 pub const K_STAGE_SCALE_BYTES: u32 = K_STAGE / 16;
 /// Rows each CTA's MMA covers.
 pub const CTA_ROWS: u32 = 128;
-/// Shared memory kept for mbarriers (≤ 16 AB stages, accumulator and epilogue barriers),
-/// the TMEM address slot, the scheduler's tile ring and GEMM1's per-tile token indices.
-pub const RESERVED_SMEM: u32 = 1024;
+/// Shared memory kept for mbarriers (≤ 16 A/B stages' full and empty barriers, 16 gather
+/// relay barriers, two accumulator barrier pairs: 416 B) and the TMEM address slot. It sits
+/// after the stage ring and the epilogue staging, so no 1024-byte alignment pads it.
+pub const RESERVED_SMEM: u32 = 512;
+/// The Hopper kernels' reserved block (their stage ring's barriers), first in shared memory:
+/// the stages after it hold 1024-aligned swizzled tiles, so it occupies a whole 1024 bytes.
+pub const SM90_RESERVED_SMEM: u32 = 1024;
 /// Most AB stages a kernel uses; the reserved block is sized for this many barrier pairs.
 pub const MAX_AB_STAGES: u32 = 16;
 /// Most accumulator stages: a third buffer would not overlap anything more.
@@ -23,10 +27,14 @@ pub const MAX_ACC_STAGES: u32 = 2;
 /// Scale-factor TMEM column sets: double-buffered so a `tcgen05.cp` for stage k+1 never
 /// overwrites columns an MMA of stage k may still read (the reference reuses one set).
 pub const SF_TMEM_BUFFERS: u32 = 2;
-/// GEMM2 epilogue staging: bf16 columns per row per bulk reduce-add.
-pub const GEMM2_EPILOGUE_SUBTILE_COLS: u32 = 32;
-/// GEMM2 epilogue staging buffers (one filled while the other drains).
-pub const GEMM2_EPILOGUE_BUFFERS: u32 = 2;
+/// GEMM2 epilogue staging: bytes left between the eight groups of rows that share a
+/// shared-memory bank offset (16 B each, so that the 8 threads of a 128-bit store phase
+/// write 8 different 16-byte bank groups; docs/kernels.md).
+pub const GEMM2_STAGING_GAP: u32 = 16;
+/// Rows of a GEMM2 staging bank group: rows r and r' share one when r ≡ r' (mod 8).
+pub const GEMM2_STAGING_GROUPS: u32 = 8;
+/// Columns of one epilogue step (one `tcgen05.ld.32x32b.x64`).
+pub const EPILOGUE_STEP_COLS: u32 = 64;
 
 /// Budget of one kernel for one tactic on one target; every byte figure is per CTA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -53,7 +61,11 @@ pub struct KernelBudget {
     pub tma_tx_bytes_per_stage: u32,
     /// Accumulator buffers in TMEM.
     pub acc_stages: u32,
-    /// TMEM columns used by accumulators.
+    /// Columns the two accumulator buffers share (0: disjoint). At MMA N = 256 two buffers
+    /// of 256 columns overlap in `2·256 − (512 − SF columns)` columns; the epilogue reads
+    /// the shared columns first and releases the buffer early (docs/kernels.md).
+    pub acc_overlap_columns: u32,
+    /// TMEM columns used by accumulators (`acc_stages · N − acc_overlap_columns`).
     pub tmem_acc_columns: u32,
     /// TMEM columns used by scale factors (all buffers).
     pub tmem_sf_columns: u32,
@@ -128,11 +140,9 @@ fn epilogue_bytes(tactic: &GemmTactic) -> u32 {
         // SwiGLU halves N; the FP4 output tile (128 rows × N/2 values × ½ byte) is staged once
         // for its TMA store, which is drained before the next tile's epilogue writes.
         GemmKind::Gemm1 => CTA_ROWS * (n / 2) / 2,
-        // Each thread owns a row and reduce-adds it in 32-column bf16 pieces; two pieces in
-        // flight instead of the reference's whole 128×N tile, which starved N = 256 at 2 stages.
-        GemmKind::Gemm2 => {
-            GEMM2_EPILOGUE_BUFFERS * CTA_ROWS * GEMM2_EPILOGUE_SUBTILE_COLS.min(n) * 2
-        }
+        // Each thread stages its whole bf16 row for one bulk reduce-add per row and tile (the
+        // reference's scheme), the eight bank groups of rows separated by a 16-byte gap.
+        GemmKind::Gemm2 => CTA_ROWS * n * 2 + (GEMM2_STAGING_GROUPS - 1) * GEMM2_STAGING_GAP,
     }
 }
 
@@ -169,7 +179,7 @@ fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resour
         GemmKind::Gemm1 => t * (n / 2) * 2,
         GemmKind::Gemm2 => t * n * 2,
     };
-    let budget = limits.max_dynamic_smem - RESERVED_SMEM - epilogue;
+    let budget = limits.max_dynamic_smem - SM90_RESERVED_SMEM - epilogue;
     let ab_stages = (budget / stage_bytes).min(MAX_AB_STAGES);
     if ab_stages < 2 {
         return Err(ResourceError::TooFewStages {
@@ -194,10 +204,11 @@ fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resour
         stage_bytes,
         ab_stages,
         epilogue_bytes: epilogue,
-        reserved_bytes: RESERVED_SMEM,
-        smem_bytes: RESERVED_SMEM + epilogue + ab_stages * stage_bytes,
+        reserved_bytes: SM90_RESERVED_SMEM,
+        smem_bytes: SM90_RESERVED_SMEM + epilogue + ab_stages * stage_bytes,
         tma_tx_bytes_per_stage: tx,
         acc_stages: 1,
+        acc_overlap_columns: 0,
         tmem_acc_columns: 0,
         tmem_sf_columns: 0,
         tmem_alloc_columns: 0,
@@ -244,16 +255,19 @@ fn plan_sm100(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resou
     let mmas_per_stage = K_STAGE / 64;
     let sf_cols_per_stage = mmas_per_stage * 4 * (1 + n.div_ceil(CTA_ROWS));
     let tmem_sf_columns = SF_TMEM_BUFFERS * sf_cols_per_stage;
-    let acc_fit = limits.tmem_columns.saturating_sub(tmem_sf_columns) / n;
-    let acc_stages = acc_fit.min(MAX_ACC_STAGES);
-    if acc_stages == 0 {
+    let acc_room = limits.tmem_columns.saturating_sub(tmem_sf_columns);
+    if acc_room < n {
         return Err(ResourceError::TmemExhausted {
             tactic: name,
             needed: n + tmem_sf_columns,
             available: limits.tmem_columns,
         });
     }
-    let tmem_acc_columns = acc_stages * n;
+    // Two accumulators always: disjoint when they fit, else overlapping in the columns they
+    // cannot both have (N = 256: 2·256 − 416 = 96), released early by the epilogue.
+    let acc_stages = MAX_ACC_STAGES;
+    let acc_overlap_columns = (acc_stages * n).saturating_sub(acc_room);
+    let tmem_acc_columns = acc_stages * n - acc_overlap_columns;
     let tmem_alloc_columns = (tmem_acc_columns + tmem_sf_columns).next_power_of_two().max(32);
     Ok(KernelBudget {
         a_stage_bytes: a,
@@ -267,6 +281,7 @@ fn plan_sm100(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resou
         smem_bytes: RESERVED_SMEM + epilogue + ab_stages * stage_bytes,
         tma_tx_bytes_per_stage: tx_per_cta * group,
         acc_stages,
+        acc_overlap_columns,
         tmem_acc_columns,
         tmem_sf_columns,
         tmem_alloc_columns,
@@ -274,6 +289,20 @@ fn plan_sm100(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resou
 }
 
 impl KernelBudget {
+    /// Slots of the accumulator ring: one per buffer, except for overlapping buffers, which
+    /// share one slot (the MMA alternates buffers per tile and waits for the early release).
+    pub fn acc_ring_slots(&self) -> u32 {
+        if self.acc_overlap_columns > 0 { 1 } else { self.acc_stages }
+    }
+    /// TMEM column of accumulator buffer 1 (buffer 0 starts at column 0).
+    pub fn acc_buffer_stride(&self) -> u32 {
+        if self.acc_stages < 2 { 0 } else { self.tmem_acc_columns - self.acc_n() }
+    }
+    /// Columns of one accumulator (MMA N).
+    pub fn acc_n(&self) -> u32 {
+        (self.tmem_acc_columns + self.acc_overlap_columns) / self.acc_stages.max(1)
+    }
+
     /// The same budget with shallower pipelines (e.g. to test or to share an SM); depths
     /// deeper than the model allows are refused.
     pub fn with_depths(
@@ -298,11 +327,14 @@ impl KernelBudget {
                 max: self.acc_stages,
             });
         }
-        let n = self.tmem_acc_columns / self.acc_stages;
+        let n = (self.tmem_acc_columns + self.acc_overlap_columns) / self.acc_stages;
         self.ab_stages = ab_stages;
+        if acc_stages < self.acc_stages {
+            self.acc_overlap_columns = 0;
+        }
         self.acc_stages = acc_stages;
         self.smem_bytes = self.reserved_bytes + self.epilogue_bytes + ab_stages * self.stage_bytes;
-        self.tmem_acc_columns = acc_stages * n;
+        self.tmem_acc_columns = acc_stages * n - self.acc_overlap_columns;
         if self.tmem_alloc_columns > 0 {
             self.tmem_alloc_columns =
                 (self.tmem_acc_columns + self.tmem_sf_columns).next_power_of_two().max(32);

@@ -38,7 +38,14 @@ fn stage_counts_meet_or_beat_the_reference() {
         let b = plan_gemm(Target::Sm100a, &g).unwrap();
         if let Some(r) = reference_kernel(g.kind(), g.tile(), g.mma_tiler()[1]) {
             assert!(b.ab_stages >= r.ab_stages, "{g}: {} < reference {}", b.ab_stages, r.ab_stages);
-            assert_eq!(b.acc_stages, r.acc_stages, "{g}: accumulator buffering as the reference");
+            // Two accumulators everywhere; at N = 256 they share columns (the reference's
+            // two overlapped 256-column accumulators count as one stage in anchors.md).
+            assert!(b.acc_stages >= r.acc_stages, "{g}: accumulator buffering");
+            assert_eq!(b.acc_stages, 2, "{g}");
+            let n = g.mma_tiler()[1];
+            assert_eq!(b.acc_overlap_columns > 0, n == 256, "{g}");
+            assert_eq!(b.tmem_acc_columns + b.acc_overlap_columns, 2 * n, "{g}");
+            assert!(b.tmem_acc_columns + b.tmem_sf_columns <= 512, "{g}");
             compared += 1;
         }
     }
@@ -49,12 +56,33 @@ fn stage_counts_meet_or_beat_the_reference() {
 
 #[test]
 fn gemm2_n256_is_not_starved() {
-    for tile in [128, 256] {
+    // The reference starves t128/n256 at 2 stages; with whole bf16 rows staged (64 KiB)
+    // moegen keeps 3 there and the reference's 4 at t256/n256.
+    for (tile, more) in [(128, true), (256, false)] {
         let g =
             GemmTactic::new(GemmKind::Gemm2, [tile, 256], [tile / 128, 1], Raster::AlongN).unwrap();
         let r = reference_kernel(GemmKind::Gemm2, g.tile(), 256).unwrap();
-        assert!(plan_gemm(Target::Sm100f, &g).unwrap().ab_stages > r.ab_stages, "tile {tile}");
+        let ours = plan_gemm(Target::Sm100f, &g).unwrap().ab_stages;
+        assert!(if more { ours > r.ab_stages } else { ours >= r.ab_stages }, "tile {tile}");
     }
+}
+
+#[test]
+fn overlapped_accumulators_fit_the_tmem_budget() {
+    // N = 256: two 256-column accumulators in 512 − 96 (double-buffered scale factors)
+    // = 416 columns, sharing 96; buffer 1 starts at column 160.
+    let g = GemmTactic::new(GemmKind::Gemm1, [128, 256], [1, 1], Raster::AlongN).unwrap();
+    let b = plan_gemm(Target::Sm100f, &g).unwrap();
+    assert_eq!((b.acc_stages, b.acc_overlap_columns, b.tmem_acc_columns), (2, 96, 416));
+    assert_eq!((b.tmem_sf_columns, b.tmem_alloc_columns), (96, 512));
+    assert_eq!((b.acc_ring_slots(), b.acc_buffer_stride(), b.acc_n()), (1, 160, 256));
+    // One accumulator on request: no overlap.
+    let s = b.with_depths(&g, 2, 1).unwrap();
+    assert_eq!((s.acc_overlap_columns, s.tmem_acc_columns, s.acc_ring_slots()), (0, 256, 1));
+    // N = 128: two disjoint accumulators, two ring slots.
+    let g = GemmTactic::new(GemmKind::Gemm2, [128, 128], [1, 1], Raster::AlongN).unwrap();
+    let b = plan_gemm(Target::Sm100f, &g).unwrap();
+    assert_eq!((b.acc_overlap_columns, b.acc_ring_slots(), b.acc_buffer_stride()), (0, 2, 128));
 }
 
 #[test]

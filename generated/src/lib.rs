@@ -12,164 +12,196 @@
 #[rustfmt::skip]
 pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n128_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        name: "moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_exact",
+        ptx_target: "sm_100f",
+        ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_exact.ptx"),
+        params: ::moegen_dsl::abi::signature::GEMM1,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 201728, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 201728, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 201728, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 201728, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 183296, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 183296, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 183296, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 183296, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n256_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        name: "moegen_sm100_nvfp4_gemm1_t128_n256_c1x1_exact",
+        ptx_target: "sm_100f",
+        ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1_exact.ptx"),
+        params: ::moegen_dsl::abi::signature::GEMM1,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n128_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205824, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        name: "moegen_sm100_nvfp4_gemm1_t256_n128_c2x1_exact",
+        ptx_target: "sm_100f",
+        ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1_exact.ptx"),
+        params: ::moegen_dsl::abi::signature::GEMM1,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 218112, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 218112, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 218112, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 218112, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 211968, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 211968, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 211968, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 211968, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n256_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203776, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        name: "moegen_sm100_nvfp4_gemm1_t256_n256_c2x1_exact",
+        ptx_target: "sm_100f",
+        ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1_exact.ptx"),
+        params: ::moegen_dsl::abi::signature::GEMM1,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortHistogram, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -218,7 +250,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
 #[rustfmt::skip]
 pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16.ptx"),
@@ -226,7 +258,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 117760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16.ptx"),
@@ -234,7 +266,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 84992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
@@ -242,7 +274,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 84992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16.ptx"),
@@ -250,7 +282,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
@@ -258,7 +290,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16.ptx"),
@@ -266,7 +298,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16_det.ptx"),
@@ -274,7 +306,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a16.ptx"),
@@ -282,7 +314,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a16.ptx"),
@@ -290,7 +322,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 152576, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16.ptx"),
@@ -298,7 +330,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
@@ -306,7 +338,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16.ptx"),
@@ -314,7 +346,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 156672, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
@@ -322,7 +354,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 156672, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16.ptx"),
@@ -330,7 +362,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16_det.ptx"),
@@ -338,7 +370,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a16.ptx"),
@@ -346,7 +378,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a16.ptx"),
@@ -354,7 +386,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16.ptx"),
@@ -362,7 +394,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
@@ -370,7 +402,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16.ptx"),
@@ -378,7 +410,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
@@ -386,7 +418,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16.ptx"),
@@ -394,7 +426,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16_det.ptx"),
@@ -402,7 +434,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a16.ptx"),
@@ -410,7 +442,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16.ptx"),
@@ -418,7 +450,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16.ptx"),
@@ -426,7 +458,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 231424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
@@ -434,7 +466,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 231424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16.ptx"),
@@ -442,7 +474,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
@@ -450,7 +482,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16.ptx"),
@@ -458,7 +490,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16_det.ptx"),
@@ -466,7 +498,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a16.ptx"),
@@ -474,7 +506,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4.ptx"),
@@ -482,7 +514,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 117760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4.ptx"),
@@ -490,7 +522,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 84992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_det.ptx"),
@@ -498,7 +530,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 84992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4.ptx"),
@@ -506,7 +538,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det.ptx"),
@@ -514,7 +546,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4.ptx"),
@@ -522,7 +554,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4_det.ptx"),
@@ -530,7 +562,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a4.ptx"),
@@ -538,7 +570,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a4.ptx"),
@@ -546,7 +578,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 152576, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4.ptx"),
@@ -554,7 +586,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det.ptx"),
@@ -562,7 +594,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4.ptx"),
@@ -570,7 +602,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 156672, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4_det.ptx"),
@@ -578,7 +610,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 156672, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4.ptx"),
@@ -586,7 +618,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4_det.ptx"),
@@ -594,7 +626,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a4.ptx"),
@@ -602,7 +634,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a4.ptx"),
@@ -610,7 +642,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4.ptx"),
@@ -618,7 +650,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4_det.ptx"),
@@ -626,7 +658,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4.ptx"),
@@ -634,7 +666,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4_det.ptx"),
@@ -642,7 +674,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4.ptx"),
@@ -650,7 +682,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4_det.ptx"),
@@ -658,7 +690,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a4.ptx"),
@@ -666,7 +698,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4.ptx"),
@@ -674,7 +706,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4.ptx"),
@@ -682,7 +714,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 231424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4_det.ptx"),
@@ -690,7 +722,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 231424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4.ptx"),
@@ -698,7 +730,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4_det.ptx"),
@@ -706,7 +738,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4.ptx"),
@@ -714,7 +746,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4_det.ptx"),
@@ -722,7 +754,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a4.ptx"),
@@ -730,7 +762,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16.ptx"),
@@ -738,7 +770,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 117760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16.ptx"),
@@ -746,7 +778,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 84992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
@@ -754,7 +786,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 84992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16.ptx"),
@@ -762,7 +794,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16.ptx"),
@@ -770,7 +802,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
@@ -778,7 +810,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16.ptx"),
@@ -786,7 +818,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 152576, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16.ptx"),
@@ -794,7 +826,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
@@ -802,7 +834,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 119808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16.ptx"),
@@ -810,7 +842,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16.ptx"),
@@ -818,7 +850,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 156672, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
@@ -826,7 +858,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 156672, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16.ptx"),
@@ -834,7 +866,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16.ptx"),
@@ -842,7 +874,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
@@ -850,7 +882,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16.ptx"),
@@ -858,7 +890,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16.ptx"),
@@ -866,7 +898,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
@@ -874,7 +906,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16.ptx"),
@@ -882,7 +914,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16.ptx"),
@@ -890,7 +922,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 231424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
@@ -898,7 +930,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 231424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16.ptx"),
@@ -906,7 +938,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16.ptx"),
@@ -914,7 +946,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),

@@ -298,7 +298,7 @@ fn whole_layer_tracks_the_unquantized_oracle_and_ignores_tile_size() {
 }
 
 fn run_layer(l: &Layer, swiglu_input: SwigluInput, finalize: FinalizeMode) -> Vec<bf16> {
-    let opts = ReferenceOptions { swiglu_input, finalize };
+    let opts = ReferenceOptions { swiglu_input, finalize, ..Default::default() };
     moe_reference(&l.shape, &l.acts, &l.weights, &l.routing, TileSize::T128, opts).unwrap().output
 }
 

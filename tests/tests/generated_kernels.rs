@@ -28,9 +28,11 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
             let [cm, cn] = g.cluster();
             let name = format!("moegen_sm100_nvfp4_{}_t{m}_n{n}_c{cm}x{cn}", g.kind());
             assert!(names.contains(name.as_str()), "{name} missing");
-            if g.kind() == moegen_dsl::GemmKind::Gemm2 {
-                assert!(names.contains(format!("{name}_det").as_str()), "{name}_det missing");
-            }
+            let variant = match g.kind() {
+                moegen_dsl::GemmKind::Gemm1 => "_exact",
+                moegen_dsl::GemmKind::Gemm2 => "_det",
+            };
+            assert!(names.contains(format!("{name}{variant}").as_str()), "{name}{variant} missing");
         }
     }
     for tag in ["sm100", "sm90"] {
@@ -73,7 +75,7 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     }
     // MXFP4: 8 GEMM1 (4 tiles × N 128, 256) and 8 GEMM2 (4 tiles × N 64, 128) × 2 modes.
     let sm90_gemms = 2 * (8 + 12 * 2) + 8 + 8 * 2;
-    assert_eq!(names.len(), 4 + 8 + 8 + 10 + 1 + 6 + sm90_gemms);
+    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 10 + 1 + 6 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()

@@ -37,10 +37,13 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 /// The generated kernel of one GEMM of `tactic` with `opts`.
-fn gemm_key(g: &moegen_dsl::GemmTactic, opts: ReferenceOptions) -> Result<GemmKey, DeviceOpError> {
+pub(crate) fn gemm_key(
+    g: &moegen_dsl::GemmTactic,
+    opts: ReferenceOptions,
+) -> Result<GemmKey, DeviceOpError> {
     let mut d = KernelDescBuilder::new(*g).target(Target::Sm100f);
     d = match g.kind() {
-        moegen_dsl::GemmKind::Gemm1 => d.swiglu_input(opts.swiglu_input),
+        moegen_dsl::GemmKind::Gemm1 => d.swiglu_input(opts.swiglu_input).recipe(opts.recipe),
         moegen_dsl::GemmKind::Gemm2 => d.finalize(opts.finalize),
     };
     d.build().map(|d| d.key()).map_err(|e| DeviceOpError::MissingKernel(e.to_string()))

@@ -2,7 +2,7 @@
 //! GEMM2 [→ deterministic reduction]), against the CPU reference.
 
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::{FinalizeMode, MoeTactic, TileSize, nvfp4_tactics};
+use moegen_dsl::{EpilogueRecipe, FinalizeMode, MoeTactic, TileSize, nvfp4_tactics};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::*;
 use moegen_runtime::routing::ExpertWindow;
@@ -77,7 +77,11 @@ fn random_routes(r: &mut Rng, _t: usize, slot: usize) -> i32 {
 
 /// Runs one tactic and checks every output against the reference.
 fn check(p: &Problem, tactic: &MoeTactic, finalize: FinalizeMode, clusters: u32) -> DeviceRun {
-    let opts = ReferenceOptions { finalize, ..Default::default() };
+    check_with(p, tactic, ReferenceOptions { finalize, ..Default::default() }, clusters)
+}
+
+/// [`check`] with every reference option explicit (e.g. the epilogue recipe).
+fn check_with(p: &Problem, tactic: &MoeTactic, opts: ReferenceOptions, clusters: u32) -> DeviceRun {
     let want =
         moe_reference(&p.shape, &p.acts, &p.weights, &p.routing, tactic.tile(), opts).unwrap();
     let mut sim = SimBackend::new();
@@ -135,6 +139,38 @@ fn every_tactic_at_every_batch_size() {
             check(&p, &t, FinalizeMode::BulkReduceAdd, clusters);
         }
     }
+}
+
+#[test]
+fn exact_recipe_is_bit_exact_for_every_tactic() {
+    // The IEEE-only epilogue (the `_exact` GEMM1 kernels) against the reference's Exact
+    // recipe, as strictly as the default Fast recipe.
+    let opts = ReferenceOptions { recipe: EpilogueRecipe::Exact, ..Default::default() };
+    for (n, clusters) in [(5, 1), (300, 2)] {
+        let p = problem(n, 60 + n as u64, &random_routes);
+        for t in nvfp4_tactics() {
+            check_with(&p, &t, opts, clusters);
+        }
+    }
+}
+
+#[test]
+fn the_recipes_agree_closely() {
+    // Fast and Exact round h differently (a few ulp), so an E2M1 code can move by one step
+    // where h sits at a rounding boundary; the outputs stay within quantization noise.
+    let p = problem(64, 71, &random_routes);
+    let t = nvfp4_tactics()[0];
+    let det = ReferenceOptions { finalize: FinalizeMode::Deterministic, ..Default::default() };
+    let fast = check_with(&p, &t, det, 2);
+    let exact = check_with(&p, &t, ReferenceOptions { recipe: EpilogueRecipe::Exact, ..det }, 2);
+    let (mut num, mut den) = (0f64, 0f64);
+    for (a, b) in fast.output.iter().zip(&exact.output) {
+        let (a, b) = (f64::from(a.to_f32()), f64::from(b.to_f32()));
+        num += (a - b) * (a - b);
+        den += b * b;
+    }
+    let rel = (num / den.max(1e-30)).sqrt();
+    assert!(rel < 0.02, "Fast vs Exact relative L2 {rel}");
 }
 
 #[test]
@@ -237,10 +273,11 @@ fn planted_defects_in_the_gemm_kernels_are_caught() {
                 format!("\tsetp.eq.u32 {p}, 0, 0;")
             }),
         ),
-        // Rows up to and including mn_limit are treated as valid.
+        // Rows up to and including mn_limit are treated as valid (the third compare of the
+        // epilogue's row prefetch: unit in range, tile live, row below the limit).
         (
             "off-by-one mn_limit",
-            mutate_after(ptx, "L_epilogue_", "setp.lt.u32", 0, &|l| {
+            mutate_after(ptx, "L_epilogue_", "setp.lt.u32", 2, &|l| {
                 l.replace("setp.lt.u32", "setp.le.u32")
             }),
         ),
@@ -286,7 +323,8 @@ fn other_shapes_and_top_k_4() {
         let sort =
             moegen_runtime::routing::moe_sort(&p.routing.experts, 24, &p.shape.window, t.tile())
                 .unwrap();
-        let g1 = gemm1_reference(&p.shape, &p.acts, &p.weights, &sort, Default::default()).unwrap();
+        let g1 =
+            gemm1_reference(&p.shape, &p.acts, &p.weights, &sort, Gemm1Options::default()).unwrap();
         let c = gemm2_contributions(&p.shape, &g1, &p.weights, &sort, &p.routing).unwrap();
         for (n, (a, b)) in got.output.iter().zip(&want.output).enumerate() {
             let (tok, col) = (n / 768, n % 768);

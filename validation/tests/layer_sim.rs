@@ -325,3 +325,47 @@ fn tuning_times_every_tactic_on_one_workspace_and_the_cache_round_trips() {
     assert!(!third.from_cache);
     let _ = std::fs::remove_file(&cache);
 }
+
+/// `LayerConfig::recipe` picks GEMM1's epilogue: the Exact kernels give the Exact
+/// reference's bytes; the default gives the Fast reference's.
+#[test]
+fn the_configured_recipe_is_the_one_that_runs() {
+    let tokens = 4;
+    let mut s = setup(tokens);
+    let ws = workspace(&mut s, true);
+    let config = LayerConfig {
+        finalize: FinalizeMode::Deterministic,
+        recipe: Some(moegen_dsl::EpilogueRecipe::Exact),
+        ..LayerConfig::new(s.shape)
+    };
+    let weights = LayerWeights::upload(&mut s.sim, &s.shape, &s.prepared, s.input_scale).unwrap();
+    let kernels = KernelSet::builtin();
+    let tactics = MoeLayer::candidates(
+        &config,
+        &kernels,
+        MAX_TOKENS as u64,
+        Arch::Sm100,
+        WeightFormat::Nvfp4,
+    );
+    assert_eq!(tactics.len(), 16, "the built-in set holds Exact GEMM1s for every tactic");
+    let dev = DeviceModel::b200().with_sms(s.sim.sm_count());
+    let table = DispatchTable::analytic(&s.shape, MAX_TOKENS as u64, &tactics, &dev).unwrap();
+    let layer = MoeLayer::new(&s.sim, config, weights, &kernels, table).unwrap();
+    let io = io(&mut s, tokens);
+    let tactic = layer.forward(&mut s.sim, &ws, &io).unwrap();
+    let got = read_bf16(&mut s.sim, io.output, tokens * 512);
+    let xf: Vec<f32> = s.x[..tokens * 512].iter().map(|v| v.to_f32()).collect();
+    let acts = quantize_activations(&xf, tokens, 512, s.input_scale).unwrap();
+    let routing = Routing {
+        tokens,
+        experts: s.ids[..tokens * 2].to_vec(),
+        weights: s.weights[..tokens * 2].to_vec(),
+    };
+    let exact = ReferenceOptions {
+        finalize: FinalizeMode::Deterministic,
+        recipe: moegen_dsl::EpilogueRecipe::Exact,
+        ..Default::default()
+    };
+    let want = moe_reference(&s.shape, &acts, &s.prepared, &routing, tactic.tile(), exact);
+    assert_eq!(got, want.unwrap().output);
+}

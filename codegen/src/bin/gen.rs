@@ -8,8 +8,12 @@ use clap::{Parser, Subcommand};
 use moegen_codegen::check::{assemble_all, render_stats, stats};
 use moegen_codegen::emit::{CrateOptions, default_out_dir, diff_files, render_files, write_files};
 use moegen_codegen::kernel_set::{default_kernel_set, kernel_set};
+use moegen_codegen::perf::{
+    load_role_stats, model_report, render_model, render_roles, render_sass_facts,
+};
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
 use moegen_dsl::abi::check_gemm_dim;
+use moegen_dsl::model::Workload;
 use moegen_dsl::plan::{ExpertWindow, WorkspaceRequest};
 use moegen_dsl::{Arch, Target, TileSize};
 
@@ -41,9 +45,37 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Print per-kernel ptxas registers, spills, stack, shared memory, stage counts and SASS
-    /// instruction counts beside the production reference's figures.
+    /// Print per-kernel ptxas registers, spills, stack, shared memory, stage counts, SASS
+    /// instruction counts and SASS facts, and the per-role dynamic instruction counts of
+    /// docs/role-stats.json, beside the production reference's figures.
     Stats {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Estimate each tactic's B200 time with the analytic model (docs/perf.md) from the
+    /// per-role figures of docs/role-stats.json, beside the production reference's under the
+    /// same model. Defaults: DeepSeek-V3's expert-parallel slice at N = 16, 128, 1024, 4096,
+    /// 16384.
+    Model {
+        /// Token counts (repeat or comma-separate).
+        #[arg(long, value_delimiter = ',', default_values_t = [16u64, 128, 1024, 4096, 16384])]
+        tokens: Vec<u64>,
+        /// Hidden size H.
+        #[arg(long, default_value_t = 7168)]
+        hidden: u64,
+        /// Intermediate size I.
+        #[arg(long, default_value_t = 2048)]
+        intermediate: u64,
+        /// Experts in the model.
+        #[arg(long, default_value_t = 256)]
+        experts: u64,
+        /// Routes per token.
+        #[arg(long, default_value_t = 8)]
+        top_k: u64,
+        /// Experts on this rank.
+        #[arg(long, default_value_t = 32)]
+        local_experts: u64,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -152,11 +184,61 @@ fn run(cli: Cli) -> Result<String, Failure> {
         Some(Command::Check { out }) => check(out),
         Some(Command::Stats { json }) => {
             let kernels = default_kernel_set().map_err(|e| e.to_string())?;
-            let rows = stats(&kernels)?;
+            let roles = load_role_stats()?;
+            let rows = stats(&kernels, roles.as_ref())?;
             if json {
                 serde_json::to_string_pretty(&rows).map_err(|e| Failure(e.to_string(), 1))
             } else {
-                Ok(render_stats(&rows))
+                Ok(format!(
+                    "{}\n{}\n{}",
+                    render_stats(&rows),
+                    render_roles(&rows),
+                    render_sass_facts(&rows)
+                ))
+            }
+        }
+        Some(Command::Model {
+            tokens,
+            hidden,
+            intermediate,
+            experts,
+            top_k,
+            local_experts,
+            json,
+        }) => {
+            let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+            ExpertWindow::new(size(experts), 0, size(local_experts), size(top_k))
+                .map_err(|e| bad(e.to_string()))?;
+            for (what, v) in [("hidden size", hidden), ("intermediate size", intermediate)] {
+                check_gemm_dim(Target::Sm100f, what, v).map_err(|e| bad(e.to_string()))?;
+            }
+            if tokens.is_empty() || tokens.contains(&0) {
+                return Err(bad("--tokens: give one or more counts above 0".into()));
+            }
+            let file = load_role_stats()?.ok_or_else(|| {
+                Failure(
+                    "docs/role-stats.json is missing: run \
+                     `cargo run --release -p moegen-validation --bin role-stats`"
+                        .into(),
+                    1,
+                )
+            })?;
+            let workloads: Vec<Workload> = tokens
+                .iter()
+                .map(|&n| Workload {
+                    tokens: n,
+                    hidden,
+                    intermediate,
+                    experts,
+                    top_k,
+                    local_experts,
+                })
+                .collect();
+            let r = model_report(&workloads, &file)?;
+            if json {
+                serde_json::to_string_pretty(&r).map_err(|e| Failure(e.to_string(), 1))
+            } else {
+                Ok(render_model(&r))
             }
         }
         Some(Command::Tactics { target, json }) => {

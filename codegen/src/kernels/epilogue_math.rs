@@ -1,7 +1,9 @@
-//! PTX for the epilogue arithmetic of `moegen_dsl::epilogue_math` and the NVFP4 block
-//! quantization of `moegen_dsl::formats`: the same IEEE operations in the same order, with
-//! explicit `.rn` so ptxas cannot contract a multiply and an add into an fma.
+//! PTX for the epilogue arithmetic of `moegen_dsl::epilogue_math` (both recipes) and the
+//! NVFP4 block quantization of `moegen_dsl::formats`: the same operations in the same order,
+//! with explicit `.rn` so ptxas cannot contract a multiply and an add into an fma.
 
+use moegen_dsl::SwigluInput;
+use moegen_dsl::epilogue_math::fast::NEG_LOG2E;
 use moegen_dsl::epilogue_math::{EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, LOG2E};
 use moegen_dsl::formats::RCP_E2M1_MAX;
 
@@ -168,4 +170,121 @@ fn pack8(b: &mut KernelBuilder, half: &[Reg], hw: bool) -> Reg {
         }
         word
     }
+}
+
+/// The Fast recipe's per-tile factors (`moegen_dsl::epilogue_math::fast::FastFactors`),
+/// computed in the same order.
+#[derive(Clone, Copy, Debug)]
+pub struct FastRegs {
+    /// α·(−log2 e), or −log2 e for bf16 inputs.
+    pub exp_scale: Reg,
+    /// α²·g, or g.
+    pub q: Reg,
+    /// q · (1/6).
+    pub k: Reg,
+    /// α.
+    pub alpha: Reg,
+    /// SwiGLU input precision.
+    pub input: SwigluInput,
+}
+
+/// `FastFactors::new(alpha, g, input)` in PTX.
+pub fn fast_factors(b: &mut KernelBuilder, alpha: Reg, g: Reg, input: SwigluInput) -> FastRegs {
+    let (exp_scale, q) = match input {
+        SwigluInput::F32 => {
+            let e = b.mul_f32(alpha, NEG_LOG2E);
+            let a2 = b.mul_f32(alpha, alpha);
+            (e, b.mul_f32(a2, g))
+        }
+        SwigluInput::Bf16 => (b.mov_f32(NEG_LOG2E), b.mov_f32(g)),
+    };
+    let k = b.mul_f32(q, RCP_E2M1_MAX);
+    FastRegs { exp_scale, q, k, alpha, input }
+}
+
+/// `swiglu_fast`: `e = ex2(g·exp_scale); r = rcp(1 + e); u·(g·r)` from the raw up and
+/// gate accumulators (bf16 inputs: u, g = bf16(α·up), bf16(α·gate) first).
+pub fn swiglu_fast(b: &mut KernelBuilder, f: &FastRegs, up: Reg, gate: Reg) -> Reg {
+    let (u, g) = match f.input {
+        SwigluInput::F32 => (up, gate),
+        SwigluInput::Bf16 => {
+            let u = b.mul_f32(f.alpha, up);
+            let g = b.mul_f32(f.alpha, gate);
+            (round_bf16(b, u), round_bf16(b, g))
+        }
+    };
+    let t = b.mul_f32(g, f.exp_scale);
+    let e = b.ex2_approx_ftz_f32(t);
+    let d = b.add_f32(1f32, e);
+    let r = b.rcp_approx_ftz_f32(d);
+    let s = b.mul_f32(g, r);
+    b.mul_f32(u, s)
+}
+
+/// How a block's scale and factor are formed.
+#[derive(Clone, Copy, Debug)]
+pub enum BlockQuant {
+    /// The Exact recipe: `sf = e4m3((amax·(1/6))·g)`, factor `g / sf` (`div.rn`).
+    Exact {
+        /// The output global scale g.
+        g: Reg,
+    },
+    /// The Fast recipe: `sf = e4m3(amax·k)`, factor `q · rcp.approx.ftz(sf)`.
+    Fast {
+        /// q of [`FastRegs`].
+        q: Reg,
+        /// k of [`FastRegs`].
+        k: Reg,
+    },
+}
+
+/// NVFP4-quantizes two 16-value blocks: returns four b32 words of E2M1 codes (element i of
+/// block j in bits 4·(i%8) of word 2j + i/8) and a b16 with the two E4M3 scale codes (block
+/// 0 in the low byte). Per block: amax = max.NaN over |v|; the scale code by one
+/// `cvt.rn.satfinite.e4m3x2` for both blocks, decoded back through f16; factor = 0 if the
+/// scale decodes to 0, else min(factor, f32::MAX); codes = e2m1(v·factor).
+pub fn requant_pair(b: &mut KernelBuilder, v: &[Reg; 32], how: BlockQuant) -> ([Reg; 4], Reg) {
+    let sf: [Reg; 2] = std::array::from_fn(|j| {
+        let blk = &v[16 * j..16 * j + 16];
+        let mut amax = b.abs_f32(blk[0]);
+        for &x in &blk[1..] {
+            let a = b.abs_f32(x);
+            amax = b.max_nan_f32(amax, a);
+        }
+        match how {
+            BlockQuant::Exact { g } => {
+                let s = b.mul_f32(amax, RCP_E2M1_MAX);
+                b.mul_f32(s, g)
+            }
+            BlockQuant::Fast { k, .. } => b.mul_f32(amax, k),
+        }
+    });
+    // a → high byte, b → low byte.
+    let e4m3 = Cvt::satfinite(Rnd::Rn, Ty::E4m3x2, Ty::F32);
+    let codes = b.cvt(RegClass::B16, e4m3, vec![sf[1].into(), sf[0].into()]);
+    let halves =
+        b.cvt(RegClass::B32, Cvt::round(Rnd::Rn, Ty::F16x2, Ty::E4m3x2), vec![codes.into()]);
+    let h0 = b.cvt_u16_u32(halves);
+    let upper = b.shr_u32(halves, 16u32);
+    let h1 = b.cvt_u16_u32(upper);
+    let mut words = Vec::with_capacity(4);
+    for (j, h) in [h0, h1].into_iter().enumerate() {
+        let sfd = b.cvt(RegClass::F32, Cvt::plain(Ty::F32, Ty::F16), vec![h.into()]);
+        let q = match how {
+            BlockQuant::Exact { g } => b.div_f32(g, sfd),
+            BlockQuant::Fast { q, .. } => {
+                let r = b.rcp_approx_ftz_f32(sfd);
+                b.mul_f32(q, r)
+            }
+        };
+        let q = b.min_f32(q, f32::MAX);
+        let is0 = b.setp_f32(Cmp::Eq, sfd, 0f32);
+        let q = b.selp_f32(0f32, q, is0);
+        let scaled: [Reg; 16] = std::array::from_fn(|i| b.mul_f32(v[16 * j + i], q));
+        let (lo, hi) = scaled.split_at(8);
+        words.push(pack8(b, lo, true));
+        words.push(pack8(b, hi, true));
+    }
+    let words = [words[0], words[1], words[2], words[3]];
+    (words, codes)
 }

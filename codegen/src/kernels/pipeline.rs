@@ -5,11 +5,10 @@
 //! an arrival its ring did not declare is a build error, so a count can never drift from
 //! the code that arrives.
 
-use super::sync::{
-    map_to_rank, mbar_arrive_cluster, mbar_init, mbar_wait, ring_advance, ring_advance_if,
-};
+use super::sync::{map_to_rank, mbar_init, mbar_wait, ring_advance, ring_advance_if};
 use crate::ptx::ops::{Mbarrier, Memory, Tcgen05};
 use crate::ptx::smem::Region;
+use crate::ptx::types::{Scope, Sem};
 use crate::ptx::{BuildError, CtaGroup, Guard, KernelBuilder, Operand, Reg, Space};
 
 /// Bytes of one mbarrier.
@@ -27,8 +26,8 @@ pub enum Arrival {
         /// Arriving threads.
         threads: u32,
     },
-    /// `arrivals` elected threads' `mbarrier.arrive.release.cluster`, possibly from another
-    /// CTA of the cluster (through `mapa`).
+    /// `arrivals` elected threads' `mbarrier.arrive`, possibly from another CTA of the
+    /// cluster (through `mapa`).
     Remote {
         /// Arriving threads.
         arrivals: u32,
@@ -137,10 +136,14 @@ pub enum Signal {
     },
     /// `cp.async.mbarrier.arrive.noinc`.
     CpAsyncNoinc,
-    /// A release arrival on the barrier at the same offset in CTA `rank`.
+    /// One arrival on the barrier at the same offset in CTA `rank` (through `mapa`), or on
+    /// the local barrier when `rank` is `None`, with `order` as its `.sem.scope` (`None`:
+    /// the default, release at CTA scope).
     Remote {
-        /// Cluster rank of the barrier's CTA.
-        rank: Reg,
+        /// Cluster rank of the barrier's CTA, if it may be another CTA's.
+        rank: Option<Reg>,
+        /// Memory-ordering qualifiers.
+        order: Option<(Sem, Scope)>,
     },
     /// `tcgen05.commit` for `group`, multicast to `mask` if any.
     Commit {
@@ -284,10 +287,48 @@ impl Pipeline {
         mbar_wait(b, empty, parity);
     }
 
+    /// Producer: tests, without suspending, whether the cursor's slot is empty, into `ready`
+    /// (see [`Pipeline::peek_full`]).
+    pub fn peek_empty(&self, b: &mut KernelBuilder, smem: Reg, cur: Cursor, ready: Reg) {
+        let empty = self.barrier(b, smem, Side::Empty, cur.index);
+        let parity = b.xor_b32(cur.phase, 1u32);
+        b.emit(
+            Mbarrier::TestWaitParity(Space::SharedCta),
+            vec![ready.into(), Operand::addr(empty), parity.into()],
+        );
+    }
+
+    /// Producer: waits until the cursor's slot is empty unless the last peek found it so.
+    pub fn acquire_peeked(&self, b: &mut KernelBuilder, smem: Reg, cur: Cursor, ready: Reg) {
+        let done = b.new_label("peeked");
+        b.bra_if(ready, &done);
+        self.acquire(b, smem, cur);
+        b.label(&done);
+    }
+
     /// Consumer: waits until the cursor's slot is full.
     pub fn wait(&self, b: &mut KernelBuilder, smem: Reg, cur: Cursor) {
         let full = self.full_at(b, smem, cur);
         mbar_wait(b, full, cur.phase);
+    }
+
+    /// Consumer: tests, without suspending, whether the cursor's slot is full, into `ready`
+    /// (a peek issued ahead of the work that precedes [`Pipeline::wait_peeked`], so the
+    /// barrier's latency overlaps that work).
+    pub fn peek_full(&self, b: &mut KernelBuilder, smem: Reg, cur: Cursor, ready: Reg) {
+        let full = self.full_at(b, smem, cur);
+        b.emit(
+            Mbarrier::TestWaitParity(Space::SharedCta),
+            vec![ready.into(), Operand::addr(full), cur.phase.into()],
+        );
+    }
+
+    /// Consumer: waits until the cursor's slot is full unless the last peek found it so.
+    pub fn wait_peeked(&self, b: &mut KernelBuilder, smem: Reg, cur: Cursor, ready: Reg) {
+        let done = b.new_label("peeked");
+        b.bra_if(ready, &done);
+        self.wait(b, smem, cur);
+        b.label(&done);
     }
 
     /// Producer: arrives on the cursor's full barrier; returns its address.
@@ -332,7 +373,17 @@ impl Pipeline {
                 Memory::CpAsyncArrive { noinc: true, space: Space::SharedCta },
                 vec![Operand::addr(bar)],
             ),
-            Signal::Remote { rank } => mbar_arrive_cluster(b, bar, rank),
+            Signal::Remote { rank: None, order } => b.emit(
+                Mbarrier::Arrive { expect_tx: false, order, space: Space::SharedCta },
+                vec![Operand::Sink, Operand::addr(bar)],
+            ),
+            Signal::Remote { rank: Some(rank), order } => {
+                let remote = map_to_rank(b, bar, rank);
+                b.emit(
+                    Mbarrier::Arrive { expect_tx: false, order, space: Space::SharedCluster },
+                    vec![Operand::Sink, Operand::addr(remote)],
+                );
+            }
             Signal::Commit { group, mask } => {
                 let commit = Tcgen05::Commit { group, multicast: mask.is_some() };
                 let mut ops = vec![Operand::addr(bar)];

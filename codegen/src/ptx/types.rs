@@ -19,6 +19,8 @@ pub enum Ty {
     F16,
     Bf16,
     F32,
+    /// Two f32 in a `.b64` register (`add/mul/fma.rn.f32x2`, sm_100).
+    F32x2,
     F16x2,
     Bf16x2,
     U16x2,
@@ -41,6 +43,7 @@ impl Ty {
             Ty::F16 => "f16",
             Ty::Bf16 => "bf16",
             Ty::F32 => "f32",
+            Ty::F32x2 => "f32x2",
             Ty::F16x2 => "f16x2",
             Ty::Bf16x2 => "bf16x2",
             Ty::U16x2 => "u16x2",

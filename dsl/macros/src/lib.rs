@@ -31,12 +31,14 @@ use proc_macro::TokenStream;
 ///         ],
 ///         finalize: [bulk_reduce_add, deterministic],
 ///         swiglu_input: f32,                // or bf16
+///         recipes: [fast],                  // GEMM1 epilogue recipes: fast, exact
 ///         simt: [sm_100f, sm_90a],
 ///     }
 /// }
 ///
-/// // 1 GEMM1, 2 GEMM2 (one per finalize mode), 5 SIMT kernels per flavour.
-/// assert_eq!(kernels::KERNELS.len(), 1 + 2 + 2 * 5);
+/// // 1 GEMM1, 2 GEMM2 (one per finalize mode), 5 SIMT kernels for sm_100f, 6 for sm_90a
+/// // (its A4 quantize-dequantize too).
+/// assert_eq!(kernels::KERNELS.len(), 1 + 2 + 5 + 6);
 /// ```
 ///
 /// Every key is optional except `tile`, `gemm1`, `gemm2`, `mma` and `cluster` inside a

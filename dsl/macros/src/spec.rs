@@ -9,14 +9,15 @@ use moegen_codegen::builder::Builder;
 use moegen_dsl::abi::SimtTarget;
 use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::{
-    Arch, FinalizeMode, GemmKind, GemmTactic, MoeTactic, Raster, SwigluInput, TacticError, Target,
-    TileSize, plan_gemm,
+    Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, MoeTactic, Raster, SwigluInput,
+    TacticError, Target, TileSize, plan_gemm,
 };
 
 use crate::fields::{Keys, choice, choices, int, list, map, pair};
 use crate::value::{Map, Value};
 
-const TOP_KEYS: &[&str] = &["target", "format", "tactics", "finalize", "swiglu_input", "simt"];
+const TOP_KEYS: &[&str] =
+    &["target", "format", "tactics", "finalize", "swiglu_input", "recipes", "simt"];
 const TACTIC_KEYS: &[&str] = &["tile", "gemm1", "gemm2"];
 const GEMM_KEYS: &[&str] = &["mma", "cluster", "raster", "ab_stages", "acc_stages"];
 
@@ -99,6 +100,8 @@ pub struct Declared {
     pub finalize: Vec<Given<FinalizeMode>>,
     /// GEMM1's SwiGLU input precision.
     pub swiglu_input: Given<SwigluInput>,
+    /// GEMM1 epilogue recipes (empty: the target's default).
+    pub recipes: Vec<EpilogueRecipe>,
     /// SIMT kernel flavours.
     pub simt: Vec<SimtTarget>,
 }
@@ -139,6 +142,12 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
         Some(v) => Given::at(choice(v, "swiglu_input", SWIGLU)?, v.span()),
         None => Given::unwritten(defaults.swiglu_input),
     };
+    const RECIPES: &[(&str, EpilogueRecipe)] =
+        &[("fast", EpilogueRecipe::Fast), ("exact", EpilogueRecipe::Exact)];
+    let recipes = match keys.get("recipes") {
+        Some(v) => choices(v, "recipes", RECIPES, true)?.into_iter().map(|(r, _)| r).collect(),
+        None => defaults.recipes,
+    };
     let simt = match keys.get("simt") {
         Some(v) => choices(v, "simt", &SimtTarget::ALL.map(|t| (t.name(), t)), false)?
             .into_iter()
@@ -146,7 +155,7 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
             .collect(),
         None => defaults.simt,
     };
-    Ok(Declared { target, format, tactics, finalize, swiglu_input, simt })
+    Ok(Declared { target, format, tactics, finalize, swiglu_input, recipes, simt })
 }
 
 fn read_target(v: &Value) -> syn::Result<Given<Target>> {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::kernel_desc::{ActivationFormat, FinalizeMode, SwigluInput};
+use crate::kernel_desc::{ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput};
 use crate::tactic::{GemmKind, Raster, TileSize};
 use crate::target::Target;
 
@@ -47,6 +47,8 @@ pub struct GemmKey {
     pub format: WeightFormat,
     /// SwiGLU input precision (GEMM1; the default for GEMM2).
     pub swiglu_input: SwigluInput,
+    /// Epilogue recipe (GEMM1; the target's default for GEMM2).
+    pub recipe: EpilogueRecipe,
     /// Finalize mode (GEMM2; the default for GEMM1).
     pub finalize: FinalizeMode,
     /// What the activations are (NVFP4 on SM100; NVFP4 or bf16 on Hopper).
@@ -104,6 +106,12 @@ impl GemmKey {
         }
         if self.swiglu_input == SwigluInput::Bf16 {
             s.push_str("_bf16glu");
+        }
+        if self.recipe != EpilogueRecipe::default_for(self.target) {
+            s.push_str(match self.recipe {
+                EpilogueRecipe::Exact => "_exact",
+                EpilogueRecipe::Fast => "_fast",
+            });
         }
         if self.raster == Raster::AlongM {
             s.push_str("_alongm");

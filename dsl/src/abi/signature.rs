@@ -27,7 +27,7 @@ pub const GEMM1: &[Param] = &[
     map(
         "tmap_sfb",
         M::W1Scales,
-        "W1 scales, L × 128x4 blocks: UINT16, dims {256, H/64, ceil(2I/128), L}, box {256, 4, ceil(N/128), 1}, no swizzle",
+        "W1 scales, L × 128x4 blocks: UINT16, dims {256, H/64, ceil(2I/128), L}, box {256, 4, ceil(N/128), 1} (2-CTA: half, multicast: {256, 2, 1, 1} at N 128, {256, 4, 1, 1} at N 256), no swizzle",
     ),
     map(
         "tmap_out",
@@ -79,7 +79,7 @@ macro_rules! gemm2_params {
             map(
                 "tmap_sfb",
                 M::W2Scales,
-                "W2 scales, L × 128x4 blocks: UINT16, dims {256, I/64, ceil(H/128), L}, box {256, 4, ceil(N/128), 1}, no swizzle",
+                "W2 scales, L × 128x4 blocks: UINT16, dims {256, I/64, ceil(H/128), L}, box {256, 4, ceil(N/128), 1} (2-CTA: half, multicast: {256, 2, 1, 1} at N 128, {256, 4, 1, 1} at N 256), no swizzle",
             ),
             buffer("alpha", B::Alpha2, "α2 f32 [L]"),
             buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),

@@ -47,19 +47,20 @@ pub struct MapDims {
 }
 
 /// A 128x4 scale tensor of `[rows, k/16]` per expert viewed as u16 atoms:
-/// {256 u16 per atom, atoms per 128-row block, row blocks, experts}.
+/// {256 u16 per atom, atoms per 128-row block, row blocks, experts}, boxes of `box_atoms`
+/// atoms (of a K stage's 4) × `box_rowblocks` row blocks.
 fn scales(
     buffer: Buffer,
     k: u64,
     rows: u64,
     experts: Option<u64>,
-    box_rowblocks: u32,
+    [box_atoms, box_rowblocks]: [u32; 2],
 ) -> TensorMapLayout {
     let atoms = (k / 16).div_ceil(4);
     let rowblocks = rows.div_ceil(128);
     let mut dims = vec![256, atoms, rowblocks];
     let mut strides = vec![512, atoms * 512];
-    let mut box_dims = vec![256, 4, box_rowblocks];
+    let mut box_dims = vec![256, box_atoms, box_rowblocks];
     if let Some(l) = experts {
         dims.push(l);
         strides.push(atoms * 512 * rowblocks);
@@ -82,25 +83,30 @@ fn fp4(
 pub fn layout(map: TensorMap, key: &GemmKey, d: &MapDims) -> TensorMapLayout {
     let (h, i, l, rows) = (d.hidden, d.intermediate, d.local_experts, d.permuted_rows);
     let n = key.mma_n;
-    // Each CTA of a 2-CTA pair loads N / 2 rows of B.
+    // Each CTA of a 2-CTA pair loads N / 2 rows of B, and half of a K stage's SFB, which it
+    // multicasts to both: its own 128-row block at N = 256, two of the four atoms at N = 128.
     let b_rows = n / key.cta_group();
-    let sfb_blocks = n.div_ceil(128);
+    let sfb_box = match (key.cta_group(), n.div_ceil(128)) {
+        (1, blocks) => [4, blocks],
+        (_, 1) => [2, 1],
+        _ => [4, 1],
+    };
     match map {
         TensorMap::W1 => {
             fp4(Buffer::W1, vec![h, 2 * i, l], vec![h / 2, i * h], vec![256, b_rows, 1], 128)
         }
-        TensorMap::W1Scales => scales(Buffer::W1Scales, h, 2 * i, Some(l), sfb_blocks),
+        TensorMap::W1Scales => scales(Buffer::W1Scales, h, 2 * i, Some(l), sfb_box),
         TensorMap::Gemm1OutputStore => {
             fp4(Buffer::Gemm1Output, vec![i, rows], vec![i / 2], vec![n / 2, 32], 0)
         }
         TensorMap::Gemm1OutputLoad => {
             fp4(Buffer::Gemm1Output, vec![i, rows], vec![i / 2], vec![256, 128], 128)
         }
-        TensorMap::Gemm1OutputScales => scales(Buffer::Gemm1OutputScales, i, rows, None, 1),
+        TensorMap::Gemm1OutputScales => scales(Buffer::Gemm1OutputScales, i, rows, None, [4, 1]),
         TensorMap::W2 => {
             fp4(Buffer::W2, vec![i, h, l], vec![i / 2, h * i / 2], vec![256, b_rows, 1], 128)
         }
-        TensorMap::W2Scales => scales(Buffer::W2Scales, i, h, Some(l), sfb_blocks),
+        TensorMap::W2Scales => scales(Buffer::W2Scales, i, h, Some(l), sfb_box),
         TensorMap::Gemm1HiddenLoad => TensorMapLayout {
             buffer: Buffer::Gemm1OutputBf16,
             element: TmaElement::U16,

@@ -12,8 +12,8 @@ use moegen_dsl::abi::{SimtTarget, WeightFormat};
 use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::plan::{MoeShape, max_permuted_rows, max_tiles};
 use moegen_dsl::{
-    ActivationFormat, Arch, FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder, MoeTactic,
-    SwigluInput, Target, tactics_for,
+    ActivationFormat, Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder,
+    MoeTactic, SwigluInput, Target, tactics_for,
 };
 
 use super::dispatch::{DispatchTable, applicable};
@@ -35,6 +35,10 @@ pub struct LayerConfig {
     /// What the activations entering GEMM1 are: NVFP4 (quantized on the device; SM100's
     /// only choice) or bf16 (Hopper's A16).
     pub activations: ActivationFormat,
+    /// GEMM1's epilogue recipe; `None`: the target's default (`Fast` on SM100, the Hopper
+    /// kernels' only one, `Exact`, on sm_90a). `Exact` uses IEEE operations only, so CPU,
+    /// simulator and GPU agree bit for bit (docs/reference.md).
+    pub recipe: Option<EpilogueRecipe>,
 }
 
 impl LayerConfig {
@@ -45,6 +49,7 @@ impl LayerConfig {
             swiglu_input: SwigluInput::F32,
             finalize: FinalizeMode::BulkReduceAdd,
             activations: ActivationFormat::Nvfp4,
+            recipe: None,
         }
     }
 }
@@ -100,7 +105,13 @@ fn gemm_key(
     };
     let mut d = KernelDescBuilder::new(*g).target(target).format(fmt).activations(c.activations);
     d = match g.kind() {
-        GemmKind::Gemm1 => d.swiglu_input(c.swiglu_input),
+        GemmKind::Gemm1 => {
+            let d = d.swiglu_input(c.swiglu_input);
+            match c.recipe {
+                Some(r) => d.recipe(r),
+                None => d,
+            }
+        }
         GemmKind::Gemm2 => d.finalize(c.finalize),
     };
     d.build().map(|d| d.key()).map_err(|e| LayerError::MissingKernel(e.to_string()))
@@ -228,6 +239,11 @@ impl MoeLayer {
             print_tactic: std::env::var_os("MOEGEN_PRINT_TACTIC").is_some_and(|v| v != "0"),
             printed: Mutex::new(BTreeSet::new()),
         })
+    }
+
+    /// The format of the layer's weights.
+    pub fn weight_format(&self) -> WeightFormat {
+        self.weights.format
     }
 
     /// The layer's configuration.

@@ -74,7 +74,7 @@ pub struct TuneKey {
     pub device: String,
     /// H, I, experts, local experts, offset, top_k.
     pub shape: [usize; 6],
-    /// SwiGLU input and finalize mode.
+    /// SwiGLU input, finalize mode, activation format, epilogue recipe and weight format.
     pub options: String,
     /// The kernel set's checksum.
     pub kernel_set: String,
@@ -132,7 +132,14 @@ pub fn tune_key(b: &dyn Backend, layer: &MoeLayer, kernel_set: u64, max_tokens: 
             w.offset(),
             w.top_k(),
         ],
-        options: format!("{:?}/{:?}", c.swiglu_input, c.finalize),
+        options: format!(
+            "{:?}/{:?}/{:?}/{:?}/{:?}",
+            c.swiglu_input,
+            c.finalize,
+            c.activations,
+            c.recipe,
+            layer.weight_format()
+        ),
         kernel_set: format!("{kernel_set:016x}"),
         max_tokens,
     }

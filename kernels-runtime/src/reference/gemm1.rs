@@ -1,8 +1,9 @@
 //! GEMM1 reference: gather by permuted row, FC1, α1, SwiGLU, NVFP4 requantization.
 
-use moegen_dsl::SwigluInput;
+use moegen_dsl::epilogue_math::fast::{FastFactors, quantize_block_fast, swiglu_fast};
 use moegen_dsl::epilogue_math::{round_to_bf16, swiglu_f32};
 use moegen_dsl::formats::{Scale128x4, pack_nibbles, quantize_nvfp4_block};
+use moegen_dsl::{EpilogueRecipe, SwigluInput};
 
 use super::exact_dot::{DecodedRow, block_scaled_dot};
 use super::weights::{Nvfp4Activations, PreparedWeights, validate_weights, w1_scale_layout};
@@ -84,14 +85,31 @@ pub(crate) fn check_sort(shape: &MoeShape, sort: &SortOutputs, tokens: usize) ->
     Ok(())
 }
 
+/// GEMM1's epilogue choices: SwiGLU input precision and recipe (a bare [`SwigluInput`]
+/// converts with the default, Fast, recipe).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gemm1Options {
+    /// SwiGLU input precision.
+    pub swiglu_input: SwigluInput,
+    /// The epilogue's arithmetic (docs/reference.md).
+    pub recipe: EpilogueRecipe,
+}
+
+impl From<SwigluInput> for Gemm1Options {
+    fn from(swiglu_input: SwigluInput) -> Self {
+        Gemm1Options { swiglu_input, ..Default::default() }
+    }
+}
+
 /// Runs GEMM1 for every valid permuted row.
 pub fn gemm1_reference(
     shape: &MoeShape,
     x: &Nvfp4Activations,
     w: &PreparedWeights,
     sort: &SortOutputs,
-    swiglu_input: SwigluInput,
+    options: impl Into<Gemm1Options>,
 ) -> Result<Gemm1Output> {
+    let Gemm1Options { swiglu_input, recipe } = options.into();
     let (h, i) = (shape.hidden, shape.intermediate);
     validate_weights(shape, w)?;
     if x.hidden != h {
@@ -126,18 +144,34 @@ pub fn gemm1_reference(
             h,
         );
         let alpha = w.alpha1[expert];
-        for (j, out) in hrow.iter_mut().enumerate() {
+        let dot = |j: usize| {
             let up_row = (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
-            let mut u = alpha * block_scaled_dot(&xrow, &w1[up_row]);
-            let mut g = alpha * block_scaled_dot(&xrow, &w1[up_row + SWIGLU_INTERLEAVE]);
-            if swiglu_input == SwigluInput::Bf16 {
-                u = round_to_bf16(u);
-                g = round_to_bf16(g);
-            }
-            *out = swiglu_f32(u, g);
+            (
+                block_scaled_dot(&xrow, &w1[up_row]),
+                block_scaled_dot(&xrow, &w1[up_row + SWIGLU_INTERLEAVE]),
+            )
+        };
+        let fast = FastFactors::new(alpha, w.fc2_input_scale, swiglu_input);
+        for (j, out) in hrow.iter_mut().enumerate() {
+            let (up, gate) = dot(j);
+            *out = match recipe {
+                EpilogueRecipe::Exact => {
+                    let (mut u, mut g) = (alpha * up, alpha * gate);
+                    if swiglu_input == SwigluInput::Bf16 {
+                        u = round_to_bf16(u);
+                        g = round_to_bf16(g);
+                    }
+                    swiglu_f32(u, g)
+                }
+                // h / α² for f32 inputs: the factors carry α².
+                EpilogueRecipe::Fast => swiglu_fast(&fast, up, gate),
+            };
         }
         for (b, block) in hrow.chunks_exact(16).enumerate() {
-            let (q, sf) = quantize_nvfp4_block(block, w.fc2_input_scale);
+            let (q, sf) = match recipe {
+                EpilogueRecipe::Exact => quantize_nvfp4_block(block, w.fc2_input_scale),
+                EpilogueRecipe::Fast => quantize_block_fast(&fast, block),
+            };
             codes[row * i + b * 16..row * i + b * 16 + 16].copy_from_slice(&q);
             if let Some(o) = out_layout.offset(row, b) {
                 scales[o] = sf;

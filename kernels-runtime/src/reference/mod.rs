@@ -15,7 +15,7 @@ pub use checkpoint::{
     CheckpointScales, ExpertTensors, Mxfp4Tensor, Nvfp4Tensor, import_mxfp4, import_nvfp4,
 };
 pub use exact_dot::{DecodedRow, MMA_K, block_scaled_dot, fixed_to_f32};
-pub use gemm1::{Gemm1Output, gemm1_reference};
+pub use gemm1::{Gemm1Options, Gemm1Output, gemm1_reference};
 pub use gemm2::{Routing, finalize, gemm2_contributions};
 pub use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 pub use oracle::{oracle_moe, relative_l2_error};
@@ -30,7 +30,7 @@ pub use weights::{
 pub use wgmma_model::{wgmma_dot, wgmma_step};
 
 use half::bf16;
-use moegen_dsl::{FinalizeMode, SwigluInput, TileSize};
+use moegen_dsl::{EpilogueRecipe, FinalizeMode, SwigluInput, TileSize};
 
 use crate::error::{Result, check_len};
 use crate::routing::{SortOutputs, moe_sort};
@@ -40,6 +40,8 @@ use crate::routing::{SortOutputs, moe_sort};
 pub struct ReferenceOptions {
     /// SwiGLU input precision.
     pub swiglu_input: SwigluInput,
+    /// GEMM1's epilogue recipe (the SM100 kernels' default: Fast).
+    pub recipe: EpilogueRecipe,
     /// How routes are summed.
     pub finalize: FinalizeMode,
 }
@@ -66,7 +68,8 @@ pub fn moe_reference(
 ) -> Result<ReferenceRun> {
     check_len("routing tokens", routing.tokens, x.tokens)?;
     let sort = moe_sort(&routing.experts, routing.tokens, &shape.window, tile)?;
-    let gemm1 = gemm1_reference(shape, x, w, &sort, opts.swiglu_input)?;
+    let g1 = Gemm1Options { swiglu_input: opts.swiglu_input, recipe: opts.recipe };
+    let gemm1 = gemm1_reference(shape, x, w, &sort, g1)?;
     let contrib = gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
     let output = finalize(&contrib, routing.tokens, shape.top_k(), shape.hidden, opts.finalize)?;
     Ok(ReferenceRun { sort, gemm1, output })

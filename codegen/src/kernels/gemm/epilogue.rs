@@ -1,24 +1,40 @@
-//! What both epilogues share: taking an accumulator buffer from the MMA warp, reading this
-//! thread's row of it from TMEM, and handing it back.
+//! What both epilogues share: taking an accumulator buffer from the MMA warp, walking its
+//! columns in 64-column steps (overlapping buffers: the shared columns first), reading them
+//! from TMEM, and handing the buffer back, early where the buffers overlap.
 
 use super::Gemm;
 use super::schedule::Common;
 use crate::kernels::pipeline::{Cursor, Signal};
 use crate::ptx::ops::{LdRepeat, LdShape, Tcgen05};
-use crate::ptx::{BuildError, KernelBuilder, Operand, Reg, RegClass};
+use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Scope, Sem};
 
-/// Waits for the cursor's accumulator buffer and returns this thread's TMEM address of its
-/// column 0 (lane field = 32·warp: thread t of the epilogue owns row t).
-pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Gemm, c: &Common, cur: Cursor) -> Reg {
+/// An accumulator buffer taken by this thread's warp.
+pub(super) struct AccTile {
+    /// TMEM address of column 0 of this warp's lane quarter of the buffer.
+    pub taddr: Reg,
+    /// Which buffer (0 or 1).
+    pub buffer: Reg,
+}
+
+/// Waits for the cursor's accumulator buffer and returns this warp's address of it (lane
+/// field = 32·warp: thread t of the epilogue owns row t).
+pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Gemm, c: &Common, cur: Cursor) -> AccTile {
     g.rings.acc.wait(b, c.smem, cur);
     b.tcgen05_fence_after();
     let lane_field = b.shl_b32(c.warp, 21u32);
     let base = b.add_u32(c.tmem, lane_field);
-    b.mad_u32(cur.index, g.l.n, base)
+    // Overlapping buffers share one ring slot and alternate with its phase.
+    let buffer = if g.l.acc_overlapped() { cur.phase } else { cur.index };
+    let taddr = b.mad_u32(buffer, g.l.budget.acc_buffer_stride(), base);
+    AccTile { taddr, buffer }
 }
 
 /// Hands the accumulator buffer back to the MMA warp (of the leader CTA): one elected
-/// arrival per warp, after this warp's TMEM loads have completed.
+/// arrival per warp, after this warp's TMEM loads have completed (`tcgen05.wait::ld`) and
+/// `tcgen05.fence::before_thread_sync` has ordered them before the arrival. The arrival
+/// carries no memory ordering: TMEM is ordered by the tcgen05 fences on both sides of the
+/// barrier, and no generic-proxy data passes (docs/kernels.md). A 1-CTA kernel arrives on
+/// its own barrier; the peer of a pair on the leader's, relaxed at cluster scope.
 pub(super) fn acc_release(b: &mut KernelBuilder, g: &Gemm, c: &Common, cur: Cursor) {
     let acc = &g.rings.acc;
     b.tcgen05_fence_before();
@@ -26,31 +42,93 @@ pub(super) fn acc_release(b: &mut KernelBuilder, g: &Gemm, c: &Common, cur: Curs
     let one = b.elect();
     let skip = b.new_label("skip_release");
     b.bra_unless(one, &skip);
-    acc.release(b, c.smem, cur, Signal::Remote { rank: c.leader_rank });
+    let sig = if g.l.cm == 2 {
+        Signal::Remote { rank: Some(c.leader_rank), order: Some((Sem::Relaxed, Scope::Cluster)) }
+    } else {
+        Signal::Remote { rank: None, order: None }
+    };
+    acc.release(b, c.smem, cur, sig);
     b.label(&skip);
-    acc.advance(b, cur);
 }
 
-/// `N` accumulator columns of this thread's row from `addr + col` (`rep` must give `N`).
+/// Accumulator columns of one epilogue step.
+pub(super) const STEP_COLS: u32 = 64;
+
+/// One step of a tile: its index (columns `index · step width`), fixed at build time, or
+/// chosen at run time by the accumulator buffer.
+#[derive(Clone, Copy)]
+pub(super) enum Step {
+    /// Known when building.
+    Fixed(u32),
+    /// In a register.
+    Runtime(Reg),
+}
+
+impl Step {
+    /// `base + index · scale`.
+    pub fn offset(self, b: &mut KernelBuilder, base: Reg, scale: u32) -> Reg {
+        match self {
+            Step::Fixed(0) => base,
+            Step::Fixed(s) => b.add_u32(base, s * scale),
+            Step::Runtime(s) => b.mad_u32(s, scale, base),
+        }
+    }
+    /// `base + index · scale` on a 64-bit address.
+    pub fn offset_u64(self, b: &mut KernelBuilder, base: Reg, scale: u32) -> Reg {
+        match self {
+            Step::Fixed(0) => base,
+            Step::Fixed(s) => b.add_u64(base, s * scale),
+            Step::Runtime(s) => {
+                let o = b.mul_wide_u32(s, scale);
+                b.add_u64(base, o)
+            }
+        }
+    }
+}
+
+/// The `steps` steps of a tile in the order the epilogue walks them, and after how many the
+/// buffer may be released. Overlapping buffers (buffer 0 at column 0, buffer 1 at column
+/// `stride`) share buffer 0's upper half and buffer 1's lower half: those go first, then
+/// the release, then the other half.
+pub(super) fn walk(
+    b: &mut KernelBuilder,
+    g: &Gemm,
+    tile: &AccTile,
+    steps: u32,
+) -> (Vec<Step>, usize) {
+    if !g.l.acc_overlapped() {
+        return ((0..steps).map(Step::Fixed).collect(), steps as usize);
+    }
+    let half = steps.div_ceil(2);
+    // Buffer 0 walks steps half.., then 0..half; buffer 1 the other way round.
+    let first = b.xor_b32(tile.buffer, 1u32);
+    let first = b.mul_u32(first, half);
+    let second = b.mul_u32(tile.buffer, half);
+    let order = (0..steps)
+        .map(|p| {
+            let base = if p < half { first } else { second };
+            Step::Runtime(if p % half == 0 { base } else { b.add_u32(base, p % half) })
+        })
+        .collect();
+    (order, half as usize)
+}
+
+/// `N` accumulator columns of this thread's row from `addr + col` (`rep` must give `N`),
+/// into f32 registers.
 pub(super) fn tmem_load<const N: usize>(
     b: &mut KernelBuilder,
     addr: Reg,
     col: u32,
     rep: LdRepeat,
 ) -> [Reg; N] {
-    let regs: [Reg; N] = std::array::from_fn(|_| b.reg(RegClass::B32));
+    let regs: [Reg; N] = std::array::from_fn(|_| b.reg(RegClass::F32));
     if rep.count() as usize != N {
         let kernel = b.name.clone();
-        b.error(BuildError::Inconsistent { kernel, what: "tcgen05.ld repeat count" });
+        b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "tcgen05.ld repeat count" });
     }
     b.emit(
         Tcgen05::Ld(LdShape::Lanes32x32b, rep),
         vec![Operand::regs(&regs), Operand::Reg(addr).at(i64::from(col))],
     );
     regs
-}
-
-/// The loaded words as f32 registers (a bit-for-bit move).
-pub(super) fn as_f32<const N: usize>(b: &mut KernelBuilder, regs: [Reg; N]) -> [Reg; N] {
-    regs.map(|r| b.mov_b32(RegClass::F32, r))
 }

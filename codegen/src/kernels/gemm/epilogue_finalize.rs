@@ -1,110 +1,177 @@
-//! GEMM2's epilogue (the MoE finalize): thread t scales its accumulator row by
-//! α2[expert] · router weight and, per 32 columns, rounds to bf16 into one of two staging
-//! buffers and bulk-reduce-adds 64 bytes into the token's output row (the deterministic
-//! variant bulk-copies into the route's row of a `[N·k, H]` scratch instead).
+//! GEMM2's epilogue (the MoE finalize): thread t owns accumulator row t. Per 64 columns
+//! (`tcgen05.ld.32x32b.x64`) it scales by α2[expert] · router weight, rounds to bf16 and
+//! stages the values in its shared-memory row; after the tile, one bulk reduce-add per row
+//! adds the row into the token's output row (the deterministic variant bulk-copies it into
+//! the route's row of a `[N·k, H]` scratch instead).
+//!
+//! The row's destination and scale depend on three dependent global loads (tile limit,
+//! permuted → expanded index, router weight) and α2[expert]; they are issued for the next
+//! work unit at the start of this one, so they land while this tile is processed and are
+//! off the path between the accumulator's arrival and its release.
 
 use moegen_dsl::FinalizeMode;
-use moegen_dsl::resources::GEMM2_EPILOGUE_SUBTILE_COLS;
+use moegen_dsl::resources::GEMM2_STAGING_GROUPS;
 
 use super::Gemm;
-use super::epilogue::{acc_acquire, acc_release, as_f32, tmem_load};
-use super::schedule::{Common, chunk_loop, schedule};
+use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
+use super::schedule::{Common, Needs, Unit, schedule};
+use super::smem::{gemm2_group_bytes, gemm2_row_bytes};
 use crate::ptx::ops::memory::ld;
-use crate::ptx::ops::{Access, Bulk, LdRepeat, Memory, Tcgen05};
-use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, RegClass, Space, Ty, VecWidth};
+use crate::ptx::ops::{Access, Alu, Bulk, LdRepeat, Memory, Tcgen05};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
 
-/// Bytes of one thread's staged piece: 32 bf16 columns.
-const PIECE_BYTES: u32 = GEMM2_EPILOGUE_SUBTILE_COLS * 2;
+/// What the epilogue needs about its row of a work unit.
+#[derive(Clone, Copy)]
+struct RowInfo {
+    /// The output (or scratch) row's address for this unit's N block.
+    dst: Reg,
+    /// α2[expert] · router weight.
+    scale: Reg,
+    /// Whether the row is valid (below the tile's mn_limit, and the unit is live).
+    valid: Reg,
+}
+
+/// Issues the loads of `RowInfo` for work unit `u` (which may be past the schedule: then
+/// nothing is loaded and the row is invalid).
+fn row_info(b: &mut KernelBuilder, g: &Gemm, c: &Common, k: &Params, u: Reg) -> RowInfo {
+    let l = &g.l;
+    let in_range = b.setp_u32(Cmp::Lt, u, c.total_units);
+    let m = b.div_u32(u, c.units_n);
+    let live = b.setp_u32(Cmp::Lt, m, c.live_tiles);
+    let live = b.and_pred(live, in_range);
+    let (limit, expert) = (b.mov_u32(0u32), b.mov_u32(0u32));
+    for (dst, table) in [(limit, c.tile_limit), (expert, c.tile_expert)] {
+        let a = b.index_addr(table, m, 4);
+        b.emit_if(
+            Guard::when(live),
+            ld(Space::Global, Ty::U32),
+            vec![dst.into(), Operand::addr(a)],
+        );
+    }
+    let row = b.mad_u32(m, l.tile, c.tid);
+    let row = b.mad_u32(c.m_rank, 128u32, row);
+    let below = b.setp_u32(Cmp::Lt, row, limit);
+    let valid = b.and_pred(below, live);
+    let ea = b.index_addr(k.p2e, row, 4);
+    let expanded = b.mov_u32(0u32);
+    b.emit_if(
+        Guard::when(valid),
+        ld(Space::Global, Ty::U32),
+        vec![expanded.into(), Operand::addr(ea)],
+    );
+    let wa = b.index_addr(k.weights, expanded, 4);
+    let w = b.mov_f32(0f32);
+    b.emit_if(Guard::when(valid), ld(Space::Global, Ty::F32), vec![w.into(), Operand::addr(wa)]);
+    let aa = b.index_addr(k.alpha, expert, 4);
+    let al = b.mov_f32(0f32);
+    b.emit_if(Guard::when(live), ld(Space::Global, Ty::F32), vec![al.into(), Operand::addr(aa)]);
+    let scale = b.mul_f32(al, w);
+    let dst_index = match l.finalize {
+        FinalizeMode::BulkReduceAdd => b.div_u32(expanded, k.top_k),
+        FinalizeMode::Deterministic => expanded,
+    };
+    let nt = b.rem_u32(u, c.units_n);
+    let n = b.mad_u32(nt, l.cn, c.n_rank);
+    let col_bytes = b.mul_u32(n, l.n * 2);
+    let dst = b.mul_wide_u32(dst_index, k.out_row_bytes);
+    let dst = b.add_u64(k.out, dst);
+    let col_bytes = b.cvt_u64_u32(col_bytes);
+    let dst = b.add_u64(dst, col_bytes);
+    RowInfo { dst, scale, valid }
+}
+
+/// Kernel parameters the epilogue reads.
+struct Params {
+    alpha: Reg,
+    weights: Reg,
+    out: Reg,
+    p2e: Reg,
+    top_k: Reg,
+    out_row_bytes: Reg,
+}
+
+/// `dst ← src` for each register of a row info (the next unit's becoming the current).
+fn take(b: &mut KernelBuilder, dst: RowInfo, src: RowInfo) {
+    b.emit_to(dst.dst, Alu::Mov(Ty::B64), vec![src.dst.into()]);
+    b.emit_to(dst.scale, Alu::Mov(Ty::F32), vec![src.scale.into()]);
+    b.emit_to(dst.valid, Alu::Mov(Ty::Pred), vec![src.valid.into()]);
+}
 
 pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
     let l = &g.l;
-    let alpha = b.ld_param_u64("alpha");
-    let weights = b.ld_param_u64("router_weights");
-    let out = b.ld_param_u64("out");
-    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
-    let top_k = b.ld_param_u32("top_k");
     let hidden = b.ld_param_u32("hidden");
-    let row_bytes = b.shl_b32(hidden, 1u32);
+    let k = Params {
+        alpha: b.ld_param_u64("alpha"),
+        weights: b.ld_param_u64("router_weights"),
+        out: b.ld_param_u64("out"),
+        p2e: b.ld_param_u64("permuted_idx_to_expanded_idx"),
+        top_k: b.ld_param_u32("top_k"),
+        out_row_bytes: b.shl_b32(hidden, 1u32),
+    };
     let cur = g.rings.acc.cursor(b);
-    let chunk = b.mov_u32(0u32);
+    // Row t's staging: bank group t % 8, index t / 8 (docs/kernels.md: the eight threads
+    // of a 128-bit store phase hit eight different 16-byte bank groups).
+    let group = b.and_b32(c.tid, GEMM2_STAGING_GROUPS - 1);
+    let index = b.shr_u32(c.tid, GEMM2_STAGING_GROUPS.trailing_zeros());
     let staging = b.add_u32(c.smem, g.smem.epilogue.offset);
-    let my_slot = b.shl_b32(c.tid, PIECE_BYTES.trailing_zeros());
-    let staging = b.add_u32(staging, my_slot);
-    let buf_bytes = g.smem.epilogue_buffer_bytes;
-    schedule(b, g, c, &mut |b, u| {
-        let taddr = acc_acquire(b, g, c, cur);
-        let row = b.add_u32(u.row0, c.tid);
-        let valid = b.setp_u32(Cmp::Lt, row, u.mn_limit);
-        let ea = b.index_addr(p2e, row, 4);
-        let expanded = b.mov_u32(0u32);
-        b.emit_if(
-            Guard::when(valid),
-            ld(Space::Global, Ty::U32),
-            vec![expanded.into(), Operand::addr(ea)],
-        );
-        let w_addr = b.index_addr(weights, expanded, 4);
-        let w = b.reg(RegClass::F32);
-        b.assign_f32(w, 0f32);
-        b.emit_if(
-            Guard::when(valid),
-            ld(Space::Global, Ty::F32),
-            vec![w.into(), Operand::addr(w_addr)],
-        );
-        let al_addr = b.index_addr(alpha, u.expert, 4);
-        let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
-        let scale = b.mul_f32(al, w);
-        let dst_row = match l.finalize {
-            FinalizeMode::BulkReduceAdd => {
-                let token = b.div_u32(expanded, top_k);
-                b.mul_wide_u32(token, row_bytes)
-            }
-            FinalizeMode::Deterministic => b.mul_wide_u32(expanded, row_bytes),
-        };
-        let dst_row = b.add_u64(out, dst_row);
-        let col0 = b.mul_u32(u.n, l.n * 2);
-        let col0 = b.cvt_u64_u32(col0);
-        let dst_row = b.add_u64(dst_row, col0);
-        chunk_loop(b, l.n / GEMM2_EPILOGUE_SUBTILE_COLS, &mut |b, ch| {
-            let col = b.shl_b32(ch, GEMM2_EPILOGUE_SUBTILE_COLS.trailing_zeros());
-            let at = b.add_u32(taddr, col);
-            let v = tmem_load::<32>(b, at, 0, LdRepeat::X32);
+    let my_row = b.mad_u32(group, gemm2_group_bytes(l), staging);
+    let my_row = b.mad_u32(index, gemm2_row_bytes(l), my_row);
+    let first = row_info(b, g, c, &k, c.cluster_id);
+    let now = RowInfo {
+        dst: b.reg(RegClass::B64),
+        scale: b.reg(RegClass::F32),
+        valid: b.reg(RegClass::Pred),
+    };
+    take(b, now, first);
+    let steps = l.n / STEP_COLS;
+    let op = match l.finalize {
+        FinalizeMode::BulkReduceAdd => Bulk::ReduceAdd { ty: Ty::Bf16 },
+        FinalizeMode::Deterministic => Bulk::Store,
+    };
+    schedule(b, g, c, Needs::NONE, &mut |b, u: &Unit| {
+        let next_u = b.add_u32(u.u, c.clusters);
+        let next = row_info(b, g, c, &k, next_u);
+        // The staging row is free once this thread's previous bulk operation has read it.
+        b.emit(Bulk::WaitGroup { read: true }, vec![0u32.into()]);
+        let scale2 = b.pack_b64(now.scale, now.scale);
+        let tile = acc_acquire(b, g, c, cur);
+        let (order, release_after) = walk(b, g, &tile, steps);
+        for (p, step) in order.into_iter().enumerate() {
+            let at = step.offset(b, tile.taddr, STEP_COLS);
+            let v = tmem_load::<64>(b, at, 0, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
-            let v = as_f32(b, v);
-            // Staging buffer `chunk & 1`: wait until the bulk op that last read it is done.
-            let which = b.and_b32(chunk, 1u32);
-            let src = b.mad_u32(which, buf_bytes, staging);
-            b.emit(Bulk::WaitGroup { read: true }, vec![1u32.into()]);
-            let mut words = Vec::with_capacity(16);
+            if p + 1 == release_after {
+                acc_release(b, g, c, cur);
+            }
+            let mut words = Vec::with_capacity(32);
             for pair in v.chunks_exact(2) {
                 if let &[even, odd] = pair {
-                    let lo = b.mul_f32(even, scale);
-                    let hi = b.mul_f32(odd, scale);
+                    let both = b.pack_b64(even, odd);
+                    let both = b.mul_f32x2(both, scale2);
+                    let (lo, hi) = b.unpack_f32x2(both);
                     words.push(b.cvt_bf16x2(hi, lo));
                 }
             }
+            // 128 bytes of the row per step.
+            let dst = step.offset(b, my_row, STEP_COLS * 2);
             for (q, quad) in (0i64..).zip(words.chunks(4)) {
                 b.emit(
                     Memory::St(Access::vector(Space::Shared, VecWidth::V4, Ty::B32)),
-                    vec![Operand::Reg(src).at(16 * q), Operand::regs(quad)],
+                    vec![Operand::Reg(dst).at(16 * q), Operand::regs(quad)],
                 );
             }
-            b.fence_proxy_async();
-            let op = match l.finalize {
-                FinalizeMode::BulkReduceAdd => Bulk::ReduceAdd { ty: Ty::Bf16 },
-                FinalizeMode::Deterministic => Bulk::Store,
-            };
-            let byte_off = b.shl_b32(ch, PIECE_BYTES.trailing_zeros());
-            let byte_off = b.cvt_u64_u32(byte_off);
-            let dst = b.add_u64(dst_row, byte_off);
-            b.emit_if(
-                Guard::when(valid),
-                op,
-                vec![Operand::addr(dst), Operand::addr(src), PIECE_BYTES.into()],
-            );
-            b.emit(Bulk::CommitGroup, vec![]);
-            b.inc_u32(chunk, 1u32);
-        });
-        acc_release(b, g, c, cur);
+        }
+        g.rings.acc.advance(b, cur);
+        // This thread's row, written through the generic proxy, is read by the bulk copy
+        // engine through the async proxy.
+        b.fence_proxy_async();
+        b.emit_if(
+            Guard::when(now.valid),
+            op,
+            vec![Operand::addr(now.dst), Operand::addr(my_row), (l.n * 2).into()],
+        );
+        b.emit(Bulk::CommitGroup, vec![]);
+        take(b, now, next);
     });
     b.emit(Bulk::WaitGroup { read: false }, vec![0u32.into()]);
 }

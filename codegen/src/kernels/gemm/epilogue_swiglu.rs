@@ -1,16 +1,23 @@
-//! GEMM1's epilogue: per 16 h columns, the up and gate accumulator columns, α1, optional
-//! bf16 rounding, SwiGLU, NVFP4 quantization with the device `fc2_input_scale`; 8 bytes per
-//! thread into the warp's staging rows and one scale byte straight into the 128x4 layout;
-//! each warp then TMA-stores its 32 × N/2 FP4 tile.
+//! GEMM1's epilogue: per 64 h columns (one 128-column (up, gate) block of the accumulator,
+//! two `tcgen05.ld.32x32b.x64`), SwiGLU and NVFP4 quantization with the device
+//! `fc2_input_scale` by the kernel's recipe (Fast: `ex2`/`rcp.approx.ftz`, α folded into the
+//! block factors; Exact: IEEE operations only), branch-free; 32 bytes of codes per thread into
+//! the warp's staging rows and one 32-bit store of four scale bytes straight into the 128x4
+//! layout; each warp then TMA-stores its 32 × N/2 FP4 tile.
 
-use moegen_dsl::SwigluInput;
+use moegen_dsl::{EpilogueRecipe, SwigluInput};
 
 use super::Gemm;
-use super::epilogue::{acc_acquire, acc_release, as_f32, tmem_load};
-use super::schedule::{Common, chunk_loop, schedule};
-use crate::kernels::epilogue_math::{quantize16, round_bf16, swiglu};
+use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
+use super::schedule::{Common, Needs, schedule};
+use crate::kernels::epilogue_math::{
+    BlockQuant, fast_factors, requant_pair, round_bf16, swiglu, swiglu_fast,
+};
 use crate::ptx::ops::{Access, Bulk, LdRepeat, Memory, Tcgen05};
 use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
+
+/// Accumulator columns of one (up, gate) block: 64 up then 64 gate (the W1 interleave).
+const PAIR_COLS: u32 = 2 * STEP_COLS;
 
 pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
     let l = &g.l;
@@ -25,63 +32,77 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
     // One staging row per thread: N/2 FP4 values of h.
     let row_stride = l.n / 4;
     let staging = b.add_u32(c.smem, g.smem.epilogue.offset);
-    let my_row = b.mul_u32(c.tid, row_stride);
-    let my_row = b.add_u32(staging, my_row);
-    let warp_rows = b.mul_u32(c.warp, 32 * row_stride);
-    let warp_stage = b.add_u32(staging, warp_rows);
+    let my_row = b.mad_u32(c.tid, row_stride, staging);
+    let warp_stage = b.mad_u32(c.warp, 32 * row_stride, staging);
+    // This thread's word of each 512-byte scale atom: lane·16 + quarter·4.
     let lane_sf = b.shl_b32(c.lane, 4u32);
     let lane_sf = b.mad_u32(c.warp, 4u32, lane_sf);
     let one = b.elect();
-    schedule(b, g, c, &mut |b, u| {
+    b.emit_if(
+        Guard::when(one),
+        crate::ptx::ops::Memory::PrefetchTensormap,
+        vec![Operand::addr(map_out)],
+    );
+    // (up, gate) blocks per tile: one 64-column step of h each.
+    let steps = l.n / PAIR_COLS;
+    schedule(b, g, c, Needs::EXPERT, &mut |b, u| {
         // The staging rows are free once this warp's previous TMA store has read them.
         b.emit_if(Guard::when(one), Bulk::WaitGroup { read: true }, vec![0u32.into()]);
         b.bar_warp_sync();
-        let taddr = acc_acquire(b, g, c, cur);
         let al_addr = b.index_addr(alpha, u.expert, 4);
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+        let fast =
+            (l.recipe == EpilogueRecipe::Fast).then(|| fast_factors(b, al, gs, l.swiglu_input));
         let row = b.add_u32(u.row0, c.tid);
         let rowblock = b.shr_u32(row, 7u32);
         let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
-        // Piece c covers h columns 16c..16c+16 of this tile: up at accumulator column
-        // (c/4)·128 + (c%4)·16, gate 64 columns further (the 64-row up/gate interleave).
-        chunk_loop(b, l.n / 32, &mut |b, ch| {
-            let pair = b.shr_u32(ch, 2u32);
-            let within = b.and_b32(ch, 3u32);
-            let col = b.shl_b32(pair, 7u32);
-            let col = b.mad_u32(within, 16u32, col);
-            let at = b.add_u32(taddr, col);
-            let up = tmem_load::<16>(b, at, 0, LdRepeat::X16);
-            let gate = tmem_load::<16>(b, at, 64, LdRepeat::X16);
+        let sf_off = b.mad_u32(atom_row, 512u32, lane_sf);
+        let sf_row = b.index_addr(out_sf, sf_off, 1);
+        // This N block's first scale atom.
+        let atom0 = b.mul_wide_u32(u.n, steps * 512);
+        let tile_sf = b.add_u64(sf_row, atom0);
+        let tile = acc_acquire(b, g, c, cur);
+        let (order, release_after) = walk(b, g, &tile, steps);
+        for (p, step) in order.into_iter().enumerate() {
+            // Step s of this tile: accumulator columns s·128.., h columns s·64.., scale atom
+            // s of the tile's N block, staging bytes s·32.
+            let at = step.offset(b, tile.taddr, PAIR_COLS);
+            let up = tmem_load::<64>(b, at, 0, LdRepeat::X64);
+            let gate = tmem_load::<64>(b, at, STEP_COLS, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
-            let up = as_f32(b, up);
-            let gate = as_f32(b, gate);
-            let h: [Reg; 16] = std::array::from_fn(|i| {
-                let mut uu = b.mul_f32(al, up[i]);
-                let mut gg = b.mul_f32(al, gate[i]);
-                if l.swiglu_input == SwigluInput::Bf16 {
-                    uu = round_bf16(b, uu);
-                    gg = round_bf16(b, gg);
+            if p + 1 == release_after {
+                acc_release(b, g, c, cur);
+            }
+            let h: [Reg; 64] = std::array::from_fn(|i| match &fast {
+                Some(f) => swiglu_fast(b, f, up[i], gate[i]),
+                None => {
+                    let mut uu = b.mul_f32(al, up[i]);
+                    let mut gg = b.mul_f32(al, gate[i]);
+                    if l.swiglu_input == SwigluInput::Bf16 {
+                        uu = round_bf16(b, uu);
+                        gg = round_bf16(b, gg);
+                    }
+                    swiglu(b, uu, gg)
                 }
-                swiglu(b, uu, gg)
             });
-            let ([w0, w1], code) = quantize16(b, &h, gs);
-            let soff = b.mad_u32(ch, 8u32, my_row);
-            b.emit(
-                Memory::St(Access::vector(Space::Shared, VecWidth::V2, Ty::B32)),
-                vec![Operand::addr(soff), Operand::regs(&[w0, w1])],
-            );
-            // Scale column hb of the 128x4 layout over permuted rows.
-            let hb = b.mad_u32(u.n, l.n / 32, ch);
-            let atom = b.shr_u32(hb, 2u32);
-            let atom = b.add_u32(atom_row, atom);
-            let within = b.and_b32(hb, 3u32);
-            let off = b.mad_u32(atom, 512u32, lane_sf);
-            let off = b.add_u32(off, within);
-            let dst = b.index_addr(out_sf, off, 1);
-            let byte = b.cvt_u16_u32(code);
-            b.st_global(Ty::U8, dst, byte);
-        });
-        acc_release(b, g, c, cur);
+            let how = match &fast {
+                Some(f) => BlockQuant::Fast { q: f.q, k: f.k },
+                None => BlockQuant::Exact { g: gs },
+            };
+            let lo: [Reg; 32] = std::array::from_fn(|i| h[i]);
+            let hi: [Reg; 32] = std::array::from_fn(|i| h[32 + i]);
+            let (w_lo, sc_lo) = requant_pair(b, &lo, how);
+            let (w_hi, sc_hi) = requant_pair(b, &hi, how);
+            let soff = step.offset(b, my_row, 32);
+            let st = Memory::St(Access::vector(Space::Shared, VecWidth::V4, Ty::B32));
+            b.emit(st, vec![Operand::addr(soff), Operand::regs(&w_lo)]);
+            b.emit(st, vec![Operand::Reg(soff).at(16), Operand::regs(&w_hi)]);
+            // Scale columns 4·(N block·steps + s) .. +4 of this row: one 32-bit word.
+            let word = b.mov_b32(RegClass::B32, Operand::regs(&[sc_lo, sc_hi]));
+            let dst = step.offset_u64(b, tile_sf, 512);
+            b.st_global(Ty::B32, dst, word);
+        }
+        g.rings.acc.advance(b, cur);
         b.fence_proxy_async();
         b.bar_warp_sync();
         let skip = b.new_label("skip_store");

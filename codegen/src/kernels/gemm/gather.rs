@@ -3,14 +3,51 @@
 //! CTA's gather completion to the leader, whose MMA reads both CTAs' shared memory.
 
 use super::Gemm;
-use super::schedule::{Common, k_loop, schedule};
+use super::schedule::{Common, Needs, k_loop, schedule};
 use crate::kernels::pipeline::{Side, Signal};
 use crate::ptx::ops::memory::ld;
-use crate::ptx::ops::{CacheOp, Memory};
-use crate::ptx::{Cmp, Guard, KernelBuilder, Label, Operand, Space, Ty};
+use crate::ptx::ops::{Alu, CacheOp, IntOp, Memory};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Label, Operand, Reg, RegClass, Space, Ty};
 
-/// Thread g of the gather warps copies A row g (8 × 16 B into the 128B-swizzled tile) and
-/// its 16 scale bytes per K stage; rows ≥ mn_limit copy nothing (src-size 0, zero fill).
+/// Rows of the 128-row A tile each gather thread copies a 16-byte chunk of per K stage: a
+/// K stage of a row is 128 bytes, eight chunks, so eight threads share a row and a warp
+/// instruction reads four whole 128-byte lines.
+const ROWS_PER_THREAD: u32 = 8;
+/// Rows between one thread's rows (the 128 threads cover 16 rows per pass).
+const ROW_STEP: u32 = 16;
+
+/// `d += by` on a 64-bit register.
+fn add_u64_in_place(b: &mut KernelBuilder, d: Reg, by: u32) {
+    b.emit_to(d, Alu::Int(IntOp::Add, Ty::U64), vec![d.into(), by.into()]);
+}
+
+/// The token row a permuted row gathers (guarded: rows ≥ mn_limit read nothing and get
+/// token 0, a valid address that cp.async then reads zero bytes of), and the bytes to copy.
+fn token_of_row(
+    b: &mut KernelBuilder,
+    p2e: Reg,
+    top_k: Reg,
+    row: Reg,
+    mn_limit: Reg,
+    bytes: u32,
+) -> (Reg, Reg) {
+    let valid = b.setp_u32(Cmp::Lt, row, mn_limit);
+    let exp_addr = b.index_addr(p2e, row, 4);
+    let expanded = b.mov_u32(0u32);
+    b.emit_if(
+        Guard::when(valid),
+        ld(Space::Global, Ty::U32),
+        vec![expanded.into(), Operand::addr(exp_addr)],
+    );
+    let token = b.div_u32(expanded, top_k);
+    (token, b.selp_u32(bytes, 0u32, valid))
+}
+
+/// Thread g of the gather warps copies, per K stage, 16-byte chunk g % 8 of A rows
+/// g / 8 + 16·j (j < 8) into the 128B-swizzled tile (the chunk's swizzled place depends on
+/// the row mod 8, which is the same for all eight rows), with the L2 fetching whole lines,
+/// and row g's 16 scale bytes into the four SFA atoms; rows ≥ mn_limit copy nothing (zero
+/// fill).
 pub(super) fn gather_role(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
     let (l, ab) = (&g.l, &g.rings.ab);
     let gt = b.sub_u32(c.tid, l.gather_warp * 32);
@@ -23,59 +60,65 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
     let sf_bytes = b.shr_u32(hidden, 4u32);
     let cur = ab.cursor(b);
     let is_peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);
-    // This thread's place in the 128B-swizzled A tile and in the SFA atoms.
-    let a_row = b.shl_b32(gt, 7u32);
-    let xor = b.and_b32(gt, 7u32);
+    // This thread's chunk and first row, and their place in the 128B-swizzled tile.
+    let chunk = b.and_b32(gt, 7u32);
+    let r0 = b.shr_u32(gt, 3u32);
+    let r0_mod8 = b.and_b32(r0, 7u32);
+    let swz = b.xor_b32(chunk, r0_mod8);
+    let swz = b.shl_b32(swz, 4u32);
+    let a_off = b.mad_u32(r0, 128u32, swz);
+    let chunk_bytes = b.shl_b32(chunk, 4u32);
+    let chunk_bytes = b.cvt_u64_u32(chunk_bytes);
+    // Row gt's scale bytes: lane gt % 32, quarter gt / 32 of each 512-byte atom.
     let g32 = b.and_b32(gt, 31u32);
     let gq = b.shr_u32(gt, 5u32);
     let sf_row = b.shl_b32(g32, 4u32);
     let sf_row = b.mad_u32(gq, 4u32, sf_row);
-    schedule(b, g, c, &mut |b, u| {
+    let sf_row = b.add_u32(sf_row, g.smem.sfa);
+    let src: Vec<Reg> = (0..ROWS_PER_THREAD).map(|_| b.reg(RegClass::B64)).collect();
+    let size: Vec<Reg> = (0..ROWS_PER_THREAD).map(|_| b.reg(RegClass::B32)).collect();
+    let (src_sf, size_sf) = (b.reg(RegClass::B64), b.reg(RegClass::B32));
+    let ready = b.reg(RegClass::Pred);
+    ab.peek_empty(b, c.smem, cur, ready);
+    schedule(b, g, c, Needs::LIMIT, &mut |b, u| {
+        let first = b.add_u32(u.row0, r0);
+        for j in 0..ROWS_PER_THREAD {
+            let row = b.add_u32(first, ROW_STEP * j);
+            let (token, n) = token_of_row(b, p2e, top_k, row, u.mn_limit, 16);
+            let off = b.mul_wide_u32(token, row_bytes);
+            let base = b.add_u64(x, off);
+            b.emit_to(
+                src[j as usize],
+                Alu::Int(IntOp::Add, Ty::U64),
+                vec![base.into(), chunk_bytes.into()],
+            );
+            b.emit_to(size[j as usize], Alu::Mov(Ty::U32), vec![n.into()]);
+        }
         let row = b.add_u32(u.row0, gt);
-        let valid = b.setp_u32(Cmp::Lt, row, u.mn_limit);
-        let exp_addr = b.index_addr(p2e, row, 4);
-        let expanded = b.mov_u32(0u32);
-        b.emit_if(
-            Guard::when(valid),
-            ld(Space::Global, Ty::U32),
-            vec![expanded.into(), Operand::addr(exp_addr)],
-        );
-        let token = b.div_u32(expanded, top_k);
-        let src_row = b.mul_wide_u32(token, row_bytes);
-        let src_row = b.add_u64(x, src_row);
-        let src_sf = b.mul_wide_u32(token, sf_bytes);
-        let src_sf = b.add_u64(x_sf, src_sf);
-        let n16 = b.selp_u32(16u32, 0u32, valid);
-        let n4 = b.selp_u32(4u32, 0u32, valid);
-        k_loop(b, c, &mut |b, kk| {
-            ab.acquire(b, c.smem, cur);
+        let (token, n) = token_of_row(b, p2e, top_k, row, u.mn_limit, 4);
+        let off = b.mul_wide_u32(token, sf_bytes);
+        b.emit_to(src_sf, Alu::Int(IntOp::Add, Ty::U64), vec![x_sf.into(), off.into()]);
+        b.emit_to(size_sf, Alu::Mov(Ty::U32), vec![n.into()]);
+        k_loop(b, c, &mut |b, _kk| {
+            ab.acquire_peeked(b, c.smem, cur, ready);
             let st = g.smem.stage_base(b, c.smem, cur.index);
-            let a_dst = b.add_u32(st, a_row);
-            let koff = b.shl_b32(kk, 7u32);
-            let src = b.cvt_u64_u32(koff);
-            let src = b.add_u64(src_row, src);
-            for ch in 0..8u32 {
-                let sw = b.xor_b32(xor, ch);
-                let dst = b.mad_u32(sw, 16u32, a_dst);
-                let from = Operand::Reg(src).at(i64::from(ch * 16));
+            let a_dst = b.add_u32(st, a_off);
+            for j in 0..ROWS_PER_THREAD {
+                let (s, n) = (src[j as usize], size[j as usize]);
+                let dst = Operand::Reg(a_dst).at(i64::from(ROW_STEP * 128 * j));
                 b.emit(
-                    Memory::CpAsync(CacheOp::Cg),
-                    vec![Operand::addr(dst), from, 16u32.into(), n16.into()],
+                    Memory::CpAsync(CacheOp::CgPrefetch128),
+                    vec![dst, Operand::addr(s), 16u32.into(), n.into()],
                 );
+                add_u64_in_place(b, s, 128);
             }
-            let sfa = b.add_u32(st, g.smem.sfa);
-            let sfa = b.add_u32(sfa, sf_row);
-            let sk = b.shl_b32(kk, 4u32);
-            let ssrc = b.cvt_u64_u32(sk);
-            let ssrc = b.add_u64(src_sf, ssrc);
+            let sfa = b.add_u32(st, sf_row);
             for kb in 0..4u32 {
-                let dst = b.add_u32(sfa, kb * 512);
-                let from = Operand::Reg(ssrc).at(i64::from(kb * 4));
-                b.emit(
-                    Memory::CpAsync(CacheOp::Ca),
-                    vec![Operand::addr(dst), from, 4u32.into(), n4.into()],
-                );
+                let dst = Operand::Reg(sfa).at(i64::from(kb * 512));
+                let from = Operand::Reg(src_sf).at(i64::from(kb * 4));
+                b.emit(Memory::CpAsync(CacheOp::Ca), vec![dst, from, 4u32.into(), size_sf.into()]);
             }
+            add_u64_in_place(b, src_sf, 16);
             // The leader's gather completes straight on its full barrier; the peer's on the
             // relay ring, which the relay warp forwards.
             let full = ab.full_at(b, c.smem, cur);
@@ -88,6 +131,7 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
             };
             ab.signal(b, Side::Full, target, Signal::CpAsyncNoinc);
             ab.advance(b, cur);
+            ab.peek_empty(b, c.smem, cur, ready);
         });
     });
 }
@@ -102,13 +146,15 @@ pub(super) fn relay_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &Labe
     let one = b.elect();
     b.bra_unless(one, end);
     let cur = relay.cursor(b);
-    schedule(b, g, c, &mut |b, _u| {
+    schedule(b, g, c, Needs::NONE, &mut |b, _u| {
         k_loop(b, c, &mut |b, _kk| {
             relay.wait(b, c.smem, cur);
-            // Make the gathered bytes visible to the tensor cores' async proxy before the
-            // leader's MMA reads them.
+            // The gathered bytes (cp.async: generic proxy, this CTA's shared memory, complete
+            // as the wait observed) become visible to the async proxy, which the leader's MMA
+            // reads them through; then the arrival at the default .release.cta (no memory
+            // barrier in SASS; docs/kernels.md explains why not .release.cluster).
             b.fence_proxy_async();
-            ab.commit(b, c.smem, cur, Signal::Remote { rank: c.leader_rank });
+            ab.commit(b, c.smem, cur, Signal::Remote { rank: Some(c.leader_rank), order: None });
             relay.advance(b, cur);
         });
     });

@@ -4,7 +4,7 @@
 use crate::ptx::CtaGroup;
 use moegen_dsl::abi::{GemmKey, gemm_roles};
 use moegen_dsl::resources::SF_TMEM_BUFFERS;
-use moegen_dsl::{FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput};
+use moegen_dsl::{EpilogueRecipe, FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput};
 
 /// Everything a GEMM builder needs, derived once.
 #[derive(Clone, Debug)]
@@ -25,6 +25,8 @@ pub struct GemmLayout {
     pub budget: KernelBudget,
     /// SwiGLU input precision (GEMM1).
     pub swiglu_input: SwigluInput,
+    /// Epilogue recipe (GEMM1).
+    pub recipe: EpilogueRecipe,
     /// Finalize mode (GEMM2).
     pub finalize: FinalizeMode,
     /// Warps: epilogue 0..4 always.
@@ -45,11 +47,13 @@ impl GemmLayout {
         let t = desc.tactic();
         let [tile, n] = t.mma_tiler();
         let [cm, cn] = t.cluster();
-        let (swiglu_input, finalize) = match *desc.epilogue() {
-            moegen_dsl::Epilogue::SwigluRequant { swiglu_input, .. } => {
-                (swiglu_input, FinalizeMode::default())
+        let (swiglu_input, finalize, recipe) = match *desc.epilogue() {
+            moegen_dsl::Epilogue::SwigluRequant { swiglu_input, recipe, .. } => {
+                (swiglu_input, FinalizeMode::default(), recipe)
             }
-            moegen_dsl::Epilogue::Finalize { mode } => (SwigluInput::default(), mode),
+            moegen_dsl::Epilogue::Finalize { mode } => {
+                (SwigluInput::default(), mode, EpilogueRecipe::default_for(desc.target()))
+            }
         };
         let key = desc.key();
         let roles = gemm_roles(&key);
@@ -62,6 +66,7 @@ impl GemmLayout {
             cn,
             budget: *desc.budget(),
             swiglu_input,
+            recipe,
             finalize,
             warps: roles.warps,
             gather_warp: roles.gather_warp.unwrap_or(roles.mma_warp),
@@ -71,6 +76,19 @@ impl GemmLayout {
         }
     }
 
+    /// Whether the two accumulator buffers share columns (MMA N = 256): one ring slot, the
+    /// MMA alternates buffers per tile, the epilogue reads the shared columns first and
+    /// releases the slot after them.
+    pub fn acc_overlapped(&self) -> bool {
+        self.budget.acc_overlap_columns > 0
+    }
+    /// Output columns per row of a tile: N/2 (GEMM1, after SwiGLU) or N (GEMM2).
+    pub fn out_cols(&self) -> u32 {
+        match self.kind {
+            GemmKind::Gemm1 => self.n / 2,
+            GemmKind::Gemm2 => self.n,
+        }
+    }
     /// TMEM columns of one scale-factor buffer (SFA then SFB).
     pub fn sf_cols_per_buffer(&self) -> u32 {
         self.budget.tmem_sf_columns / SF_TMEM_BUFFERS

@@ -1,24 +1,38 @@
 //! The MMA issuer (one elected thread of the leader CTA): per K stage, the scale factors into
 //! a double-buffered set of TMEM columns (`tcgen05.cp`), four block-scaled MMAs of K = 64,
 //! and a commit that empties the stage; per work unit, a commit that fills the accumulator.
+//!
+//! The shared-memory descriptors of stage 0 are built once; a stage's are those plus the
+//! stage's offset in 16-byte units (shared-window addresses stay below 2^18, so the 14-bit
+//! address field never carries into the next field), and the K steps within a stage are
+//! immediate additions. The next stage's full barrier is peeked before this stage's MMAs
+//! are issued, so its latency overlaps them.
 
 use moegen_dsl::GemmKind;
 
 use super::Gemm;
-use super::schedule::{Common, k_loop, schedule};
+use super::schedule::{Common, Needs, k_loop, schedule};
 use crate::kernels::pipeline::Signal;
-use crate::ptx::ops::{CpShape, MmaKind, Tcgen05};
-use crate::ptx::{Cmp, KernelBuilder, Label, Operand, Reg};
+use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind, Tcgen05};
+use crate::ptx::{Cmp, KernelBuilder, Label, Operand, Reg, RegClass, Ty};
 
-/// A shared-memory matrix descriptor: the address field (bits 0–13, in 16-byte units) and
-/// the leading-byte offset 1 (bit 16) in the low word, `step` 16-byte units further along K,
-/// with the high word `hi` (stride, version, swizzle).
-fn smem_desc(b: &mut KernelBuilder, addr: Reg, step: u32, hi: Reg) -> Reg {
+/// High word of the A/B descriptors: K-major SW128 (SBO 1024 B, version bit 46, swizzle 2).
+const HI_AB: u32 = 0x4000_4040;
+/// High word of the scale-factor descriptors: no swizzle, SBO 128 B, version bit 46.
+const HI_SF: u32 = 0x0000_4008;
+
+/// A shared-memory matrix descriptor for `addr`: the address field (bits 0–13, in 16-byte
+/// units) and the leading-byte offset 1 (bit 16) in the low word, `hi` in the high word.
+fn smem_desc(b: &mut KernelBuilder, addr: Reg, hi: Reg) -> Reg {
     let lo = b.shr_u32(addr, 4u32);
     let lo = b.and_b32(lo, 0x3FFFu32);
     let lo = b.or_b32(lo, 0x1_0000u32);
-    let lo = if step > 0 { b.add_u32(lo, step) } else { lo };
     b.pack_b64(lo, hi)
+}
+
+/// `desc + units` (16-byte units along the address field).
+fn desc_plus(b: &mut KernelBuilder, desc: Reg, units: impl Into<Operand>) -> Reg {
+    b.op(RegClass::B64, Alu::Int(IntOp::Add, Ty::U64), vec![desc.into(), units.into()])
 }
 
 pub(super) fn mma_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &Label) {
@@ -31,71 +45,98 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &Label)
     b.bra_unless(one, end);
     let group = l.cta_group();
     let idesc = b.mov_u32(Operand::Hex(l.idesc()));
-    // Shared-memory descriptor high words: A/B K-major SW128 (SBO 1024 B, version bit 46,
-    // swizzle 2); scale atoms no swizzle (SBO 128 B).
-    let hi_ab = b.mov_u32(Operand::Hex(0x4000_4040));
-    let hi_sf = b.mov_u32(Operand::Hex(0x0000_4008));
+    // Stage 0's descriptors (each high word written once: the mutation tests flip it).
+    let hi_ab = b.mov_u32(Operand::Hex(HI_AB));
+    let hi_sf = b.mov_u32(Operand::Hex(HI_SF));
+    let st0 = b.add_u32(c.smem, g.smem.stages.offset);
+    let at = |b: &mut KernelBuilder, off: u32| b.add_u32(st0, off);
+    let a_addr = at(b, g.smem.a);
+    let a0 = smem_desc(b, a_addr, hi_ab);
+    let b_addr = at(b, g.smem.b);
+    let b0 = smem_desc(b, b_addr, hi_ab);
+    let sfa_addr = at(b, g.smem.sfa);
+    let sfa0 = smem_desc(b, sfa_addr, hi_sf);
+    let sfb_addr = at(b, g.smem.sfb);
+    let sfb0 = smem_desc(b, sfb_addr, hi_sf);
+    let stage_units = g.smem.stage_bytes / 16;
     let stage = ab.cursor(b);
     let accum = acc.cursor(b);
-    let sfbuf = b.mov_u32(0u32);
-    let acc_cols = l.budget.tmem_acc_columns;
-    let sf_per_buf = l.sf_cols_per_buffer();
+    // The two scale-factor column sets: this K stage's, and the other's (their sum swaps).
+    let sf0 = b.add_u32(c.tmem, l.budget.tmem_acc_columns);
+    let sf_swap = b.mad_u32(c.tmem, 2u32, 2 * l.budget.tmem_acc_columns + l.sf_cols_per_buffer());
+    let sfa_t = b.mov_u32(sf0);
     let empty_mask = ab.empty_multicast.map(|m| m.emit(b, c.m_rank, c.n_rank));
     let acc_mask = acc.full_multicast.map(|m| m.emit(b, c.m_rank, c.n_rank));
-    schedule(b, g, c, &mut |b, _u| {
+    let ready = b.reg(RegClass::Pred);
+    ab.peek_full(b, c.smem, stage, ready);
+    schedule(b, g, c, Needs::NONE, &mut |b, _u| {
         acc.acquire(b, c.smem, accum);
         b.tcgen05_fence_after();
-        let d = b.mad_u32(accum.index, l.n, c.tmem);
-        let accumulate = b.mov_u32(0u32);
-        k_loop(b, c, &mut |b, _kk| {
-            ab.wait(b, c.smem, stage);
+        // Overlapping buffers share one ring slot: the buffer alternates with the phase.
+        let buffer = if l.acc_overlapped() { accum.phase } else { accum.index };
+        let d = b.mad_u32(buffer, l.budget.acc_buffer_stride(), c.tmem);
+        k_loop(b, c, &mut |b, kk| {
+            let acc_p = b.setp_u32(Cmp::Ne, kk, 0u32);
+            let off = b.op(
+                RegClass::B64,
+                Alu::Int(IntOp::MulWide, Ty::U32),
+                vec![stage.index.into(), stage_units.into()],
+            );
+            let a = desc_plus(b, a0, off);
+            let bd = desc_plus(b, b0, off);
+            let sfa = desc_plus(b, sfa0, off);
+            let sfb = desc_plus(b, sfb0, off);
+            ab.wait_peeked(b, c.smem, stage, ready);
             b.tcgen05_fence_after();
             if l.kind == GemmKind::Gemm1 {
-                // The gathered A tile was written by cp.async, a generic-proxy write.
+                // The gathered A tile and SFA were written by cp.async (generic proxy); the
+                // tensor cores read them through the async proxy.
                 b.fence_proxy_async();
             }
-            let st = g.smem.stage_base(b, c.smem, stage.index);
-            let sf_t = b.mad_u32(sfbuf, sf_per_buf, acc_cols);
-            let sfa_t = b.add_u32(c.tmem, sf_t);
-            let sfb_t = b.add_u32(sfa_t, 16u32);
-            let sfa_s = b.add_u32(st, g.smem.sfa);
-            let sfb_s = b.add_u32(st, g.smem.sfb);
             let cp = Tcgen05::Cp(group, CpShape::Rows32x128bWarpx4);
             for kb in 0..4u32 {
-                let dsc = smem_desc(b, sfa_s, 32 * kb, hi_sf);
+                let dsc = if kb == 0 { sfa } else { desc_plus(b, sfa, 32 * kb) };
                 b.emit(cp, vec![Operand::Reg(sfa_t).at(i64::from(4 * kb)), dsc.into()]);
                 for rb in 0..l.sfb_row_blocks() {
-                    let dsc = smem_desc(b, sfb_s, 32 * kb + 128 * rb, hi_sf);
-                    let col = l.sfb_cols_per_mma() * kb + 4 * rb;
-                    b.emit(cp, vec![Operand::Reg(sfb_t).at(i64::from(col)), dsc.into()]);
+                    let step = 32 * kb + 128 * rb;
+                    let dsc = if step == 0 { sfb } else { desc_plus(b, sfb, step) };
+                    let col = 16 + l.sfb_cols_per_mma() * kb + 4 * rb;
+                    b.emit(cp, vec![Operand::Reg(sfa_t).at(i64::from(col)), dsc.into()]);
                 }
             }
-            let b_s = b.add_u32(st, g.smem.b);
-            let acc_p = b.setp_u32(Cmp::Ne, accumulate, 0u32);
             for j in 0..4u32 {
-                let ad = smem_desc(b, st, 2 * j, hi_ab);
-                let bd = smem_desc(b, b_s, 2 * j, hi_ab);
+                let (ad, bdj) = if j == 0 {
+                    (a, bd)
+                } else {
+                    (desc_plus(b, a, 2 * j), desc_plus(b, bd, 2 * j))
+                };
                 let enable: Operand = if j == 0 { acc_p.into() } else { 1u32.into() };
                 b.emit(
                     Tcgen05::Mma(group, MmaKind::Mxf4Nvf4Block16),
                     vec![
                         Operand::addr(d),
                         ad.into(),
-                        bd.into(),
+                        bdj.into(),
                         idesc.into(),
                         Operand::Reg(sfa_t).at(i64::from(4 * j)),
-                        Operand::Reg(sfb_t).at(i64::from(l.sfb_cols_per_mma() * j)),
+                        Operand::Reg(sfa_t).at(i64::from(16 + l.sfb_cols_per_mma() * j)),
                         enable,
                     ],
                 );
             }
-            b.assign_u32(accumulate, 1u32);
             ab.release(b, c.smem, stage, Signal::Commit { group, mask: empty_mask });
-            b.xor_assign_b32(sfbuf, 1u32);
+            b.emit(Alu::Int(IntOp::Sub, Ty::U32), vec![sfa_t.into(), sf_swap.into(), sfa_t.into()]);
             ab.advance(b, stage);
+            ab.peek_full(b, c.smem, stage, ready);
         });
         acc.commit(b, c.smem, accum, Signal::Commit { group, mask: acc_mask });
         acc.advance(b, accum);
     });
+    // Tail: wait until the epilogue has released every accumulator, so that no arrival
+    // (remote, from the peer's epilogue) is in flight toward this CTA when it exits.
+    for _ in 0..l.budget.acc_ring_slots() {
+        acc.acquire(b, c.smem, accum);
+        acc.advance(b, accum);
+    }
     b.bra(end);
 }

@@ -103,7 +103,7 @@ pub fn build_layout(l: GemmLayout) -> (KernelBuilder, GemmLayout) {
     b.label(&end);
     b.bar_sync(0u32);
     if l.cm * l.cn > 1 {
-        b.cluster_sync();
+        b.cluster_sync_relaxed();
     }
     let not_mma = b.setp_u32(Cmp::Ne, c.warp, l.mma_warp);
     let exit = b.new_label("exit");

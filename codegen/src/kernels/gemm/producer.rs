@@ -1,11 +1,13 @@
 //! The TMA producer: per K stage, B and SFB (expert = the L coordinate), and for GEMM2 also A
-//! and SFA, which the N-rank-0 CTA of a cluster-N pair multicasts to both.
+//! and SFA, which the N-rank-0 CTA of a cluster-N pair multicasts to both. In a 2-CTA pair
+//! each CTA loads half of the stage's SFB and multicasts it to both (each needs all N rows'
+//! scales): its own 128-row block at N = 256, two of the four K atoms at N = 128.
 
 use moegen_dsl::GemmKind;
 
 use super::Gemm;
-use super::schedule::{Common, k_loop, schedule};
-use crate::kernels::pipeline::Signal;
+use super::schedule::{Common, Needs, k_loop, schedule};
+use crate::kernels::pipeline::{CtaMask, Signal};
 use crate::ptx::ops::Bulk;
 use crate::ptx::{Cmp, CtaGroup, KernelBuilder, Label, Operand, Reg};
 
@@ -42,27 +44,51 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &L
     };
     let map_b = b.param_generic_addr("tmap_b");
     let map_sfb = b.param_generic_addr("tmap_sfb");
+    // The descriptors reach the TMA unit's cache while the first barrier waits run.
+    for m in [map_a, map_sfa, Some(map_b), Some(map_sfb)].into_iter().flatten() {
+        b.prefetch_tensormap(m);
+    }
     let cur = ab.cursor(b);
     let is_leader = b.setp_u32(Cmp::Eq, c.m_rank, 0u32);
     let a_issuer = b.setp_u32(Cmp::Eq, c.n_rank, 0u32);
     let mask_a = ab.full_multicast.map(|m| m.emit(b, c.m_rank, c.n_rank));
-    schedule(b, g, c, &mut |b, u| {
+    let pair = (l.cm == 2).then(|| CtaMask::Pair.emit(b, c.m_rank, c.n_rank));
+    // This CTA's half of SFB in a pair: its row block (N = 256) or K atoms 2m, 2m+1 (N = 128),
+    // landing at the same offset in both CTAs.
+    let halves_by_block = l.sfb_row_blocks() > 1;
+    let sfb_half_bytes = l.budget.sfb_stage_bytes / 2;
+    let sfb_dst_off = match pair {
+        Some(_) => b.mad_u32(c.m_rank, sfb_half_bytes, g.smem.sfb),
+        None => b.mov_u32(g.smem.sfb),
+    };
+    let ready = b.reg(crate::ptx::RegClass::Pred);
+    ab.peek_empty(b, c.smem, cur, ready);
+    schedule(b, g, c, Needs::EXPERT, &mut |b, u| {
+        // Per tile: the coordinates that do not change along K.
+        let rb = b.shr_u32(u.row0, 7u32);
+        let nrow = b.mul_u32(u.n, l.n);
+        let nrow = b.mad_u32(c.m_rank, l.n / l.cm, nrow);
+        let nblk = b.mul_u32(u.n, l.sfb_row_blocks());
+        let (nblk, atom0) = match pair {
+            Some(_) if halves_by_block => (b.add_u32(nblk, c.m_rank), b.mov_u32(0u32)),
+            Some(_) => (nblk, b.shl_b32(c.m_rank, 1u32)),
+            None => (nblk, b.mov_u32(0u32)),
+        };
         k_loop(b, c, &mut |b, kk| {
-            ab.acquire(b, c.smem, cur);
+            let kc = b.shl_b32(kk, 8u32);
+            let kq = b.shl_b32(kk, 2u32);
+            ab.acquire_peeked(b, c.smem, cur, ready);
             let bytes = l.budget.tma_tx_bytes_per_stage;
             let full = ab.commit(b, c.smem, cur, Signal::ExpectTx { bytes, only: Some(is_leader) });
             // 2-CTA: both CTAs' bytes complete on the leader's barrier (its shared::cluster
             // address; CUTLASS gets the same address by clearing the peer bit 24).
             let bar = if l.cm == 2 { ab.full_in(b, full, c.leader_rank) } else { full };
             let st = g.smem.stage_base(b, c.smem, cur.index);
-            let kc = b.shl_b32(kk, 8u32);
-            let kq = b.shl_b32(kk, 2u32);
             if let (Some(ma), Some(msfa)) = (map_a, map_sfa) {
                 let skip = b.new_label("skip_a");
                 if l.cn == 2 {
                     b.bra_unless(a_issuer, &skip);
                 }
-                let rb = b.shr_u32(u.row0, 7u32);
                 let coords = vec![kc.into(), u.row0.into()];
                 let a = TmaLoad { dims: 2, dst: st, map: ma, coords, bar, multicast: mask_a };
                 tma_load(b, g, a);
@@ -73,20 +99,25 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &L
                 b.label(&skip);
             }
             let dst_b = b.add_u32(st, g.smem.b);
-            let nrow = b.mul_u32(u.n, l.n);
-            let nrow = b.mad_u32(c.m_rank, l.n / l.cm, nrow);
             let coords = vec![kc.into(), nrow.into(), u.expert.into()];
             tma_load(
                 b,
                 g,
                 TmaLoad { dims: 3, dst: dst_b, map: map_b, coords, bar, multicast: None },
             );
-            let dst_sfb = b.add_u32(st, g.smem.sfb);
-            let nblk = b.mul_u32(u.n, l.sfb_row_blocks());
-            let coords = vec![0u32.into(), kq.into(), nblk.into(), u.expert.into()];
-            let sfb = TmaLoad { dims: 4, dst: dst_sfb, map: map_sfb, coords, bar, multicast: None };
+            let dst_sfb = b.add_u32(st, sfb_dst_off);
+            let katom = if pair.is_some() && !halves_by_block { b.add_u32(kq, atom0) } else { kq };
+            let coords = vec![0u32.into(), katom.into(), nblk.into(), u.expert.into()];
+            let sfb = TmaLoad { dims: 4, dst: dst_sfb, map: map_sfb, coords, bar, multicast: pair };
             tma_load(b, g, sfb);
             ab.advance(b, cur);
+            ab.peek_empty(b, c.smem, cur, ready);
         });
     });
+    // Tail: wait until every stage this CTA filled has been released, so that no commit
+    // (possibly multicast from a peer's MMA) is in flight toward this CTA when it exits.
+    for _ in 0..l.budget.ab_stages {
+        ab.acquire(b, c.smem, cur);
+        ab.advance(b, cur);
+    }
 }

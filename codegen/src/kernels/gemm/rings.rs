@@ -8,8 +8,9 @@
 //!   threads; it has no empty barrier: a slot is reused only after the A/B ring's empty
 //!   barrier completes, which needs the leader's full barrier, which needs the relay to
 //!   have observed this slot's phase.
-//! - **accumulator ring** (`acc_stages`): full ← the MMA issuer's commit (multicast to the
-//!   pair); empty ← one elected arrival per epilogue warp of the pair, on the leader.
+//! - **accumulator ring** (one slot per accumulator buffer, or one slot for two buffers that
+//!   share columns): full ← the MMA issuer's commit (multicast to the pair); empty ← one
+//!   elected arrival per epilogue warp of the pair, on the leader.
 
 use moegen_dsl::GemmKind;
 use moegen_dsl::abi::roles::{EPILOGUE_WARPS, GATHER_WARPS};
@@ -87,7 +88,7 @@ impl Rings {
         });
         let acc = Pipeline {
             name: "accumulator ring",
-            stages: l.budget.acc_stages,
+            stages: l.budget.acc_ring_slots(),
             full: bars.acc_full,
             empty: Some(bars.acc_empty),
             producers: vec![Party { role: "MMA issuer", arrival: Arrival::Commit { issuers: 1 } }],

@@ -35,6 +35,8 @@ pub(super) struct Common {
 
 /// One work unit inside the schedule loop.
 pub(super) struct Unit {
+    /// The unit's index in the schedule (this cluster's next is `u + clusters`).
+    pub u: Reg,
     /// N block (in MMA tiles) of this CTA.
     pub n: Reg,
     /// Expert of the routing tile.
@@ -77,7 +79,7 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Gemm) -> Common {
     b.tcgen05_fence_before();
     b.bar_sync(0u32);
     if l.cm * l.cn > 1 {
-        b.cluster_sync();
+        b.cluster_sync_relaxed();
     }
     b.tcgen05_fence_after();
     let slot = b.add_u32(smem, g.tmem_slot());
@@ -128,16 +130,37 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Gemm) -> Common {
     }
 }
 
+/// Which per-tile tables a role reads (each a global load per work unit); a role that does
+/// not read one sees 0 there.
+#[derive(Clone, Copy)]
+pub(super) struct Needs {
+    /// `tile_idx_to_expert_idx`.
+    pub expert: bool,
+    /// `tile_idx_to_mn_limit`.
+    pub limit: bool,
+}
+
+impl Needs {
+    /// Neither table.
+    pub const NONE: Needs = Needs { expert: false, limit: false };
+    /// The expert only.
+    pub const EXPERT: Needs = Needs { expert: true, limit: false };
+    /// The row limit only.
+    pub const LIMIT: Needs = Needs { expert: false, limit: true };
+}
+
 /// Emits the static schedule loop around `body`.
 pub(super) fn schedule(
     b: &mut KernelBuilder,
     g: &Gemm,
     c: &Common,
+    needs: Needs,
     body: &mut dyn FnMut(&mut KernelBuilder, &Unit),
 ) {
     let l = &g.l;
     let top = b.new_label("unit");
     let done = b.new_label("units_done");
+    let zero = b.mov_u32(0u32);
     let u = b.mov_u32(c.cluster_id);
     b.label(&top);
     let end = b.setp_u32(Cmp::Ge, u, c.total_units);
@@ -147,32 +170,22 @@ pub(super) fn schedule(
     b.bra_if(dead, &done);
     let nt = b.rem_u32(u, c.units_n);
     let n = b.mad_u32(nt, l.cn, c.n_rank);
-    let ea = b.index_addr(c.tile_expert, m, 4);
-    let expert = b.ld_global(Ty::U32, RegClass::B32, ea);
-    let la = b.index_addr(c.tile_limit, m, 4);
-    let mn_limit = b.ld_global(Ty::U32, RegClass::B32, la);
+    let table = |b: &mut KernelBuilder, needed: bool, base: Reg| {
+        if needed {
+            let a = b.index_addr(base, m, 4);
+            b.ld_global(Ty::U32, RegClass::B32, a)
+        } else {
+            zero
+        }
+    };
+    let expert = table(b, needs.expert, c.tile_expert);
+    let mn_limit = table(b, needs.limit, c.tile_limit);
     let rows = b.mul_u32(m, l.tile);
     let row0 = b.mad_u32(c.m_rank, 128u32, rows);
-    body(b, &Unit { n, expert, mn_limit, row0 });
+    body(b, &Unit { u, n, expert, mn_limit, row0 });
     b.inc_u32(u, c.clusters);
     b.bra(&top);
     b.label(&done);
-}
-
-/// A runtime loop `for ch in 0..count` with a compile-time count (a loop rather than
-/// unrolled code keeps the epilogue's SASS small).
-pub(super) fn chunk_loop(
-    b: &mut KernelBuilder,
-    count: u32,
-    body: &mut dyn FnMut(&mut KernelBuilder, Reg),
-) {
-    let top = b.new_label("chunk");
-    let ch = b.mov_u32(0u32);
-    b.label(&top);
-    body(b, ch);
-    b.inc_u32(ch, 1u32);
-    let more = b.setp_u32(Cmp::Lt, ch, count);
-    b.bra_if(more, &top);
 }
 
 /// A runtime K-stage loop `for kk in 0..k_tiles`.

@@ -1,10 +1,12 @@
 //! Where a GEMM kernel's data lives in shared memory, placed by arenas from the resource
-//! budget: the reserved block (`reserved_bytes`) holds the rings' mbarriers, each sized by
-//! its ring's depth, and the TMEM address slot; then `ab_stages` stages of A, B, SFA and SFB
-//! tiles; then the epilogue staging. Anything that does not fit is an error.
+//! budget: `ab_stages` stages of A, B, SFA and SFB tiles from byte 0 (the dynamic array is
+//! declared 1024-byte aligned, as the 128B swizzle needs); then the epilogue staging; then the
+//! reserved block (`reserved_bytes`) with the rings' mbarriers, each sized by its ring's
+//! depth, and the TMEM address slot. The small block goes last so that no 1024-byte
+//! alignment pads it. Anything that does not fit is an error.
 
 use moegen_dsl::GemmKind;
-use moegen_dsl::resources::{CTA_ROWS, GEMM2_EPILOGUE_BUFFERS, GEMM2_EPILOGUE_SUBTILE_COLS};
+use moegen_dsl::resources::{CTA_ROWS, GEMM2_STAGING_GAP, GEMM2_STAGING_GROUPS};
 
 use super::layout::GemmLayout;
 use super::rings::RingBarriers;
@@ -39,24 +41,32 @@ pub struct GemmSmem {
     pub sfa: u32,
     /// SFB within a stage.
     pub sfb: u32,
-    /// Epilogue staging (the first buffer).
+    /// Epilogue staging.
     pub epilogue: Region,
-    /// Bytes from one epilogue staging buffer to the next.
-    pub epilogue_buffer_bytes: u32,
     leaves: Vec<Region>,
 }
 
-/// Epilogue staging: buffers, bytes each kernel thread-row needs per buffer, alignment.
-fn epilogue_shape(l: &GemmLayout) -> (u32, u32, u32, &'static str) {
+/// Bytes of one GEMM2 staging row (N bf16 values).
+pub fn gemm2_row_bytes(l: &GemmLayout) -> u32 {
+    l.n * 2
+}
+
+/// Bytes from one GEMM2 staging bank group to the next: its 16 rows and a 16-byte gap.
+pub fn gemm2_group_bytes(l: &GemmLayout) -> u32 {
+    (CTA_ROWS / GEMM2_STAGING_GROUPS) * gemm2_row_bytes(l) + GEMM2_STAGING_GAP
+}
+
+/// Epilogue staging: bytes its users address, alignment, name.
+fn epilogue_shape(l: &GemmLayout) -> (u32, u32, &'static str) {
     match l.kind {
         // One FP4 row of N/2 values per accumulator row, TMA-stored per warp.
-        GemmKind::Gemm1 => (1, CTA_ROWS * (l.n / 4), TMA_ALIGN, "FP4 output staging"),
-        // One 32-column bf16 piece per row and buffer, bulk-copied per row.
+        GemmKind::Gemm1 => (CTA_ROWS * (l.n / 4), TMA_ALIGN, "FP4 output staging"),
+        // One bf16 row per accumulator row, bulk-reduced (or copied) row by row; row r in
+        // bank group r % 8 at index r / 8.
         GemmKind::Gemm2 => (
-            GEMM2_EPILOGUE_BUFFERS,
-            CTA_ROWS * GEMM2_EPILOGUE_SUBTILE_COLS * 2,
+            GEMM2_STAGING_GROUPS * gemm2_group_bytes(l) - GEMM2_STAGING_GAP,
             BULK_ALIGN,
-            "bf16 reduce staging",
+            "bf16 row staging",
         ),
     }
 }
@@ -65,25 +75,8 @@ impl GemmSmem {
     /// Places every region of `l` within its budget.
     pub fn plan(l: &GemmLayout) -> Result<Self, SmemError> {
         let bu = &l.budget;
-        let mut reserved = Arena::new("the reserved block", 0, bu.reserved_bytes);
-        let mut barriers = |name, count: u32| {
-            reserved.alloc(name, None, count.saturating_mul(MBARRIER_BYTES), MBARRIER_BYTES)
-        };
-        let bars = RingBarriers {
-            ab_full: barriers("A/B full barriers", bu.ab_stages)?,
-            ab_empty: barriers("A/B empty barriers", bu.ab_stages)?,
-            relay_full: match l.relay_warp {
-                Some(_) => Some(barriers("gather relay barriers", bu.ab_stages)?),
-                None => None,
-            },
-            acc_full: barriers("accumulator full barriers", bu.acc_stages)?,
-            acc_empty: barriers("accumulator empty barriers", bu.acc_stages)?,
-        };
-        let tmem_slot = reserved.alloc("TMEM address slot", None, 4, BULK_ALIGN)?;
-
         let mut all = Arena::new("the requested dynamic shared memory", 0, bu.smem_bytes);
-        all.alloc("reserved block", None, bu.reserved_bytes, SWIZZLED_TILE_ALIGN)?;
-        let mut leaves: Vec<Region> = reserved.regions().to_vec();
+        let mut leaves: Vec<Region> = Vec::new();
         let tiles = [
             ("A tile", bu.a_stage_bytes, SWIZZLED_TILE_ALIGN),
             ("B tile", bu.b_stage_bytes, SWIZZLED_TILE_ALIGN),
@@ -121,21 +114,31 @@ impl GemmSmem {
             align: SWIZZLED_TILE_ALIGN,
         };
 
-        let (buffers, needed, align, name) = epilogue_shape(l);
-        let size = bu.epilogue_bytes / buffers;
-        if size < needed {
-            return Err(SmemError::TooSmall { region: name, size, needed });
+        let (needed, align, name) = epilogue_shape(l);
+        if bu.epilogue_bytes < needed {
+            return Err(SmemError::TooSmall { region: name, size: bu.epilogue_bytes, needed });
         }
-        let mut staging = Vec::with_capacity(buffers as usize);
-        for i in 0..buffers {
-            staging.push(all.alloc(name, Some(i), size, align)?);
-        }
-        let (epilogue, epilogue_buffer_bytes) = match staging.as_slice() {
-            [one] => (*one, 0),
-            [first, second, ..] => (*first, second.offset - first.offset),
-            [] => return Err(SmemError::Empty { region: name }),
+        let epilogue = all.alloc(name, None, bu.epilogue_bytes, align)?;
+        leaves.push(epilogue);
+
+        let block = all.alloc("reserved block", None, bu.reserved_bytes, BULK_ALIGN)?;
+        let mut reserved = Arena::new("the reserved block", block.offset, bu.reserved_bytes);
+        let mut barriers = |name, count: u32| {
+            reserved.alloc(name, None, count.saturating_mul(MBARRIER_BYTES), MBARRIER_BYTES)
         };
-        leaves.extend(staging);
+        let acc_slots = bu.acc_ring_slots();
+        let bars = RingBarriers {
+            ab_full: barriers("A/B full barriers", bu.ab_stages)?,
+            ab_empty: barriers("A/B empty barriers", bu.ab_stages)?,
+            relay_full: match l.relay_warp {
+                Some(_) => Some(barriers("gather relay barriers", bu.ab_stages)?),
+                None => None,
+            },
+            acc_full: barriers("accumulator full barriers", acc_slots)?,
+            acc_empty: barriers("accumulator empty barriers", acc_slots)?,
+        };
+        let tmem_slot = reserved.alloc("TMEM address slot", None, 4, BULK_ALIGN)?;
+        leaves.extend_from_slice(reserved.regions());
         Ok(GemmSmem {
             bars,
             tmem_slot,
@@ -146,13 +149,12 @@ impl GemmSmem {
             sfa: sfa.offset - stages.offset,
             sfb: sfb.offset - stages.offset,
             epilogue,
-            epilogue_buffer_bytes,
             leaves,
         })
     }
 
-    /// Every region that holds data (barriers, slot, each stage's tiles, staging buffers),
-    /// in address order.
+    /// Every region that holds data (each stage's tiles, the staging, barriers, slot), in
+    /// address order.
     pub fn leaves(&self) -> &[Region] {
         &self.leaves
     }

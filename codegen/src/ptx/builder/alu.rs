@@ -236,4 +236,23 @@ impl KernelBuilder {
     pub fn neg_f32(&mut self, a: Reg) -> Reg {
         self.f(FloatOp::Neg, vec![a.into()])
     }
+    /// `ex2.approx.ftz.f32` (one MUFU.EX2).
+    pub fn ex2_approx_ftz_f32(&mut self, a: Reg) -> Reg {
+        self.f(FloatOp::Ex2ApproxFtz, vec![a.into()])
+    }
+    /// `rcp.approx.ftz.f32` (one MUFU.RCP).
+    pub fn rcp_approx_ftz_f32(&mut self, a: Reg) -> Reg {
+        self.f(FloatOp::RcpApproxFtz, vec![a.into()])
+    }
+    /// `mul.rn.f32x2` on `.b64` pairs (one FMUL2): lanes multiply independently.
+    pub fn mul_f32x2(&mut self, a: Reg, b: Reg) -> Reg {
+        let op = Alu::Float(FloatOp::Mul(Rnd::Rn), Ty::F32x2);
+        self.op(RegClass::B64, op, vec![a.into(), b.into()])
+    }
+    /// `mov.b64 {lo, hi}, v`: the two f32 halves of a pair.
+    pub fn unpack_f32x2(&mut self, v: Reg) -> (Reg, Reg) {
+        let (lo, hi) = (self.reg(RegClass::F32), self.reg(RegClass::F32));
+        self.emit(Alu::Mov(Ty::B64), vec![Operand::regs(&[lo, hi]), v.into()]);
+        (lo, hi)
+    }
 }

@@ -38,6 +38,13 @@ impl KernelBuilder {
         self.emit(Sync::ClusterBarrier(ClusterBarrier::ArriveRelease), vec![]);
         self.emit(Sync::ClusterBarrier(ClusterBarrier::WaitAcquire), vec![]);
     }
+    /// Cluster-wide execution barrier: a relaxed arrive (no memory barrier in SASS) and an
+    /// acquiring wait. Enough where every cross-CTA memory effect to order is already
+    /// released by a fence of its own (barrier initialization) or awaited on an mbarrier.
+    pub fn cluster_sync_relaxed(&mut self) {
+        self.emit(Sync::ClusterBarrier(ClusterBarrier::ArriveRelaxed), vec![]);
+        self.emit(Sync::ClusterBarrier(ClusterBarrier::WaitAcquire), vec![]);
+    }
     /// `fence.proxy.async.shared::cta`: generic-proxy writes of shared memory become
     /// visible to the async proxy (TMA, tensor cores).
     pub fn fence_proxy_async(&mut self) {

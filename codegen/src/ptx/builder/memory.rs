@@ -26,6 +26,10 @@ impl KernelBuilder {
         self.emit_to(d, Alu::Cvta(Space::Param, Ty::U64), vec![d.into()]);
         d
     }
+    /// `prefetch.tensormap [map]` of a generic tensor-map address.
+    pub fn prefetch_tensormap(&mut self, map: Reg) {
+        self.emit(crate::ptx::ops::Memory::PrefetchTensormap, vec![Operand::addr(map)]);
+    }
     /// The 32-bit shared-window address of the dynamic shared array plus `offset`.
     pub fn smem_addr(&mut self, offset: u32) -> Reg {
         self.dynamic_smem = true;

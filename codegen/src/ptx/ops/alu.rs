@@ -52,6 +52,10 @@ pub enum FloatOp {
     },
     Abs,
     Neg,
+    /// `ex2.approx.ftz`: 2^x on the MUFU unit (one SASS instruction), subnormals flushed.
+    Ex2ApproxFtz,
+    /// `rcp.approx.ftz`: 1/x on the MUFU unit, subnormals flushed.
+    RcpApproxFtz,
 }
 
 /// `cvt{.rnd}{.satfinite}.dst.src`.
@@ -136,6 +140,8 @@ impl fmt::Display for FloatOp {
             FloatOp::Min { nan: n } => write!(f, "min{}", nan(*n)),
             FloatOp::Abs => f.write_str("abs"),
             FloatOp::Neg => f.write_str("neg"),
+            FloatOp::Ex2ApproxFtz => f.write_str("ex2.approx.ftz"),
+            FloatOp::RcpApproxFtz => f.write_str("rcp.approx.ftz"),
         }
     }
 }

@@ -43,6 +43,8 @@ pub enum AtomOp {
 pub enum CacheOp {
     Ca,
     Cg,
+    /// `.cg` with `.L2::128B`: the L2 fetches the whole 128-byte line (a hint).
+    CgPrefetch128,
 }
 
 /// The bulk (TMA engine) copies.
@@ -108,6 +110,9 @@ pub enum Memory {
     Bulk(Bulk),
     /// `mapa.space.ty`: a shared address in another CTA of the cluster.
     Mapa(Space, Ty),
+    /// `prefetch.tensormap [a]`: brings a tensor map (generic address) into the cache the
+    /// TMA unit reads descriptors from.
+    PrefetchTensormap,
 }
 
 impl fmt::Display for AtomOp {
@@ -175,11 +180,12 @@ impl fmt::Display for Memory {
             Memory::Atom(space, op, ty) => write!(f, "atom{space}{op}{ty}"),
             Memory::Red(space, op, ty) => write!(f, "red{space}{op}{ty}"),
             Memory::CpAsync(c) => {
-                let c = match c {
-                    CacheOp::Ca => "ca",
-                    CacheOp::Cg => "cg",
+                let (c, hint) = match c {
+                    CacheOp::Ca => ("ca", ""),
+                    CacheOp::Cg => ("cg", ""),
+                    CacheOp::CgPrefetch128 => ("cg", ".L2::128B"),
                 };
-                write!(f, "cp.async.{c}.shared.global")
+                write!(f, "cp.async.{c}.shared.global{hint}")
             }
             Memory::CpAsyncArrive { noinc, space } => {
                 let noinc = if *noinc { ".noinc" } else { "" };
@@ -187,6 +193,7 @@ impl fmt::Display for Memory {
             }
             Memory::Bulk(b) => write!(f, "{b}"),
             Memory::Mapa(space, ty) => write!(f, "mapa{space}{ty}"),
+            Memory::PrefetchTensormap => f.write_str("prefetch.tensormap"),
         }
     }
 }

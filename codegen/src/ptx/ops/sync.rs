@@ -26,8 +26,11 @@ pub enum Mbarrier {
         /// The barrier's state space.
         space: Space,
     },
-    /// `mbarrier.try_wait.parity`: whether the phase of the given parity has completed.
+    /// `mbarrier.try_wait.parity`: whether the phase of the given parity has completed
+    /// (may suspend the thread for a while first).
     TryWaitParity(Space),
+    /// `mbarrier.test_wait.parity`: the same test, never suspending (a peek).
+    TestWaitParity(Space),
 }
 
 /// Fences.
@@ -52,11 +55,14 @@ pub enum Bar {
     WarpSync,
 }
 
-/// `barrier.cluster.{arrive.release,wait.acquire}.aligned`.
+/// `barrier.cluster.{arrive.release,arrive.relaxed,wait.acquire}.aligned`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClusterBarrier {
-    /// Arrive, releasing this thread's prior accesses to the cluster.
+    /// Arrive, releasing this thread's prior accesses to the cluster (`MEMBAR.ALL.GPU` in
+    /// SASS).
     ArriveRelease,
+    /// Arrive, ordering nothing but execution.
+    ArriveRelaxed,
     /// Wait, acquiring the other CTAs' released accesses.
     WaitAcquire,
 }
@@ -147,6 +153,7 @@ impl fmt::Display for Mbarrier {
                 write!(f, "mbarrier.expect_tx{sem}{scope}{space}.b64")
             }
             Mbarrier::TryWaitParity(space) => write!(f, "mbarrier.try_wait.parity{space}.b64"),
+            Mbarrier::TestWaitParity(space) => write!(f, "mbarrier.test_wait.parity{space}.b64"),
         }
     }
 }
@@ -163,6 +170,7 @@ impl fmt::Display for Sync {
             }),
             Sync::ClusterBarrier(c) => f.write_str(match c {
                 ClusterBarrier::ArriveRelease => "barrier.cluster.arrive.release.aligned",
+                ClusterBarrier::ArriveRelaxed => "barrier.cluster.arrive.relaxed.aligned",
                 ClusterBarrier::WaitAcquire => "barrier.cluster.wait.acquire.aligned",
             }),
             Sync::Fence(Fence::MbarrierInit) => f.write_str("fence.mbarrier_init.release.cluster"),

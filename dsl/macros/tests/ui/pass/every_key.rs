@@ -13,6 +13,7 @@ moegen_macros::moe_kernels! {
         ],
         finalize: [deterministic],
         swiglu_input: bf16,
+        recipes: [exact],
         simt: [sm_90a],
     }
 }
@@ -22,13 +23,14 @@ fn main() {
     assert_eq!(
         names,
         [
-            "moegen_sm100_nvfp4_gemm1_t256_n256_c2x1_bf16glu",
-            "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det_s3x1",
+            "moegen_sm100a_nvfp4_gemm1_t256_n256_c2x1_bf16glu_exact",
+            "moegen_sm100a_nvfp4_gemm2_t256_n128_c2x2_det_s3x1",
             "moegen_sm90_moe_sort_histogram",
             "moegen_sm90_moe_sort_offsets",
             "moegen_sm90_moe_sort_scatter",
             "moegen_sm90_quantize_nvfp4",
             "moegen_sm90_finalize_reduce",
+            "moegen_sm90_qdq_nvfp4",
         ]
     );
     let gemm2 = kernels::kernel(names[1]).unwrap();
