@@ -9,7 +9,9 @@ use moegen_dsl::{
     KernelDescBuilder, MoeTactic, SwigluInput, Target,
 };
 
-use crate::kernels::{corpus, corpus_wgmma, finalize_reduce, gemm, moe_sort, qdq, quantize, sm90};
+use crate::kernels::{
+    corpus, corpus_mufu, corpus_wgmma, finalize_reduce, gemm, moe_sort, qdq, quantize, sm90,
+};
 use crate::ptx::{KernelBuilder, ModuleHeader, render_module};
 
 /// The `.version` every module is emitted with (the `.block16` spelling needs 8.8).
@@ -125,6 +127,7 @@ pub fn corpus_kernel(which: CorpusKernel) -> Result<GeneratedKernel, GenerateErr
         CorpusKernel::Cluster => corpus::build_cluster(),
         CorpusKernel::Warp => corpus::build_warp(),
         CorpusKernel::Wgmma => corpus_wgmma::build(),
+        CorpusKernel::Mufu => corpus_mufu::build(),
     };
     finish(k, KernelId::Corpus(which), which.name())
 }

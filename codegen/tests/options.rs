@@ -5,7 +5,8 @@ use moegen_codegen::kernel_set::gemm_kernel;
 use moegen_dsl::kernel_desc::{BlockScaledFormat, DescError};
 use moegen_dsl::resources::ResourceError;
 use moegen_dsl::{
-    FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder, Raster, SwigluInput, Target,
+    ActivationFormat, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder,
+    Raster, SwigluInput, Target,
 };
 
 fn tactic(kind: GemmKind, raster: Raster) -> GemmTactic {
@@ -50,19 +51,32 @@ fn every_builder_option_changes_the_kernel_or_is_refused() {
         changes_or_refuses(&base, KernelDescBuilder::new(t).depths(2, 1), "depths(2, 1)");
         let e = KernelDescBuilder::new(t).depths(deep + 1, 1).build().unwrap_err();
         assert!(matches!(e, DescError::Resources(ResourceError::DepthOutOfRange { .. })), "{e}");
+        // Activations: SM100's block-scaled MMA takes NVFP4 only; bf16 is refused by name.
+        let e = KernelDescBuilder::new(t).activations(ActivationFormat::Bf16).build().unwrap_err();
+        assert!(e.to_string().contains("bf16 activations"), "{e}");
         // Epilogue options: each changes its own GEMM and is refused by the other.
         let glu = KernelDescBuilder::new(t).swiglu_input(SwigluInput::Bf16);
         let fin = KernelDescBuilder::new(t).finalize(FinalizeMode::Deterministic);
+        let exact = KernelDescBuilder::new(t).recipe(EpilogueRecipe::Exact);
         match kind {
             GemmKind::Gemm1 => {
                 changes_or_refuses(&base, glu, "swiglu_input(Bf16)");
                 let e = fin.build().unwrap_err();
                 assert!(e.to_string().contains("finalize mode"), "{e}");
+                // Fast is SM100's default; Exact is another kernel.
+                assert_eq!(EpilogueRecipe::default_for(Target::Sm100f), EpilogueRecipe::Fast);
+                let fast = ptx(KernelDescBuilder::new(t).recipe(EpilogueRecipe::Fast)).unwrap();
+                assert_eq!(fast, base, "recipe(Fast) is the default");
+                let text = ptx(exact).unwrap();
+                assert_ne!(text, base, "recipe(Exact) changed nothing");
+                assert!(!text.contains("ex2.approx") && base.contains("ex2.approx"));
             }
             GemmKind::Gemm2 => {
                 changes_or_refuses(&base, fin, "finalize(Deterministic)");
                 let e = glu.build().unwrap_err();
                 assert!(e.to_string().contains("SwiGLU input"), "{e}");
+                let e = exact.build().unwrap_err();
+                assert!(e.to_string().contains("epilogue recipe"), "{e}");
             }
         }
     }

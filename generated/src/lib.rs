@@ -1055,6 +1055,14 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         params: ::moegen_dsl::abi::signature::CORPUS_WGMMA,
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 128, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster },
     },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Corpus(::moegen_dsl::abi::CorpusKernel::Mufu),
+        name: "moegen_sm90_corpus_mufu",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_corpus_mufu.ptx"),
+        params: ::moegen_dsl::abi::signature::CORPUS_MUFU,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 1, max_blocks: 4096 } },
+    },
 ];
 
 /// Every kernel of this set that the enabled features include, in manifest order.

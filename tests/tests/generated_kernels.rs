@@ -48,7 +48,7 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         }
     }
     assert!(names.contains("moegen_sm90_qdq_nvfp4"), "the Hopper A4 quantize-dequantize");
-    for f in ["alu", "warp", "pipeline", "tma", "cluster", "wgmma"] {
+    for f in ["alu", "warp", "pipeline", "tma", "cluster", "wgmma", "mufu"] {
         let name = format!("moegen_sm90_corpus_{f}");
         assert!(names.contains(name.as_str()), "{name} missing");
     }
@@ -75,7 +75,7 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     }
     // MXFP4: 8 GEMM1 (4 tiles × N 128, 256) and 8 GEMM2 (4 tiles × N 64, 128) × 2 modes.
     let sm90_gemms = 2 * (8 + 12 * 2) + 8 + 8 * 2;
-    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 10 + 1 + 6 + sm90_gemms);
+    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 10 + 1 + 7 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()

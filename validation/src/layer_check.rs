@@ -7,7 +7,7 @@ use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{MxScaleRule, block_amax, nvfp4_global_scale, quantize_mxfp4};
 use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, MoeTactic, SwigluInput, TileSize};
-use moegen_runtime::backend::Backend;
+use moegen_runtime::backend::{Backend, DevicePtr};
 use moegen_runtime::layer::{
     DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerWeights,
     MoeLayer, Workspace, WorkspaceSpec, arch_of,
@@ -342,14 +342,18 @@ fn slice(b: &mut dyn Backend, bytes: &[u8]) -> Result<DeviceSlice, String> {
     Ok(DeviceSlice::new(p, bytes.len() as u64))
 }
 
-/// Runs `p` through a [`MoeLayer`] on `b` with every tactic of the built-in kernel set that
-/// applies (at most `max_tactics`, spread over the list, when given), comparing each with the
-/// reference of `b`'s generation.
-pub fn check_tactics(
-    b: &mut dyn Backend,
-    p: &Problem,
-    max_tactics: Option<usize>,
-) -> Result<Vec<TacticRow>, String> {
+/// A case's layer on a backend: weights uploaded, one workspace, the caller's buffers.
+struct Bench {
+    layer: MoeLayer,
+    ws: Workspace,
+    io: ForwardIo,
+    out: DevicePtr,
+    out_bytes: usize,
+    /// The tactics to run (at most `max_tactics`, spread over the candidates).
+    tactics: Vec<MoeTactic>,
+}
+
+fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result<Bench, String> {
     let c = &p.case;
     let arch = arch_of(b);
     let config = LayerConfig {
@@ -401,6 +405,62 @@ pub fn check_tactics(
         expert_weights: slice(b, &w)?,
         output: DeviceSlice::new(out, out_bytes as u64),
     };
+    Ok(Bench { layer, ws, io, out, out_bytes, tactics })
+}
+
+/// Eager forward against CUDA-graph replay of the same pass.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct GraphCheck {
+    /// The case's label.
+    pub case: String,
+    /// The tactic the dispatch table picked (the one captured).
+    pub tactic: String,
+    /// Output bytes.
+    pub bytes: usize,
+    /// Two replays over a poisoned output left exactly the eager run's bytes.
+    pub identical: bool,
+}
+
+/// Runs `p`'s layer eagerly with the dispatch table's tactic, then captures the same pass
+/// into a graph and replays it twice over a poisoned output; the bytes must be equal. Only
+/// for the deterministic finalize, whose bytes do not depend on the order of routes.
+pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck, String> {
+    if p.case.finalize != FinalizeMode::Deterministic {
+        return Err(format!(
+            "{}: graph replay is compared byte for byte only with the deterministic finalize",
+            p.case.label()
+        ));
+    }
+    let s = setup(b, p, None)?;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    b.memset(s.out, 0xFF, s.out_bytes).map_err(|x| e(&x))?;
+    let tactic = s.layer.forward(b, &s.ws, &s.io).map_err(|x| e(&x))?;
+    s.layer.check_errors(b, &s.ws).map_err(|x| e(&x))?;
+    let eager = b.download(s.out, s.out_bytes).map_err(|x| e(&x))?;
+    b.memset(s.out, 0xAB, s.out_bytes).map_err(|x| e(&x))?;
+    let g = s.layer.capture(b, &s.ws, &s.io).map_err(|x| e(&x))?;
+    b.replay(g).map_err(|x| e(&x))?;
+    b.replay(g).map_err(|x| e(&x))?;
+    let replayed = b.download(s.out, s.out_bytes).map_err(|x| e(&x))?;
+    Ok(GraphCheck {
+        case: p.case.label(),
+        tactic: tactic.to_string(),
+        bytes: s.out_bytes,
+        identical: eager == replayed,
+    })
+}
+
+/// Runs `p` through a [`MoeLayer`] on `b` with every tactic of the built-in kernel set that
+/// applies (at most `max_tactics`, spread over the list, when given), comparing each with the
+/// reference of `b`'s generation.
+pub fn check_tactics(
+    b: &mut dyn Backend,
+    p: &Problem,
+    max_tactics: Option<usize>,
+) -> Result<Vec<TacticRow>, String> {
+    let c = &p.case;
+    let arch = arch_of(b);
+    let Bench { layer, ws, io, out, out_bytes, tactics } = setup(b, p, max_tactics)?;
     let mut rows = Vec::with_capacity(tactics.len());
     // The reference's output does not depend on the tile size (rows only move; tested in
     // moegen-runtime's reference tests), so it is computed once per case.

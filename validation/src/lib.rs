@@ -9,6 +9,8 @@
 //!   H200 and in the simulator and compared byte for byte.
 //! - [`layer_check`]: the runtime's `MoeLayer` with every applicable tactic on a backend,
 //!   compared with the reference of the device's generation and the f64 oracle.
+//! - [`mufu_check`]: `ex2.approx`/`rcp.approx` on a backend against the simulator's models,
+//!   over a strided range of inputs or all 2^32.
 //! - [`role_stats`]: per-role dynamic instruction counts of the SM100 GEMMs (docs/role-stats.json).
 //! - [`simt_check`]: the SIMT kernels on a backend against their CPU counterparts.
 //! - Binaries: `gpu-check` and `moe-bench` (feature `cuda`), `sim-bench` and `role-stats`.
@@ -17,6 +19,7 @@ pub mod bench;
 pub mod corpus;
 pub mod device_layer;
 pub mod layer_check;
+pub mod mufu_check;
 pub mod npy;
 pub mod role_stats;
 pub mod simt_check;

@@ -8,7 +8,7 @@ use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
-    LayerCase, RoutePattern, bf16_ulps, check_tactics, finalize_slack, problem,
+    LayerCase, RoutePattern, bf16_ulps, check_graph_replay, check_tactics, finalize_slack, problem,
 };
 
 #[test]
@@ -119,4 +119,27 @@ fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
     for r in &rows {
         assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
     }
+}
+
+#[test]
+fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let case = LayerCase {
+        shape,
+        tokens: 6,
+        activations: ActivationFormat::Bf16,
+        format: WeightFormat::Mxfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 4,
+        routes: RoutePattern::Spread,
+    };
+    let p = problem(case).unwrap();
+    let mut sim = SimBackend::hopper().with_sm_count(4);
+    let g = check_graph_replay(&mut sim, &p).unwrap();
+    assert!(g.identical, "{g:?}");
+    assert_eq!(g.bytes, 6 * 320 * 2);
+    assert!(!g.tactic.is_empty());
+    let bulk = problem(LayerCase { finalize: FinalizeMode::BulkReduceAdd, ..case }).unwrap();
+    let e = check_graph_replay(&mut sim, &bulk).unwrap_err();
+    assert!(e.contains("deterministic finalize"), "{e}");
 }

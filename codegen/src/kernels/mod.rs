@@ -1,6 +1,7 @@
 //! Kernel builders: one module per kernel family.
 
 pub mod corpus;
+pub mod corpus_mufu;
 pub mod corpus_wgmma;
 pub mod epilogue_math;
 pub mod finalize_reduce;

@@ -227,17 +227,21 @@ pub enum CorpusKernel {
     /// One warpgroup's wgmma on a dequantized NVFP4 tile: fragment, accumulator and
     /// descriptor layouts, and the tensor cores' accumulation.
     Wgmma,
+    /// `ex2.approx` and `rcp.approx` (ftz and not) over a strided range of f32 inputs: the
+    /// hardware check of the simulator's MUFU models.
+    Mufu,
 }
 
 impl CorpusKernel {
     /// Every corpus kernel, in set order.
-    pub const ALL: [CorpusKernel; 6] = [
+    pub const ALL: [CorpusKernel; 7] = [
         CorpusKernel::Alu,
         CorpusKernel::Pipeline,
         CorpusKernel::Tma,
         CorpusKernel::Cluster,
         CorpusKernel::Warp,
         CorpusKernel::Wgmma,
+        CorpusKernel::Mufu,
     ];
     /// Family name.
     pub const fn name(self) -> &'static str {
@@ -248,6 +252,7 @@ impl CorpusKernel {
             CorpusKernel::Cluster => "corpus_cluster",
             CorpusKernel::Warp => "corpus_warp",
             CorpusKernel::Wgmma => "corpus_wgmma",
+            CorpusKernel::Mufu => "corpus_mufu",
         }
     }
 }

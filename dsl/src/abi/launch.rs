@@ -149,20 +149,31 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
             ),
         },
         KernelId::Corpus(c) => {
-            let (threads, cluster, smem) = match c {
-                CorpusKernel::Alu => (64, 1, 0),
-                CorpusKernel::Pipeline => (96, 1, 2048),
-                CorpusKernel::Tma => (32, 1, 5120),
-                CorpusKernel::Cluster => (32, 2, 2048),
-                CorpusKernel::Warp => (128, 1, 128),
-                CorpusKernel::Wgmma => (128, 1, 32 * 128),
+            let one = GridRule::OneCluster;
+            let (threads, cluster, smem, grid) = match c {
+                CorpusKernel::Alu => (64, 1, 0, one),
+                CorpusKernel::Pipeline => (96, 1, 2048, one),
+                CorpusKernel::Tma => (32, 1, 5120, one),
+                CorpusKernel::Cluster => (32, 2, 2048, one),
+                CorpusKernel::Warp => (128, 1, 128, one),
+                CorpusKernel::Wgmma => (128, 1, 32 * 128, one),
+                // One input per thread: GridInputs::tokens = count, hidden = 1.
+                CorpusKernel::Mufu => (
+                    super::mufu_sweep::SWEEP_THREADS,
+                    1,
+                    0,
+                    GridRule::GridStride {
+                        values_per_thread: 1,
+                        max_blocks: GRID_STRIDE_MAX_BLOCKS,
+                    },
+                ),
             };
             LaunchFacts {
                 threads,
                 cluster,
                 smem: SmemRule { fixed: smem, per_local_expert: 0 },
                 tmem_columns: 0,
-                grid: GridRule::OneCluster,
+                grid,
             }
         }
     })

@@ -7,12 +7,14 @@
 //! - [`tensor_map`]: tensor-map layouts as functions of the problem.
 //! - [`launch`]: threads, clusters, shared memory, TMEM, grid rules.
 //! - [`roles`]: the GEMM kernels' warp roles.
+//! - [`mufu_sweep`]: the MUFU sweep kernel's op order and input rule.
 //! - [`info`]: [`KernelInfo`], the typed record a generated kernel set exports.
 
 pub mod error_record;
 pub mod identity;
 pub mod info;
 pub mod launch;
+pub mod mufu_sweep;
 pub mod param;
 pub mod roles;
 pub mod shape;
@@ -68,6 +70,7 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
             CorpusKernel::Cluster => ("CORPUS_CLUSTER", s::CORPUS_CLUSTER),
             CorpusKernel::Warp => ("CORPUS_WARP", s::CORPUS_WARP),
             CorpusKernel::Wgmma => ("CORPUS_WGMMA", s::CORPUS_WGMMA),
+            CorpusKernel::Mufu => ("CORPUS_MUFU", s::CORPUS_MUFU),
         },
     }
 }

@@ -261,6 +261,18 @@ pub const CORPUS_WGMMA: &[Param] = &[
     raw("a_out", ParamType::U64, "u32 [128 · 16] out: each thread's A registers, K16 step-major"),
 ];
 
+/// Differential corpus: the MUFU sweep (`abi::mufu_sweep`).
+pub const CORPUS_MUFU: &[Param] = &[
+    raw(
+        "out",
+        ParamType::U64,
+        "u32 [count · 4] out: per input, ex2.approx.ftz, ex2.approx, rcp.approx.ftz, rcp.approx",
+    ),
+    raw("base", ParamType::U32, "f32 bit pattern of input 0"),
+    raw("step", ParamType::U32, "input i is base + i·step (wrapping)"),
+    raw("count", ParamType::U32, "inputs"),
+];
+
 /// The routing-tile parameters every GEMM reads, after its own.
 macro_rules! routing_tail {
     ($($head:expr),* $(,)?) => {

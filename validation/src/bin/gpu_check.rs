@@ -2,7 +2,10 @@
 //! kernels against their CPU counterparts byte for byte, the differential corpus against the
 //! simulator byte for byte, and the whole layer (the runtime's `MoeLayer`, every tactic the
 //! kernel set holds for the device) against the CPU reference of the device's generation and
-//! the f64 oracle, with a few tactics also against the simulator. Prints a table per part,
+//! the f64 oracle, with a few tactics also against the simulator and, with the deterministic
+//! finalize, the dispatched tactic's CUDA-graph replay against its eager run; and the MUFU sweep
+//! (`ex2.approx`, `rcp.approx`) against the simulator's models over every f32 input (or a
+//! spread of them with `--mufu-step`). Prints a table per part,
 //! writes every figure as JSON, exits 1 on an error and 2 when a check fails.
 //!
 //! Build here with `cargo build --release -p moegen-validation --bin gpu-check`; run on any
@@ -19,7 +22,10 @@ use moegen_runtime::backend::cuda::CudaBackend;
 use moegen_runtime::layer::arch_of;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
-use moegen_validation::layer_check::{LayerCase, RoutePattern, TacticRow, check_tactics, problem};
+use moegen_validation::layer_check::{
+    GraphCheck, LayerCase, RoutePattern, TacticRow, check_graph_replay, check_tactics, problem,
+};
+use moegen_validation::mufu_check::{self, OpTally, Sweep};
 use moegen_validation::simt_check::{self, CASES, SimtRow, simulator_for};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -30,6 +36,8 @@ enum Part {
     Corpus,
     /// The whole layer, every tactic, against the reference, the oracle and the simulator.
     Layer,
+    /// `ex2.approx`/`rcp.approx` (ftz and not) against the simulator's models.
+    Mufu,
 }
 
 /// Checks moegen's kernels on this machine's GPU (device 0).
@@ -40,7 +48,7 @@ struct Args {
     #[arg(long, default_value = "gpu-check.json")]
     json: PathBuf,
     /// The parts to run (comma separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Part::Simt, Part::Corpus, Part::Layer])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Part::Simt, Part::Corpus, Part::Mufu, Part::Layer])]
     parts: Vec<Part>,
     /// At most this many tactics per layer case (spread over the list); default: all.
     #[arg(long)]
@@ -51,6 +59,13 @@ struct Args {
     /// Tactics per small layer case that are also simulated and compared byte for byte.
     #[arg(long, default_value_t = 2)]
     sim_tactics: usize,
+    /// MUFU sweep stride: 1 compares every f32 input (2^32), s > 1 the ⌈2^32 / s⌉ inputs
+    /// 0, s, 2s, ….
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    mufu_step: u32,
+    /// MUFU sweep inputs per launch (16 bytes of results each), at most 2^30.
+    #[arg(long, default_value_t = 1 << 28, value_parser = clap::value_parser!(u32).range(1..=(1 << 30)))]
+    mufu_chunk: u32,
 }
 
 #[derive(serde::Serialize)]
@@ -90,7 +105,10 @@ struct Record {
     sm_count: u32,
     simt: Vec<SimtRow>,
     corpus: Vec<CorpusRow>,
+    mufu_sweep: Option<Sweep>,
+    mufu: Vec<OpTally>,
     layer: Vec<LayerRow>,
+    graph: Vec<GraphCheck>,
 }
 
 fn main() -> ExitCode {
@@ -173,7 +191,10 @@ fn run(args: &Args) -> Result<bool, String> {
         sm_count: gpu.sm_count(),
         simt: Vec::new(),
         corpus: Vec::new(),
+        mufu_sweep: None,
+        mufu: Vec::new(),
         layer: Vec::new(),
+        graph: Vec::new(),
     };
     let show = |b: bool| if b { "identical" } else { "DIFFERS" };
     // The record is rewritten after each part, so a run cut short keeps what it finished.
@@ -215,6 +236,32 @@ fn run(args: &Args) -> Result<bool, String> {
         }
         save(&record)?;
     }
+    if args.parts.contains(&Part::Mufu) {
+        let sweep = Sweep::spread(args.mufu_step, args.mufu_chunk);
+        let tallies = mufu_check::sweep(&mut gpu, sweep, &mut |done| {
+            eprintln!("MUFU sweep: {done} of {} inputs", sweep.count)
+        })
+        .map_err(|e| format!("MUFU sweep: {e}"))?;
+        println!(
+            "\n{:<20} {:>12} {:>12} {:>11} {:>8}  mismatches by class",
+            "MUFU op (GPU = model)", "inputs", "identical", "mismatches", "max ulp"
+        );
+        for t in &tallies {
+            ok &= t.mismatches() == 0;
+            println!(
+                "{:<20} {:>12} {:>12} {:>11} {:>8}  {:?}",
+                t.op,
+                t.inputs,
+                t.identical,
+                t.mismatches(),
+                t.max_ulps,
+                t.by_class
+            );
+        }
+        record.mufu_sweep = Some(sweep);
+        record.mufu = tallies;
+        save(&record)?;
+    }
     if args.parts.contains(&Part::Layer) {
         println!(
             "\n{:<40} {:<28} {:>9} {:>8} {:>10} {:>10} {:>6} verdict",
@@ -251,6 +298,17 @@ fn run(args: &Args) -> Result<bool, String> {
                     if pass { "ok" } else { "FAIL" }
                 );
                 record.layer.push(LayerRow { row, sim_identical, rule, pass });
+            }
+            if case.finalize == FinalizeMode::Deterministic {
+                let g = check_graph_replay(&mut gpu, &p)?;
+                ok &= g.identical;
+                println!(
+                    "{:<40} {:<28} graph replay = eager: {}",
+                    g.case,
+                    g.tactic,
+                    if g.identical { "identical" } else { "DIFFERS" }
+                );
+                record.graph.push(g);
             }
             save(&record)?;
         }

@@ -56,6 +56,10 @@ pub enum FloatOp {
     Ex2ApproxFtz,
     /// `rcp.approx.ftz`: 1/x on the MUFU unit, subnormals flushed.
     RcpApproxFtz,
+    /// `ex2.approx` without ftz (the MUFU sweep only).
+    Ex2Approx,
+    /// `rcp.approx` without ftz (the MUFU sweep only).
+    RcpApprox,
 }
 
 /// `cvt{.rnd}{.satfinite}.dst.src`.
@@ -142,6 +146,8 @@ impl fmt::Display for FloatOp {
             FloatOp::Neg => f.write_str("neg"),
             FloatOp::Ex2ApproxFtz => f.write_str("ex2.approx.ftz"),
             FloatOp::RcpApproxFtz => f.write_str("rcp.approx.ftz"),
+            FloatOp::Ex2Approx => f.write_str("ex2.approx"),
+            FloatOp::RcpApprox => f.write_str("rcp.approx"),
         }
     }
 }

@@ -1,0 +1,50 @@
+//! The MUFU sweep (sm_90a): thread i of the grid-stride loop forms the f32 bit pattern
+//! `base + i·step` from its index (no loads, so ptxas cannot fold or reorder anything) and
+//! stores, as one 16-byte word, what each approximate instruction of `abi::mufu_sweep::
+//! MufuOp::ALL` returns for it. gpu-check compares every word with the simulator's model;
+//! sixteen launches of 2^28 inputs cover all 2^32.
+
+use moegen_dsl::abi::mufu_sweep::{MufuOp, SWEEP_THREADS};
+use moegen_dsl::abi::{CorpusKernel, KernelId, params};
+
+use super::sync::grid_stride;
+use crate::ptx::ops::{Access, Alu, FloatOp, Memory};
+use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
+
+/// The PTX operation of a sweep op.
+fn float_op(op: MufuOp) -> FloatOp {
+    match op {
+        MufuOp::Ex2ApproxFtz => FloatOp::Ex2ApproxFtz,
+        MufuOp::Ex2Approx => FloatOp::Ex2Approx,
+        MufuOp::RcpApproxFtz => FloatOp::RcpApproxFtz,
+        MufuOp::RcpApprox => FloatOp::RcpApprox,
+    }
+}
+
+/// Builds the kernel.
+pub fn build() -> KernelBuilder {
+    let id = KernelId::Corpus(CorpusKernel::Mufu);
+    let mut b = KernelBuilder::new(id.name());
+    b.declare(params(&id));
+    let out = b.ld_param_u64("out");
+    let base = b.ld_param_u32("base");
+    let step = b.ld_param_u32("step");
+    let count = b.ld_param_u32("count");
+    grid_stride(&mut b, count, SWEEP_THREADS, "input", &mut |b, i| {
+        let bits = b.mad_u32(i, step, base);
+        let x = b.mov_b32(RegClass::F32, bits);
+        let words: Vec<Reg> = MufuOp::ALL
+            .iter()
+            .map(|&op| {
+                let r = b.op(RegClass::F32, Alu::Float(float_op(op), Ty::F32), vec![x.into()]);
+                b.mov_b32(RegClass::B32, r)
+            })
+            .collect();
+        let at = b.index_addr(out, i, (4 * MufuOp::ALL.len()) as u32);
+        b.emit(
+            Memory::St(Access::vector(Space::Global, VecWidth::V4, Ty::B32)),
+            vec![Operand::addr(at), Operand::regs(&words)],
+        );
+    });
+    b
+}
