@@ -78,7 +78,10 @@ fn workspace(s: &mut Setup, deterministic: bool) -> Workspace {
 }
 
 fn layer(s: &mut Setup, finalize: FinalizeMode) -> MoeLayer {
-    let config = LayerConfig { finalize, ..LayerConfig::new(s.shape) };
+    layer_with(s, LayerConfig { finalize, ..LayerConfig::new(s.shape) })
+}
+
+fn layer_with(s: &mut Setup, config: LayerConfig) -> MoeLayer {
     let weights = LayerWeights::upload(&mut s.sim, &s.shape, &s.prepared, s.input_scale).unwrap();
     let kernels = KernelSet::builtin();
     let tactics = MoeLayer::candidates(
@@ -88,7 +91,8 @@ fn layer(s: &mut Setup, finalize: FinalizeMode) -> MoeLayer {
         Arch::Sm100,
         WeightFormat::Nvfp4,
     );
-    assert_eq!(tactics.len(), 16, "every tactic applies at H 512, I 256");
+    // Every tactic applies at H 512, I 256, and the built-in set holds each recipe's GEMM1s.
+    assert_eq!(tactics.len(), 16, "tactics for {config:?}");
     let dev = DeviceModel::b200().with_sms(s.sim.sm_count());
     let table = DispatchTable::analytic(&s.shape, MAX_TOKENS as u64, &tactics, &dev).unwrap();
     MoeLayer::new(&s.sim, config, weights, &kernels, table).unwrap()
@@ -327,32 +331,23 @@ fn tuning_times_every_tactic_on_one_workspace_and_the_cache_round_trips() {
 }
 
 /// `LayerConfig::recipe` picks GEMM1's epilogue: the Exact kernels give the Exact
-/// reference's bytes; the default gives the Fast reference's.
+/// reference's bytes; the default runs the Fast kernels and gives the Fast reference's.
 #[test]
 fn the_configured_recipe_is_the_one_that_runs() {
     let tokens = 4;
     let mut s = setup(tokens);
+    // Record every launch's kernel name: the output alone rarely tells the recipes apart
+    // (a last-bit difference in h seldom moves an FP4 code).
+    s.sim = std::mem::take(&mut s.sim).with_profile();
     let ws = workspace(&mut s, true);
     let config = LayerConfig {
         finalize: FinalizeMode::Deterministic,
         recipe: Some(moegen_dsl::EpilogueRecipe::Exact),
         ..LayerConfig::new(s.shape)
     };
-    let weights = LayerWeights::upload(&mut s.sim, &s.shape, &s.prepared, s.input_scale).unwrap();
-    let kernels = KernelSet::builtin();
-    let tactics = MoeLayer::candidates(
-        &config,
-        &kernels,
-        MAX_TOKENS as u64,
-        Arch::Sm100,
-        WeightFormat::Nvfp4,
-    );
-    assert_eq!(tactics.len(), 16, "the built-in set holds Exact GEMM1s for every tactic");
-    let dev = DeviceModel::b200().with_sms(s.sim.sm_count());
-    let table = DispatchTable::analytic(&s.shape, MAX_TOKENS as u64, &tactics, &dev).unwrap();
-    let layer = MoeLayer::new(&s.sim, config, weights, &kernels, table).unwrap();
+    let exact_layer = layer_with(&mut s, config);
     let io = io(&mut s, tokens);
-    let tactic = layer.forward(&mut s.sim, &ws, &io).unwrap();
+    let tactic = exact_layer.forward(&mut s.sim, &ws, &io).unwrap();
     let got = read_bf16(&mut s.sim, io.output, tokens * 512);
     let xf: Vec<f32> = s.x[..tokens * 512].iter().map(|v| v.to_f32()).collect();
     let acts = quantize_activations(&xf, tokens, 512, s.input_scale).unwrap();
@@ -367,5 +362,19 @@ fn the_configured_recipe_is_the_one_that_runs() {
         ..Default::default()
     };
     let want = moe_reference(&s.shape, &acts, &s.prepared, &routing, tactic.tile(), exact);
-    assert_eq!(got, want.unwrap().output);
+    let want = want.unwrap().output;
+    assert_eq!(got, want);
+    // The default layer runs the Fast kernels and gives the Fast reference's bytes.
+    let fast_layer = layer(&mut s, FinalizeMode::Deterministic);
+    let t = fast_layer.forward(&mut s.sim, &ws, &io).unwrap();
+    let fast_got = read_bf16(&mut s.sim, io.output, tokens * 512);
+    let fast = ReferenceOptions { recipe: moegen_dsl::EpilogueRecipe::Fast, ..exact };
+    let fast_want = moe_reference(&s.shape, &acts, &s.prepared, &routing, t.tile(), fast);
+    let fast_want = fast_want.unwrap().output;
+    assert_eq!(fast_got, fast_want);
+    let gemm1s: Vec<&str> =
+        s.sim.profiles.iter().map(|(k, _)| *k).filter(|k| k.contains("gemm1")).collect();
+    assert_eq!(gemm1s.len(), 2, "{gemm1s:?}");
+    assert!(gemm1s[0].ends_with("_exact"), "the Exact layer ran {}", gemm1s[0]);
+    assert!(!gemm1s[1].ends_with("_exact"), "the default layer ran {}", gemm1s[1]);
 }
