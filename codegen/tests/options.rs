@@ -69,7 +69,10 @@ fn every_builder_option_changes_the_kernel_or_is_refused() {
                 assert_eq!(fast, base, "recipe(Fast) is the default");
                 let text = ptx(exact).unwrap();
                 assert_ne!(text, base, "recipe(Exact) changed nothing");
-                assert!(!text.contains("ex2.approx") && base.contains("ex2.approx"));
+                assert!(
+                    !text.contains("ex2.approx") && base.contains("ex2.approx"),
+                    "Exact must not use ex2.approx, Fast must"
+                );
             }
             GemmKind::Gemm2 => {
                 changes_or_refuses(&base, fin, "finalize(Deterministic)");

@@ -9,8 +9,9 @@
 //!   H200 and in the simulator and compared byte for byte.
 //! - [`layer_check`]: the runtime's `MoeLayer` with every applicable tactic on a backend,
 //!   compared with the reference of the device's generation and the f64 oracle.
-//! - [`mufu_check`]: `ex2.approx`/`rcp.approx` on a backend against the simulator's models,
-//!   over a strided range of inputs or all 2^32.
+//! - [`mufu_check`]: the MUFU sweep, `ex2.approx`/`rcp.approx` on a backend over a strided
+//!   range of inputs or all 2^32; [`mufu_tally`] judges the results against the
+//!   simulator's models.
 //! - [`role_stats`]: per-role dynamic instruction counts of the SM100 GEMMs (docs/role-stats.json).
 //! - [`simt_check`]: the SIMT kernels on a backend against their CPU counterparts.
 //! - Binaries: `gpu-check` and `moe-bench` (feature `cuda`), `sim-bench` and `role-stats`.
@@ -20,6 +21,7 @@ pub mod corpus;
 pub mod device_layer;
 pub mod layer_check;
 pub mod mufu_check;
+pub mod mufu_tally;
 pub mod npy;
 pub mod role_stats;
 pub mod simt_check;

@@ -4,8 +4,9 @@
 
 use moegen_dsl::abi::mufu_sweep::{MufuOp, WORDS_PER_INPUT, sweep_input};
 use moegen_runtime::backend::sim::SimBackend;
-use moegen_validation::mufu_check::{
-    MismatchClass, OpTally, Sweep, SweepError, classify, compare, model, sweep, ulp_distance,
+use moegen_validation::mufu_check::{Sweep, SweepError, sweep};
+use moegen_validation::mufu_tally::{
+    BOUND_ULPS, MismatchClass, OpTally, classify, compare, model, ulp_distance,
 };
 
 fn run(s: Sweep) -> Vec<OpTally> {
@@ -22,8 +23,8 @@ fn assert_all_identical(t: &[OpTally], inputs: u64) {
     for (tally, op) in t.iter().zip(MufuOp::ALL) {
         assert_eq!(tally.op, op.ptx());
         assert_eq!(tally.inputs, inputs, "{}", tally.op);
-        assert_eq!(tally.identical, inputs, "{}: {:?}", tally.op, tally.worst);
-        assert!(tally.by_class.is_empty() && tally.worst.is_empty());
+        assert_eq!(tally.identical, inputs, "{}: {:?}", tally.op, tally.classes);
+        assert!(tally.classes.is_empty() && tally.bit_exact() && tally.within_bound());
     }
 }
 
@@ -31,7 +32,7 @@ fn assert_all_identical(t: &[OpTally], inputs: u64) {
 fn the_simulated_sweep_matches_the_models_over_a_spread_of_inputs() {
     // 1025 inputs over the whole range (both signs, every exponent), in three launches of
     // unequal size so the chunk arithmetic is exercised.
-    let s = Sweep::spread(4_190_213, 400);
+    let s = Sweep::spread(4_190_213, 400).unwrap();
     assert_eq!(s.count, 1025);
     assert_all_identical(&run(s), 1025);
 }
@@ -60,10 +61,37 @@ fn invalid_sweeps_are_refused_by_name() {
         Sweep { base: 0, step: 1, count: 16, chunk: 0 },
         Sweep { base: 0, step: 1, count: 16, chunk: (1 << 30) + 1 },
         Sweep { base: 0, step: 1, count: (1 << 32) + 1, chunk: 16 },
+        // 2^31 + 1 inputs at step 2 reach 2^32 and repeat input 0.
+        Sweep { base: 0, step: 2, count: (1 << 31) + 1, chunk: 16 },
     ] {
         let e = sweep(&mut SimBackend::hopper(), s, &mut |_| {}).unwrap_err();
         assert!(matches!(e, SweepError::Invalid(_)), "{s:?}: {e}");
     }
+    assert!(matches!(Sweep::spread(0, 16), Err(SweepError::Invalid(_))));
+}
+
+#[test]
+fn the_launches_cover_every_input_once() {
+    for (s, launches) in [
+        (Sweep::EXHAUSTIVE, 16),
+        (Sweep::spread(3, 1 << 28).unwrap(), 6),
+        (Sweep::spread(1, 1_000_000_007).unwrap(), 5),
+        (Sweep { base: 7, step: 5, count: 10, chunk: 4 }, 3),
+    ] {
+        let chunks: Vec<(u64, u64)> = s.chunks().collect();
+        assert_eq!(chunks.len(), launches, "{s:?}");
+        let mut next = 0;
+        for &(first, n) in &chunks {
+            assert_eq!(first, next, "{s:?}: contiguous");
+            assert!(n >= 1 && n <= u64::from(s.chunk));
+            next += n;
+        }
+        assert_eq!(next, s.count, "{s:?}");
+    }
+    // The spread reaches the top of the range without wrapping.
+    let s = Sweep::spread(3, 1 << 28).unwrap();
+    assert_eq!(s.count, 1_431_655_766);
+    assert!((s.count - 1) * 3 < 1 << 32);
 }
 
 /// Model words for inputs `base + i·step`, as a perfect backend would write them.
@@ -80,28 +108,36 @@ fn model_words(base: u32, step: u32, n: u32) -> Vec<u32> {
 fn planted_differences_are_counted_classified_and_ranked() {
     let (base, step, n) = (0x3F00_0000u32, 977u32, 5000u32);
     let mut words = model_words(base, step, n);
-    assert!(compare(base, step, &words).iter().all(|t| t.mismatches() == 0));
+    assert!(compare(base, step, &words).unwrap().iter().all(|t| t.mismatches() == 0));
     let at = |i: usize, op: usize| i * WORDS_PER_INPUT + op;
     // ex2.approx.ftz: one result 1 ulp up, one 3 ulp down.
     words[at(10, 0)] += 1;
     words[at(20, 0)] -= 3;
     // rcp.approx: a NaN where a number belongs.
     words[at(30, 3)] = 0x7FC0_0000;
-    let tallies = compare(base, step, &words);
+    let tallies = compare(base, step, &words).unwrap();
     let ex2 = &tallies[0];
-    assert_eq!((ex2.inputs, ex2.mismatches(), ex2.max_ulps), (u64::from(n), 2, 3));
+    assert_eq!((ex2.inputs, ex2.mismatches(), ex2.finite_ulps()), (u64::from(n), 2, 3));
+    let finite = &ex2.classes[&MismatchClass::Finite];
     assert_eq!(
-        ex2.ulp_histogram.iter().map(|(&d, &c)| (d, c)).collect::<Vec<_>>(),
+        finite.ulp_histogram.iter().map(|(&d, &c)| (d, c)).collect::<Vec<_>>(),
         [(1, 1), (3, 1)]
     );
-    assert_eq!(ex2.worst[0].ulps, 3, "worst first");
-    assert_eq!(ex2.worst[0].x, sweep_input(base, step, 20));
-    assert_eq!(ex2.by_class.get(&MismatchClass::Finite), Some(&2));
+    assert_eq!(finite.worst[0].ulps, Some(3), "worst first");
+    assert_eq!(finite.worst[0].x, sweep_input(base, step, 20));
+    assert!(!ex2.bit_exact() && ex2.within_bound(), "3 ulp is within {BOUND_ULPS}");
     assert_eq!(tallies[1].mismatches() + tallies[2].mismatches(), 0);
     let rcp = &tallies[3];
-    assert_eq!(rcp.by_class.get(&MismatchClass::Nan), Some(&1));
-    assert_eq!(rcp.worst[0].ulps, u64::MAX);
-    assert!(rcp.ulp_histogram.is_empty(), "NaN mismatches have no distance");
+    let nan = &rcp.classes[&MismatchClass::Nan];
+    assert_eq!((nan.count, nan.worst[0].ulps, nan.max_ulps), (1, None, None));
+    assert!(nan.ulp_histogram.is_empty(), "NaN mismatches have no distance");
+    assert!(!rcp.within_bound(), "a NaN where the model has a number is out of bounds");
+    // Beyond the bound: 5 ulp.
+    words[at(40, 2)] += 5;
+    let t = compare(base, step, &words).unwrap();
+    assert_eq!(t[2].finite_ulps(), 5);
+    assert!(!t[2].within_bound());
+    assert!(compare(base, step, &words[..7]).is_none(), "a partial row is refused");
 }
 
 #[test]
@@ -111,10 +147,15 @@ fn distances_and_classes_follow_the_float_line() {
     assert_eq!(ulp_distance(one, one + 1), 1);
     assert_eq!(ulp_distance(1, 0x8000_0001), 2, "across zero");
     assert_eq!(ulp_distance(0x7F7F_FFFF, 0x7F80_0000), 1, "MAX to +inf");
-    assert_eq!(classify(one, 0x7FC0_0001, 0x7FFF_FFFF), MismatchClass::NanPayload);
-    assert_eq!(classify(one, 0, 0x8000_0000), MismatchClass::ZeroSign);
-    assert_eq!(classify(one, 0x7F80_0000, 0x7F7F_FFFF), MismatchClass::Infinity);
-    assert_eq!(classify(0x0000_0010, one, one + 1), MismatchClass::NearSubnormal);
-    assert_eq!(classify(one, 0x0080_0001, 0x0080_0000), MismatchClass::NearSubnormal);
-    assert_eq!(classify(one, one, one + 1), MismatchClass::Finite);
+    assert_eq!(classify(0x7FC0_0001, 0x7FFF_FFFF), MismatchClass::NanPayload);
+    assert_eq!(classify(one, 0x7FFF_FFFF), MismatchClass::Nan);
+    assert_eq!(classify(0, 0x8000_0000), MismatchClass::ZeroSign);
+    assert_eq!(classify(0x7F80_0000, 0x7F7F_FFFF), MismatchClass::Infinity);
+    // Flushed against the smallest normal, and two subnormals: flush decisions.
+    assert_eq!(classify(0, 0x0080_0000), MismatchClass::NearSubnormal);
+    assert_eq!(classify(0x0000_0010, 0x0000_0011), MismatchClass::NearSubnormal);
+    // Flushed against a value ≥ 2^-125 is a real error, measured in ulp.
+    let big = 2f32.powi(-124).to_bits();
+    assert_eq!(classify(0, big), MismatchClass::Finite);
+    assert_eq!(classify(one, one + 1), MismatchClass::Finite);
 }

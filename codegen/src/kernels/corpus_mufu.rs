@@ -1,15 +1,18 @@
-//! The MUFU sweep (sm_90a): thread i of the grid-stride loop forms the f32 bit pattern
-//! `base + i·step` from its index (no loads, so ptxas cannot fold or reorder anything) and
-//! stores, as one 16-byte word, what each approximate instruction of `abi::mufu_sweep::
-//! MufuOp::ALL` returns for it. gpu-check compares every word with the simulator's model;
-//! sixteen launches of 2^28 inputs cover all 2^32.
+//! The MUFU sweep (sm_90a): at each index i of its grid-stride loop the kernel forms the
+//! f32 bit pattern `base + i·step` from the index (no loads, so ptxas cannot fold or reorder
+//! anything) and stores, as one 16-byte word, what each approximate instruction of
+//! `abi::mufu_sweep::MufuOp::ALL` returns for it; gpu-check compares every word with the
+//! simulator's model.
 
-use moegen_dsl::abi::mufu_sweep::{MufuOp, SWEEP_THREADS};
+use moegen_dsl::abi::mufu_sweep::{MufuOp, SWEEP_THREADS, WORDS_PER_INPUT};
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
 use super::sync::grid_stride;
 use crate::ptx::ops::{Access, Alu, FloatOp, Memory};
 use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
+
+// One `st.global.v4.b32` holds an input's results.
+const _: () = assert!(WORDS_PER_INPUT == 4);
 
 /// The PTX operation of a sweep op.
 fn float_op(op: MufuOp) -> FloatOp {
@@ -40,7 +43,7 @@ pub fn build() -> KernelBuilder {
                 b.mov_b32(RegClass::B32, r)
             })
             .collect();
-        let at = b.index_addr(out, i, (4 * MufuOp::ALL.len()) as u32);
+        let at = b.index_addr(out, i, (4 * WORDS_PER_INPUT) as u32);
         b.emit(
             Memory::St(Access::vector(Space::Global, VecWidth::V4, Ty::B32)),
             vec![Operand::addr(at), Operand::regs(&words)],

@@ -6,7 +6,7 @@
 //! reads the output words in the same order.
 
 /// An approximate instruction the sweep applies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MufuOp {
     /// `ex2.approx.ftz.f32`: what the Fast recipe's SiLU uses.
     Ex2ApproxFtz,
