@@ -6,7 +6,7 @@ use std::error::Error;
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::{Arch, FinalizeMode, MoeTactic, SwigluInput};
+use moegen_dsl::{Arch, FinalizeMode, MoeTactic, SwigluInput, Target};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::{
@@ -146,6 +146,7 @@ pub fn run(
         },
     )?;
     let layer_weights = LayerWeights::upload(&mut sim, &shape, &prepared, input_scale)?;
+    let recipe = config.recipe_on(Target::Sm100f);
     let layer = MoeLayer::new(&sim, config, layer_weights, kernels, table)?;
 
     let io = ForwardIo {
@@ -162,7 +163,7 @@ pub fn run(
         bytes.chunks_exact(2).map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect();
 
     let acts = quantize_activations(&xf, tokens, h, input_scale)?;
-    let options = ReferenceOptions { swiglu_input: SwigluInput::F32, finalize };
+    let options = ReferenceOptions { swiglu_input: SwigluInput::F32, recipe, finalize };
     let reference = moe_reference(&shape, &acts, &prepared, &routing, tactic.tile(), options)?;
     let oracle = oracle_moe(&shape, &xf, &up, &gate, &down, &routing)?;
     Ok(LayerRun { tactic, output, reference: reference.output, oracle })

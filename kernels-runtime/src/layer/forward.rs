@@ -52,6 +52,12 @@ impl LayerConfig {
             recipe: None,
         }
     }
+
+    /// The epilogue recipe this configuration runs on `target`: the configured one, else the
+    /// target's default. What a CPU reference of the layer must use.
+    pub fn recipe_on(&self, target: Target) -> EpilogueRecipe {
+        self.recipe.unwrap_or(EpilogueRecipe::default_for(target))
+    }
 }
 
 /// One forward pass's buffers, all the caller's: bf16 activations `[tokens, H]`, top-k
