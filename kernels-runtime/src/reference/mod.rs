@@ -7,6 +7,7 @@ mod exact_dot;
 mod gemm1;
 mod gemm2;
 mod oracle;
+mod par;
 mod sm90;
 mod weights;
 mod wgmma_model;

@@ -1,13 +1,14 @@
 //! An unquantized f64 oracle of the MoE layer, to measure what NVFP4 costs in accuracy.
 
 use super::gemm2::Routing;
+use super::par::par_map;
 use crate::error::{Result, RuntimeError, check_len};
 use moegen_dsl::plan::MoeShape;
 
 /// `out[t] = Σ_local routes w · down_e · (up_e·x ⊙ silu(gate_e·x))` in f64, from the
 /// unquantized weights `up`, `gate` `[L, I, H]`, `down` `[L, H, I]` and activations
 /// `[tokens, H]`.
-pub fn oracle_moe<T: Copy + Into<f32>>(
+pub fn oracle_moe<T: Copy + Into<f32> + Sync>(
     shape: &MoeShape,
     x: &[T],
     up: &[T],
@@ -36,10 +37,12 @@ pub fn oracle_moe<T: Copy + Into<f32>>(
     }
     crate::routing::check_router_weights(&routing.weights, k)?;
     let f = |v: T| f64::from(v.into());
-    let mut out = vec![0f64; n * h];
-    let mut act = vec![0f64; i];
-    for t in 0..n {
+    // Tokens are independent: one output row each, on every core.
+    let token_ids: Vec<usize> = (0..n).collect();
+    let rows = par_map(&token_ids, |&t| {
         let xt = &x[t * h..(t + 1) * h];
+        let mut row = vec![0f64; h];
+        let mut act = vec![0f64; i];
         for s in 0..k {
             let e = routing.experts[t * k + s];
             let Some(le) = (e as usize).checked_sub(shape.window.offset()).filter(|&le| le < l)
@@ -47,23 +50,24 @@ pub fn oracle_moe<T: Copy + Into<f32>>(
                 continue;
             };
             for (j, a) in act.iter_mut().enumerate() {
-                let row = (le * i + j) * h;
+                let at = (le * i + j) * h;
                 let (mut u, mut g) = (0f64, 0f64);
                 for c in 0..h {
-                    u += f(up[row + c]) * f(xt[c]);
-                    g += f(gate[row + c]) * f(xt[c]);
+                    u += f(up[at + c]) * f(xt[c]);
+                    g += f(gate[at + c]) * f(xt[c]);
                 }
                 *a = u * g / (1.0 + (-g).exp());
             }
             let w = f64::from(routing.weights[t * k + s]);
-            for o in 0..h {
-                let row = (le * h + o) * i;
-                let d: f64 = (0..i).map(|j| f(down[row + j]) * act[j]).sum();
-                out[t * h + o] += w * d;
+            for (o, out) in row.iter_mut().enumerate() {
+                let at = (le * h + o) * i;
+                let d: f64 = (0..i).map(|j| f(down[at + j]) * act[j]).sum();
+                *out += w * d;
             }
         }
-    }
-    Ok(out)
+        row
+    });
+    Ok(rows.concat())
 }
 
 /// ‖approx − exact‖₂ / ‖exact‖₂ (0 when both are zero, infinity when only `exact` is).

@@ -18,6 +18,7 @@ use moegen_dsl::{ActivationFormat, FinalizeMode, SwigluInput, TileSize};
 use super::checkpoint::{ExpertTensors, Mxfp4Tensor, mxfp4_linear};
 use super::gemm1::check_sort;
 use super::gemm2::{Routing, finalize};
+use super::par::par_map;
 use super::weights::{PreparedWeights, validate_weights, w1_scale_layout, w2_scale_layout};
 use super::wgmma_model::wgmma_dot;
 use crate::error::{Result, RuntimeError, check_len};
@@ -213,6 +214,23 @@ impl Sm90Weights {
             })
             .collect()
     }
+
+    /// One expert's `[rows, k]` matrix as bf16 rows, decoded on every core.
+    fn matrix_bf16(&self, values: &[u8], scales: &[u8], rows: usize, k: usize) -> Vec<Vec<u16>> {
+        let index: Vec<usize> = (0..rows).collect();
+        par_map(&index, |&r| self.row_bf16(values, scales, r, k))
+    }
+}
+
+/// The valid permuted rows grouped by local expert (ascending): `(row, token, slot)` each.
+fn rows_by_expert(sort: &SortOutputs, rows: usize, k: usize) -> Vec<(usize, Vec<[usize; 3]>)> {
+    let mut groups: std::collections::BTreeMap<usize, Vec<[usize; 3]>> = Default::default();
+    for row in 0..rows {
+        if let Some((e, token, slot)) = sort.route_of_row(row, k) {
+            groups.entry(e).or_default().push([row, token, slot]);
+        }
+    }
+    groups.into_iter().collect()
 }
 
 /// The activations GEMM1 reads: bf16 as given (A16), or NVFP4-quantized with `global_scale`
@@ -252,6 +270,22 @@ pub struct Sm90Gemm1Output {
     pub values: Vec<bf16>,
 }
 
+/// What GEMM1 writes for one row of SwiGLU outputs: bf16 (A16), or NVFP4-requantized with
+/// `fc2_input_scale` and dequantized to bf16 (A4).
+fn gemm1_row_output(hrow: &[f32], w: &Sm90Weights) -> Vec<bf16> {
+    match w.activations {
+        ActivationFormat::Bf16 => hrow.iter().map(|&v| bf16::from_f32(v)).collect(),
+        ActivationFormat::Nvfp4 => hrow
+            .chunks_exact(16)
+            .flat_map(|block| {
+                let (q, sf) = quantize_nvfp4_block(block, w.fc2_input_scale);
+                let s = e4m3_to_f32(sf);
+                q.into_iter().map(move |code| bf16::from_f32(e2m1_to_f32(code) * s))
+            })
+            .collect(),
+    }
+}
+
 /// Hopper GEMM1 for every valid permuted row.
 pub fn sm90_gemm1_reference(
     shape: &MoeShape,
@@ -268,39 +302,31 @@ pub fn sm90_gemm1_reference(
     let rows = sort.permuted_idx_to_expanded_idx.len();
     let mut values = vec![bf16::ZERO; rows * i];
     let (vb, sb) = (value_bytes(2 * i, h), scale_bytes(2 * i, h));
-    let mut hrow = vec![0f32; i];
-    for row in 0..rows {
-        let Some((e, token, _)) = sort.route_of_row(row, k) else { continue };
-        let xr: Vec<u16> = x[token * h..(token + 1) * h].iter().map(|v| v.to_bits()).collect();
+    // An expert's rows share its W1: decode it once, then compute its rows on every core.
+    for (e, members) in rows_by_expert(sort, rows, k) {
         let (wv, ws) = (&w.w1[e * vb..(e + 1) * vb], &w.w1_scales[e * sb..(e + 1) * sb]);
+        let w1 = w.matrix_bf16(wv, ws, 2 * i, h);
         let alpha = w.alpha1[e];
-        for (j, out) in hrow.iter_mut().enumerate() {
-            let up_row = (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
-            let up = wgmma_dot(&xr, &w.row_bf16(wv, ws, up_row, h));
-            let gate = wgmma_dot(&xr, &w.row_bf16(wv, ws, up_row + SWIGLU_INTERLEAVE, h));
-            let (mut u, mut g) = (alpha * up, alpha * gate);
-            if swiglu_input == SwigluInput::Bf16 {
-                u = round_to_bf16(u);
-                g = round_to_bf16(g);
-            }
-            *out = swiglu_f32(u, g);
-        }
-        let dst = &mut values[row * i..(row + 1) * i];
-        match w.activations {
-            ActivationFormat::Bf16 => {
-                for (d, v) in dst.iter_mut().zip(&hrow) {
-                    *d = bf16::from_f32(*v);
-                }
-            }
-            ActivationFormat::Nvfp4 => {
-                for (b, block) in hrow.chunks_exact(16).enumerate() {
-                    let (q, sf) = quantize_nvfp4_block(block, w.fc2_input_scale);
-                    let s = e4m3_to_f32(sf);
-                    for (j, code) in q.into_iter().enumerate() {
-                        dst[b * 16 + j] = bf16::from_f32(e2m1_to_f32(code) * s);
+        let out = par_map(&members, |&[_, token, _]| {
+            let xr: Vec<u16> = x[token * h..(token + 1) * h].iter().map(|v| v.to_bits()).collect();
+            let hrow: Vec<f32> = (0..i)
+                .map(|j| {
+                    let up_row =
+                        (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
+                    let up = wgmma_dot(&xr, &w1[up_row]);
+                    let gate = wgmma_dot(&xr, &w1[up_row + SWIGLU_INTERLEAVE]);
+                    let (mut u, mut g) = (alpha * up, alpha * gate);
+                    if swiglu_input == SwigluInput::Bf16 {
+                        u = round_to_bf16(u);
+                        g = round_to_bf16(g);
                     }
-                }
-            }
+                    swiglu_f32(u, g)
+                })
+                .collect();
+            gemm1_row_output(&hrow, w)
+        });
+        for (&[row, _, _], vals) in members.iter().zip(out) {
+            values[row * i..(row + 1) * i].copy_from_slice(&vals);
         }
     }
     Ok(Sm90Gemm1Output { rows, cols: i, values })
@@ -320,14 +346,19 @@ pub fn sm90_gemm2_contributions(
     check_len("GEMM1 output", h_in.values.len(), h_in.rows * i)?;
     let (vb, sb) = (value_bytes(hid, i), scale_bytes(hid, i));
     let mut contrib = vec![0f32; routing.tokens * k * hid];
-    for row in 0..h_in.rows {
-        let Some((e, token, slot)) = sort.route_of_row(row, k) else { continue };
-        let a: Vec<u16> = h_in.values[row * i..(row + 1) * i].iter().map(|v| v.to_bits()).collect();
+    // An expert's rows share its W2: decode it once, then compute its rows on every core.
+    for (e, members) in rows_by_expert(sort, h_in.rows, k) {
         let (wv, ws) = (&w.w2[e * vb..(e + 1) * vb], &w.w2_scales[e * sb..(e + 1) * sb]);
-        let s = w.alpha2[e] * routing.weights[token * k + slot];
-        let dst = &mut contrib[(token * k + slot) * hid..(token * k + slot + 1) * hid];
-        for (n, d) in dst.iter_mut().enumerate() {
-            *d = round_to_bf16(wgmma_dot(&a, &w.row_bf16(wv, ws, n, i)) * s);
+        let w2 = w.matrix_bf16(wv, ws, hid, i);
+        let out = par_map(&members, |&[row, token, slot]| {
+            let a: Vec<u16> =
+                h_in.values[row * i..(row + 1) * i].iter().map(|v| v.to_bits()).collect();
+            let s = w.alpha2[e] * routing.weights[token * k + slot];
+            w2.iter().map(|wrow| round_to_bf16(wgmma_dot(&a, wrow) * s)).collect::<Vec<f32>>()
+        });
+        for (&[_, token, slot], vals) in members.iter().zip(out) {
+            let at = (token * k + slot) * hid;
+            contrib[at..at + hid].copy_from_slice(&vals);
         }
     }
     Ok(contrib)
