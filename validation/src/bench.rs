@@ -424,7 +424,7 @@ pub fn bench_variant(
     if tactics.is_empty() {
         return Err(s(&"the kernel set has no tactic for this layer"));
     }
-    let dev = DeviceModel::b200().with_sms(b.sm_count());
+    let dev = DeviceModel::for_arch(arch).with_sms(b.sm_count());
     let table =
         DispatchTable::analytic(&ms, max_tokens as u64, &tactics, &dev).map_err(|e| s(&e))?;
     let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(|e| s(&e))?;

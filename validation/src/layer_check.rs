@@ -378,7 +378,7 @@ fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result
         Arch::Sm90 => LayerWeights::upload_sm90(b, &c.shape, &p.sm90_weights()?, p.input_scale),
     }
     .map_err(|e| e.to_string())?;
-    let dev = DeviceModel::b200().with_sms(b.sm_count());
+    let dev = DeviceModel::for_arch(arch).with_sms(b.sm_count());
     let table = DispatchTable::analytic(&c.shape, c.tokens as u64, &tactics, &dev)
         .map_err(|e| e.to_string())?;
     let layer = MoeLayer::new(b, config, weights, &kernels, table).map_err(|e| e.to_string())?;

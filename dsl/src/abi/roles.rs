@@ -43,9 +43,14 @@ pub struct Sm90Roles {
     pub warps: u32,
 }
 
+/// Consumer warpgroups of a Hopper GEMM with `mma_n` weight rows per CTA: one per 128.
+pub fn sm90_consumers(mma_n: u32) -> u32 {
+    mma_n.div_ceil(128).max(1)
+}
+
 /// The roles of a Hopper GEMM kernel.
 pub fn sm90_roles(key: &GemmKey) -> Sm90Roles {
-    let consumers = key.mma_n.div_ceil(128).max(1);
+    let consumers = sm90_consumers(key.mma_n);
     Sm90Roles {
         consumers,
         rows_per_consumer: key.mma_n / consumers,

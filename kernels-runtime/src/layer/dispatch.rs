@@ -2,8 +2,9 @@
 //! buckets of `moegen_dsl::plan::TokenBuckets`), from an analytic estimate that needs no
 //! tuning, or from the autotuner.
 
+use moegen_dsl::abi::roles::sm90_consumers;
 use moegen_dsl::plan::{MoeShape, TokenBuckets, max_tiles};
-use moegen_dsl::{MoeTactic, TileSize};
+use moegen_dsl::{Arch, MoeTactic, TileSize};
 
 use super::error::LayerError;
 
@@ -29,7 +30,8 @@ pub struct DispatchTable {
 pub struct DeviceModel {
     /// SMs.
     pub sms: u32,
-    /// Dense block-scaled FP4 MACs per clock per SM.
+    /// Dense MACs per clock per SM at the MMA's operand types (block-scaled FP4 on SM100,
+    /// bf16 on Hopper).
     pub macs_per_clock_per_sm: f64,
     /// Clock in GHz.
     pub clock_ghz: f64,
@@ -37,6 +39,21 @@ pub struct DeviceModel {
     pub dram_bytes_per_s: f64,
     /// Fixed cost of one kernel launch and its tail, µs.
     pub launch_us: f64,
+    /// Where the tensor cores cannot read the 4-bit weights (Hopper), the consumer
+    /// warpgroups' dequantization; `None` where the MMA reads them directly (SM100).
+    pub software_dequant: Option<SoftwareDequant>,
+}
+
+/// The cost of dequantizing weights in registers before each wgmma (Hopper): every token
+/// tile dequantizes its expert's weights again, in series with its wgmmas, on one consumer
+/// warpgroup per 128 weight rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoftwareDequant {
+    /// Weights one consumer warpgroup dequantizes per clock.
+    pub weights_per_clock_per_warpgroup: f64,
+    /// Fixed clocks per K16 step and consumer (wgmma fence, commit and wait, the stage
+    /// barrier): what makes 128 rows per consumer cheaper than two consumers of 64.
+    pub step_clocks: f64,
 }
 
 impl DeviceModel {
@@ -48,6 +65,34 @@ impl DeviceModel {
             clock_ghz: 1.9,
             dram_bytes_per_s: 8e12 * 0.9,
             launch_us: 2.0,
+            software_dequant: None,
+        }
+    }
+    /// An H200 (132 SMs, 1.83 GHz, 2048 dense bf16 MAC/clk/SM, i.e. 989 TFLOP/s; 4.8 TB/s
+    /// at 90 %). Dequantization takes 29 thread instructions per 8 weights (docs/hopper.md);
+    /// a consumer warpgroup has one warp per scheduler, whose dependent ALU chains issue
+    /// about every other clock: 4 · 32 / 2 / 3.625 ≈ 17.7 weights per clock per warpgroup,
+    /// plus 32 clocks per K16 step. A model, checked by what it picks: the H200
+    /// autotuner's choices (validation/tests/hopper_dispatch.rs, docs/perf.md).
+    pub fn h200() -> Self {
+        Self {
+            sms: 132,
+            macs_per_clock_per_sm: 2048.0,
+            clock_ghz: 1.83,
+            dram_bytes_per_s: 4.8e12 * 0.9,
+            launch_us: 2.0,
+            software_dequant: Some(SoftwareDequant {
+                weights_per_clock_per_warpgroup: 64.0 / 3.625,
+                step_clocks: 32.0,
+            }),
+        }
+    }
+    /// The model of a GPU generation: [`DeviceModel::b200`] for SM100,
+    /// [`DeviceModel::h200`] for Hopper.
+    pub fn for_arch(arch: Arch) -> Self {
+        match arch {
+            Arch::Sm100 => Self::b200(),
+            Arch::Sm90 => Self::h200(),
         }
     }
     /// The same device with `sms` SMs.
@@ -58,7 +103,8 @@ impl DeviceModel {
 }
 
 /// Estimated µs of one layer with `tactic` for `tokens` tokens routed uniformly: each GEMM
-/// is the slower of its weight traffic and its padded MMA work spread over whole waves of
+/// is the slower of its weight traffic and its padded MMA work (plus, where the device
+/// dequantizes weights in software, that work per unit) spread over whole waves of
 /// persistent clusters, plus a fixed cost per launch.
 pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &DeviceModel) -> f64 {
     let (h, i) = (shape.hidden as f64, shape.intermediate as f64);
@@ -81,7 +127,14 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         // One unit: T × N·cn × K MACs on `ctas` SMs.
         let unit_macs = t * f64::from(n) * cn * k_dim;
         let unit_s = unit_macs / (ctas * dev.macs_per_clock_per_sm * dev.clock_ghz * 1e9);
-        let mma_s = waves * unit_s;
+        // Each unit dequantizes its N·cn × K weights again, whatever its token count, its
+        // consumers in parallel, each K16 step at a fixed cost plus its rows' weights.
+        let dequant_s = dev.software_dequant.map_or(0.0, |d| {
+            let rows = f64::from(n) / f64::from(sm90_consumers(n));
+            let step = d.step_clocks + rows * 16.0 / d.weights_per_clock_per_warpgroup;
+            (k_dim / 16.0).ceil() * step / (dev.clock_ghz * 1e9)
+        });
+        let mma_s = waves * (unit_s + dequant_s);
         // Each touched expert's weights are read once (L2 keeps them across its tiles).
         let weight_s = touched * n_dim * k_dim * 0.5625 / dev.dram_bytes_per_s;
         total += mma_s.max(weight_s) * 1e6 + dev.launch_us;

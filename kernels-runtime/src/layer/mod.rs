@@ -10,7 +10,9 @@ mod kernel_set;
 mod memory;
 mod tune;
 
-pub use dispatch::{ChoiceSource, DeviceModel, DispatchTable, applicable, estimate_us};
+pub use dispatch::{
+    ChoiceSource, DeviceModel, DispatchTable, SoftwareDequant, applicable, estimate_us,
+};
 pub use error::LayerError;
 pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};
 pub use kernel_set::KernelSet;
