@@ -25,8 +25,11 @@ pub struct DispatchTable {
     source: ChoiceSource,
 }
 
-/// Device throughput figures the estimate uses (per SM and whole-device).
+/// Device throughput figures the estimate uses (per SM and whole-device). Build one with
+/// [`DeviceModel::b200`], [`DeviceModel::h200`] or [`DeviceModel::for_arch`] and adjust its
+/// fields.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct DeviceModel {
     /// SMs.
     pub sms: u32,
@@ -52,7 +55,7 @@ pub struct SoftwareDequant {
     /// Weights one consumer warpgroup dequantizes per clock.
     pub weights_per_clock_per_warpgroup: f64,
     /// Fixed clocks per K16 step and consumer (wgmma fence, commit and wait, the stage
-    /// barrier): what makes 128 rows per consumer cheaper than two consumers of 64.
+    /// barrier): what makes one 128-row unit cheaper than two 64-row units.
     pub step_clocks: f64,
 }
 
@@ -129,7 +132,9 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let unit_s = unit_macs / (ctas * dev.macs_per_clock_per_sm * dev.clock_ghz * 1e9);
         // Each unit dequantizes its N·cn × K weights again, whatever its token count, its
         // consumers in parallel, each K16 step at a fixed cost plus its rows' weights.
-        let dequant_s = dev.software_dequant.map_or(0.0, |d| {
+        // Only Hopper tactics dequantize in software, whatever model they are ranked with.
+        let software = dev.software_dequant.filter(|_| g.arch() == Arch::Sm90);
+        let dequant_s = software.map_or(0.0, |d| {
             let rows = f64::from(n) / f64::from(sm90_consumers(n));
             let step = d.step_clocks + rows * 16.0 / d.weights_per_clock_per_warpgroup;
             (k_dim / 16.0).ceil() * step / (dev.clock_ghz * 1e9)
