@@ -7,8 +7,9 @@ use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::value_position;
 use moegen_dsl::formats::{MxScaleRule, block_amax, nibble_at, nvfp4_global_scale, quantize_mxfp4};
 use moegen_dsl::{ActivationFormat, FinalizeMode, SwigluInput, TileSize};
+use moegen_runtime::RuntimeError;
 use moegen_runtime::reference::*;
-use moegen_runtime::routing::ExpertWindow;
+use moegen_runtime::routing::{ExpertWindow, moe_sort};
 
 mod common;
 use common::Rng;
@@ -208,4 +209,21 @@ fn a16_and_mxfp4_track_the_unquantized_oracle() {
     let errmx = relative_l2_error(&to_f64(&run(&w)), &oracle);
     eprintln!("MXFP4 A16: {errmx:.4}");
     assert!(errmx < 0.25, "MXFP4 A16 vs oracle {errmx}");
+}
+
+#[test]
+fn gemm2_refuses_a_sort_that_does_not_fit_the_routing() {
+    let p = problem(4);
+    let w = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Bf16).unwrap();
+    let sort = moe_sort(&p.routing.experts, 4, &p.shape.window, TileSize::T16).unwrap();
+    let g1 = sm90_gemm1_reference(&p.shape, &bf16s(&p.x), &w, &sort, SwigluInput::F32).unwrap();
+    assert!(sm90_gemm2_contributions(&p.shape, &g1, &w, &sort, &p.routing).is_ok());
+    // The same sort against a routing of fewer tokens: its expanded indices point past it.
+    let short = Routing {
+        tokens: 1,
+        experts: p.routing.experts[..2].to_vec(),
+        weights: p.routing.weights[..2].to_vec(),
+    };
+    let e = sm90_gemm2_contributions(&p.shape, &g1, &w, &sort, &short).unwrap_err();
+    assert!(matches!(e, RuntimeError::SortMismatch { .. }), "{e}");
 }

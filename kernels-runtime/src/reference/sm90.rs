@@ -341,6 +341,8 @@ pub fn sm90_gemm2_contributions(
     routing: &Routing,
 ) -> Result<Vec<f32>> {
     let (hid, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
+    w.validate(shape)?;
+    check_sort(shape, sort, routing.tokens)?;
     check_len("router weights", routing.weights.len(), routing.tokens * k)?;
     crate::routing::check_router_weights(&routing.weights, k)?;
     check_len("GEMM1 output", h_in.values.len(), h_in.rows * i)?;
