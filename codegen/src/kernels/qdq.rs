@@ -7,6 +7,7 @@ use moegen_dsl::abi::launch::QUANTIZE_THREADS;
 use moegen_dsl::abi::{SimtFamily, SimtTarget};
 
 use super::epilogue_math::{BlockScale, abs_max, e2m1_code_sw, e2m1_times, nvfp4_block_scale};
+use super::quantize::load_bf16_block;
 use super::sync::grid_stride;
 use crate::ptx::ops::{Access, Memory};
 use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
@@ -27,22 +28,7 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
     let per_row = b.shr_u32(hidden, 4u32);
     let total = b.mul_u32(tokens, per_row);
     grid_stride(&mut b, total, THREADS, "block", &mut |b, i| {
-        let src = b.index_addr(x, i, 32);
-        let mut vals = Vec::with_capacity(16);
-        for half in 0..2 {
-            let w = b.regs(RegClass::B32, 4);
-            b.emit(
-                Memory::Ld(Access::vector(Space::Global, VecWidth::V4, Ty::B32)),
-                vec![Operand::regs(&w), Operand::Reg(src).at(16 * half)],
-            );
-            for word in w {
-                // bf16 → f32 is exact: the bf16 bits are the top half of the f32.
-                let lo = b.shl_b32(word, 16u32);
-                let hi = b.and_b32(word, Operand::Hex(0xFFFF_0000));
-                vals.push(b.mov_b32(RegClass::F32, lo));
-                vals.push(b.mov_b32(RegClass::F32, hi));
-            }
-        }
+        let vals = load_bf16_block(b, x, i);
         let amax = abs_max(b, &vals);
         let BlockScale { sfd, q, .. } = nvfp4_block_scale(b, amax, g);
         let deq: Vec<Reg> = vals

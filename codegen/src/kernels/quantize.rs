@@ -11,6 +11,27 @@ use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
 
 const THREADS: u32 = QUANTIZE_THREADS;
 
+/// Block `i`'s 16 bf16 values of `x` (two 16-byte loads), widened to f32 registers.
+pub(super) fn load_bf16_block(b: &mut KernelBuilder, x: Reg, i: Reg) -> Vec<Reg> {
+    let src = b.index_addr(x, i, 32);
+    let mut vals = Vec::with_capacity(16);
+    for half in 0..2 {
+        let w = b.regs(RegClass::B32, 4);
+        b.emit(
+            Memory::Ld(Access::vector(Space::Global, VecWidth::V4, Ty::B32)),
+            vec![Operand::regs(&w), Operand::Reg(src).at(16 * half)],
+        );
+        for word in w {
+            // bf16 → f32 is exact: the bf16 bits are the top half of the f32.
+            let lo = b.shl_b32(word, 16u32);
+            let hi = b.and_b32(word, Operand::Hex(0xFFFF_0000));
+            vals.push(b.mov_b32(RegClass::F32, lo));
+            vals.push(b.mov_b32(RegClass::F32, hi));
+        }
+    }
+    vals
+}
+
 /// One thread per 16-element block, grid-stride.
 pub fn build(target: SimtTarget) -> KernelBuilder {
     let mut b = super::moe_sort::simt_builder(SimtFamily::QuantizeNvfp4, target);
@@ -24,22 +45,7 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
     let per_row = b.shr_u32(hidden, 4u32);
     let total = b.mul_u32(tokens, per_row);
     grid_stride(&mut b, total, THREADS, "block", &mut |b, i| {
-        let src = b.index_addr(x, i, 32);
-        let mut vals = Vec::with_capacity(16);
-        for half in 0..2 {
-            let w = b.regs(RegClass::B32, 4);
-            b.emit(
-                Memory::Ld(Access::vector(Space::Global, VecWidth::V4, Ty::B32)),
-                vec![Operand::regs(&w), Operand::Reg(src).at(16 * half)],
-            );
-            for word in w {
-                // bf16 → f32 is exact: the bf16 bits are the top half of the f32.
-                let lo = b.shl_b32(word, 16u32);
-                let hi = b.and_b32(word, Operand::Hex(0xFFFF_0000));
-                vals.push(b.mov_b32(RegClass::F32, lo));
-                vals.push(b.mov_b32(RegClass::F32, hi));
-            }
-        }
+        let vals = load_bf16_block(b, x, i);
         let Ok(vals) = <[Reg; 16]>::try_from(vals) else { return };
         let ([w0, w1], code) = quantize16_with(b, &vals, g, target.has_e2m1_cvt());
         let dst = b.index_addr(out, i, 8);
