@@ -455,6 +455,11 @@ def main():
           f"driver {device['driver']}, CUDA {device['cuda_runtime']}; torch {versions['torch']}"
           + (f", triton {versions['triton']}" if "triton" in versions else ""))
     print(f"shape: H={H} I={I} E={E} local={L} offset={O} top_k={K}; npz keys {wts['keys']}")
+    if moegen is not None:
+        # Side by side means timed alike: L2 flushed before each replay on both sides or on neither.
+        need(bool(moegen.get("flush_l2", False)) == args.flush_l2,
+             f"moegen.json was timed with flush_l2={bool(moegen.get('flush_l2', False))}; "
+             f"run peers.py {'with' if moegen.get('flush_l2') else 'without'} --flush-l2")
     if moegen is not None and moegen.get("device") and str(moegen["device"]) != device["name"]:
         print(f"note: moegen.json was measured on '{moegen['device']}', this is '{device['name']}'")
 

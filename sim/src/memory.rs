@@ -12,6 +12,9 @@ struct Alloc {
 #[derive(Clone, Debug, Default)]
 pub struct Device {
     allocs: Vec<Alloc>,
+    /// Where the next allocation may start: addresses are never handed out twice, so an
+    /// access through a freed pointer stays an error instead of reaching a newer buffer.
+    next: u64,
 }
 
 /// First address handed out; keeps 0 and small integers from ever being valid pointers.
@@ -25,12 +28,20 @@ impl Device {
 
     /// Allocates `bytes` zeroed bytes; returns the address.
     pub fn alloc(&mut self, bytes: usize) -> u64 {
-        let base = self
-            .allocs
-            .last()
-            .map_or(BASE, |a| (a.base + a.data.len() as u64 + 4096).next_multiple_of(256));
-        self.allocs.push(Alloc { base, data: vec![0; bytes.max(1)] });
+        let base = self.next.max(BASE);
+        let len = bytes.max(1);
+        self.next = (base + len as u64 + 4096).next_multiple_of(256);
+        self.allocs.push(Alloc { base, data: vec![0; len] });
         base
+    }
+
+    /// Frees the allocation that starts at `addr`; false when none does.
+    pub fn free(&mut self, addr: u64) -> bool {
+        let Some(i) = self.allocs.iter().position(|a| a.base == addr) else {
+            return false;
+        };
+        self.allocs.swap_remove(i);
+        true
     }
 
     /// Allocates and fills.
@@ -63,5 +74,26 @@ impl Device {
     /// Copies an allocation's first `len` bytes out (None when out of bounds).
     pub fn download(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
         self.slice(addr, len).map(<[u8]>::to_vec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Device;
+
+    #[test]
+    fn freed_memory_is_gone_and_its_addresses_are_never_reused() {
+        let mut d = Device::new();
+        let a = d.alloc(64);
+        let b = d.upload(&[7; 32]);
+        assert!(d.free(a));
+        assert!(d.slice(a, 1).is_none(), "a freed buffer cannot be read");
+        assert!(!d.free(a), "a second free finds nothing");
+        assert!(!d.free(b + 1), "only an allocation's own address frees it");
+        let c = d.alloc(64);
+        assert!(c > b, "new allocations never reuse freed addresses");
+        assert_eq!(d.download(b, 32), Some(vec![7; 32]), "the others are untouched");
+        assert!(d.free(b) && d.free(c));
+        assert!(d.alloc(8) > c);
     }
 }

@@ -322,7 +322,15 @@ pub struct BenchOptions {
     pub tune: Option<TuneOptions>,
     /// How routes are summed.
     pub finalize: FinalizeMode,
+    /// Zero a buffer of this many bytes before each timed replay (outside the timed span),
+    /// so no replay finds the previous one's weights in L2: what a layer meets inside a
+    /// model, where the other layers run in between. `None`: back-to-back replays.
+    pub flush_l2: Option<usize>,
 }
+
+/// The flush buffer's size with `--flush-l2`: 256 MiB, over five times the H200's L2 (and
+/// what `bench/peers.py --flush-l2` zeroes).
+pub const FLUSH_L2_BYTES: usize = 256 << 20;
 
 /// One timed (variant, token count).
 #[derive(Clone, Debug, serde::Serialize)]
@@ -452,6 +460,10 @@ pub fn bench_variant(
         }
         None => false,
     };
+    let flush = match opts.flush_l2 {
+        Some(bytes) => Some((b.alloc(bytes).map_err(|e| s(&e))?, bytes)),
+        None => None,
+    };
     let mut rows = Vec::new();
     for inp in inputs {
         let n = inp.tokens;
@@ -477,6 +489,9 @@ pub fn bench_variant(
         }
         let mut samples = Vec::with_capacity(opts.iters as usize);
         for _ in 0..opts.iters.max(1) {
+            if let Some((p, bytes)) = flush {
+                b.memset(p, 0, bytes).map_err(|e| s(&e))?;
+            }
             let start = b.record_event().map_err(|e| s(&e))?;
             b.replay(graph).map_err(|e| s(&e))?;
             let end = b.record_event().map_err(|e| s(&e))?;
@@ -484,6 +499,9 @@ pub fn bench_variant(
         }
         layer.check_errors(b, &ws).map_err(|e| s(&e))?;
         let raw = b.download(out, out_bytes).map_err(|e| s(&e))?;
+        for p in [io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, out] {
+            b.free(p).map_err(|e| s(&e))?;
+        }
         let arr = Array { dtype: Dtype::U16, shape: vec![n, shape.hidden], bytes: raw };
         write_npy(&dir.join(format!("out_{}_{n}.npy", v.name)), &arr)?;
         let row = BenchRow {
@@ -497,5 +515,11 @@ pub fn bench_variant(
         log(&format!("{} {} N={n}: {:.4} ms ({})", shape.name, v.name, row.ms, row.tactic));
         rows.push(row);
     }
+    // The next variant uploads its own weights; these go back first.
+    if let Some((p, _)) = flush {
+        b.free(p).map_err(|e| s(&e))?;
+    }
+    layer.release(b).map_err(|e| s(&e))?;
+    ws.release(b).map_err(|e| s(&e))?;
     Ok(rows)
 }

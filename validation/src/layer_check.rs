@@ -42,6 +42,9 @@ pub struct LayerCase {
     pub shape: MoeShape,
     /// Tokens of the forward pass.
     pub tokens: usize,
+    /// The most tokens the workspace and the dispatch table are planned for (at least
+    /// `tokens`): an engine plans for its largest batch and runs smaller ones.
+    pub planned_tokens: usize,
     /// Activations entering GEMM1 (SM100: NVFP4 only).
     pub activations: ActivationFormat,
     /// Weight format (MXFP4 is kept MXFP4 on Hopper; SM100 takes NVFP4).
@@ -76,8 +79,13 @@ impl LayerCase {
             RoutePattern::SomeEmpty => " some-empty",
             RoutePattern::NoneLocal => " none-local",
         };
+        let planned = if self.planned_tokens > self.tokens {
+            format!(" (planned {})", self.planned_tokens)
+        } else {
+            String::new()
+        };
         format!(
-            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}{r}",
+            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}{planned}{r}",
             s.hidden,
             s.intermediate,
             s.window.num_experts(),
@@ -353,6 +361,20 @@ struct Bench {
     tactics: Vec<MoeTactic>,
 }
 
+impl Bench {
+    /// Frees everything [`setup`] allocated, so cases one after another do not pile up
+    /// device memory (the gpt-oss-size case holds about 0.2 GB).
+    fn release(self, b: &mut dyn Backend) -> Result<(), String> {
+        let text = |e: &dyn std::fmt::Display| e.to_string();
+        for s in [self.io.activations, self.io.expert_ids, self.io.expert_weights] {
+            b.free(s.ptr).map_err(|e| text(&e))?;
+        }
+        b.free(self.out).map_err(|e| text(&e))?;
+        self.layer.release(b).map_err(|e| text(&e))?;
+        self.ws.release(b).map_err(|e| text(&e))
+    }
+}
+
 fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result<Bench, String> {
     let c = &p.case;
     let arch = arch_of(b);
@@ -362,7 +384,11 @@ fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result
         ..LayerConfig::new(c.shape)
     };
     let kernels = KernelSet::builtin();
-    let mut tactics = MoeLayer::candidates(&config, &kernels, c.tokens as u64, arch, c.format);
+    if c.planned_tokens < c.tokens {
+        return Err(format!("{}: planned for fewer tokens than it runs", c.label()));
+    }
+    let planned = c.planned_tokens;
+    let mut tactics = MoeLayer::candidates(&config, &kernels, planned as u64, arch, c.format);
     if tactics.is_empty() {
         return Err(format!(
             "{}: the kernel set has no tactic for this layer on {arch:?}",
@@ -379,11 +405,11 @@ fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result
     }
     .map_err(|e| e.to_string())?;
     let dev = DeviceModel::for_arch(arch).with_sms(b.sm_count());
-    let table = DispatchTable::analytic(&c.shape, c.tokens as u64, &tactics, &dev)
+    let table = DispatchTable::analytic(&c.shape, planned as u64, &tactics, &dev)
         .map_err(|e| e.to_string())?;
     let layer = MoeLayer::new(b, config, weights, &kernels, table).map_err(|e| e.to_string())?;
     let spec = WorkspaceSpec {
-        max_tokens: c.tokens,
+        max_tokens: planned,
         top_k: c.shape.top_k(),
         max_local_experts: c.shape.local_experts(),
         max_hidden: c.shape.hidden,
@@ -449,12 +475,9 @@ pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck
         identical &= b.download(s.out, s.out_bytes).map_err(|x| text(&x))? == eager;
     }
     s.layer.check_errors(b, &s.ws).map_err(|x| text(&x))?;
-    Ok(GraphCheck {
-        case: p.case.label(),
-        tactic: tactic.to_string(),
-        bytes: s.out_bytes,
-        identical,
-    })
+    let bytes = s.out_bytes;
+    s.release(b)?;
+    Ok(GraphCheck { case: p.case.label(), tactic: tactic.to_string(), bytes, identical })
 }
 
 /// Runs `p` through a [`MoeLayer`] on `b` with every tactic of the built-in kernel set that
@@ -465,18 +488,26 @@ pub fn check_tactics(
     p: &Problem,
     max_tactics: Option<usize>,
 ) -> Result<Vec<TacticRow>, String> {
+    let bench = setup(b, p, max_tactics)?;
+    let rows = run_tactics(b, p, &bench)?;
+    bench.release(b)?;
+    Ok(rows)
+}
+
+fn run_tactics(b: &mut dyn Backend, p: &Problem, bench: &Bench) -> Result<Vec<TacticRow>, String> {
     let c = &p.case;
     let arch = arch_of(b);
-    let Bench { layer, ws, io, out, out_bytes, tactics } = setup(b, p, max_tactics)?;
+    let Bench { layer, ws, io, out, out_bytes, tactics } = bench;
+    let (io, out, out_bytes) = (*io, *out, *out_bytes);
     let mut rows = Vec::with_capacity(tactics.len());
     // The reference's output does not depend on the tile size (rows only move; tested in
     // moegen-runtime's reference tests), so it is computed once per case.
     let mut reference: Option<(Vec<bf16>, Vec<f32>)> = None;
-    for t in &tactics {
+    for t in tactics {
         // Stale output must not pass for a result: poison it first.
         b.memset(out, 0xFF, out_bytes).map_err(|e| e.to_string())?;
-        layer.forward_with(b, &ws, &io, t).map_err(|e| format!("{t}: {e}"))?;
-        layer.check_errors(b, &ws).map_err(|e| format!("{t}: {e}"))?;
+        layer.forward_with(b, ws, &io, t).map_err(|e| format!("{t}: {e}"))?;
+        layer.check_errors(b, ws).map_err(|e| format!("{t}: {e}"))?;
         let raw = b.download(out, out_bytes).map_err(|e| e.to_string())?;
         let got: Vec<bf16> = raw
             .chunks_exact(2)

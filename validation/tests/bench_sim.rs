@@ -5,6 +5,7 @@
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{FinalizeMode, TileSize};
+use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::{MoeLayer, TuneOptions};
 use moegen_runtime::reference::*;
@@ -68,8 +69,16 @@ fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
             progress: false,
         }),
         finalize: FinalizeMode::BulkReduceAdd,
+        flush_l2: Some(1 << 16),
     };
+    let before = sim.stats();
     let rows = bench_variant(&mut sim, &dir, &work, v, &opts, &mut |_| {}).unwrap();
+    let after = sim.stats();
+    assert_eq!(
+        after.allocations - before.allocations,
+        after.frees - before.frees,
+        "a variant gives back everything it allocated (weights, workspace, inputs, flush buffer)"
+    );
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|r| r.tuned && r.samples.len() == 2 && r.ms > 0.0));
     assert!(rows.iter().all(|r| all[..2].iter().any(|t| t.to_string() == r.tactic)));

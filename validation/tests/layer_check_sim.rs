@@ -39,6 +39,7 @@ fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
     let case = LayerCase {
         shape,
         tokens: 5,
+        planned_tokens: 5,
         activations: ActivationFormat::Nvfp4,
         format: WeightFormat::Nvfp4,
         finalize: FinalizeMode::Deterministic,
@@ -72,6 +73,7 @@ fn routing_edge_cases_match_the_reference() {
         let case = LayerCase {
             shape,
             tokens: 7,
+            planned_tokens: 7,
             activations: ActivationFormat::Nvfp4,
             format: WeightFormat::Nvfp4,
             finalize,
@@ -104,6 +106,7 @@ fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
     let case = LayerCase {
         shape,
         tokens: 37,
+        planned_tokens: 37,
         activations: ActivationFormat::Nvfp4,
         format: WeightFormat::Nvfp4,
         finalize: FinalizeMode::Deterministic,
@@ -127,6 +130,7 @@ fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
     let case = LayerCase {
         shape,
         tokens: 6,
+        planned_tokens: 6,
         activations: ActivationFormat::Bf16,
         format: WeightFormat::Mxfp4,
         finalize: FinalizeMode::Deterministic,

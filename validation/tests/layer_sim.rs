@@ -301,8 +301,16 @@ fn tuning_times_every_tactic_on_one_workspace_and_the_cache_round_trips() {
         cache: Some(cache.clone()),
         progress: false,
     };
+    let before = s.sim.stats();
     let first = autotune(&mut s.sim, &mut layer, kernels.checksum(), &ws, &opts).unwrap();
     assert!(!first.from_cache);
+    let after = s.sim.stats();
+    assert!(after.allocations > before.allocations, "the tuner uploads its inputs");
+    assert_eq!(
+        after.allocations - before.allocations,
+        after.frees - before.frees,
+        "and frees every one of them"
+    );
     let buckets = first.table.buckets().buckets().to_vec();
     assert_eq!(buckets, vec![1, 2, 4, 8]);
     assert_eq!(first.trials.len(), buckets.len() * tactics.len());
@@ -377,4 +385,49 @@ fn the_configured_recipe_is_the_one_that_runs() {
     assert_eq!(gemm1s.len(), 2, "{gemm1s:?}");
     assert!(gemm1s[0].ends_with("_exact"), "the Exact layer ran {}", gemm1s[0]);
     assert!(!gemm1s[1].ends_with("_exact"), "the default layer ran {}", gemm1s[1]);
+}
+
+/// The memory a layer and a workspace allocated goes back to the backend on release (the
+/// buffers are gone); an engine's buffers are left alone.
+#[test]
+fn release_frees_what_moegen_allocated_and_only_that() {
+    let mut s = setup(MAX_TOKENS);
+    let before = s.sim.stats();
+    let ws = workspace(&mut s, true);
+    let layer = layer(&mut s, FinalizeMode::Deterministic);
+    let made = s.sim.stats().allocations - before.allocations;
+    assert_eq!(made, 1 + 8, "one workspace, eight weight buffers");
+    let base = ws.memory().ptr;
+    layer.release(&mut s.sim).unwrap();
+    ws.release(&mut s.sim).unwrap();
+    assert_eq!(s.sim.stats().frees - before.frees, made, "everything allocated is freed");
+    assert!(s.sim.download(base, 1).is_err(), "a released workspace is gone");
+    assert!(s.sim.free(base).is_err(), "a second free is refused");
+
+    // Engine memory: from_device handles release nothing.
+    let spec = workspace(&mut s, false).spec().clone();
+    let bytes = Workspace::plan_for(&spec).unwrap().workspace_bytes;
+    let engine = DeviceSlice::new(s.sim.alloc(bytes as usize).unwrap(), bytes);
+    let frees = s.sim.stats().frees;
+    Workspace::from_device(spec, engine).unwrap().release(&mut s.sim).unwrap();
+    let shape = s.shape;
+    let uploaded = LayerWeights::upload(&mut s.sim, &shape, &s.prepared, s.input_scale).unwrap();
+    let sizes = LayerWeights::sizes(&shape, Arch::Sm100).unwrap();
+    let buffers: Vec<_> = sizes
+        .iter()
+        .map(|&(b, n)| (b, DeviceSlice::new(s.sim.alloc(n as usize).unwrap(), n)))
+        .collect();
+    let engine_weights = LayerWeights::from_device(
+        &shape,
+        Arch::Sm100,
+        WeightFormat::Nvfp4,
+        moegen_dsl::ActivationFormat::Nvfp4,
+        &buffers,
+    )
+    .unwrap();
+    engine_weights.release(&mut s.sim).unwrap();
+    assert_eq!(s.sim.stats().frees, frees, "the engine's buffers stay");
+    assert!(s.sim.download(engine.ptr, 16).is_ok() && s.sim.download(buffers[0].1.ptr, 16).is_ok());
+    uploaded.release(&mut s.sim).unwrap();
+    assert_eq!(s.sim.stats().frees, frees + 8);
 }

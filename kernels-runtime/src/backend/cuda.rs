@@ -172,15 +172,40 @@ impl Backend for CudaBackend {
         Ok(DevicePtr(ptr))
     }
 
+    fn free(&mut self, ptr: DevicePtr) -> Result<(), BackendError> {
+        self.not_capturing("free")?;
+        if !self.owned.contains_key(&ptr.0) {
+            return Err(BackendError::Usage(format!(
+                "free of {:#x}: no allocation of this backend starts there",
+                ptr.0
+            )));
+        }
+        // Launches already queued may still read or write it.
+        self.synchronize()?;
+        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        // SAFETY: `ptr` was returned by cuMemAlloc in this context (it is in `owned`), is
+        // removed from `owned` below so it is freed once, and the stream has finished every
+        // use of it.
+        unsafe { result::free_sync(ptr.0) }.map_err(cuda_err)?;
+        self.owned.remove(&ptr.0);
+        self.stats.frees += 1;
+        Ok(())
+    }
+
     fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
         self.not_capturing("upload")?;
         self.check_owned(ptr, bytes.len())?;
         self.ctx.bind_to_thread().map_err(cuda_err)?;
+        // On the backend's stream, not the legacy synchronous copy: that one is not ordered
+        // with a non-blocking stream, so the zeroing memset `alloc` queued there (or any
+        // earlier stream work on the buffer) could land after it and wipe the upload. This
+        // happened on the H200 behind a large workspace's memset (docs/validation.md).
         // SAFETY: the destination range lies in an allocation of ours (checked); the source
-        // slice outlives the call, which completes before returning (synchronous copy).
-        unsafe { result::memcpy_htod_sync(ptr.0, bytes) }.map_err(cuda_err)?;
+        // slice outlives the copy, which the stream synchronization below waits for.
+        unsafe { result::memcpy_htod_async(ptr.0, bytes, self.stream.cu_stream()) }
+            .map_err(cuda_err)?;
         self.stats.uploads += 1;
-        Ok(())
+        self.synchronize()
     }
 
     fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {

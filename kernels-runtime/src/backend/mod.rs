@@ -90,7 +90,9 @@ pub struct TensorMapSpec {
 pub struct BackendStats {
     /// Device allocations.
     pub allocations: u64,
-    /// Host waits for the device (synchronize, download, event timing).
+    /// Allocations freed.
+    pub frees: u64,
+    /// Host waits for the device (synchronize, upload, download, event timing).
     pub synchronizations: u64,
     /// Kernel launches (replayed graph nodes included).
     pub launches: u64,
@@ -108,11 +110,17 @@ pub struct EventId(pub usize);
 
 /// What a device must offer to run moegen's kernels. Work is ordered on one stream (the
 /// caller's, for the CUDA backend); launches, memsets, events and graph replays never wait
-/// for the device; downloads, `synchronize` and `elapsed_ms` do.
+/// for the device; uploads, downloads, `free`, `synchronize` and `elapsed_ms` do.
 pub trait Backend {
     /// Allocates `bytes` zeroed bytes.
     fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, BackendError>;
-    /// Copies host bytes to `ptr`.
+    /// Frees an allocation of this backend (`ptr` as [`Self::alloc`] returned it) once the
+    /// stream's work so far is done (a host wait on the CUDA backend); refused while
+    /// capturing and for any other address. Graphs captured over it must not be replayed
+    /// afterwards. Whatever is not freed is freed when the backend is dropped.
+    fn free(&mut self, ptr: DevicePtr) -> Result<(), BackendError>;
+    /// Copies host bytes to `ptr` in stream order (after every earlier operation on the
+    /// stream, such as `alloc`'s zeroing) and waits until they are there.
     fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError>;
     /// Copies `len` bytes from `ptr`.
     fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError>;

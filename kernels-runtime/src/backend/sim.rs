@@ -167,6 +167,18 @@ impl Backend for SimBackend {
         Ok(DevicePtr(self.device.alloc(bytes)))
     }
 
+    fn free(&mut self, ptr: DevicePtr) -> Result<(), BackendError> {
+        self.not_capturing("free")?;
+        if !self.device.free(ptr.0) {
+            return Err(BackendError::Usage(format!(
+                "free of {:#x}: no allocation of this backend starts there",
+                ptr.0
+            )));
+        }
+        self.stats.frees += 1;
+        Ok(())
+    }
+
     fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
         self.not_capturing("upload")?;
         let dst = self.device.slice_mut(ptr.0, bytes.len()).ok_or_else(|| {
@@ -178,6 +190,8 @@ impl Backend for SimBackend {
         })?;
         dst.copy_from_slice(bytes);
         self.stats.uploads += 1;
+        // Counted as the CUDA backend's upload is: it waits for the stream.
+        self.stats.synchronizations += 1;
         Ok(())
     }
 

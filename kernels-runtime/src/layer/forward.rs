@@ -247,6 +247,12 @@ impl MoeLayer {
         })
     }
 
+    /// Drops the layer and gives its weights' memory back ([`LayerWeights::release`]: what
+    /// this crate uploaded is freed, an engine's buffers are left alone).
+    pub fn release(self, b: &mut dyn Backend) -> Result<(), LayerError> {
+        self.weights.release(b)
+    }
+
     /// The format of the layer's weights.
     pub fn weight_format(&self) -> WeightFormat {
         self.weights.format

@@ -69,11 +69,15 @@ pub struct WorkspaceSpec {
 /// One device workspace shared by every layer of a model: the routing sort's index maps,
 /// the quantized activations, GEMM1's output, the error record, and (optionally) the
 /// deterministic scratch, at the offsets of `moegen_dsl::plan`.
-#[derive(Clone, Debug)]
+///
+/// Not `Clone`: [`Self::release`] frees its memory, so there is one handle to it.
+#[derive(Debug)]
 pub struct Workspace {
     spec: WorkspaceSpec,
     plan: WorkspacePlan,
     memory: DeviceSlice,
+    /// Allocated by [`Self::new`] (freed by [`Self::release`]), not the engine's.
+    owned: bool,
 }
 
 /// Alignment the workspace's base needs (TMA reads GEMM1's output through it).
@@ -103,7 +107,7 @@ impl Workspace {
             needed: bytes,
             given: usize::MAX as u64,
         })?)?;
-        Ok(Self { spec, plan, memory: DeviceSlice::new(ptr, bytes) })
+        Ok(Self { spec, plan, memory: DeviceSlice::new(ptr, bytes), owned: true })
     }
 
     /// A workspace in memory the engine owns (at least `plan_for(&spec)?.workspace_bytes`
@@ -111,7 +115,17 @@ impl Workspace {
     pub fn from_device(spec: WorkspaceSpec, memory: DeviceSlice) -> Result<Self, LayerError> {
         let plan = Self::plan_for(&spec)?;
         memory.check("workspace", plan.workspace_bytes, WORKSPACE_ALIGN)?;
-        Ok(Self { spec, plan, memory })
+        Ok(Self { spec, plan, memory, owned: false })
+    }
+
+    /// Gives the workspace's memory back: frees it when [`Self::new`] allocated it on `b`
+    /// (after the stream's work, which may still use it); leaves the engine's memory of
+    /// [`Self::from_device`] alone. Graphs captured with it must not be replayed afterwards.
+    pub fn release(self, b: &mut dyn Backend) -> Result<(), LayerError> {
+        if self.owned {
+            b.free(self.memory.ptr)?;
+        }
+        Ok(())
     }
 
     /// What it serves.
@@ -167,11 +181,14 @@ pub(crate) fn decode_errors(w: &[u32], window: &ExpertWindow) -> Result<(), Laye
 }
 
 /// A layer's weights on the device, uploaded once (or the engine's, by address), in the
-/// layout of one GPU generation's kernels.
-#[derive(Clone, Debug)]
+/// layout of one GPU generation's kernels. Not `Clone`: [`Self::release`] frees what it
+/// uploaded, so there is one handle to it.
+#[derive(Debug)]
 pub struct LayerWeights {
     pub(crate) shape: MoeShape,
     pub(crate) buffers: Vec<(Buffer, DeviceSlice)>,
+    /// The buffers were uploaded by this crate (freed by [`Self::release`]), not the engine's.
+    pub(crate) owned: bool,
     pub(crate) arch: Arch,
     pub(crate) format: WeightFormat,
     pub(crate) activations: ActivationFormat,
@@ -203,6 +220,7 @@ impl LayerWeights {
         let mut out = Self {
             shape: *shape,
             buffers: Vec::new(),
+            owned: true,
             arch: Arch::Sm100,
             format: WeightFormat::Nvfp4,
             activations: ActivationFormat::Nvfp4,
@@ -225,6 +243,7 @@ impl LayerWeights {
         let mut out = Self {
             shape: *shape,
             buffers: Vec::new(),
+            owned: true,
             arch: Arch::Sm90,
             format: w.format,
             activations: w.activations,
@@ -255,8 +274,17 @@ impl LayerWeights {
             (Buffer::ActivationGlobalScale, input_scale.to_le_bytes().to_vec()),
         ];
         for (buf, bytes) in parts.into_iter().chain(rest) {
-            let ptr = b.upload_new(&bytes)?;
-            self.buffers.push((buf, DeviceSlice::new(ptr, bytes.len() as u64)));
+            match b.upload_new(&bytes) {
+                Ok(ptr) => self.buffers.push((buf, DeviceSlice::new(ptr, bytes.len() as u64))),
+                Err(e) => {
+                    // Nothing half-uploaded stays behind; the upload's error is the one to
+                    // report, so a failing free is not.
+                    for (_, s) in self.buffers.drain(..) {
+                        let _ = b.free(s.ptr);
+                    }
+                    return Err(e.into());
+                }
+            }
         }
         Ok(())
     }
@@ -282,7 +310,7 @@ impl LayerWeights {
             slice.check(buf.name(), bytes, 16)?;
             out.push((buf, slice));
         }
-        Ok(Self { shape: *shape, buffers: out, arch, format, activations })
+        Ok(Self { shape: *shape, buffers: out, owned: false, arch, format, activations })
     }
 
     /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes.
@@ -306,6 +334,19 @@ impl LayerWeights {
             (Buffer::Fc2InputScale, 4),
             (Buffer::ActivationGlobalScale, 4),
         ])
+    }
+
+    /// Gives the weights' memory back: frees the buffers [`Self::upload`] or
+    /// [`Self::upload_sm90`] made on `b` (after the stream's work, which may still use them);
+    /// leaves the engine's buffers of [`Self::from_device`] alone. Graphs captured with them
+    /// must not be replayed afterwards.
+    pub fn release(self, b: &mut dyn Backend) -> Result<(), LayerError> {
+        if self.owned {
+            for (_, s) in self.buffers {
+                b.free(s.ptr)?;
+            }
+        }
+        Ok(())
     }
 
     /// The layer shape these weights are for.

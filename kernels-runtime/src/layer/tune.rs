@@ -218,15 +218,56 @@ pub fn autotune(
     if tactics.is_empty() {
         return Err(LayerError::NoTactic("nothing to tune for this workspace".into()));
     }
-    // Inputs at the largest bucket, allocated once; each bucket uses a prefix.
+    // Inputs at the largest bucket, allocated once; each bucket uses a prefix. Every
+    // scratch buffer is freed before returning, whatever happened.
     let c = *layer.config();
-    let (h, k, e) = (c.shape.hidden, c.shape.top_k(), c.shape.window.num_experts());
+    let h = c.shape.hidden;
     let n = max_tokens as usize;
     let acts: Vec<u8> = (0..n * h)
         .flat_map(|i| bf16::from_f32(((i * 37 % 101) as f32 - 50.0) * 0.02).to_bits().to_le_bytes())
         .collect();
     let act = DeviceSlice::new(b.upload_new(&acts)?, acts.len() as u64);
-    let out = DeviceSlice::new(b.alloc(n * h * 2)?, (n * h * 2) as u64);
+    let out = match b.alloc(n * h * 2) {
+        Ok(p) => DeviceSlice::new(p, (n * h * 2) as u64),
+        Err(e) => {
+            let _ = b.free(act.ptr);
+            return Err(e.into());
+        }
+    };
+    let run = Trials { layer, ws, opts, tactics: &tactics };
+    let timed = time_buckets(b, &run, &buckets, act, out);
+    let freed = b.free(act.ptr).and_then(|()| b.free(out.ptr));
+    let (trials, choices) = timed?;
+    freed?;
+    let table = DispatchTable::from_choices(buckets, choices, ChoiceSource::Tuned)?;
+    if let Some(path) = &opts.cache {
+        write_cache(path, key, &table)?;
+    }
+    layer.set_dispatch(table.clone())?;
+    Ok(TuneReport { table, trials, from_cache: false })
+}
+
+/// What every trial shares: the layer, its one workspace, the options and the tactics.
+struct Trials<'a> {
+    layer: &'a MoeLayer,
+    ws: &'a Workspace,
+    opts: &'a TuneOptions,
+    tactics: &'a [MoeTactic],
+}
+
+/// Times every tactic at every bucket on `act` and `out` (the largest bucket's inputs);
+/// returns the trials and the fastest tactic per bucket. Each bucket's routing is uploaded
+/// for its trials and freed after them.
+fn time_buckets(
+    b: &mut dyn Backend,
+    run: &Trials<'_>,
+    buckets: &TokenBuckets,
+    act: DeviceSlice,
+    out: DeviceSlice,
+) -> Result<(Vec<Trial>, Vec<MoeTactic>), LayerError> {
+    let (opts, tactics) = (run.opts, run.tactics);
+    let c = *run.layer.config();
+    let (k, e) = (c.shape.top_k(), c.shape.window.num_experts());
     let mut trials = Vec::new();
     let mut choices = Vec::with_capacity(buckets.buckets().len());
     let bar = opts.progress.then(|| {
@@ -239,42 +280,62 @@ pub fn autotune(
         let (ids, weights) = balanced_routing(tokens, e, k);
         let ids_b: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
         let w_b: Vec<u8> = weights.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let d_ids = b.upload_new(&ids_b)?;
+        let d_w = match b.upload_new(&w_b) {
+            Ok(p) => p,
+            Err(err) => {
+                let _ = b.free(d_ids);
+                return Err(err.into());
+            }
+        };
         let io = ForwardIo {
             tokens,
             activations: act,
-            expert_ids: DeviceSlice::new(b.upload_new(&ids_b)?, ids_b.len() as u64),
-            expert_weights: DeviceSlice::new(b.upload_new(&w_b)?, w_b.len() as u64),
+            expert_ids: DeviceSlice::new(d_ids, ids_b.len() as u64),
+            expert_weights: DeviceSlice::new(d_w, w_b.len() as u64),
             output: out,
         };
-        let mut best: Option<(f32, MoeTactic)> = None;
-        for t in &tactics {
-            for _ in 0..opts.warmup {
-                layer.forward_with(b, ws, &io, t)?;
-            }
-            let start = b.record_event()?;
-            for _ in 0..opts.iterations.max(1) {
-                layer.forward_with(b, ws, &io, t)?;
-            }
-            let end = b.record_event()?;
-            let ms = b.elapsed_ms(start, end)? / opts.iterations.max(1) as f32;
-            trials.push(Trial { bucket, tactic: *t, ms, workspace: ws.memory().ptr });
-            if best.is_none_or(|(m, _)| ms < m) {
-                best = Some((ms, *t));
-            }
-            if let Some(bar) = &bar {
-                bar.inc(1);
-            }
-        }
-        layer.check_errors(b, ws)?;
-        choices.push(best.map(|(_, t)| t).ok_or_else(|| LayerError::NoTactic("no trial".into()))?);
+        let best = time_tactics(b, run, &io, bar.as_ref(), &mut trials);
+        let freed = b.free(d_ids).and_then(|()| b.free(d_w));
+        let best = best?;
+        freed?;
+        choices.push(best);
     }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let table = DispatchTable::from_choices(buckets, choices, ChoiceSource::Tuned)?;
-    if let Some(path) = &opts.cache {
-        write_cache(path, key, &table)?;
+    Ok((trials, choices))
+}
+
+/// Times each tactic on `io` (appending to `trials`); returns the fastest.
+fn time_tactics(
+    b: &mut dyn Backend,
+    run: &Trials<'_>,
+    io: &ForwardIo,
+    bar: Option<&indicatif::ProgressBar>,
+    trials: &mut Vec<Trial>,
+) -> Result<MoeTactic, LayerError> {
+    let Trials { layer, ws, opts, tactics } = *run;
+    let bucket = io.tokens as u64;
+    let mut best: Option<(f32, MoeTactic)> = None;
+    for t in tactics {
+        for _ in 0..opts.warmup {
+            layer.forward_with(b, ws, io, t)?;
+        }
+        let start = b.record_event()?;
+        for _ in 0..opts.iterations.max(1) {
+            layer.forward_with(b, ws, io, t)?;
+        }
+        let end = b.record_event()?;
+        let ms = b.elapsed_ms(start, end)? / opts.iterations.max(1) as f32;
+        trials.push(Trial { bucket, tactic: *t, ms, workspace: ws.memory().ptr });
+        if best.is_none_or(|(m, _)| ms < m) {
+            best = Some((ms, *t));
+        }
+        if let Some(bar) = bar {
+            bar.inc(1);
+        }
     }
-    layer.set_dispatch(table.clone())?;
-    Ok(TuneReport { table, trials, from_cache: false })
+    layer.check_errors(b, ws)?;
+    best.map(|(_, t)| t).ok_or_else(|| LayerError::NoTactic("no trial".into()))
 }

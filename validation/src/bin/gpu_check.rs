@@ -144,12 +144,14 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, String> {
     let case = |shape, tokens, activations, format, finalize, seed, routes| LayerCase {
         shape,
         tokens,
+        planned_tokens: tokens,
         activations,
         format,
         finalize,
         seed,
         routes,
     };
+    let planned = |c: LayerCase, planned_tokens| LayerCase { planned_tokens, ..c };
     Ok(match arch {
         Arch::Sm90 => {
             let small = shape(320, 192, 8, 2, 4, 2)?;
@@ -165,6 +167,10 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, String> {
                 (case(mid, 64, Bf16, W4, Det, 12, NoneLocal), false),
                 (case(mid, 300, Bf16, W4, Det, 14, OneExpert), false),
                 (case(gpt_oss, 48, Bf16, Mxfp4, Det, 11, Spread), false),
+                // Planned for a large batch, run with one token (moe-bench's decode case).
+                (planned(case(gpt_oss, 1, Bf16, Mxfp4, Bulk, 13, Spread), 16384), false),
+                (planned(case(gpt_oss, 1, Bf16, Mxfp4, Det, 15, Spread), 16384), false),
+                (planned(case(mid, 5, Nvfp4, W4, Det, 16, Spread), 4096), true),
             ]
         }
         Arch::Sm100 => {
@@ -173,6 +179,7 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, String> {
                 (case(small, 37, Nvfp4, W4, Det, 3, Spread), true),
                 (case(small, 37, Nvfp4, W4, Bulk, 5, SomeEmpty), true),
                 (case(small, 29, Nvfp4, W4, Det, 8, OneExpert), true),
+                (planned(case(small, 3, Nvfp4, W4, Bulk, 16, Spread), 4096), true),
             ]
         }
     })

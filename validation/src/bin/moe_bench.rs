@@ -14,7 +14,7 @@ use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::cuda::CudaBackend;
 use moegen_runtime::layer::{TuneOptions, arch_of};
 use moegen_validation::bench::{
-    BenchOptions, BenchShape, VARIANTS, Variant, Workload, bench_variant,
+    BenchOptions, BenchShape, FLUSH_L2_BYTES, VARIANTS, Variant, Workload, bench_variant,
 };
 
 /// Times moegen's MoE layer on this machine's GPU (device 0) beside the peers' inputs.
@@ -49,6 +49,10 @@ struct Args {
     /// Sum routes in a fixed order (the deterministic finalize) instead of the bulk reduce.
     #[arg(long)]
     deterministic: bool,
+    /// Zero a 256 MiB buffer before each timed replay, so weights never stay in L2 from one
+    /// replay to the next (as inside a model); pass the same flag to bench/peers.py.
+    #[arg(long)]
+    flush_l2: bool,
     /// Seed of the synthetic data.
     #[arg(long, default_value_t = 2026)]
     seed: u64,
@@ -117,6 +121,7 @@ fn run(args: &Args) -> Result<(), String> {
         } else {
             FinalizeMode::BulkReduceAdd
         },
+        flush_l2: args.flush_l2.then_some(FLUSH_L2_BYTES),
     };
     let mut log = |m: &str| eprintln!("{m}");
     for shape in &shapes {
@@ -146,6 +151,7 @@ fn run(args: &Args) -> Result<(), String> {
             "finalize": format!("{:?}", opts.finalize),
             "iters": args.iters,
             "warmup": args.warmup,
+            "flush_l2": args.flush_l2,
             "rows": rows,
         });
         let path = dir.join("moegen.json");
