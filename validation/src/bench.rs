@@ -499,9 +499,8 @@ pub fn bench_variant(
         }
         layer.check_errors(b, &ws).map_err(|e| s(&e))?;
         let raw = b.download(out, out_bytes).map_err(|e| s(&e))?;
-        for p in [io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, out] {
-            b.free(p).map_err(|e| s(&e))?;
-        }
+        b.free_all(&[io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, out])
+            .map_err(|e| s(&e))?;
         let arr = Array { dtype: Dtype::U16, shape: vec![n, shape.hidden], bytes: raw };
         write_npy(&dir.join(format!("out_{}_{n}.npy", v.name)), &arr)?;
         let row = BenchRow {
@@ -516,10 +515,9 @@ pub fn bench_variant(
         rows.push(row);
     }
     // The next variant uploads its own weights; these go back first.
-    if let Some((p, _)) = flush {
-        b.free(p).map_err(|e| s(&e))?;
-    }
-    layer.release(b).map_err(|e| s(&e))?;
-    ws.release(b).map_err(|e| s(&e))?;
-    Ok(rows)
+    // Everything goes back even when one part fails; the first error is reported.
+    let flushed = flush.map_or(Ok(()), |(p, _)| b.free(p)).map_err(|e| s(&e));
+    let layer = layer.release(b).map_err(|e| s(&e));
+    let ws = ws.release(b).map_err(|e| s(&e));
+    flushed.and(layer).and(ws).map(|()| rows)
 }

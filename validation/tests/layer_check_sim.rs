@@ -147,3 +147,39 @@ fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
     let e = check_graph_replay(&mut sim, &bulk).unwrap_err();
     assert!(e.contains("deterministic finalize"), "{e}");
 }
+
+/// A workspace and dispatch table planned for far more tokens than the pass runs (an engine
+/// plans for its largest batch): bit-identical to the reference on both generations, graph
+/// replay equal to eager, every allocation given back, and a plan below the pass refused.
+#[test]
+fn a_layer_planned_for_a_larger_batch_runs_a_small_one_exactly() {
+    use moegen_runtime::backend::Backend;
+    let cases = [
+        (MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(), 3, true),
+        (MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(), 5, false),
+    ];
+    for (shape, tokens, sm100) in cases {
+        let case = LayerCase {
+            shape,
+            tokens,
+            planned_tokens: 4096,
+            activations: ActivationFormat::Nvfp4,
+            format: WeightFormat::Nvfp4,
+            finalize: FinalizeMode::Deterministic,
+            seed: 16,
+            routes: RoutePattern::Spread,
+        };
+        let p = problem(case).unwrap();
+        let mut sim = if sm100 { SimBackend::new() } else { SimBackend::hopper() }.with_sm_count(4);
+        let before = sim.stats();
+        let rows = check_tactics(&mut sim, &p, Some(1)).unwrap();
+        assert_eq!(rows[0].identical, rows[0].elements, "{}", case.label());
+        let g = check_graph_replay(&mut sim, &p).unwrap();
+        assert!(g.identical, "{g:?}");
+        let after = sim.stats();
+        assert_eq!(after.allocations - before.allocations, after.frees - before.frees);
+        let under = LayerCase { planned_tokens: tokens - 1, ..case };
+        let e = check_tactics(&mut sim, &problem(under).unwrap(), Some(1)).unwrap_err();
+        assert!(e.contains("planned for fewer tokens"), "{e}");
+    }
+}

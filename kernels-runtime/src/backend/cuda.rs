@@ -50,7 +50,10 @@ pub struct CudaBackend {
     /// Allocations this backend made (address → bytes); freed on drop.
     owned: HashMap<u64, usize>,
     modules: HashMap<usize, Arc<CudaModule>>,
-    graphs: Vec<CudaGraph>,
+    /// Each graph with the kernel launches it holds (counted on replay, as the simulator does).
+    graphs: Vec<(CudaGraph, u64)>,
+    /// Launches recorded by the capture in progress.
+    captured_launches: u64,
     events: Vec<CudaEvent>,
     capturing: bool,
     stats: BackendStats,
@@ -104,6 +107,7 @@ impl CudaBackend {
             owned: HashMap::new(),
             modules: HashMap::new(),
             graphs: Vec::new(),
+            captured_launches: 0,
             events: Vec::new(),
             capturing: false,
             stats: BackendStats::default(),
@@ -183,13 +187,14 @@ impl Backend for CudaBackend {
         // Launches already queued may still read or write it.
         self.synchronize()?;
         self.ctx.bind_to_thread().map_err(cuda_err)?;
-        // SAFETY: `ptr` was returned by cuMemAlloc in this context (it is in `owned`), is
-        // removed from `owned` below so it is freed once, and the stream has finished every
-        // use of it.
-        unsafe { result::free_sync(ptr.0) }.map_err(cuda_err)?;
+        // Forgotten before the call, so neither a retry nor `Drop` frees it twice, even when
+        // cuMemFree reports an earlier asynchronous error after freeing.
         self.owned.remove(&ptr.0);
         self.stats.frees += 1;
-        Ok(())
+        // SAFETY: `ptr` was returned by cuMemAlloc in this context (it was in `owned`, and
+        // is no longer, so this is its only free), and the stream has finished every use of
+        // it.
+        unsafe { result::free_sync(ptr.0) }.map_err(cuda_err)
     }
 
     fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
@@ -201,7 +206,9 @@ impl Backend for CudaBackend {
         // earlier stream work on the buffer) could land after it and wipe the upload. This
         // happened on the H200 behind a large workspace's memset (docs/validation.md).
         // SAFETY: the destination range lies in an allocation of ours (checked); the source
-        // slice outlives the copy, which the stream synchronization below waits for.
+        // is pageable, so the driver stages it before the call returns, and the stream
+        // synchronization below waits for the copy anyway (if that fails the context is
+        // unusable and nothing reads the slice again).
         unsafe { result::memcpy_htod_async(ptr.0, bytes, self.stream.cu_stream()) }
             .map_err(cuda_err)?;
         self.stats.uploads += 1;
@@ -211,11 +218,16 @@ impl Backend for CudaBackend {
     fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {
         self.not_capturing("download")?;
         self.check_owned(ptr, len)?;
-        self.synchronize()?;
+        self.ctx.bind_to_thread().map_err(cuda_err)?;
         let mut out = vec![0u8; len];
+        // On the stream, like `upload`: ordered after all work queued on it, also work an
+        // engine queued on a stream it shares with this backend.
         // SAFETY: the source range lies in an allocation of ours (checked); `out` has `len`
-        // bytes; the stream's work is finished.
-        unsafe { result::memcpy_dtoh_sync(&mut out, ptr.0) }.map_err(cuda_err)?;
+        // bytes and is neither read nor dropped before the stream synchronization below
+        // has waited for the copy.
+        unsafe { result::memcpy_dtoh_async(&mut out, ptr.0, self.stream.cu_stream()) }
+            .map_err(cuda_err)?;
+        self.synchronize()?;
         Ok(out)
     }
 
@@ -261,6 +273,7 @@ impl Backend for CudaBackend {
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(cuda_err)?;
         self.capturing = true;
+        self.captured_launches = 0;
         Ok(())
     }
 
@@ -274,16 +287,18 @@ impl Backend for CudaBackend {
             .end_capture(sys::CUgraphInstantiate_flags(0))
             .map_err(cuda_err)?
             .ok_or_else(|| BackendError::Cuda("the capture recorded no work".into()))?;
-        self.graphs.push(graph);
+        self.graphs.push((graph, self.captured_launches));
         Ok(GraphId(self.graphs.len() - 1))
     }
 
     fn replay(&mut self, graph: GraphId) -> Result<(), BackendError> {
-        let g = self
+        let (g, launches) = self
             .graphs
             .get(graph.0)
             .ok_or_else(|| BackendError::Usage(format!("no graph {}", graph.0)))?;
-        g.launch().map_err(cuda_err)
+        g.launch().map_err(cuda_err)?;
+        self.stats.launches += launches;
+        Ok(())
     }
 
     fn record_event(&mut self) -> Result<EventId, BackendError> {
@@ -399,7 +414,11 @@ impl Backend for CudaBackend {
         if r != sys::CUresult::CUDA_SUCCESS {
             return Err(BackendError::Cuda(format!("cuLaunchKernelEx({kernel}): {r:?}")));
         }
-        self.stats.launches += 1;
+        if self.capturing {
+            self.captured_launches += 1;
+        } else {
+            self.stats.launches += 1;
+        }
         Ok(())
     }
 

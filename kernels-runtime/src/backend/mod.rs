@@ -87,12 +87,13 @@ pub struct TensorMapSpec {
 /// Counters every backend keeps, so a test can prove that a run path allocates nothing and
 /// never waits for the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BackendStats {
     /// Device allocations.
     pub allocations: u64,
     /// Allocations freed.
     pub frees: u64,
-    /// Host waits for the device (synchronize, upload, download, event timing).
+    /// Host waits for the device (synchronize, upload, download, free, event timing).
     pub synchronizations: u64,
     /// Kernel launches (replayed graph nodes included).
     pub launches: u64,
@@ -159,10 +160,26 @@ pub trait Backend {
     /// What the autotuner's cache is keyed by: device name, architecture and driver.
     fn device_key(&self) -> String;
 
-    /// Allocates and fills.
+    /// Allocates and fills (a failed upload frees the allocation again).
     fn upload_new(&mut self, bytes: &[u8]) -> Result<DevicePtr, BackendError> {
         let p = self.alloc(bytes.len())?;
-        self.upload(p, bytes)?;
+        if let Err(e) = self.upload(p, bytes) {
+            // The upload's error is the one to report.
+            let _ = self.free(p);
+            return Err(e);
+        }
         Ok(p)
+    }
+
+    /// Frees each of `ptrs`, all of them even when one fails; returns the first error.
+    fn free_all(&mut self, ptrs: &[DevicePtr]) -> Result<(), BackendError> {
+        let mut first = Ok(());
+        for &p in ptrs {
+            let r = self.free(p);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 }

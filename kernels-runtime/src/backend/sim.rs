@@ -176,6 +176,8 @@ impl Backend for SimBackend {
             )));
         }
         self.stats.frees += 1;
+        // Counted as the CUDA backend's free is: it waits for the stream.
+        self.stats.synchronizations += 1;
         Ok(())
     }
 

@@ -279,9 +279,8 @@ impl LayerWeights {
                 Err(e) => {
                     // Nothing half-uploaded stays behind; the upload's error is the one to
                     // report, so a failing free is not.
-                    for (_, s) in self.buffers.drain(..) {
-                        let _ = b.free(s.ptr);
-                    }
+                    let done: Vec<DevicePtr> = self.buffers.drain(..).map(|(_, s)| s.ptr).collect();
+                    let _ = b.free_all(&done);
                     return Err(e.into());
                 }
             }
@@ -342,9 +341,8 @@ impl LayerWeights {
     /// must not be replayed afterwards.
     pub fn release(self, b: &mut dyn Backend) -> Result<(), LayerError> {
         if self.owned {
-            for (_, s) in self.buffers {
-                b.free(s.ptr)?;
-            }
+            let ptrs: Vec<DevicePtr> = self.buffers.iter().map(|(_, s)| s.ptr).collect();
+            b.free_all(&ptrs)?;
         }
         Ok(())
     }

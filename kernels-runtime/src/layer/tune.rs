@@ -236,7 +236,7 @@ pub fn autotune(
     };
     let run = Trials { layer, ws, opts, tactics: &tactics };
     let timed = time_buckets(b, &run, &buckets, act, out);
-    let freed = b.free(act.ptr).and_then(|()| b.free(out.ptr));
+    let freed = b.free_all(&[act.ptr, out.ptr]);
     let (trials, choices) = timed?;
     freed?;
     let table = DispatchTable::from_choices(buckets, choices, ChoiceSource::Tuned)?;
@@ -296,7 +296,7 @@ fn time_buckets(
             output: out,
         };
         let best = time_tactics(b, run, &io, bar.as_ref(), &mut trials);
-        let freed = b.free(d_ids).and_then(|()| b.free(d_w));
+        let freed = b.free_all(&[d_ids, d_w]);
         let best = best?;
         freed?;
         choices.push(best);
