@@ -498,6 +498,7 @@ pub fn bench_variant(
             samples.push(f64::from(b.elapsed_ms(start, end).map_err(|e| s(&e))?));
         }
         layer.check_errors(b, &ws).map_err(|e| s(&e))?;
+        b.drop_graph(graph).map_err(|e| s(&e))?;
         let raw = b.download(out, out_bytes).map_err(|e| s(&e))?;
         b.free_all(&[io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, out])
             .map_err(|e| s(&e))?;

@@ -474,6 +474,7 @@ pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck
         identical &= b.download(s.out, s.out_bytes).map_err(|x| text(&x))? == eager;
     }
     s.layer.check_errors(b, &s.ws).map_err(|x| text(&x))?;
+    b.drop_graph(g).map_err(|x| text(&x))?;
     let bytes = s.out_bytes;
     s.release(b)?;
     Ok(GraphCheck { case: p.case.label(), tactic: tactic.to_string(), bytes, identical })

@@ -260,6 +260,15 @@ fn a_captured_graph_replays_the_eager_bytes() {
     s.sim.replay(g).unwrap();
     assert_eq!(read_bf16(&mut s.sim, io.output, tokens * 512), eager);
     assert_eq!(s.sim.stats().allocations, before.allocations);
+    let per_replay = 6 + 1; // sort (3), activation quantization, GEMM1, GEMM2, finalize
+    assert_eq!(s.sim.stats().launches - before.launches, 2 * per_replay, "replayed launches count");
+    // A dropped graph is gone; another capture gets a new id.
+    s.sim.drop_graph(g).unwrap();
+    assert!(s.sim.replay(g).is_err() && s.sim.drop_graph(g).is_err());
+    let g2 = layer.capture(&mut s.sim, &ws, &io).unwrap();
+    assert_ne!(g2, g);
+    s.sim.replay(g2).unwrap();
+    assert_eq!(read_bf16(&mut s.sim, io.output, tokens * 512), eager);
     // Capture refuses what a graph cannot hold.
     s.sim.begin_capture().unwrap();
     assert!(s.sim.alloc(16).is_err());

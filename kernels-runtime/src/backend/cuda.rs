@@ -51,7 +51,8 @@ pub struct CudaBackend {
     owned: HashMap<u64, usize>,
     modules: HashMap<usize, Arc<CudaModule>>,
     /// Each graph with the kernel launches it holds (counted on replay, as the simulator does).
-    graphs: Vec<(CudaGraph, u64)>,
+    /// `None` once dropped (ids are never reused).
+    graphs: Vec<Option<(CudaGraph, u64)>>,
     /// Launches recorded by the capture in progress.
     captured_launches: u64,
     events: Vec<CudaEvent>,
@@ -287,14 +288,24 @@ impl Backend for CudaBackend {
             .end_capture(sys::CUgraphInstantiate_flags(0))
             .map_err(cuda_err)?
             .ok_or_else(|| BackendError::Cuda("the capture recorded no work".into()))?;
-        self.graphs.push((graph, self.captured_launches));
+        self.graphs.push(Some((graph, self.captured_launches)));
         Ok(GraphId(self.graphs.len() - 1))
+    }
+
+    fn drop_graph(&mut self, graph: GraphId) -> Result<(), BackendError> {
+        // Dropping the executable graph destroys it; a replay still in flight completes
+        // first (the driver frees it asynchronously).
+        match self.graphs.get_mut(graph.0).and_then(Option::take) {
+            Some(_) => Ok(()),
+            None => Err(BackendError::Usage(format!("no graph {} to drop", graph.0))),
+        }
     }
 
     fn replay(&mut self, graph: GraphId) -> Result<(), BackendError> {
         let (g, launches) = self
             .graphs
             .get(graph.0)
+            .and_then(Option::as_ref)
             .ok_or_else(|| BackendError::Usage(format!("no graph {}", graph.0)))?;
         g.launch().map_err(cuda_err)?;
         self.stats.launches += launches;

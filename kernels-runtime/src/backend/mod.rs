@@ -151,6 +151,9 @@ pub trait Backend {
     fn end_capture(&mut self) -> Result<GraphId, BackendError>;
     /// Runs a recorded graph in stream order.
     fn replay(&mut self, graph: GraphId) -> Result<(), BackendError>;
+    /// Destroys a recorded graph (a replay in flight still completes); replaying or dropping
+    /// it again is an error. Graphs not dropped live as long as the backend.
+    fn drop_graph(&mut self, graph: GraphId) -> Result<(), BackendError>;
     /// Records an event at the current point of the stream.
     fn record_event(&mut self) -> Result<EventId, BackendError>;
     /// Milliseconds of stream work between two events (waits for `end`). The simulator

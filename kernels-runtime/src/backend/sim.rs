@@ -31,7 +31,8 @@ pub struct SimBackend {
     sm_count: u32,
     seed: Option<u64>,
     capture: Option<Vec<Recorded>>,
-    graphs: Vec<Vec<Recorded>>,
+    /// Recorded graphs; `None` once dropped (ids are never reused).
+    graphs: Vec<Option<Vec<Recorded>>>,
     events: Vec<u64>,
     stats: BackendStats,
     profile: bool,
@@ -274,8 +275,15 @@ impl Backend for SimBackend {
         if rec.is_empty() {
             return Err(BackendError::Sim("the capture recorded no work".into()));
         }
-        self.graphs.push(rec);
+        self.graphs.push(Some(rec));
         Ok(GraphId(self.graphs.len() - 1))
+    }
+
+    fn drop_graph(&mut self, graph: GraphId) -> Result<(), BackendError> {
+        match self.graphs.get_mut(graph.0).and_then(Option::take) {
+            Some(_) => Ok(()),
+            None => Err(BackendError::Usage(format!("no graph {} to drop", graph.0))),
+        }
     }
 
     fn replay(&mut self, graph: GraphId) -> Result<(), BackendError> {
@@ -283,7 +291,7 @@ impl Backend for SimBackend {
         let ops = self
             .graphs
             .get(graph.0)
-            .cloned()
+            .and_then(Option::clone)
             .ok_or_else(|| BackendError::Usage(format!("no graph {}", graph.0)))?;
         for op in ops {
             match op {
