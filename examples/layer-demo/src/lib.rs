@@ -159,6 +159,10 @@ pub fn run(
     let tactic = layer.forward(&mut sim, &workspace, &io)?;
     layer.check_errors(&mut sim, &workspace)?;
     let bytes = sim.download(io.output.ptr, tokens * h * 2)?;
+    // When the model is unloaded, what moegen allocated goes back (the engine's buffers,
+    // here the `io` slices, are its own to free).
+    layer.release(&mut sim)?;
+    workspace.release(&mut sim)?;
     let output =
         bytes.chunks_exact(2).map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect();
 
