@@ -366,8 +366,9 @@ impl Bench {
     /// device memory (the gpt-oss-size cases hold up to about 0.9 GB).
     fn release(self, b: &mut dyn Backend) -> Result<(), String> {
         // Everything is given back even when one part fails; the first error is reported.
-        let io = [self.io.activations.ptr, self.io.expert_ids.ptr, self.io.expert_weights.ptr];
-        let buffers = b.free_all(&[io[0], io[1], io[2], self.out]).map_err(|e| e.to_string());
+        let io = &self.io;
+        let ptrs = [io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, self.out];
+        let buffers = b.free_all(&ptrs).map_err(|e| e.to_string());
         let layer = self.layer.release(b).map_err(|e| e.to_string());
         let ws = self.ws.release(b).map_err(|e| e.to_string());
         buffers.and(layer).and(ws)

@@ -120,6 +120,16 @@ impl CudaBackend {
         })
     }
 
+    /// Waits for the stream with the driver call itself: cudarc's `synchronize` first
+    /// returns any error an earlier drop recorded on the context, without waiting, and a
+    /// copy in flight must be waited for whatever else went wrong.
+    fn wait_for_stream(&mut self) -> Result<(), BackendError> {
+        self.stats.synchronizations += 1;
+        // SAFETY: the stream belongs to this backend's context, which the caller bound to
+        // this thread before queueing the work waited for.
+        unsafe { result::stream::synchronize(self.stream.cu_stream()) }.map_err(cuda_err)
+    }
+
     /// The stream work is ordered on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
@@ -153,6 +163,8 @@ impl Drop for CudaBackend {
     fn drop(&mut self) {
         self.graphs.clear();
         self.events.clear();
+        // An error the drops above recorded must not stop the frees below.
+        let _ = self.ctx.check_err();
         if self.ctx.bind_to_thread().is_ok() {
             let _ = self.stream.synchronize();
             for &ptr in self.owned.keys() {
@@ -207,13 +219,13 @@ impl Backend for CudaBackend {
         // earlier stream work on the buffer) could land after it and wipe the upload. This
         // happened on the H200 behind a large workspace's memset (docs/validation.md).
         // SAFETY: the destination range lies in an allocation of ours (checked); the source
-        // is pageable, so the driver stages it before the call returns, and the stream
-        // synchronization below waits for the copy anyway (if that fails the context is
-        // unusable and nothing reads the slice again).
+        // slice outlives the call, and `wait_for_stream` below returns only once the stream
+        // has finished the copy or failed (after which it runs nothing more), so the device
+        // never reads the slice after this function returns.
         unsafe { result::memcpy_htod_async(ptr.0, bytes, self.stream.cu_stream()) }
             .map_err(cuda_err)?;
         self.stats.uploads += 1;
-        self.synchronize()
+        self.wait_for_stream()
     }
 
     fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {
@@ -224,11 +236,15 @@ impl Backend for CudaBackend {
         // On the stream, like `upload`: ordered after all work queued on it, also work an
         // engine queued on a stream it shares with this backend.
         // SAFETY: the source range lies in an allocation of ours (checked); `out` has `len`
-        // bytes and is neither read nor dropped before the stream synchronization below
-        // has waited for the copy.
-        unsafe { result::memcpy_dtoh_async(&mut out, ptr.0, self.stream.cu_stream()) }
-            .map_err(cuda_err)?;
-        self.synchronize()?;
+        // bytes and is kept alive (leaked, on any failure) until the stream has finished
+        // the copy, so the device never writes into freed memory.
+        let copied = unsafe { result::memcpy_dtoh_async(&mut out, ptr.0, self.stream.cu_stream()) }
+            .map_err(cuda_err)
+            .and_then(|()| self.wait_for_stream());
+        if let Err(e) = copied {
+            std::mem::forget(out);
+            return Err(e);
+        }
         Ok(out)
     }
 
@@ -295,13 +311,17 @@ impl Backend for CudaBackend {
     fn drop_graph(&mut self, graph: GraphId) -> Result<(), BackendError> {
         // Dropping the executable graph destroys it; a replay still in flight completes
         // first (the driver frees it asynchronously).
-        match self.graphs.get_mut(graph.0).and_then(Option::take) {
-            Some(_) => Ok(()),
-            None => Err(BackendError::Usage(format!("no graph {} to drop", graph.0))),
-        }
+        let Some(g) = self.graphs.get_mut(graph.0).and_then(Option::take) else {
+            return Err(BackendError::Usage(format!("no graph {} to drop", graph.0)));
+        };
+        drop(g);
+        // cudarc records a failed destroy on the context instead of returning it: report it
+        // here, not at the next unrelated call.
+        self.ctx.check_err().map_err(cuda_err)
     }
 
     fn replay(&mut self, graph: GraphId) -> Result<(), BackendError> {
+        self.not_capturing("replay")?;
         let (g, launches) = self
             .graphs
             .get(graph.0)
