@@ -445,6 +445,11 @@ pub struct GraphCheck {
     pub bytes: usize,
     /// Each of two replays, over a poisoned output, left exactly the eager run's bytes.
     pub identical: bool,
+    /// Kernel launches the backend counted for the eager pass.
+    pub eager_launches: u64,
+    /// The counters agree with the graph: capturing counted no launch and no wait, and each
+    /// replay counted the eager pass's launches.
+    pub counted: bool,
 }
 
 /// Runs `p`'s layer eagerly with the dispatch table's tactic, then captures the same pass
@@ -462,23 +467,38 @@ pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck
     let s = setup(b, p, None)?;
     let text = |e: &dyn std::fmt::Display| e.to_string();
     b.memset(s.out, 0xFF, s.out_bytes).map_err(|x| text(&x))?;
+    let before = b.stats();
     let tactic = s.layer.forward(b, &s.ws, &s.io).map_err(|x| text(&x))?;
     s.layer.check_errors(b, &s.ws).map_err(|x| text(&x))?;
     let eager = b.download(s.out, s.out_bytes).map_err(|x| text(&x))?;
+    let before_capture = b.stats();
+    let eager_launches = before_capture.launches - before.launches;
     let g = s.layer.capture(b, &s.ws, &s.io).map_err(|x| text(&x))?;
+    let after_capture = b.stats();
+    let mut counted = after_capture.launches == before_capture.launches
+        && after_capture.synchronizations == before_capture.synchronizations;
     // Each replay over a freshly poisoned output, so a wrong first replay cannot hide
     // behind a right second one.
     let mut identical = true;
     for _ in 0..2 {
         b.memset(s.out, 0xAB, s.out_bytes).map_err(|x| text(&x))?;
+        let launches = b.stats().launches;
         b.replay(g).map_err(|x| text(&x))?;
+        counted &= b.stats().launches - launches == eager_launches;
         identical &= b.download(s.out, s.out_bytes).map_err(|x| text(&x))? == eager;
     }
     s.layer.check_errors(b, &s.ws).map_err(|x| text(&x))?;
     b.drop_graph(g).map_err(|x| text(&x))?;
     let bytes = s.out_bytes;
     s.release(b)?;
-    Ok(GraphCheck { case: p.case.label(), tactic: tactic.to_string(), bytes, identical })
+    Ok(GraphCheck {
+        case: p.case.label(),
+        tactic: tactic.to_string(),
+        bytes,
+        identical,
+        eager_launches,
+        counted,
+    })
 }
 
 /// Runs `p` through a [`MoeLayer`] on `b` with every tactic of the built-in kernel set that

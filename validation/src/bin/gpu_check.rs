@@ -287,12 +287,14 @@ fn run(args: &Args) -> Result<bool, String> {
             }
             if case.finalize == FinalizeMode::Deterministic {
                 let g = check_graph_replay(&mut gpu, &p)?;
-                ok &= g.identical;
+                ok &= g.identical && g.counted;
                 println!(
-                    "{:<40} {:<28} graph replay = eager: {}",
+                    "{:<40} {:<28} graph replay = eager: {}; launches per pass {}, counters {}",
                     g.case,
                     g.tactic,
-                    if g.identical { "identical" } else { "DIFFERS" }
+                    if g.identical { "identical" } else { "DIFFERS" },
+                    g.eager_launches,
+                    if g.counted { "agree" } else { "DISAGREE" }
                 );
                 record.graph.push(g);
             }
