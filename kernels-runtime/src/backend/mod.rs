@@ -174,6 +174,23 @@ pub trait Backend {
         Ok(p)
     }
 
+    /// Allocates and fills one buffer per part; when one fails, frees those already made and
+    /// returns its error.
+    fn upload_all(&mut self, parts: &[&[u8]]) -> Result<Vec<DevicePtr>, BackendError> {
+        let mut done = Vec::with_capacity(parts.len());
+        for bytes in parts {
+            match self.upload_new(bytes) {
+                Ok(p) => done.push(p),
+                Err(e) => {
+                    // The upload's error is the one to report.
+                    let _ = self.free_all(&done);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(done)
+    }
+
     /// Frees each of `ptrs`, all of them even when one fails; returns the first error.
     fn free_all(&mut self, ptrs: &[DevicePtr]) -> Result<(), BackendError> {
         let mut first = Ok(());

@@ -273,17 +273,11 @@ impl LayerWeights {
             (Buffer::Fc2InputScale, fc2_input_scale.to_le_bytes().to_vec()),
             (Buffer::ActivationGlobalScale, input_scale.to_le_bytes().to_vec()),
         ];
-        for (buf, bytes) in parts.into_iter().chain(rest) {
-            match b.upload_new(&bytes) {
-                Ok(ptr) => self.buffers.push((buf, DeviceSlice::new(ptr, bytes.len() as u64))),
-                Err(e) => {
-                    // Nothing half-uploaded stays behind; the upload's error is the one to
-                    // report, so a failing free is not.
-                    let done: Vec<DevicePtr> = self.buffers.drain(..).map(|(_, s)| s.ptr).collect();
-                    let _ = b.free_all(&done);
-                    return Err(e.into());
-                }
-            }
+        let all: Vec<(Buffer, Vec<u8>)> = parts.into_iter().chain(rest).collect();
+        let bytes: Vec<&[u8]> = all.iter().map(|(_, v)| v.as_slice()).collect();
+        let ptrs = b.upload_all(&bytes)?;
+        for ((buf, v), ptr) in all.iter().zip(ptrs) {
+            self.buffers.push((*buf, DeviceSlice::new(ptr, v.len() as u64)));
         }
         Ok(())
     }

@@ -278,25 +278,23 @@ fn time_buckets(
     for &bucket in buckets.buckets() {
         let tokens = bucket as usize;
         let (ids, weights) = balanced_routing(tokens, e, k);
-        let ids_b: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let w_b: Vec<u8> = weights.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let d_ids = b.upload_new(&ids_b)?;
-        let d_w = match b.upload_new(&w_b) {
-            Ok(p) => p,
-            Err(err) => {
-                let _ = b.free(d_ids);
-                return Err(err.into());
-            }
-        };
+        // Ids then weights in one buffer (both 4-byte elements, so the weights stay aligned).
+        let mut routing: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let ids_len = routing.len() as u64;
+        routing.extend(weights.iter().flat_map(|v| v.to_le_bytes()));
+        let d = b.upload_new(&routing)?;
         let io = ForwardIo {
             tokens,
             activations: act,
-            expert_ids: DeviceSlice::new(d_ids, ids_b.len() as u64),
-            expert_weights: DeviceSlice::new(d_w, w_b.len() as u64),
+            expert_ids: DeviceSlice::new(d, ids_len),
+            expert_weights: DeviceSlice::new(
+                DevicePtr(d.0 + ids_len),
+                routing.len() as u64 - ids_len,
+            ),
             output: out,
         };
         let best = time_tactics(b, run, &io, bar.as_ref(), &mut trials);
-        let freed = b.free_all(&[d_ids, d_w]);
+        let freed = b.free(d);
         let best = best?;
         freed?;
         choices.push(best);
