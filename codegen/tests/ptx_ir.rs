@@ -5,7 +5,7 @@ use moegen_codegen::ptx::{
     BuildError, CtaGroup, Guard, KernelBuilder, Label, ModuleHeader, Operand, RegClass, Rnd, SReg,
     Space, Ty, render_module,
 };
-use moegen_dsl::abi::{Param, ParamKind, ParamType};
+use moegen_dsl::abi::{Param, ParamKind, ParamType, Scalar};
 
 fn header() -> ModuleHeader<'static> {
     ModuleHeader { ptx_version: "8.8", target: "sm_100f", description: "test" }
@@ -104,7 +104,7 @@ fn module_skeleton_has_header_params_and_directives() {
     b.declare(PARAMS);
     b.directives.push(".reqntid 128, 1, 1".into());
     let base = b.smem_addr(0);
-    let n = b.ld_param_u32("n");
+    let n = b.ld_arg_u32(1);
     let p = b.reg(RegClass::Pred);
     b.emit_if(Guard::when(p), Alu::Mov(Ty::U32), vec![base.into(), n.into()]);
     let text = render_module(&b, &header()).unwrap();
@@ -118,11 +118,38 @@ fn module_skeleton_has_header_params_and_directives() {
 #[test]
 fn reading_a_parameter_the_abi_does_not_declare_fails_to_render() {
     let mut b = KernelBuilder::new("moegen_test");
-    b.ld_param_u32("missing");
+    b.declare(moegen_dsl::abi::signature::QUANTIZE_NVFP4);
+    b.ld_scalar(Scalar::Intermediate);
     assert_eq!(
         b.errors(),
-        [BuildError::UndeclaredParam { kernel: "moegen_test".into(), param: "missing".into() }]
+        [BuildError::UndeclaredParam {
+            kernel: "moegen_test".into(),
+            param: "Scalar(Intermediate)".into()
+        }]
     );
     let err = render_module(&b, &header()).unwrap_err();
-    assert!(err.contains("parameter missing is not in its ABI"), "{err}");
+    assert!(err.contains("parameter Scalar(Intermediate) is not in its ABI"), "{err}");
+}
+
+#[test]
+fn a_validation_argument_read_by_the_wrong_type_fails_to_render() {
+    const PARAMS: &[Param] =
+        &[Param { name: "n", kind: ParamKind::Validation(ParamType::U32), meaning: "" }];
+    let mut b = KernelBuilder::new("moegen_test");
+    b.declare(PARAMS);
+    b.ld_arg_u64(0);
+    b.ld_arg_u32(1);
+    assert_eq!(
+        b.errors(),
+        [
+            BuildError::UndeclaredParam {
+                kernel: "moegen_test".into(),
+                param: "argument 0 of type U64".into()
+            },
+            BuildError::UndeclaredParam {
+                kernel: "moegen_test".into(),
+                param: "argument 1 of type U32".into()
+            },
+        ]
+    );
 }

@@ -1,6 +1,8 @@
 //! The differential corpus: small sm_90a kernels that exercise every non-tcgen05 feature the
 //! simulator models, so that an H100/H200 and moegen-sim can be compared byte for byte
-//! (`gpu-check`). They are generated and checked like every other kernel.
+//! (`gpu-check`). They are generated and checked like every other kernel. Their arguments are
+//! read by position, as the harness binds them (`abi::signature::CORPUS_*` gives the order;
+//! a read of the wrong type is a build error).
 
 use super::sync::{mbar_init, mbar_wait};
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
@@ -40,10 +42,10 @@ fn imm(v: u32) -> Operand {
 pub fn build_alu() -> KernelBuilder {
     let mut b = corpus_builder(CorpusKernel::Alu);
     let tid = b.sreg(SReg::TidX);
-    let pa = b.ld_param_u64("a");
-    let pb = b.ld_param_u64("b");
-    let pu = b.ld_param_u64("u");
-    let out = b.ld_param_u64("out");
+    let pa = b.ld_arg_u64(0);
+    let pb = b.ld_arg_u64(1);
+    let pu = b.ld_arg_u64(2);
+    let out = b.ld_arg_u64(3);
     let aa = b.index_addr(pa, tid, 4);
     let a = b.ld_global(Ty::F32, RegClass::F32, aa);
     let ba = b.index_addr(pb, tid, 4);
@@ -114,8 +116,8 @@ pub fn build_pipeline() -> KernelBuilder {
     }
     b.label(&after);
     b.bar_sync(0u32);
-    let src = b.ld_param_u64("src");
-    let out = b.ld_param_u64("out");
+    let src = b.ld_arg_u64(0);
+    let out = b.ld_arg_u64(1);
     let s = b.mov_u32(0u32);
     let ph = b.mov_u32(0u32);
     let is_prod = b.setp_u32(Cmp::Eq, warp, 0u32);
@@ -193,10 +195,10 @@ pub fn build_tma() -> KernelBuilder {
     b.emit(Fence::MbarrierInit, vec![]);
     let total: u32 = (0..4).map(|i| (16u32 << i) * 8).sum();
     b.emit(arrive(true), vec![Operand::Sink, Operand::addr(bar), imm(total)]);
-    let c0 = b.ld_param_u32("c0");
-    let c1 = b.ld_param_u32("c1");
+    let c0 = b.ld_arg_u32(5);
+    let c1 = b.ld_arg_u32(6);
     for i in 0..4u32 {
-        let map = b.param_generic_addr(&format!("tmap{i}"));
+        let map = b.arg_tensor_map_addr(i as usize);
         let dst = b.add_u32(smem, 1024 * (i + 1));
         b.emit(
             tensor_load_2d(false),
@@ -210,7 +212,7 @@ pub fn build_tma() -> KernelBuilder {
     b.label(&skip);
     b.bar_sync(0u32);
     mbar_wait(&mut b, bar, 0u32);
-    let out = b.ld_param_u64("out");
+    let out = b.ld_arg_u64(9);
     for k in 0..32u32 {
         // Thread t copies word t + 32k of the 4 KiB of boxes.
         let w = b.add_u32(tid, 32 * k);
@@ -222,9 +224,9 @@ pub fn build_tma() -> KernelBuilder {
     }
     let skip2 = b.new_label("skip_store");
     b.bra_unless(one, &skip2);
-    let map = b.param_generic_addr("tmap_store");
-    let c0 = b.ld_param_u32("s0");
-    let c1 = b.ld_param_u32("s1");
+    let map = b.arg_tensor_map_addr(4);
+    let c0 = b.ld_arg_u32(7);
+    let c1 = b.ld_arg_u32(8);
     let src = b.add_u32(smem, 4096u32);
     b.fence_proxy_async();
     b.emit(
@@ -273,7 +275,7 @@ pub fn build_cluster() -> KernelBuilder {
     let issue = b.and_pred(is0, one);
     let skip_issue = b.new_label("skip_issue");
     b.bra_unless(issue, &skip_issue);
-    let map = b.param_generic_addr("tmap");
+    let map = b.arg_tensor_map_addr(0);
     let dst = b.add_u32(smem, 1024u32);
     let mask = b.mov_b16(3);
     b.emit(
@@ -298,20 +300,20 @@ pub fn build_cluster() -> KernelBuilder {
     b.bra_unless(is0, &skip_wait);
     mbar_wait(&mut b, bar2, 0u32);
     b.label(&skip_wait);
-    let out = b.ld_param_u64("out");
+    let out = b.ld_arg_u64(1);
     let src = b.mad_u32(tid, 32u32, 1024u32);
     let src = b.add_u32(smem, src);
     let g = b.mul_wide_u32(tid, 32u32);
     let g = b.add_u64(out, g);
     b.emit(Bulk::ReduceAdd { ty: Ty::Bf16 }, vec![Operand::addr(g), Operand::addr(src), imm(32)]);
-    let copy_out = b.ld_param_u64("copy_out");
+    let copy_out = b.ld_arg_u64(3);
     let row = b.mad_u32(rank, 32u32, tid);
     let cg = b.mul_wide_u32(row, 32u32);
     let cg = b.add_u64(copy_out, cg);
     b.emit(Bulk::Store, vec![Operand::addr(cg), Operand::addr(src), imm(32)]);
     b.emit(Bulk::CommitGroup, vec![]);
     b.emit(Bulk::WaitGroup { read: false }, vec![imm(0)]);
-    let counters = b.ld_param_u64("counters");
+    let counters = b.ld_arg_u64(2);
     b.emit(Memory::Red(Space::Global, AtomOp::Add, Ty::U32), vec![Operand::addr(counters), imm(1)]);
     let gid = b.mad_u32(rank, 32u32, tid);
     let max = Memory::Atom(Space::Global, AtomOp::Max, Ty::U32);
@@ -328,7 +330,7 @@ pub fn build_warp() -> KernelBuilder {
     let mut b = corpus_builder(CorpusKernel::Warp);
     let tid = b.sreg(SReg::TidX);
     let warp = b.shr_u32(tid, 5u32);
-    let inp = b.ld_param_u64("input");
+    let inp = b.ld_arg_u64(0);
     let ia = b.index_addr(inp, tid, 4);
     let x = b.ld_global(Ty::U32, RegClass::B32, ia);
     let v = b.mad_u32(tid, Operand::Hex(0x9E37_79B9), x);
@@ -398,7 +400,7 @@ pub fn build_warp() -> KernelBuilder {
     b.emit_to(got, ld(Space::Shared, Ty::U32), vec![Operand::addr(oslot)]);
     b.label(&skip1);
     res.push(got);
-    let out = b.ld_param_u64("out");
+    let out = b.ld_arg_u64(1);
     let base = b.mul_u32(tid, 64u32);
     let dst = b.index_addr(out, base, 1);
     for (i, r) in res.iter().enumerate() {

@@ -29,10 +29,10 @@ pub fn build() -> KernelBuilder {
     let id = KernelId::Corpus(CorpusKernel::Mufu);
     let mut b = KernelBuilder::new(id.name());
     b.declare(params(&id));
-    let out = b.ld_param_u64("out");
-    let base = b.ld_param_u32("base");
-    let step = b.ld_param_u32("step");
-    let count = b.ld_param_u32("count");
+    let out = b.ld_arg_u64(0);
+    let base = b.ld_arg_u32(1);
+    let step = b.ld_arg_u32(2);
+    let count = b.ld_arg_u32(3);
     grid_stride(&mut b, count, SWEEP_THREADS, "input", &mut |b, i| {
         let bits = b.mad_u32(i, step, base);
         let x = b.mov_b32(RegClass::F32, bits);

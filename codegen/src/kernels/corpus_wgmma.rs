@@ -40,8 +40,8 @@ pub fn build() -> KernelBuilder {
     b.declare(params(&id));
     let t = b.sreg(SReg::TidX);
     let smem = b.smem_addr(0);
-    let w = b.ld_param_u64("w");
-    let x = b.ld_param_u64("x");
+    let w = b.ld_arg_u64(0);
+    let x = b.ld_arg_u64(1);
     // The activation tile, 128B-swizzled: chunk j of row r at chunk j ^ (r % 8).
     for half in 0..2u32 {
         let c = b.add_u32(t, half * THREADS);
@@ -95,7 +95,7 @@ pub fn build() -> KernelBuilder {
     // False on every thread, but not a constant ptxas could fold.
     let wg = b.shr_u32(t, 7u32);
     let never = b.setp_u32(Cmp::Ne, wg, 0u32);
-    let a_out = b.ld_param_u64("a_out");
+    let a_out = b.ld_arg_u64(3);
     let a_row = b.mul_u32(t, (A_PER_THREAD * 4) as u32);
     let a_row = b.cvt_u64_u32(a_row);
     let a_row = b.add_u64(a_out, a_row);
@@ -116,7 +116,7 @@ pub fn build() -> KernelBuilder {
         issue_step(&mut b, TOKENS, &accs, &[frag], desc, scale_d);
     }
     wait_groups(&mut b, 0);
-    let out = b.ld_param_u64("out");
+    let out = b.ld_arg_u64(2);
     let o_row = b.mul_u32(t, (ACC_PER_THREAD * 4) as u32);
     let o_row = b.cvt_u64_u32(o_row);
     let o_row = b.add_u64(out, o_row);

@@ -4,6 +4,7 @@
 
 use super::sync::grid_stride;
 use moegen_dsl::abi::launch::FINALIZE_THREADS;
+use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::abi::{SimtFamily, SimtTarget};
 
 use crate::ptx::{Cmp, KernelBuilder, Operand, RegClass, Ty};
@@ -13,12 +14,12 @@ const THREADS: u32 = FINALIZE_THREADS;
 /// One thread per (token, column pair), grid-stride.
 pub fn build(target: SimtTarget) -> KernelBuilder {
     let mut b = super::moe_sort::simt_builder(SimtFamily::FinalizeReduce, target);
-    let scratch = b.ld_param_u64("scratch");
-    let e2p = b.ld_param_u64("expanded_idx_to_permuted_idx");
-    let out = b.ld_param_u64("out");
-    let tokens = b.ld_param_u32("tokens");
-    let hidden = b.ld_param_u32("hidden");
-    let k = b.ld_param_u32("top_k");
+    let scratch = b.ld_buffer(Buffer::FinalizeScratch);
+    let e2p = b.ld_buffer(Buffer::ExpandedIdxToPermutedIdx);
+    let out = b.ld_buffer(Buffer::Output);
+    let tokens = b.ld_scalar(Scalar::Tokens);
+    let hidden = b.ld_scalar(Scalar::Hidden);
+    let k = b.ld_scalar(Scalar::TopK);
     let pairs = b.shr_u32(hidden, 1u32);
     let total = b.mul_u32(tokens, pairs);
     grid_stride(&mut b, total, THREADS, "pair", &mut |b, i| {

@@ -18,6 +18,7 @@ use moegen_dsl::abi::error_record::{
     WORD_FIRST_BAD_EXPERT, WORD_FIRST_NON_FINITE_WEIGHT, byte_offset,
 };
 use moegen_dsl::abi::launch::{ROUTES_PER_BLOCK, SORT_OFFSET_THREADS, SORT_THREADS};
+use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::abi::{KernelId, SimtFamily, SimtTarget, params};
 
 use crate::ptx::ops::memory::st;
@@ -96,14 +97,14 @@ fn check_weight(b: &mut KernelBuilder, weights: Reg, i: Reg, flags: Reg) {
 /// Counts per block and local expert.
 pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortHistogram, target);
-    let experts = b.ld_param_u64("experts");
-    let weights = b.ld_param_u64("router_weights");
-    let routes = b.ld_param_u32("num_routes");
-    let ne = b.ld_param_u32("num_experts");
-    let off = b.ld_param_u32("local_offset");
-    let l = b.ld_param_u32("local_experts");
-    let counts = b.ld_param_u64("block_counts");
-    let flags = b.ld_param_u64("error_flags");
+    let experts = b.ld_buffer(Buffer::RoutedExperts);
+    let weights = b.ld_buffer(Buffer::RouterWeights);
+    let routes = b.ld_scalar(Scalar::NumRoutes);
+    let ne = b.ld_scalar(Scalar::NumExperts);
+    let off = b.ld_scalar(Scalar::LocalOffset);
+    let l = b.ld_scalar(Scalar::LocalExperts);
+    let counts = b.ld_buffer(Buffer::SortBlockCounts);
+    let flags = b.ld_buffer(Buffer::ErrorFlags);
     let tid = b.sreg(SReg::TidX);
     let bid = b.sreg(SReg::CtaidX);
     let hist = b.smem_addr(0);
@@ -164,14 +165,14 @@ fn strided(
 /// Totals, tile runs, counters, padding rows and per-block bases; one block.
 pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortOffsets, target);
-    let nblk = b.ld_param_u32("num_blocks");
-    let l = b.ld_param_u32("local_experts");
-    let t = b.ld_param_u32("tile_size");
-    let max_tiles = b.ld_param_u32("max_tiles");
-    let counts = b.ld_param_u64("block_counts");
-    let tile_e = b.ld_param_u64("tile_idx_to_expert_idx");
-    let tile_m = b.ld_param_u64("tile_idx_to_mn_limit");
-    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
+    let nblk = b.ld_scalar(Scalar::SortBlocks);
+    let l = b.ld_scalar(Scalar::LocalExperts);
+    let t = b.ld_scalar(Scalar::TileSize);
+    let max_tiles = b.ld_scalar(Scalar::MaxTiles);
+    let counts = b.ld_buffer(Buffer::SortBlockCounts);
+    let tile_e = b.ld_buffer(Buffer::TileIdxToExpertIdx);
+    let tile_m = b.ld_buffer(Buffer::TileIdxToMnLimit);
+    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
     let tid = b.sreg(SReg::TidX);
     // Shared: totals[L] then start_tile[L].
     let totals = b.smem_addr(0);
@@ -208,12 +209,12 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     });
     let live = b.min_u32(run, max_tiles);
     let over = b.setp_u32(Cmp::Gt, run, max_tiles);
-    let fp = b.ld_param_u64("error_flags");
+    let fp = b.ld_buffer(Buffer::ErrorFlags);
     b.emit_if(Guard::when(over), set_flag(), vec![Operand::addr(fp), FLAG_TILE_OVERFLOW.into()]);
-    let np = b.ld_param_u64("num_non_exiting_tiles");
+    let np = b.ld_buffer(Buffer::NumNonExitingTiles);
     b.st_global(Ty::U32, np, live);
     let padded = b.mul_u32(live, t);
-    let pp = b.ld_param_u64("total_num_padded_tokens");
+    let pp = b.ld_buffer(Buffer::TotalNumPaddedTokens);
     b.st_global(Ty::U32, pp, padded);
     let la = b.mad_u32(l, 4u32, starts);
     b.st_shared(Ty::U32, la, live);
@@ -290,16 +291,16 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
 /// Places every route.
 pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortScatter, target);
-    let experts = b.ld_param_u64("experts");
-    let routes = b.ld_param_u32("num_routes");
-    let ne = b.ld_param_u32("num_experts");
-    let off = b.ld_param_u32("local_offset");
-    let l = b.ld_param_u32("local_experts");
-    let bases = b.ld_param_u64("block_counts");
-    let e2p = b.ld_param_u64("expanded_idx_to_permuted_idx");
-    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
-    let flags = b.ld_param_u64("error_flags");
-    let max_rows = b.ld_param_u32("max_permuted_rows");
+    let experts = b.ld_buffer(Buffer::RoutedExperts);
+    let routes = b.ld_scalar(Scalar::NumRoutes);
+    let ne = b.ld_scalar(Scalar::NumExperts);
+    let off = b.ld_scalar(Scalar::LocalOffset);
+    let l = b.ld_scalar(Scalar::LocalExperts);
+    let bases = b.ld_buffer(Buffer::SortBlockCounts);
+    let e2p = b.ld_buffer(Buffer::ExpandedIdxToPermutedIdx);
+    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
+    let flags = b.ld_buffer(Buffer::ErrorFlags);
+    let max_rows = b.ld_scalar(Scalar::MaxPermutedRows);
     let tid = b.sreg(SReg::TidX);
     let bid = b.sreg(SReg::CtaidX);
     let first = b.mul_u32(bid, ROUTES_PER_BLOCK);

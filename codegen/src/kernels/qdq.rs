@@ -4,6 +4,7 @@
 //! Blackwell pipeline's NVFP4 activations; the global scale stays in α1.
 
 use moegen_dsl::abi::launch::QUANTIZE_THREADS;
+use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::abi::{SimtFamily, SimtTarget};
 
 use super::epilogue_math::{BlockScale, abs_max, e2m1_code_sw, e2m1_times, nvfp4_block_scale};
@@ -19,12 +20,12 @@ const THREADS: u32 = QUANTIZE_THREADS;
 /// quantizer), then code · scale in f32 (exact) packed to bf16 pairs (exact).
 pub fn build(target: SimtTarget) -> KernelBuilder {
     let mut b = super::moe_sort::simt_builder(SimtFamily::QdqNvfp4, target);
-    let x = b.ld_param_u64("x");
-    let out = b.ld_param_u64("out");
-    let gp = b.ld_param_u64("global_scale");
+    let x = b.ld_buffer(Buffer::ActivationsBf16);
+    let out = b.ld_buffer(Buffer::ActivationsDequantized);
+    let gp = b.ld_buffer(Buffer::ActivationGlobalScale);
     let g = b.ld_global(Ty::F32, RegClass::F32, gp);
-    let tokens = b.ld_param_u32("tokens");
-    let hidden = b.ld_param_u32("hidden");
+    let tokens = b.ld_scalar(Scalar::Tokens);
+    let hidden = b.ld_scalar(Scalar::Hidden);
     let per_row = b.shr_u32(hidden, 4u32);
     let total = b.mul_u32(tokens, per_row);
     grid_stride(&mut b, total, THREADS, "block", &mut |b, i| {

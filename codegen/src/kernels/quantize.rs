@@ -4,6 +4,7 @@
 use super::epilogue_math::quantize16_with;
 use super::sync::grid_stride;
 use moegen_dsl::abi::launch::QUANTIZE_THREADS;
+use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::abi::{SimtFamily, SimtTarget};
 
 use crate::ptx::ops::{Access, Memory};
@@ -35,13 +36,13 @@ pub(super) fn load_bf16_block(b: &mut KernelBuilder, x: Reg, i: Reg) -> Vec<Reg>
 /// One thread per 16-element block, grid-stride.
 pub fn build(target: SimtTarget) -> KernelBuilder {
     let mut b = super::moe_sort::simt_builder(SimtFamily::QuantizeNvfp4, target);
-    let x = b.ld_param_u64("x");
-    let out = b.ld_param_u64("out");
-    let out_sf = b.ld_param_u64("out_sf");
-    let gp = b.ld_param_u64("global_scale");
+    let x = b.ld_buffer(Buffer::ActivationsBf16);
+    let out = b.ld_buffer(Buffer::Activations);
+    let out_sf = b.ld_buffer(Buffer::ActivationScales);
+    let gp = b.ld_buffer(Buffer::ActivationGlobalScale);
     let g = b.ld_global(Ty::F32, RegClass::F32, gp);
-    let tokens = b.ld_param_u32("tokens");
-    let hidden = b.ld_param_u32("hidden");
+    let tokens = b.ld_scalar(Scalar::Tokens);
+    let hidden = b.ld_scalar(Scalar::Hidden);
     let per_row = b.shr_u32(hidden, 4u32);
     let total = b.mul_u32(tokens, per_row);
     grid_stride(&mut b, total, THREADS, "block", &mut |b, i| {

@@ -10,6 +10,7 @@
 //! off the path between the accumulator's arrival and its release.
 
 use moegen_dsl::FinalizeMode;
+use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::resources::GEMM2_STAGING_GROUPS;
 
 use super::Gemm;
@@ -99,13 +100,16 @@ fn take(b: &mut KernelBuilder, dst: RowInfo, src: RowInfo) {
 
 pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
     let l = &g.l;
-    let hidden = b.ld_param_u32("hidden");
+    let hidden = b.ld_scalar(Scalar::Hidden);
     let k = Params {
-        alpha: b.ld_param_u64("alpha"),
-        weights: b.ld_param_u64("router_weights"),
-        out: b.ld_param_u64("out"),
-        p2e: b.ld_param_u64("permuted_idx_to_expanded_idx"),
-        top_k: b.ld_param_u32("top_k"),
+        alpha: b.ld_buffer(Buffer::Alpha2),
+        weights: b.ld_buffer(Buffer::RouterWeights),
+        out: b.ld_buffer(match l.finalize {
+            FinalizeMode::BulkReduceAdd => Buffer::Output,
+            FinalizeMode::Deterministic => Buffer::FinalizeScratch,
+        }),
+        p2e: b.ld_buffer(Buffer::PermutedIdxToExpandedIdx),
+        top_k: b.ld_scalar(Scalar::TopK),
         out_row_bytes: b.shl_b32(hidden, 1u32),
     };
     let cur = g.rings.acc.cursor(b);

@@ -5,6 +5,7 @@
 //! the warp's staging rows and one 32-bit store of four scale bytes straight into the 128x4
 //! layout; each warp then TMA-stores its 32 × N/2 FP4 tile.
 
+use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
 use moegen_dsl::{EpilogueRecipe, SwigluInput};
 
 use super::Gemm;
@@ -21,12 +22,12 @@ const PAIR_COLS: u32 = 2 * STEP_COLS;
 
 pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
     let l = &g.l;
-    let alpha = b.ld_param_u64("alpha");
-    let gsp = b.ld_param_u64("out_global_scale");
+    let alpha = b.ld_buffer(Buffer::Alpha1);
+    let gsp = b.ld_buffer(Buffer::Fc2InputScale);
     let gs = b.ld_global(Ty::F32, RegClass::F32, gsp);
-    let out_sf = b.ld_param_u64("out_sf");
-    let map_out = b.param_generic_addr("tmap_out");
-    let inter = b.ld_param_u32("intermediate");
+    let out_sf = b.ld_buffer(Buffer::Gemm1OutputScales);
+    let map_out = b.tensor_map_addr(TensorMap::Gemm1OutputStore);
+    let inter = b.ld_scalar(Scalar::Intermediate);
     let atoms_per_rowblock = b.shr_u32(inter, 6u32);
     let cur = g.rings.acc.cursor(b);
     // One staging row per thread: N/2 FP4 values of h.

@@ -8,6 +8,7 @@ use crate::kernels::pipeline::{Side, Signal};
 use crate::ptx::ops::memory::ld;
 use crate::ptx::ops::{Alu, CacheOp, IntOp, Memory};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Label, Operand, Reg, RegClass, Space, Ty};
+use moegen_dsl::abi::{Buffer, Scalar};
 
 /// Rows of the 128-row A tile each gather thread copies a 16-byte chunk of per K stage: a
 /// K stage of a row is 128 bytes, eight chunks, so eight threads share a row and a warp
@@ -51,11 +52,11 @@ fn token_of_row(
 pub(super) fn gather_role(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
     let (l, ab) = (&g.l, &g.rings.ab);
     let gt = b.sub_u32(c.tid, l.gather_warp * 32);
-    let x = b.ld_param_u64("x");
-    let x_sf = b.ld_param_u64("x_sf");
-    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
-    let top_k = b.ld_param_u32("top_k");
-    let hidden = b.ld_param_u32("hidden");
+    let x = b.ld_buffer(Buffer::Activations);
+    let x_sf = b.ld_buffer(Buffer::ActivationScales);
+    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
+    let top_k = b.ld_scalar(Scalar::TopK);
+    let hidden = b.ld_scalar(Scalar::Hidden);
     let row_bytes = b.shr_u32(hidden, 1u32);
     let sf_bytes = b.shr_u32(hidden, 4u32);
     let cur = ab.cursor(b);

@@ -4,6 +4,7 @@
 //! scales): its own 128-row block at N = 256, two of the four K atoms at N = 128.
 
 use moegen_dsl::GemmKind;
+use moegen_dsl::abi::TensorMap;
 
 use super::Gemm;
 use super::schedule::{Common, Needs, k_loop, schedule};
@@ -38,12 +39,19 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &L
     let one = b.elect();
     b.bra_unless(one, end);
     let (map_a, map_sfa) = if l.kind == GemmKind::Gemm2 {
-        (Some(b.param_generic_addr("tmap_a")), Some(b.param_generic_addr("tmap_sfa")))
+        (
+            Some(b.tensor_map_addr(TensorMap::Gemm1OutputLoad)),
+            Some(b.tensor_map_addr(TensorMap::Gemm1OutputScales)),
+        )
     } else {
         (None, None)
     };
-    let map_b = b.param_generic_addr("tmap_b");
-    let map_sfb = b.param_generic_addr("tmap_sfb");
+    let (mb, msfb) = match l.kind {
+        GemmKind::Gemm1 => (TensorMap::W1, TensorMap::W1Scales),
+        GemmKind::Gemm2 => (TensorMap::W2, TensorMap::W2Scales),
+    };
+    let map_b = b.tensor_map_addr(mb);
+    let map_sfb = b.tensor_map_addr(msfb);
     // The descriptors reach the TMA unit's cache while the first barrier waits run.
     for m in [map_a, map_sfa, Some(map_b), Some(map_sfb)].into_iter().flatten() {
         b.prefetch_tensormap(m);

@@ -8,6 +8,7 @@
 //! broadcasting it through shared memory would add barriers and nothing else.
 
 use moegen_dsl::GemmKind;
+use moegen_dsl::abi::{Buffer, Scalar};
 
 use super::Gemm;
 use crate::ptx::ops::{Fence, Tcgen05};
@@ -88,28 +89,28 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Gemm) -> Common {
     // PDL: let the next kernel's prologue start, then wait for the previous kernel's output.
     b.pdl_handoff();
 
-    let k_dim = b.ld_param_u32(match l.kind {
-        GemmKind::Gemm1 => "hidden",
-        GemmKind::Gemm2 => "intermediate",
+    let k_dim = b.ld_scalar(match l.kind {
+        GemmKind::Gemm1 => Scalar::Hidden,
+        GemmKind::Gemm2 => Scalar::Intermediate,
     });
     let k_tiles = b.shr_u32(k_dim, 8u32);
     let n_dim = match l.kind {
         GemmKind::Gemm1 => {
-            let i = b.ld_param_u32("intermediate");
+            let i = b.ld_scalar(Scalar::Intermediate);
             b.shl_b32(i, 1u32)
         }
-        GemmKind::Gemm2 => b.ld_param_u32("hidden"),
+        GemmKind::Gemm2 => b.ld_scalar(Scalar::Hidden),
     };
     let n_pad = b.add_u32(n_dim, l.n - 1);
     let n_tiles = b.div_u32(n_pad, l.n);
     let units_n = b.div_u32(n_tiles, l.cn);
-    let max_tiles = b.ld_param_u32("max_tiles");
+    let max_tiles = b.ld_scalar(Scalar::MaxTiles);
     let total_units = b.mul_u32(max_tiles, units_n);
-    let live_ptr = b.ld_param_u64("num_non_exiting_tiles");
+    let live_ptr = b.ld_buffer(Buffer::NumNonExitingTiles);
     let live_raw = b.ld_global(Ty::U32, RegClass::B32, live_ptr);
     let live_tiles = b.min_u32(live_raw, max_tiles);
-    let tile_expert = b.ld_param_u64("tile_idx_to_expert_idx");
-    let tile_limit = b.ld_param_u64("tile_idx_to_mn_limit");
+    let tile_expert = b.ld_buffer(Buffer::TileIdxToExpertIdx);
+    let tile_limit = b.ld_buffer(Buffer::TileIdxToMnLimit);
     Common {
         tid,
         warp,

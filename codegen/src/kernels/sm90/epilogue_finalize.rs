@@ -6,6 +6,7 @@
 //! tokens (row ≥ mn_limit) are neither read nor written.
 
 use moegen_dsl::FinalizeMode;
+use moegen_dsl::abi::{Buffer, Scalar};
 
 use super::Sm90;
 use super::accum::elements;
@@ -44,12 +45,15 @@ pub(super) fn finalize_params(
     c: &Common,
     k: &Consumer,
 ) -> FinalizeParams {
-    let alpha = b.ld_param_u64("alpha");
-    let weights = b.ld_param_u64("router_weights");
-    let out = b.ld_param_u64("out");
-    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
-    let top_k = b.ld_param_u32("top_k");
-    let hidden = b.ld_param_u32("hidden");
+    let alpha = b.ld_buffer(Buffer::Alpha2);
+    let weights = b.ld_buffer(Buffer::RouterWeights);
+    let out = b.ld_buffer(match g.l.finalize {
+        FinalizeMode::BulkReduceAdd => Buffer::Output,
+        FinalizeMode::Deterministic => Buffer::FinalizeScratch,
+    });
+    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
+    let top_k = b.ld_scalar(Scalar::TopK);
+    let hidden = b.ld_scalar(Scalar::Hidden);
     let row_bytes = b.shl_b32(hidden, 1u32);
     let base = b.mad_u32(k.ci, g.smem.staging_stride, g.smem.staging.offset);
     let stg = b.add_u32(c.smem, base);

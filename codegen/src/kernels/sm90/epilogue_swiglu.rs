@@ -15,6 +15,7 @@
 //! warpgroup copies valid token rows out with 16-byte stores: 128 contiguous bytes per row
 //! of h `[permuted rows, I]`.
 
+use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::{ActivationFormat, SwigluInput};
 
 use super::Sm90;
@@ -57,13 +58,13 @@ pub(super) fn swiglu_params(
     k: &Consumer,
 ) -> SwigluParams {
     let l = &g.l;
-    let alpha = b.ld_param_u64("alpha");
-    let out = b.ld_param_u64("out");
-    let inter = b.ld_param_u32("intermediate");
+    let alpha = b.ld_buffer(Buffer::Alpha1);
+    let out = b.ld_buffer(Buffer::Gemm1OutputBf16);
+    let inter = b.ld_scalar(Scalar::Intermediate);
     let out_row_bytes = b.shl_b32(inter, 1u32);
     let gs = match l.activations {
         ActivationFormat::Nvfp4 => {
-            let p = b.ld_param_u64("out_global_scale");
+            let p = b.ld_buffer(Buffer::Fc2InputScale);
             Some(b.ld_global(Ty::F32, RegClass::F32, p))
         }
         ActivationFormat::Bf16 => None,

@@ -5,8 +5,10 @@
 //! the tile's activation rows (permuted → expanded → token) with 16-byte `cp.async` into the
 //! 128B-swizzled tile, zero-filling rows at or past mn_limit.
 
+use moegen_dsl::ActivationFormat;
 use moegen_dsl::GemmKind;
 use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS};
+use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
 
 use super::Sm90;
 use super::layout::{ACT_ROW_BYTES, Sm90Layout};
@@ -62,13 +64,13 @@ struct WeightParams {
 
 fn weight_params(b: &mut KernelBuilder, l: &Sm90Layout) -> WeightParams {
     let (wv, ws) = match l.kind {
-        GemmKind::Gemm1 => ("w1", "w1_sf"),
-        GemmKind::Gemm2 => ("w2", "w2_sf"),
+        GemmKind::Gemm1 => (Buffer::W1, Buffer::W1Scales),
+        GemmKind::Gemm2 => (Buffer::W2, Buffer::W2Scales),
     };
-    let values = b.ld_param_u64(wv);
-    let scales = b.ld_param_u64(ws);
-    let hidden = b.ld_param_u32("hidden");
-    let inter = b.ld_param_u32("intermediate");
+    let values = b.ld_buffer(wv);
+    let scales = b.ld_buffer(ws);
+    let hidden = b.ld_scalar(Scalar::Hidden);
+    let inter = b.ld_scalar(Scalar::Intermediate);
     // rows × K of one expert's matrix: W1 [2I, H], W2 [H, I]; either way 2·I·H or I·H.
     let ih = b.mul_u32(hidden, inter);
     let rows = match l.kind {
@@ -138,7 +140,7 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &L
             let one = b.elect();
             b.bra_unless(one, end);
             let wp = weight_params(b, l);
-            let map = b.param_generic_addr("tmap_a");
+            let map = b.tensor_map_addr(TensorMap::Gemm1HiddenLoad);
             let cur = g.ring.cursor(b);
             schedule(b, g, c, &mut |b, u| {
                 let w = weight_base(b, g, &wp, u);
@@ -166,10 +168,13 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     let first = b.mul_u32(part, per_thread);
     let is_issuer = b.setp_u32(Cmp::Eq, c.tid, 0u32);
     let wp = weight_params(b, l);
-    let x = b.ld_param_u64("x");
-    let p2e = b.ld_param_u64("permuted_idx_to_expanded_idx");
-    let top_k = b.ld_param_u32("top_k");
-    let hidden = b.ld_param_u32("hidden");
+    let x = b.ld_buffer(match l.activations {
+        ActivationFormat::Bf16 => Buffer::ActivationsBf16,
+        ActivationFormat::Nvfp4 => Buffer::ActivationsDequantized,
+    });
+    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
+    let top_k = b.ld_scalar(Scalar::TopK);
+    let hidden = b.ld_scalar(Scalar::Hidden);
     let row_bytes = b.shl_b32(hidden, 1u32);
     // This thread's row within the 128B-swizzled tile: 16-byte chunk j of row r lives at
     // chunk j ^ (r % 8) (the tile is 1024-aligned, so the pattern starts at row 0).

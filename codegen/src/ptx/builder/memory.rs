@@ -1,5 +1,7 @@
 //! Parameter, global and shared-memory access helpers.
 
+use moegen_dsl::abi::{Buffer, ParamKind, ParamType, Scalar, TensorMap};
+
 use super::KernelBuilder;
 use crate::ptx::operand::Operand;
 use crate::ptx::ops::Alu;
@@ -8,20 +10,38 @@ use crate::ptx::reg::{Reg, RegClass};
 use crate::ptx::types::{Space, Ty};
 
 impl KernelBuilder {
-    /// `ld.param.u32` of a declared parameter.
-    pub fn ld_param_u32(&mut self, name: &str) -> Reg {
-        let p = self.param(name);
+    /// `ld.param.u32` of the kernel's parameter carrying `s`.
+    pub fn ld_scalar(&mut self, s: Scalar) -> Reg {
+        let p = self.param_by(ParamKind::Scalar(s));
         self.op(RegClass::B32, ld(Space::Param, Ty::U32), vec![p.at(0)])
     }
-    /// `ld.param.u64` of a declared parameter.
-    pub fn ld_param_u64(&mut self, name: &str) -> Reg {
-        let p = self.param(name);
+    /// `ld.param.u64` of the kernel's pointer to buffer `buf`.
+    pub fn ld_buffer(&mut self, buf: Buffer) -> Reg {
+        let p = self.param_by(ParamKind::Buffer(buf));
         self.op(RegClass::B64, ld(Space::Param, Ty::U64), vec![p.at(0)])
     }
-    /// The generic address of a by-value tensor-map parameter (naming the param directly in
-    /// `cp.async.bulk.tensor` is rejected by ptxas).
-    pub fn param_generic_addr(&mut self, name: &str) -> Reg {
-        let p = self.param(name);
+    /// `ld.param.u32` of a validation kernel's argument `index` (those are bound by position).
+    pub fn ld_arg_u32(&mut self, index: usize) -> Reg {
+        let p = self.param_at(index, ParamType::U32);
+        self.op(RegClass::B32, ld(Space::Param, Ty::U32), vec![p.at(0)])
+    }
+    /// `ld.param.u64` of a validation kernel's pointer argument `index`.
+    pub fn ld_arg_u64(&mut self, index: usize) -> Reg {
+        let p = self.param_at(index, ParamType::U64);
+        self.op(RegClass::B64, ld(Space::Param, Ty::U64), vec![p.at(0)])
+    }
+    /// The generic address of the by-value tensor-map parameter carrying `m` (naming the
+    /// param directly in `cp.async.bulk.tensor` is rejected by ptxas).
+    pub fn tensor_map_addr(&mut self, m: TensorMap) -> Reg {
+        let p = self.param_by(ParamKind::TensorMap(m));
+        self.generic_param_addr(p)
+    }
+    /// The generic address of a validation kernel's tensor-map argument `index`.
+    pub fn arg_tensor_map_addr(&mut self, index: usize) -> Reg {
+        let p = self.param_at(index, ParamType::TensorMap);
+        self.generic_param_addr(p)
+    }
+    fn generic_param_addr(&mut self, p: Operand) -> Reg {
         let d = self.op(RegClass::B64, Alu::Mov(Ty::U64), vec![p]);
         self.emit_to(d, Alu::Cvta(Space::Param, Ty::U64), vec![d.into()]);
         d

@@ -6,7 +6,7 @@ mod alu;
 mod control;
 mod memory;
 
-use moegen_dsl::abi::Param;
+use moegen_dsl::abi::{Param, ParamKind, ParamType};
 
 use super::error::BuildError;
 use super::instr::{Guard, Instr, Stmt};
@@ -65,18 +65,26 @@ impl KernelBuilder {
         self.errors.push(e);
     }
 
-    /// The declared parameter `name`, recording an error if there is none.
-    pub(crate) fn param(&mut self, name: &str) -> Operand {
-        match self.params.iter().find(|p| p.name == name) {
+    /// The declared parameter carrying `kind`, recording an error if there is none.
+    pub(crate) fn param_by(&mut self, kind: ParamKind) -> Operand {
+        match self.params.iter().find(|p| p.kind == kind) {
             Some(p) => Operand::Param(p.name),
-            None => {
-                self.errors.push(BuildError::UndeclaredParam {
-                    kernel: self.name.clone(),
-                    param: name.to_owned(),
-                });
-                Operand::Param("undeclared")
-            }
+            None => self.undeclared(format!("{kind:?}")),
         }
+    }
+
+    /// The declared parameter at `index` (validation kernels bind by position), recording an
+    /// error if there is none or it is not of type `ty`.
+    pub(crate) fn param_at(&mut self, index: usize, ty: ParamType) -> Operand {
+        match self.params.get(index) {
+            Some(p) if p.ty() == ty => Operand::Param(p.name),
+            _ => self.undeclared(format!("argument {index} of type {ty:?}")),
+        }
+    }
+
+    fn undeclared(&mut self, param: String) -> Operand {
+        self.errors.push(BuildError::UndeclaredParam { kernel: self.name.clone(), param });
+        Operand::Param("undeclared")
     }
 
     /// Register counts per class, in [`RegClass::ALL`] order.
