@@ -10,7 +10,7 @@ use moegen_dsl::{
 };
 
 use crate::kernels::{
-    corpus, corpus_mufu, corpus_wgmma, finalize_reduce, gemm, moe_sort, qdq, quantize, sm90,
+    corpus, corpus_mufu, corpus_wgmma, finalize_reduce, moe_sort, qdq, quantize, sm90, sm100,
 };
 use crate::ptx::{KernelBuilder, ModuleHeader, render_module};
 
@@ -89,7 +89,7 @@ pub fn gemm_kernel(desc: &KernelDesc) -> Result<GeneratedKernel, GenerateError> 
     let key = desc.key();
     let (k, ab, acc) = match desc.target().arch() {
         Arch::Sm100 => {
-            let (k, l) = gemm::build(desc);
+            let (k, l) = sm100::build(desc);
             (k, l.budget.ab_stages, l.budget.acc_stages)
         }
         Arch::Sm90 => {

@@ -1,13 +1,13 @@
 //! Pipelines: barrier counts follow from the parties that arrive, and an arrival a ring does
 //! not count is a build error.
 
-use moegen_codegen::kernels::gemm::layout::GemmLayout;
-use moegen_codegen::kernels::gemm::rings::Rings;
-use moegen_codegen::kernels::gemm::smem::GemmSmem;
 use moegen_codegen::kernels::pipeline::{Arrival, Party, Pipeline, Side, Signal};
 use moegen_codegen::kernels::sm90::layout::Sm90Layout;
 use moegen_codegen::kernels::sm90::rings::stage_ring;
 use moegen_codegen::kernels::sm90::smem::Sm90Smem;
+use moegen_codegen::kernels::sm100::layout::Sm100Layout;
+use moegen_codegen::kernels::sm100::rings::Rings;
+use moegen_codegen::kernels::sm100::smem::Sm100Smem;
 use moegen_codegen::ptx::smem::Region;
 use moegen_codegen::ptx::{BuildError, KernelBuilder, RegClass};
 use moegen_dsl::{FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder, Target, nvfp4_tactics};
@@ -22,8 +22,8 @@ fn rings(kind: GemmKind, cta_group: u32, cluster_n: u32) -> Rings {
     if kind == GemmKind::Gemm2 {
         b = b.finalize(FinalizeMode::BulkReduceAdd);
     }
-    let l = GemmLayout::new(&b.build().unwrap());
-    Rings::new(&l, &GemmSmem::plan(&l).unwrap().bars)
+    let l = Sm100Layout::new(&b.build().unwrap());
+    Rings::new(&l, &Sm100Smem::plan(&l).unwrap().bars)
 }
 
 #[test]

@@ -5,11 +5,11 @@
 //! in is a build error.
 
 use moegen_codegen::kernel_set::gemm_kernel;
-use moegen_codegen::kernels::gemm::layout::GemmLayout;
-use moegen_codegen::kernels::gemm::smem::GemmSmem;
-use moegen_codegen::kernels::gemm::{build, build_layout};
 use moegen_codegen::kernels::sm90::layout::Sm90Layout;
 use moegen_codegen::kernels::sm90::smem::Sm90Smem;
+use moegen_codegen::kernels::sm100::layout::Sm100Layout;
+use moegen_codegen::kernels::sm100::smem::Sm100Smem;
+use moegen_codegen::kernels::sm100::{build, build_layout};
 use moegen_codegen::ptx::smem::SmemError;
 use moegen_codegen::ptx::{BuildError, ModuleHeader, render_module};
 use moegen_dsl::abi::{KernelId, launch_facts};
@@ -57,9 +57,9 @@ fn check(d: &KernelDesc) {
     if d.target().arch() == Arch::Sm90 {
         return check_sm90(d);
     }
-    let l = GemmLayout::new(d);
+    let l = Sm100Layout::new(d);
     let name = format!("{} ab {} acc {}", l.name(), l.budget.ab_stages, l.budget.acc_stages);
-    let smem = GemmSmem::plan(&l).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let smem = Sm100Smem::plan(&l).unwrap_or_else(|e| panic!("{name}: {e}"));
     let requested = launch_facts(&KernelId::Gemm(d.key())).unwrap().smem;
     assert_eq!(requested.per_local_expert, 0, "{name}");
     assert_eq!(requested.fixed, l.budget.smem_bytes, "{name}");
@@ -178,10 +178,10 @@ fn header() -> ModuleHeader<'static> {
     ModuleHeader { ptx_version: "8.8", target: "sm_100f", description: "test" }
 }
 
-fn deepest(kind: GemmKind) -> GemmLayout {
+fn deepest(kind: GemmKind) -> Sm100Layout {
     let t = nvfp4_tactics().into_iter().find(|t| t.gemm1().cta_group().size() == 2).unwrap();
     let g = if kind == GemmKind::Gemm1 { *t.gemm1() } else { *t.gemm2() };
-    GemmLayout::new(&desc(Target::Sm100f, g, FinalizeMode::default(), None))
+    Sm100Layout::new(&desc(Target::Sm100f, g, FinalizeMode::default(), None))
 }
 
 #[test]
@@ -191,7 +191,7 @@ fn barriers_past_the_reserved_block_are_a_build_error() {
     // Three rings of 64 stages need 1536 B of barriers: more than the reserved block.
     l.budget.ab_stages = 64;
     l.budget.smem_bytes = u32::MAX / 2;
-    match GemmSmem::plan(&l) {
+    match Sm100Smem::plan(&l) {
         Err(SmemError::Overflow { arena, limit, .. }) => {
             assert_eq!(arena, "the reserved block");
             assert_eq!(limit, RESERVED_SMEM);
@@ -208,7 +208,7 @@ fn barriers_past_the_reserved_block_are_a_build_error() {
 fn stages_past_the_requested_shared_memory_are_a_build_error() {
     let mut l = deepest(GemmKind::Gemm2);
     l.budget.smem_bytes -= 1;
-    let err = GemmSmem::plan(&l).unwrap_err();
+    let err = Sm100Smem::plan(&l).unwrap_err();
     assert!(matches!(
         err,
         SmemError::Overflow { arena: "the requested dynamic shared memory", .. }

@@ -5,8 +5,8 @@
 //! after the previous; then one epilogue staging buffer per consumer warpgroup.
 
 use super::layout::Sm90Layout;
-use crate::kernels::gemm::smem::{BULK_ALIGN, SWIZZLED_TILE_ALIGN};
 use crate::kernels::pipeline::MBARRIER_BYTES;
+use crate::kernels::sm100::smem::{BULK_ALIGN, SWIZZLED_TILE_ALIGN};
 use crate::ptx::smem::{Arena, Region, SmemError};
 use crate::ptx::{KernelBuilder, Reg};
 

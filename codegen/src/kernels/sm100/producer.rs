@@ -6,7 +6,7 @@
 use moegen_dsl::GemmKind;
 use moegen_dsl::abi::TensorMap;
 
-use super::Gemm;
+use super::Sm100;
 use super::schedule::{Common, Needs, k_loop, schedule};
 use crate::kernels::pipeline::{CtaMask, Signal};
 use crate::ptx::ops::Bulk;
@@ -22,7 +22,7 @@ struct TmaLoad {
     multicast: Option<Reg>,
 }
 
-fn tma_load(b: &mut KernelBuilder, g: &Gemm, t: TmaLoad) {
+fn tma_load(b: &mut KernelBuilder, g: &Sm100, t: TmaLoad) {
     let op = Bulk::TensorLoad {
         dims: t.dims,
         multicast: t.multicast.is_some(),
@@ -34,7 +34,7 @@ fn tma_load(b: &mut KernelBuilder, g: &Gemm, t: TmaLoad) {
     b.emit(op, ops);
 }
 
-pub(super) fn producer_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &Label) {
+pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
     let (l, ab) = (&g.l, &g.rings.ab);
     let one = b.elect();
     b.bra_unless(one, end);

@@ -8,7 +8,7 @@
 use moegen_dsl::GemmKind;
 use moegen_dsl::resources::{CTA_ROWS, GEMM2_STAGING_GAP, GEMM2_STAGING_GROUPS};
 
-use super::layout::GemmLayout;
+use super::layout::Sm100Layout;
 use super::rings::RingBarriers;
 use crate::kernels::pipeline::MBARRIER_BYTES;
 use crate::ptx::smem::{Arena, Region, SmemError};
@@ -24,7 +24,7 @@ pub const BULK_ALIGN: u32 = 16;
 
 /// The shared-memory layout of one GEMM kernel.
 #[derive(Clone, Debug)]
-pub struct GemmSmem {
+pub struct Sm100Smem {
     /// The rings' barriers.
     pub bars: RingBarriers,
     /// Where `tcgen05.alloc` writes the TMEM base address.
@@ -47,17 +47,17 @@ pub struct GemmSmem {
 }
 
 /// Bytes of one GEMM2 staging row (N bf16 values).
-pub fn gemm2_row_bytes(l: &GemmLayout) -> u32 {
+pub fn gemm2_row_bytes(l: &Sm100Layout) -> u32 {
     l.n * 2
 }
 
 /// Bytes from one GEMM2 staging bank group to the next: its 16 rows and a 16-byte gap.
-pub fn gemm2_group_bytes(l: &GemmLayout) -> u32 {
+pub fn gemm2_group_bytes(l: &Sm100Layout) -> u32 {
     (CTA_ROWS / GEMM2_STAGING_GROUPS) * gemm2_row_bytes(l) + GEMM2_STAGING_GAP
 }
 
 /// Epilogue staging: bytes its users address, alignment, name.
-fn epilogue_shape(l: &GemmLayout) -> (u32, u32, &'static str) {
+fn epilogue_shape(l: &Sm100Layout) -> (u32, u32, &'static str) {
     match l.kind {
         // One FP4 row of N/2 values per accumulator row, TMA-stored per warp.
         GemmKind::Gemm1 => (CTA_ROWS * (l.n / 4), TMA_ALIGN, "FP4 output staging"),
@@ -71,9 +71,9 @@ fn epilogue_shape(l: &GemmLayout) -> (u32, u32, &'static str) {
     }
 }
 
-impl GemmSmem {
+impl Sm100Smem {
     /// Places every region of `l` within its budget.
-    pub fn plan(l: &GemmLayout) -> Result<Self, SmemError> {
+    pub fn plan(l: &Sm100Layout) -> Result<Self, SmemError> {
         let bu = &l.budget;
         let mut all = Arena::new("the requested dynamic shared memory", 0, bu.smem_bytes);
         let mut leaves: Vec<Region> = Vec::new();
@@ -139,7 +139,7 @@ impl GemmSmem {
         };
         let tmem_slot = reserved.alloc("TMEM address slot", None, 4, BULK_ALIGN)?;
         leaves.extend_from_slice(reserved.regions());
-        Ok(GemmSmem {
+        Ok(Sm100Smem {
             bars,
             tmem_slot,
             stage_bytes: bu.stage_bytes,

@@ -2,7 +2,7 @@
 //! their scale factors with cp.async, and in 2-CTA mode the relay warp forwards the peer
 //! CTA's gather completion to the leader, whose MMA reads both CTAs' shared memory.
 
-use super::Gemm;
+use super::Sm100;
 use super::schedule::{Common, Needs, k_loop, schedule};
 use crate::kernels::pipeline::{Side, Signal};
 use crate::ptx::ops::memory::ld;
@@ -49,7 +49,7 @@ fn token_of_row(
 /// the row mod 8, which is the same for all eight rows), with the L2 fetching whole lines,
 /// and row g's 16 scale bytes into the four SFA atoms; rows ≥ mn_limit copy nothing (zero
 /// fill).
-pub(super) fn gather_role(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
+pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let (l, ab) = (&g.l, &g.rings.ab);
     let gt = b.sub_u32(c.tid, l.gather_warp * 32);
     let x = b.ld_buffer(Buffer::Activations);
@@ -139,7 +139,7 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
 
 /// 2-CTA GEMM1, the peer CTA: waits for its gather on the relay ring and arrives for it on
 /// the leader's A/B full barrier. Its cursor walks both rings in lockstep.
-pub(super) fn relay_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &Label) {
+pub(super) fn relay_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
     let Some(relay) = &g.rings.relay else { return };
     let ab = &g.rings.ab;
     let peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);

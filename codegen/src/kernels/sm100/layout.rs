@@ -8,7 +8,7 @@ use moegen_dsl::{EpilogueRecipe, FinalizeMode, GemmKind, KernelBudget, KernelDes
 
 /// Everything a GEMM builder needs, derived once.
 #[derive(Clone, Debug)]
-pub struct GemmLayout {
+pub struct Sm100Layout {
     /// The kernel's identity.
     pub key: GemmKey,
     /// GEMM1 or GEMM2.
@@ -41,7 +41,7 @@ pub struct GemmLayout {
     pub relay_warp: Option<u32>,
 }
 
-impl GemmLayout {
+impl Sm100Layout {
     /// Derives the layout of a validated description.
     pub fn new(desc: &KernelDesc) -> Self {
         let t = desc.tactic();

@@ -10,7 +10,7 @@
 
 use moegen_dsl::GemmKind;
 
-use super::Gemm;
+use super::Sm100;
 use super::schedule::{Common, Needs, k_loop, schedule};
 use crate::kernels::pipeline::Signal;
 use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind, Tcgen05};
@@ -35,7 +35,7 @@ fn desc_plus(b: &mut KernelBuilder, desc: Reg, units: impl Into<Operand>) -> Reg
     b.op(RegClass::B64, Alu::Int(IntOp::Add, Ty::U64), vec![desc.into(), units.into()])
 }
 
-pub(super) fn mma_role(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &Label) {
+pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
     let (l, ab, acc) = (&g.l, &g.rings.ab, &g.rings.acc);
     if l.cm == 2 {
         let peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);

@@ -2,7 +2,7 @@
 //! columns in 64-column steps (overlapping buffers: the shared columns first), reading them
 //! from TMEM, and handing the buffer back, early where the buffers overlap.
 
-use super::Gemm;
+use super::Sm100;
 use super::schedule::Common;
 use crate::kernels::pipeline::{Cursor, Signal};
 use crate::ptx::ops::{LdRepeat, LdShape, Tcgen05};
@@ -18,7 +18,7 @@ pub(super) struct AccTile {
 
 /// Waits for the cursor's accumulator buffer and returns this warp's address of it (lane
 /// field = 32·warp: thread t of the epilogue owns row t).
-pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Gemm, c: &Common, cur: Cursor) -> AccTile {
+pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cursor) -> AccTile {
     g.rings.acc.wait(b, c.smem, cur);
     b.tcgen05_fence_after();
     let lane_field = b.shl_b32(c.warp, 21u32);
@@ -35,7 +35,7 @@ pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Gemm, c: &Common, cur: Curs
 /// carries no memory ordering: TMEM is ordered by the tcgen05 fences on both sides of the
 /// barrier, and no generic-proxy data passes (docs/kernels.md). A 1-CTA kernel arrives on
 /// its own barrier; the peer of a pair on the leader's, relaxed at cluster scope.
-pub(super) fn acc_release(b: &mut KernelBuilder, g: &Gemm, c: &Common, cur: Cursor) {
+pub(super) fn acc_release(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cursor) {
     let acc = &g.rings.acc;
     b.tcgen05_fence_before();
     b.bar_warp_sync();
@@ -92,7 +92,7 @@ impl Step {
 /// the release, then the other half.
 pub(super) fn walk(
     b: &mut KernelBuilder,
-    g: &Gemm,
+    g: &Sm100,
     tile: &AccTile,
     steps: u32,
 ) -> (Vec<Step>, usize) {

@@ -13,7 +13,7 @@ use moegen_dsl::FinalizeMode;
 use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::resources::GEMM2_STAGING_GROUPS;
 
-use super::Gemm;
+use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
 use super::schedule::{Common, Needs, Unit, schedule};
 use super::smem::{gemm2_group_bytes, gemm2_row_bytes};
@@ -34,7 +34,7 @@ struct RowInfo {
 
 /// Issues the loads of `RowInfo` for work unit `u` (which may be past the schedule: then
 /// nothing is loaded and the row is invalid).
-fn row_info(b: &mut KernelBuilder, g: &Gemm, c: &Common, k: &Params, u: Reg) -> RowInfo {
+fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) -> RowInfo {
     let l = &g.l;
     let in_range = b.setp_u32(Cmp::Lt, u, c.total_units);
     let m = b.div_u32(u, c.units_n);
@@ -98,7 +98,7 @@ fn take(b: &mut KernelBuilder, dst: RowInfo, src: RowInfo) {
     b.emit_to(dst.valid, Alu::Mov(Ty::Pred), vec![src.valid.into()]);
 }
 
-pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
+pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let l = &g.l;
     let hidden = b.ld_scalar(Scalar::Hidden);
     let k = Params {

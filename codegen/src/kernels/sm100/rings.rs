@@ -15,7 +15,7 @@
 use moegen_dsl::GemmKind;
 use moegen_dsl::abi::roles::{EPILOGUE_WARPS, GATHER_WARPS};
 
-use super::layout::GemmLayout;
+use super::layout::Sm100Layout;
 use crate::kernels::pipeline::{Arrival, CtaMask, Party, Pipeline};
 use crate::ptx::smem::Region;
 use crate::ptx::{KernelBuilder, Reg};
@@ -48,7 +48,7 @@ pub struct RingBarriers {
 
 impl Rings {
     /// The rings of `l`, their barriers at `bars`.
-    pub fn new(l: &GemmLayout, bars: &RingBarriers) -> Self {
+    pub fn new(l: &Sm100Layout, bars: &RingBarriers) -> Self {
         let gather = Party {
             role: "gather thread",
             arrival: Arrival::CpAsyncNoinc { threads: GATHER_WARPS * 32 },

@@ -24,37 +24,37 @@ use moegen_dsl::GemmKind;
 use moegen_dsl::KernelDesc;
 use moegen_dsl::abi::{KernelId, params};
 
-use self::layout::GemmLayout;
+use self::layout::Sm100Layout;
 use self::rings::Rings;
 use self::schedule::{Common, prologue};
-use self::smem::GemmSmem;
+use self::smem::Sm100Smem;
 use crate::ptx::ops::Tcgen05;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label};
 
 /// What every role reads: the layout, where things live, and the rings between roles.
-struct Gemm {
-    l: GemmLayout,
-    smem: GemmSmem,
+struct Sm100 {
+    l: Sm100Layout,
+    smem: Sm100Smem,
     rings: Rings,
 }
 
-impl Gemm {
+impl Sm100 {
     fn tmem_slot(&self) -> u32 {
         self.smem.tmem_slot.offset
     }
 }
 
 /// Builds the kernel for a GEMM description.
-pub fn build(desc: &KernelDesc) -> (KernelBuilder, GemmLayout) {
-    build_layout(GemmLayout::new(desc))
+pub fn build(desc: &KernelDesc) -> (KernelBuilder, Sm100Layout) {
+    build_layout(Sm100Layout::new(desc))
 }
 
 /// Builds the kernel for a layout; a shared-memory layout that does not fit its budget is
 /// recorded as an error (rendering fails with it) and no body is emitted.
-pub fn build_layout(l: GemmLayout) -> (KernelBuilder, GemmLayout) {
+pub fn build_layout(l: Sm100Layout) -> (KernelBuilder, Sm100Layout) {
     let mut b = KernelBuilder::new(l.name());
     b.declare(params(&KernelId::Gemm(l.key)));
-    let smem = match GemmSmem::plan(&l) {
+    let smem = match Sm100Smem::plan(&l) {
         Ok(s) => s,
         Err(source) => {
             b.error(BuildError::Smem { kernel: l.name(), source });
@@ -62,7 +62,7 @@ pub fn build_layout(l: GemmLayout) -> (KernelBuilder, GemmLayout) {
         }
     };
     let rings = Rings::new(&l, &smem.bars);
-    let g = Gemm { l, smem, rings };
+    let g = Sm100 { l, smem, rings };
     let (l, c) = (&g.l, prologue(&mut b, &g));
     let end = Label::named("role_end");
 
@@ -116,7 +116,7 @@ pub fn build_layout(l: GemmLayout) -> (KernelBuilder, GemmLayout) {
     (b, g.l)
 }
 
-fn emit_gather_dispatch(b: &mut KernelBuilder, g: &Gemm, c: &Common, end: &Label) {
+fn emit_gather_dispatch(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
     let l = &g.l;
     if l.kind == GemmKind::Gemm1 {
         let lo = b.setp_u32(Cmp::Ge, c.warp, l.gather_warp);

@@ -10,7 +10,7 @@
 use moegen_dsl::GemmKind;
 use moegen_dsl::abi::{Buffer, Scalar};
 
-use super::Gemm;
+use super::Sm100;
 use crate::ptx::ops::{Fence, Tcgen05};
 use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, SReg, Ty};
 
@@ -49,7 +49,7 @@ pub(super) struct Unit {
 }
 
 /// Barrier initialization, TMEM allocation and the values every role reads.
-pub(super) fn prologue(b: &mut KernelBuilder, g: &Gemm) -> Common {
+pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm100) -> Common {
     let l = &g.l;
     let tid = b.sreg(SReg::TidX);
     let warp = b.shr_u32(tid, 5u32);
@@ -153,7 +153,7 @@ impl Needs {
 /// Emits the static schedule loop around `body`.
 pub(super) fn schedule(
     b: &mut KernelBuilder,
-    g: &Gemm,
+    g: &Sm100,
     c: &Common,
     needs: Needs,
     body: &mut dyn FnMut(&mut KernelBuilder, &Unit),

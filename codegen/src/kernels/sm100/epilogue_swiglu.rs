@@ -8,7 +8,7 @@
 use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
 use moegen_dsl::{EpilogueRecipe, SwigluInput};
 
-use super::Gemm;
+use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
 use super::schedule::{Common, Needs, schedule};
 use crate::kernels::epilogue_math::{
@@ -20,7 +20,7 @@ use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWid
 /// Accumulator columns of one (up, gate) block: 64 up then 64 gate (the W1 interleave).
 const PAIR_COLS: u32 = 2 * STEP_COLS;
 
-pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Gemm, c: &Common) {
+pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let l = &g.l;
     let alpha = b.ld_buffer(Buffer::Alpha1);
     let gsp = b.ld_buffer(Buffer::Fc2InputScale);
