@@ -31,9 +31,6 @@ pub struct KernelBuilder {
     errors: Vec<BuildError>,
 }
 
-/// Name of the dynamic shared-memory array.
-pub const SMEM: &str = "moegen_smem";
-
 impl KernelBuilder {
     /// An empty kernel.
     pub fn new(name: impl Into<String>) -> Self {
