@@ -5,6 +5,7 @@
 pub mod builder;
 pub mod error;
 pub mod instr;
+pub mod instrs;
 pub mod module;
 pub mod operand;
 pub mod ops;
@@ -15,6 +16,7 @@ pub mod types;
 pub use builder::KernelBuilder;
 pub use error::BuildError;
 pub use instr::{Guard, Instr, Stmt};
+pub use instrs::{Accumulate, OperandError, TmemAddr, TypedInstr};
 pub use module::{ModuleHeader, render_module};
 pub use operand::{Label, Operand, SMEM, SReg};
 pub use ops::Op;
