@@ -6,10 +6,10 @@
 //! the code that arrives.
 
 use super::sync::{map_to_rank, mbar_init, mbar_wait, ring_advance, ring_advance_if};
-use crate::ptx::ops::{Mbarrier, Memory, Tcgen05};
+use crate::ptx::instrs::{CpAsyncArrive, MbarArrive, MbarWait, Tcgen05Commit, WaitKind};
 use crate::ptx::smem::Region;
 use crate::ptx::types::{Scope, Sem};
-use crate::ptx::{BuildError, CtaGroup, Guard, KernelBuilder, Operand, Reg, Space};
+use crate::ptx::{BuildError, CtaGroup, Guard, KernelBuilder, Reg};
 
 /// Bytes of one mbarrier.
 pub const MBARRIER_BYTES: u32 = 8;
@@ -292,10 +292,7 @@ impl Pipeline {
     pub fn peek_empty(&self, b: &mut KernelBuilder, smem: Reg, cur: Cursor, ready: Reg) {
         let empty = self.barrier(b, smem, Side::Empty, cur.index);
         let parity = b.xor_b32(cur.phase, 1u32);
-        b.emit(
-            Mbarrier::TestWaitParity(Space::SharedCta),
-            vec![ready.into(), Operand::addr(empty), parity.into()],
-        );
+        b.push(MbarWait { kind: WaitKind::Test, ready, bar: empty, parity: parity.into() });
     }
 
     /// Producer: waits until the cursor's slot is empty unless the last peek found it so.
@@ -317,10 +314,7 @@ impl Pipeline {
     /// barrier's latency overlaps that work).
     pub fn peek_full(&self, b: &mut KernelBuilder, smem: Reg, cur: Cursor, ready: Reg) {
         let full = self.full_at(b, smem, cur);
-        b.emit(
-            Mbarrier::TestWaitParity(Space::SharedCta),
-            vec![ready.into(), Operand::addr(full), cur.phase.into()],
-        );
+        b.push(MbarWait { kind: WaitKind::Test, ready, bar: full, parity: cur.phase.into() });
     }
 
     /// Consumer: waits until the cursor's slot is full unless the last peek found it so.
@@ -362,41 +356,26 @@ impl Pipeline {
         }
         match sig {
             Signal::ExpectTx { bytes, only } => {
-                let op = Mbarrier::Arrive { expect_tx: true, order: None, space: Space::SharedCta };
-                let ops = vec![Operand::Sink, Operand::addr(bar), bytes.into()];
+                let arrive = MbarArrive { bar, remote: false, order: None, expect_tx: Some(bytes) };
                 match only {
-                    Some(p) => b.emit_if(Guard::when(p), op, ops),
-                    None => b.emit(op, ops),
+                    Some(p) => b.push_if(Guard::when(p), arrive),
+                    None => b.push(arrive),
                 }
             }
-            Signal::CpAsyncNoinc => b.emit(
-                Memory::CpAsyncArrive { noinc: true, space: Space::SharedCta },
-                vec![Operand::addr(bar)],
-            ),
-            Signal::Remote { rank: None, order } => b.emit(
-                Mbarrier::Arrive { expect_tx: false, order, space: Space::SharedCta },
-                vec![Operand::Sink, Operand::addr(bar)],
-            ),
+            Signal::CpAsyncNoinc => b.push(CpAsyncArrive { bar, noinc: true }),
+            Signal::Remote { rank: None, order } => {
+                b.push(MbarArrive { bar, remote: false, order, expect_tx: None });
+            }
             Signal::Remote { rank: Some(rank), order } => {
                 let remote = map_to_rank(b, bar, rank);
-                b.emit(
-                    Mbarrier::Arrive { expect_tx: false, order, space: Space::SharedCluster },
-                    vec![Operand::Sink, Operand::addr(remote)],
-                );
+                b.push(MbarArrive { bar: remote, remote: true, order, expect_tx: None });
             }
-            Signal::Commit { group, mask } => {
-                let commit = Tcgen05::Commit { group, multicast: mask.is_some() };
-                let mut ops = vec![Operand::addr(bar)];
-                ops.extend(mask.map(Operand::from));
-                b.emit(commit, ops);
-            }
+            Signal::Commit { group, mask } => b.push(Tcgen05Commit { group, bar, multicast: mask }),
             Signal::Local { only } => {
-                let op =
-                    Mbarrier::Arrive { expect_tx: false, order: None, space: Space::SharedCta };
-                let ops = vec![Operand::Sink, Operand::addr(bar)];
+                let arrive = MbarArrive { bar, remote: false, order: None, expect_tx: None };
                 match only {
-                    Some(p) => b.emit_if(Guard::when(p), op, ops),
-                    None => b.emit(op, ops),
+                    Some(p) => b.push_if(Guard::when(p), arrive),
+                    None => b.push(arrive),
                 }
             }
         }

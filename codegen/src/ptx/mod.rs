@@ -5,6 +5,7 @@
 pub mod builder;
 pub mod error;
 pub mod instr;
+pub mod instrs;
 pub mod module;
 pub mod operand;
 pub mod ops;
@@ -12,11 +13,12 @@ pub mod reg;
 pub mod smem;
 pub mod types;
 
-pub use builder::{KernelBuilder, SMEM};
+pub use builder::KernelBuilder;
 pub use error::BuildError;
 pub use instr::{Guard, Instr, Stmt};
+pub use instrs::{Accumulate, OperandError, TmemAddr, TypedInstr};
 pub use module::{ModuleHeader, render_module};
-pub use operand::{Label, Operand, SReg};
+pub use operand::{Label, Operand, SMEM, SReg};
 pub use ops::Op;
 pub use reg::{Reg, RegClass};
 pub use types::{Cmp, CtaGroup, Rnd, Scope, Sem, Space, Ty, VecWidth};

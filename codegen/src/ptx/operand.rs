@@ -5,6 +5,9 @@ use std::fmt;
 
 use super::reg::Reg;
 
+/// Name of the dynamic shared-memory array.
+pub const SMEM: &str = "moegen_smem";
+
 /// A special (read-only, hardware-provided) register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SReg {
@@ -169,7 +172,7 @@ impl fmt::Display for Operand {
             }
             Operand::Label(l) => write!(f, "{l}"),
             Operand::Param(name) => f.write_str(name),
-            Operand::SharedArray => f.write_str(super::builder::SMEM),
+            Operand::SharedArray => f.write_str(SMEM),
             Operand::Special(s) => write!(f, "{s}"),
             Operand::Sink => f.write_str("_"),
             Operand::PredOut { value: Some(v), pred } => write!(f, "{v}|{pred}"),

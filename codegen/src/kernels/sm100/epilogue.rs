@@ -5,8 +5,9 @@
 use super::Sm100;
 use super::schedule::Common;
 use crate::kernels::pipeline::{Cursor, Signal};
-use crate::ptx::ops::{LdRepeat, LdShape, Tcgen05};
-use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Scope, Sem};
+use crate::ptx::instrs::Tcgen05Ld;
+use crate::ptx::ops::{LdRepeat, LdShape};
+use crate::ptx::{KernelBuilder, Reg, RegClass, Scope, Sem, TmemAddr};
 
 /// An accumulator buffer taken by this thread's warp.
 pub(super) struct AccTile {
@@ -122,13 +123,7 @@ pub(super) fn tmem_load<const N: usize>(
     rep: LdRepeat,
 ) -> [Reg; N] {
     let regs: [Reg; N] = std::array::from_fn(|_| b.reg(RegClass::F32));
-    if rep.count() as usize != N {
-        let kernel = b.name.clone();
-        b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "tcgen05.ld repeat count" });
-    }
-    b.emit(
-        Tcgen05::Ld(LdShape::Lanes32x32b, rep),
-        vec![Operand::regs(&regs), Operand::Reg(addr).at(i64::from(col))],
-    );
+    let src = TmemAddr::new(addr).col(col);
+    b.push(Tcgen05Ld { shape: LdShape::Lanes32x32b, repeat: rep, dst: regs.to_vec(), src });
     regs
 }

@@ -17,6 +17,7 @@ use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
 use super::schedule::{Common, Needs, Unit, schedule};
 use super::smem::{gemm2_group_bytes, gemm2_row_bytes};
+use crate::ptx::instrs::{BulkStore, BulkWait};
 use crate::ptx::ops::memory::ld;
 use crate::ptx::ops::{Access, Alu, Bulk, LdRepeat, Memory, Tcgen05};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
@@ -128,15 +129,15 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     };
     take(b, now, first);
     let steps = l.n / STEP_COLS;
-    let op = match l.key.finalize {
-        FinalizeMode::BulkReduceAdd => Bulk::ReduceAdd { ty: Ty::Bf16 },
-        FinalizeMode::Deterministic => Bulk::Store,
+    let reduce_add = match l.key.finalize {
+        FinalizeMode::BulkReduceAdd => Some(Ty::Bf16),
+        FinalizeMode::Deterministic => None,
     };
     schedule(b, g, c, Needs::NONE, &mut |b, u: &Unit| {
         let next_u = b.add_u32(u.u, c.clusters);
         let next = row_info(b, g, c, &k, next_u);
         // The staging row is free once this thread's previous bulk operation has read it.
-        b.emit(Bulk::WaitGroup { read: true }, vec![0u32.into()]);
+        b.push(BulkWait { pending: 0, read: true });
         let scale2 = b.pack_b64(now.scale, now.scale);
         let tile = acc_acquire(b, g, c, cur);
         let (order, release_after) = walk(b, g, &tile, steps);
@@ -169,13 +170,10 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         // This thread's row, written through the generic proxy, is read by the bulk copy
         // engine through the async proxy.
         b.fence_proxy_async();
-        b.emit_if(
-            Guard::when(now.valid),
-            op,
-            vec![Operand::addr(now.dst), Operand::addr(my_row), (l.n * 2).into()],
-        );
+        let store = BulkStore { dst: now.dst, src: my_row, bytes: l.n * 2, reduce_add };
+        b.push_if(Guard::when(now.valid), store);
         b.emit(Bulk::CommitGroup, vec![]);
         take(b, now, next);
     });
-    b.emit(Bulk::WaitGroup { read: false }, vec![0u32.into()]);
+    b.push(BulkWait { pending: 0, read: false });
 }

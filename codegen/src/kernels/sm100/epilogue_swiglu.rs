@@ -14,6 +14,7 @@ use super::schedule::{Common, Needs, schedule};
 use crate::kernels::epilogue_math::{
     BlockQuant, fast_factors, requant_pair, round_bf16, swiglu, swiglu_fast,
 };
+use crate::ptx::instrs::{BulkWait, TmaStore};
 use crate::ptx::ops::{Access, Bulk, LdRepeat, Memory, Tcgen05};
 use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
 
@@ -48,7 +49,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let steps = l.n / PAIR_COLS;
     schedule(b, g, c, Needs::EXPERT, &mut |b, u| {
         // The staging rows are free once this warp's previous TMA store has read them.
-        b.emit_if(Guard::when(one), Bulk::WaitGroup { read: true }, vec![0u32.into()]);
+        b.push_if(Guard::when(one), BulkWait { pending: 0, read: true });
         b.bar_warp_sync();
         let al_addr = b.index_addr(alpha, u.expert, 4);
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
@@ -110,15 +111,9 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         b.bra_unless(one, &skip);
         let col = b.mul_u32(u.n, l.n / 2);
         let wrow = b.mad_u32(c.warp, 32u32, u.row0);
-        b.emit(
-            Bulk::TensorStore { dims: 2 },
-            vec![
-                Operand::tensor(map_out, vec![col.into(), wrow.into()]),
-                Operand::addr(warp_stage),
-            ],
-        );
+        b.push(TmaStore { map: map_out, coords: vec![col.into(), wrow.into()], src: warp_stage });
         b.emit(Bulk::CommitGroup, vec![]);
         b.label(&skip);
     });
-    b.emit_if(Guard::when(one), Bulk::WaitGroup { read: false }, vec![0u32.into()]);
+    b.push_if(Guard::when(one), BulkWait { pending: 0, read: false });
 }

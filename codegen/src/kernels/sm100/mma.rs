@@ -13,13 +13,37 @@ use moegen_dsl::GemmKind;
 use super::Sm100;
 use super::schedule::{Common, Needs, k_loop, schedule};
 use crate::kernels::pipeline::Signal;
-use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind, Tcgen05};
-use crate::ptx::{Cmp, KernelBuilder, Label, Operand, Reg, RegClass, Ty};
+use crate::ptx::instrs::{Tcgen05Cp, Tcgen05Mma};
+use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind};
+use crate::ptx::{Accumulate, Cmp, KernelBuilder, Label, Operand, Reg, RegClass, TmemAddr, Ty};
 
 /// High word of the A/B descriptors: K-major SW128 (SBO 1024 B, version bit 46, swizzle 2).
 const HI_AB: u32 = 0x4000_4040;
 /// High word of the scale-factor descriptors: no swizzle, SBO 128 B, version bit 46.
 const HI_SF: u32 = 0x0000_4008;
+
+/// K atoms (MMAs of K = 64) per K stage.
+const K_ATOMS: u32 = 4;
+/// TMEM columns of one K atom's SFA (128 rows × 4 UE4M3 scales, 32-bit columns).
+const SFA_COLS_PER_ATOM: u32 = 4;
+
+/// One K stage's scale factors in a TMEM column set: SFA's atoms first, then SFB's (4
+/// columns per 128 rows of B per atom).
+struct ScaleCols {
+    set: TmemAddr,
+    sfb_per_atom: u32,
+}
+
+impl ScaleCols {
+    /// SFA of K atom `atom`.
+    fn sfa(&self, atom: u32) -> TmemAddr {
+        self.set.col(SFA_COLS_PER_ATOM * atom)
+    }
+    /// SFB of K atom `atom`, 128-row block `rows`.
+    fn sfb(&self, atom: u32, rows: u32) -> TmemAddr {
+        self.set.col(K_ATOMS * SFA_COLS_PER_ATOM + self.sfb_per_atom * atom + 4 * rows)
+    }
+}
 
 /// A shared-memory matrix descriptor for `addr`: the address field (bits 0–13, in 16-byte
 /// units) and the leading-byte offset 1 (bit 16) in the low word, `hi` in the high word.
@@ -93,36 +117,38 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
                 // tensor cores read them through the async proxy.
                 b.fence_proxy_async();
             }
-            let cp = Tcgen05::Cp(group, CpShape::Rows32x128bWarpx4);
-            for kb in 0..4u32 {
-                let dsc = if kb == 0 { sfa } else { desc_plus(b, sfa, 32 * kb) };
-                b.emit(cp, vec![Operand::Reg(sfa_t).at(i64::from(4 * kb)), dsc.into()]);
+            let cols = ScaleCols { set: TmemAddr::new(sfa_t), sfb_per_atom: l.sfb_cols_per_mma() };
+            let shape = CpShape::Rows32x128bWarpx4;
+            for kb in 0..K_ATOMS {
+                let src_desc = if kb == 0 { sfa } else { desc_plus(b, sfa, 32 * kb) };
+                b.push(Tcgen05Cp { group, shape, dst: cols.sfa(kb), src_desc });
                 for rb in 0..l.sfb_row_blocks() {
                     let step = 32 * kb + 128 * rb;
-                    let dsc = if step == 0 { sfb } else { desc_plus(b, sfb, step) };
-                    let col = 16 + l.sfb_cols_per_mma() * kb + 4 * rb;
-                    b.emit(cp, vec![Operand::Reg(sfa_t).at(i64::from(col)), dsc.into()]);
+                    let src_desc = if step == 0 { sfb } else { desc_plus(b, sfb, step) };
+                    b.push(Tcgen05Cp { group, shape, dst: cols.sfb(kb, rb), src_desc });
                 }
             }
-            for j in 0..4u32 {
-                let (ad, bdj) = if j == 0 {
+            for j in 0..K_ATOMS {
+                let (a_desc, b_desc) = if j == 0 {
                     (a, bd)
                 } else {
                     (desc_plus(b, a, 2 * j), desc_plus(b, bd, 2 * j))
                 };
-                let enable: Operand = if j == 0 { acc_p.into() } else { 1u32.into() };
-                b.emit(
-                    Tcgen05::Mma(group, MmaKind::Mxf4Nvf4Block16),
-                    vec![
-                        Operand::addr(d),
-                        ad.into(),
-                        bdj.into(),
-                        idesc.into(),
-                        Operand::Reg(sfa_t).at(i64::from(4 * j)),
-                        Operand::Reg(sfa_t).at(i64::from(16 + l.sfb_cols_per_mma() * j)),
-                        enable,
-                    ],
-                );
+                b.push(Tcgen05Mma {
+                    group,
+                    kind: MmaKind::Mxf4Nvf4Block16,
+                    d_tmem: TmemAddr::new(d),
+                    a_desc,
+                    b_desc,
+                    idesc,
+                    scale_a_tmem: cols.sfa(j),
+                    scale_b_tmem: cols.sfb(j, 0),
+                    enable_input_d: if j == 0 {
+                        Accumulate::When(acc_p)
+                    } else {
+                        Accumulate::Always
+                    },
+                });
             }
             ab.release(b, c.smem, stage, Signal::Commit { group, mask: empty_mask });
             b.emit(Alu::Int(IntOp::Sub, Ty::U32), vec![sfa_t.into(), sf_swap.into(), sfa_t.into()]);

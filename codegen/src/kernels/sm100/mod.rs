@@ -28,7 +28,7 @@ use self::layout::Sm100Layout;
 use self::rings::Rings;
 use self::schedule::{Common, prologue};
 use self::smem::Sm100Smem;
-use crate::ptx::ops::Tcgen05;
+use crate::ptx::instrs::Tcgen05Dealloc;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label};
 
 /// What every role reads: the layout, where things live, and the rings between roles.
@@ -109,8 +109,8 @@ pub fn build_layout(l: Sm100Layout) -> (KernelBuilder, Sm100Layout) {
     let exit = b.new_label("exit");
     b.bra_if(not_mma, &exit);
     b.tcgen05_fence_after();
-    let cols = l.budget.tmem_alloc_columns;
-    b.emit(Tcgen05::Dealloc(l.cta_group()), vec![c.tmem.into(), cols.into()]);
+    let columns = l.budget.tmem_alloc_columns;
+    b.push(Tcgen05Dealloc { group: l.cta_group(), tmem: c.tmem, columns });
     b.label(&exit);
     b.ret();
     (b, g.l)

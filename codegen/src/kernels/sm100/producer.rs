@@ -9,12 +9,11 @@ use moegen_dsl::abi::TensorMap;
 use super::Sm100;
 use super::schedule::{Common, Needs, k_loop, schedule};
 use crate::kernels::pipeline::{CtaMask, Signal};
-use crate::ptx::ops::Bulk;
+use crate::ptx::instrs;
 use crate::ptx::{Cmp, CtaGroup, KernelBuilder, Label, Operand, Reg};
 
-/// One TMA tile load: a `dims`-D box at `coords` of `map` into `dst`, completing on `bar`.
+/// One TMA tile load: the box at `coords` of `map` into `dst`, completing on `bar`.
 struct TmaLoad {
-    dims: u8,
     dst: Reg,
     map: Reg,
     coords: Vec<Operand>,
@@ -23,15 +22,14 @@ struct TmaLoad {
 }
 
 fn tma_load(b: &mut KernelBuilder, g: &Sm100, t: TmaLoad) {
-    let op = Bulk::TensorLoad {
-        dims: t.dims,
-        multicast: t.multicast.is_some(),
+    b.push(instrs::TmaLoad {
+        dst: t.dst,
+        map: t.map,
+        coords: t.coords,
+        bar: t.bar,
+        multicast: t.multicast,
         cta_group: (g.l.cm == 2).then_some(CtaGroup::Two),
-    };
-    let mut ops =
-        vec![Operand::addr(t.dst), Operand::tensor(t.map, t.coords), Operand::addr(t.bar)];
-    ops.extend(t.multicast.map(Operand::from));
-    b.emit(op, ops);
+    });
 }
 
 pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
@@ -98,25 +96,21 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &
                     b.bra_unless(a_issuer, &skip);
                 }
                 let coords = vec![kc.into(), u.row0.into()];
-                let a = TmaLoad { dims: 2, dst: st, map: ma, coords, bar, multicast: mask_a };
+                let a = TmaLoad { dst: st, map: ma, coords, bar, multicast: mask_a };
                 tma_load(b, g, a);
                 let sfa = b.add_u32(st, g.smem.sfa);
                 let coords = vec![0u32.into(), kq.into(), rb.into()];
-                let sfa = TmaLoad { dims: 3, dst: sfa, map: msfa, coords, bar, multicast: mask_a };
+                let sfa = TmaLoad { dst: sfa, map: msfa, coords, bar, multicast: mask_a };
                 tma_load(b, g, sfa);
                 b.label(&skip);
             }
             let dst_b = b.add_u32(st, g.smem.b);
             let coords = vec![kc.into(), nrow.into(), u.expert.into()];
-            tma_load(
-                b,
-                g,
-                TmaLoad { dims: 3, dst: dst_b, map: map_b, coords, bar, multicast: None },
-            );
+            tma_load(b, g, TmaLoad { dst: dst_b, map: map_b, coords, bar, multicast: None });
             let dst_sfb = b.add_u32(st, sfb_dst_off);
             let katom = if pair.is_some() && !halves_by_block { b.add_u32(kq, atom0) } else { kq };
             let coords = vec![0u32.into(), katom.into(), nblk.into(), u.expert.into()];
-            let sfb = TmaLoad { dims: 4, dst: dst_sfb, map: map_sfb, coords, bar, multicast: pair };
+            let sfb = TmaLoad { dst: dst_sfb, map: map_sfb, coords, bar, multicast: pair };
             tma_load(b, g, sfb);
             ab.advance(b, cur);
             ab.peek_empty(b, c.smem, cur, ready);

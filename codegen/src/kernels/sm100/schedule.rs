@@ -11,8 +11,9 @@ use moegen_dsl::GemmKind;
 use moegen_dsl::abi::{Buffer, Scalar};
 
 use super::Sm100;
+use crate::ptx::instrs::Tcgen05Alloc;
 use crate::ptx::ops::{Fence, Tcgen05};
-use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, SReg, Ty};
+use crate::ptx::{Cmp, KernelBuilder, Reg, RegClass, SReg, Ty};
 
 /// Runtime values every role needs.
 pub(super) struct Common {
@@ -73,8 +74,8 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm100) -> Common {
     let after_alloc = b.new_label("after_alloc");
     b.bra_if(not_mma, &after_alloc);
     let slot = b.add_u32(smem, g.tmem_slot());
-    let cols = Operand::from(l.budget.tmem_alloc_columns);
-    b.emit(Tcgen05::Alloc(l.cta_group()), vec![Operand::addr(slot), cols]);
+    let columns = l.budget.tmem_alloc_columns;
+    b.push(Tcgen05Alloc { group: l.cta_group(), slot, columns });
     b.emit(Tcgen05::RelinquishAllocPermit(l.cta_group()), vec![]);
     b.label(&after_alloc);
     b.tcgen05_fence_before();

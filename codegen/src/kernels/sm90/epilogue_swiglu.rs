@@ -26,6 +26,7 @@ use super::schedule::{Common, Unit};
 use crate::kernels::epilogue_math::{
     BlockScale, e2m1_code_sw, e2m1_times, nvfp4_block_scale, round_bf16, swiglu,
 };
+use crate::ptx::instrs::Shfl;
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{Access, Bar, Cvt, Memory, ShflMode, Sync};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, Space, Ty, VecWidth};
@@ -124,10 +125,15 @@ fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
     let mut m = b.max_nan_f32(m, a1);
     for lanes in [4u32, 8, 16] {
         let other = b.reg(RegClass::F32);
-        b.emit(
-            Sync::Shfl(ShflMode::Bfly),
-            vec![other.into(), m.into(), lanes.into(), 31u32.into(), Operand::Hex(u32::MAX)],
-        );
+        b.push(Shfl {
+            mode: ShflMode::Bfly,
+            dst: other,
+            in_range: None,
+            src: m,
+            lane: lanes.into(),
+            clamp: 31u32.into(),
+            members: Operand::Hex(u32::MAX),
+        });
         m = b.max_nan_f32(m, other);
     }
     let BlockScale { sfd, q, .. } = nvfp4_block_scale(b, m, gs);

@@ -19,9 +19,10 @@ use super::Sm90;
 use super::dequant::{dequant_step, scale_splat};
 use super::schedule::{Common, k_loop};
 use crate::kernels::pipeline::{Cursor, Signal};
+use crate::ptx::instrs::{WgmmaMma, WgmmaWait};
 use crate::ptx::ops::Wgmma;
 use crate::ptx::ops::memory::ld;
-use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, Space, Ty};
+use crate::ptx::{Accumulate, Cmp, KernelBuilder, Operand, Reg, RegClass, Space, Ty};
 
 /// K16 steps per 64-wide K stage.
 pub const STEPS: u32 = 4;
@@ -76,29 +77,27 @@ pub fn issue_step(
     acc: &[Vec<Reg>],
     a: &[[Reg; 4]],
     desc: Reg,
-    scale_d: Operand,
+    scale_d: Accumulate,
 ) {
     b.emit(Wgmma::Fence, vec![]);
-    for (d, frag) in acc.iter().zip(a) {
-        b.emit(
-            Wgmma::MmaBf16RegA { n },
-            vec![
-                Operand::regs(d),
-                Operand::regs(frag),
-                desc.into(),
-                scale_d.clone(),
-                1u32.into(),
-                1u32.into(),
-                0u32.into(),
-            ],
-        );
+    for (d, &a) in acc.iter().zip(a) {
+        b.push(WgmmaMma {
+            n,
+            d: d.clone(),
+            a,
+            b_desc: desc,
+            scale_d,
+            negate_a: false,
+            negate_b: false,
+            transpose_b: false,
+        });
     }
     b.emit(Wgmma::CommitGroup, vec![]);
 }
 
 /// `wgmma.wait_group n`.
 pub fn wait_groups(b: &mut KernelBuilder, n: u32) {
-    b.emit(Wgmma::WaitGroup, vec![n.into()]);
+    b.push(WgmmaWait { pending: n });
 }
 
 /// The K loop of one work unit into `acc` (one register list per m64 block). `cur` is the
@@ -186,7 +185,7 @@ pub(super) fn mainloop(
                 })
                 .collect();
             let desc = act_desc(b, st, j);
-            let scale_d = if j == 0 { Operand::Reg(first) } else { 1u32.into() };
+            let scale_d = if j == 0 { Accumulate::When(first) } else { Accumulate::Always };
             issue_step(b, l.tile, acc, &frags, desc, scale_d);
         }
         ring.advance(b, cur);

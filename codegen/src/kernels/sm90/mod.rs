@@ -36,7 +36,7 @@ use self::mainloop::Consumer;
 use self::schedule::{Common, prologue, schedule};
 use self::smem::Sm90Smem;
 use crate::kernels::pipeline::Pipeline;
-use crate::ptx::ops::Wgmma;
+use crate::ptx::instrs::SetMaxNReg;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
 
 /// What every role reads: the layout, where things live, and the stage ring.
@@ -74,10 +74,10 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
     let is_producer = b.setp_u32(Cmp::Eq, wg, 0u32);
     let l_consumer = b.new_label("consumer");
     b.bra_unless(is_producer, &l_consumer);
-    b.emit(Wgmma::SetMaxNReg { inc: false }, vec![PRODUCER_REGS.into()]);
+    b.push(SetMaxNReg { inc: false, count: PRODUCER_REGS });
     producer::producer_role(&mut b, &g, &c, &end);
     b.label(&l_consumer);
-    b.emit(Wgmma::SetMaxNReg { inc: true }, vec![g.l.consumer_regs().into()]);
+    b.push(SetMaxNReg { inc: true, count: g.l.consumer_regs() });
     consumer_role(&mut b, &g, &c, wg);
     b.label(&end);
     b.ret();

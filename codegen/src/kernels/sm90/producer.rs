@@ -14,8 +14,9 @@ use super::Sm90;
 use super::layout::{ACT_ROW_BYTES, Sm90Layout};
 use super::schedule::{Common, Unit, k_loop, schedule};
 use crate::kernels::pipeline::{Cursor, Side, Signal};
+use crate::ptx::instrs::{BulkLoad, TmaLoad};
 use crate::ptx::ops::memory::ld;
-use crate::ptx::ops::{Bulk, CacheOp, Memory};
+use crate::ptx::ops::{CacheOp, Memory};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Label, Operand, Reg, Space, Ty};
 
 /// Bytes of one `cp.async` chunk of an activation row.
@@ -111,9 +112,8 @@ fn issue_stage(
     let st = g.smem.stage_base(b, c.smem, cur.index);
     if let Some((map, row0)) = act {
         let k0 = b.shl_b32(kk, 6u32);
-        let op = Bulk::TensorLoad { dims: 2, multicast: false, cta_group: None };
         let coords = vec![k0.into(), row0.into()];
-        b.emit(op, vec![Operand::addr(st), Operand::tensor(map, coords), Operand::addr(full)]);
+        b.push(TmaLoad { dst: st, map, coords, bar: full, multicast: None, cta_group: None });
     }
     for (dst_off, base, stride, bytes) in [
         (g.smem.values, w.values, w.value_k_stride, l.value_bytes()),
@@ -122,10 +122,7 @@ fn issue_stage(
         let off = b.mul_wide_u32(kk, stride);
         let src = b.add_u64(base, off);
         let dst = b.add_u32(st, dst_off);
-        b.emit(
-            Bulk::Load,
-            vec![Operand::addr(dst), Operand::addr(src), bytes.into(), Operand::addr(full)],
-        );
+        b.push(BulkLoad { dst, src, bytes, bar: full });
     }
 }
 
