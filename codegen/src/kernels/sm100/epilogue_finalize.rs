@@ -69,7 +69,7 @@ fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) ->
     let al = b.mov_f32(0f32);
     b.emit_if(Guard::when(live), ld(Space::Global, Ty::F32), vec![al.into(), Operand::addr(aa)]);
     let scale = b.mul_f32(al, w);
-    let dst_index = match l.finalize {
+    let dst_index = match l.key.finalize {
         FinalizeMode::BulkReduceAdd => b.div_u32(expanded, k.top_k),
         FinalizeMode::Deterministic => expanded,
     };
@@ -106,7 +106,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let k = Params {
         alpha: b.ld_buffer(Buffer::Alpha2),
         weights: b.ld_buffer(Buffer::RouterWeights),
-        out: b.ld_buffer(match l.finalize {
+        out: b.ld_buffer(match l.key.finalize {
             FinalizeMode::BulkReduceAdd => Buffer::Output,
             FinalizeMode::Deterministic => Buffer::FinalizeScratch,
         }),
@@ -130,7 +130,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     };
     take(b, now, first);
     let steps = l.n / STEP_COLS;
-    let reduce_add = match l.finalize {
+    let reduce_add = match l.key.finalize {
         FinalizeMode::BulkReduceAdd => Some(Ty::Bf16),
         FinalizeMode::Deterministic => None,
     };

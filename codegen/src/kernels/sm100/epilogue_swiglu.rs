@@ -54,8 +54,8 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         b.bar_warp_sync();
         let al_addr = b.index_addr(alpha, u.expert, 4);
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
-        let fast =
-            (l.recipe == EpilogueRecipe::Fast).then(|| fast_factors(b, al, gs, l.swiglu_input));
+        let fast = (l.key.recipe == EpilogueRecipe::Fast)
+            .then(|| fast_factors(b, al, gs, l.key.swiglu_input));
         let row = b.add_u32(u.row0, c.tid);
         let rowblock = b.shr_u32(row, 7u32);
         let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
@@ -81,7 +81,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 None => {
                     let mut uu = b.mul_f32(al, up[i]);
                     let mut gg = b.mul_f32(al, gate[i]);
-                    if l.swiglu_input == SwigluInput::Bf16 {
+                    if l.key.swiglu_input == SwigluInput::Bf16 {
                         uu = round_bf16(b, uu);
                         gg = round_bf16(b, gg);
                     }

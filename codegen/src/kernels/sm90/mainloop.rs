@@ -154,7 +154,7 @@ pub(super) fn mainloop(
                     );
                     // UE4M3 scales have a clear sign bit; dropping it keeps the bf16
                     // exponent field clean whatever the byte holds.
-                    if l.format == WeightFormat::Nvfp4 {
+                    if l.key.format == WeightFormat::Nvfp4 {
                         b.and_b32(d, Operand::Hex(0x7F7F_7F7F))
                     } else {
                         d
@@ -177,8 +177,8 @@ pub(super) fn mainloop(
             }
             let frags: Vec<[Reg; 4]> = (0..blocks as usize)
                 .map(|blk| {
-                    let s_lo = scale_splat(b, l.format, scales[blk][0], j, k.zero);
-                    let s_hi = scale_splat(b, l.format, scales[blk][1], j, k.zero);
+                    let s_lo = scale_splat(b, l.key.format, scales[blk][0], j, k.zero);
+                    let s_hi = scale_splat(b, l.key.format, scales[blk][1], j, k.zero);
                     dequant_step(b, words[blk][j as usize], s_lo, s_hi)
                 })
                 .collect();

@@ -169,7 +169,7 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     let first = b.mul_u32(part, per_thread);
     let is_issuer = b.setp_u32(Cmp::Eq, c.tid, 0u32);
     let wp = weight_params(b, l);
-    let x = b.ld_buffer(match l.activations {
+    let x = b.ld_buffer(match l.key.activations {
         ActivationFormat::Bf16 => Buffer::ActivationsBf16,
         ActivationFormat::Nvfp4 => Buffer::ActivationsDequantized,
     });
