@@ -10,10 +10,11 @@ use moegen_dsl::{EpilogueRecipe, SwigluInput};
 
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
-use super::schedule::{Common, Needs, schedule};
+use super::prologue::Common;
 use crate::kernels::epilogue_math::{
     BlockQuant, fast_factors, requant_pair, round_bf16, swiglu, swiglu_fast,
 };
+use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{BulkWait, TmaStore};
 use crate::ptx::ops::{Access, Bulk, LdRepeat, Memory, Tcgen05};
 use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
@@ -47,14 +48,14 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     );
     // (up, gate) blocks per tile: one 64-column step of h each.
     let steps = l.n / PAIR_COLS;
-    schedule(b, g, c, Needs::EXPERT, &mut |b, u| {
+    c.sched.units(b, Needs::EXPERT, &mut |b, u| {
         // The staging rows are free once this warp's previous TMA store has read them.
         b.push_if(Guard::when(one), BulkWait { pending: 0, read: true });
         b.bar_warp_sync();
         let al_addr = b.index_addr(alpha, u.expert, 4);
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
-        let fast =
-            (l.recipe == EpilogueRecipe::Fast).then(|| fast_factors(b, al, gs, l.swiglu_input));
+        let fast = (l.key.recipe == EpilogueRecipe::Fast)
+            .then(|| fast_factors(b, al, gs, l.key.swiglu_input));
         let row = b.add_u32(u.row0, c.tid);
         let rowblock = b.shr_u32(row, 7u32);
         let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
@@ -80,7 +81,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 None => {
                     let mut uu = b.mul_f32(al, up[i]);
                     let mut gg = b.mul_f32(al, gate[i]);
-                    if l.swiglu_input == SwigluInput::Bf16 {
+                    if l.key.swiglu_input == SwigluInput::Bf16 {
                         uu = round_bf16(b, uu);
                         gg = round_bf16(b, gg);
                     }

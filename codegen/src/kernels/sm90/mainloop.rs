@@ -17,7 +17,7 @@ use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
 
 use super::Sm90;
 use super::dequant::{dequant_step, scale_splat};
-use super::schedule::{Common, k_loop};
+use super::prologue::Common;
 use crate::kernels::pipeline::{Cursor, Signal};
 use crate::ptx::instrs::{WgmmaMma, WgmmaWait};
 use crate::ptx::ops::Wgmma;
@@ -121,7 +121,7 @@ pub(super) fn mainloop(
     let s_off = b.mad_u32(first_tile, SCALE_TILE_BYTES as u32, g.smem.scales);
     let s_off = b.mad_u32(k.r0, 4u32, s_off);
     let release = Signal::Local { only: Some(k.elected) };
-    k_loop(b, c, &mut |b, kk| {
+    c.sched.k_loop(b, &mut |b, kk| {
         ring.wait(b, c.smem, cur);
         if l.kind == GemmKind::Gemm1 {
             // The gathered activations were written by cp.async, a generic-proxy write;
@@ -156,7 +156,7 @@ pub(super) fn mainloop(
                     );
                     // UE4M3 scales have a clear sign bit; dropping it keeps the bf16
                     // exponent field clean whatever the byte holds.
-                    if l.format == WeightFormat::Nvfp4 {
+                    if l.key.format == WeightFormat::Nvfp4 {
                         b.and_b32(d, Operand::Hex(0x7F7F_7F7F))
                     } else {
                         d
@@ -179,8 +179,8 @@ pub(super) fn mainloop(
             }
             let frags: Vec<[Reg; 4]> = (0..blocks as usize)
                 .map(|blk| {
-                    let s_lo = scale_splat(b, l.format, scales[blk][0], j, k.zero);
-                    let s_hi = scale_splat(b, l.format, scales[blk][1], j, k.zero);
+                    let s_lo = scale_splat(b, l.key.format, scales[blk][0], j, k.zero);
+                    let s_hi = scale_splat(b, l.key.format, scales[blk][1], j, k.zero);
                     dequant_step(b, words[blk][j as usize], s_lo, s_hi)
                 })
                 .collect();
