@@ -232,7 +232,7 @@ impl Backend for SimBackend {
             box_dims: spec.box_dims.clone(),
             swizzle: spec.swizzle,
         };
-        map.encode().map_err(BackendError::Usage)
+        map.encode().map_err(|e| BackendError::Usage(e.to_string()))
     }
 
     fn simt_target(&self) -> SimtTarget {

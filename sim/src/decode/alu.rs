@@ -6,8 +6,8 @@
 use super::op::{Alu, Cmp, CmpTy, Cvt, FOp, IntOp, Op, PredOp, PrmtMode, Src, Ty};
 use super::{Ctx, Mods};
 use crate::error::SimError;
-use crate::parse::Opnd;
 use crate::profile::Category;
+use crate::syntax::Opnd;
 
 pub(super) fn decode(
     ctx: &Ctx<'_>,

@@ -3,7 +3,7 @@
 //! from TMEM, and handing the buffer back, early where the buffers overlap.
 
 use super::Sm100;
-use super::schedule::Common;
+use super::prologue::Common;
 use crate::kernels::pipeline::{Cursor, Signal};
 use crate::ptx::instrs::Tcgen05Ld;
 use crate::ptx::ops::{LdRepeat, LdShape};
@@ -23,7 +23,7 @@ pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cur
     g.rings.acc.wait(b, c.smem, cur);
     b.tcgen05_fence_after();
     let lane_field = b.shl_b32(c.warp, 21u32);
-    let base = b.add_u32(c.tmem, lane_field);
+    let base = b.add_u32(c.target.tmem, lane_field);
     // Overlapping buffers share one ring slot and alternate with its phase.
     let buffer = if g.l.acc_overlapped() { cur.phase } else { cur.index };
     let taddr = b.mad_u32(buffer, g.l.budget.acc_buffer_stride(), base);
@@ -44,7 +44,10 @@ pub(super) fn acc_release(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cur
     let skip = b.new_label("skip_release");
     b.bra_unless(one, &skip);
     let sig = if g.l.cm == 2 {
-        Signal::Remote { rank: Some(c.leader_rank), order: Some((Sem::Relaxed, Scope::Cluster)) }
+        Signal::Remote {
+            rank: Some(c.target.leader_rank),
+            order: Some((Sem::Relaxed, Scope::Cluster)),
+        }
     } else {
         Signal::Remote { rank: None, order: None }
     };

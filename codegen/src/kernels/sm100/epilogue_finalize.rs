@@ -15,8 +15,9 @@ use moegen_dsl::resources::GEMM2_STAGING_GROUPS;
 
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
-use super::schedule::{Common, Needs, Unit, schedule};
+use super::prologue::Common;
 use super::smem::{gemm2_group_bytes, gemm2_row_bytes};
+use crate::kernels::skeleton::{Needs, Unit};
 use crate::ptx::instrs::{BulkStore, BulkWait};
 use crate::ptx::ops::memory::ld;
 use crate::ptx::ops::{Access, Alu, Bulk, LdRepeat, Memory, Tcgen05};
@@ -37,12 +38,12 @@ struct RowInfo {
 /// nothing is loaded and the row is invalid).
 fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) -> RowInfo {
     let l = &g.l;
-    let in_range = b.setp_u32(Cmp::Lt, u, c.total_units);
-    let m = b.div_u32(u, c.units_n);
-    let live = b.setp_u32(Cmp::Lt, m, c.live_tiles);
+    let in_range = b.setp_u32(Cmp::Lt, u, c.sched.total_units);
+    let m = b.div_u32(u, c.sched.units_n);
+    let live = b.setp_u32(Cmp::Lt, m, c.sched.live_tiles);
     let live = b.and_pred(live, in_range);
     let (limit, expert) = (b.mov_u32(0u32), b.mov_u32(0u32));
-    for (dst, table) in [(limit, c.tile_limit), (expert, c.tile_expert)] {
+    for (dst, table) in [(limit, c.sched.tile_limit), (expert, c.sched.tile_expert)] {
         let a = b.index_addr(table, m, 4);
         b.emit_if(
             Guard::when(live),
@@ -51,7 +52,7 @@ fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) ->
         );
     }
     let row = b.mad_u32(m, l.tile, c.tid);
-    let row = b.mad_u32(c.m_rank, 128u32, row);
+    let row = b.mad_u32(c.target.m_rank, 128u32, row);
     let below = b.setp_u32(Cmp::Lt, row, limit);
     let valid = b.and_pred(below, live);
     let ea = b.index_addr(k.p2e, row, 4);
@@ -72,8 +73,8 @@ fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) ->
         FinalizeMode::BulkReduceAdd => b.div_u32(expanded, k.top_k),
         FinalizeMode::Deterministic => expanded,
     };
-    let nt = b.rem_u32(u, c.units_n);
-    let n = b.mad_u32(nt, l.cn, c.n_rank);
+    let nt = b.rem_u32(u, c.sched.units_n);
+    let n = b.mad_u32(nt, l.cn, c.target.n_rank);
     let col_bytes = b.mul_u32(n, l.n * 2);
     let dst = b.mul_wide_u32(dst_index, k.out_row_bytes);
     let dst = b.add_u64(k.out, dst);
@@ -121,7 +122,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let staging = b.add_u32(c.smem, g.smem.epilogue.offset);
     let my_row = b.mad_u32(group, gemm2_group_bytes(l), staging);
     let my_row = b.mad_u32(index, gemm2_row_bytes(l), my_row);
-    let first = row_info(b, g, c, &k, c.cluster_id);
+    let first = row_info(b, g, c, &k, c.sched.first);
     let now = RowInfo {
         dst: b.reg(RegClass::B64),
         scale: b.reg(RegClass::F32),
@@ -133,8 +134,8 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         FinalizeMode::BulkReduceAdd => Some(Ty::Bf16),
         FinalizeMode::Deterministic => None,
     };
-    schedule(b, g, c, Needs::NONE, &mut |b, u: &Unit| {
-        let next_u = b.add_u32(u.u, c.clusters);
+    c.sched.units(b, Needs::NONE, &mut |b, u: &Unit| {
+        let next_u = b.add_u32(u.u, c.sched.stride);
         let next = row_info(b, g, c, &k, next_u);
         // The staging row is free once this thread's previous bulk operation has read it.
         b.push(BulkWait { pending: 0, read: true });

@@ -10,10 +10,11 @@ use moegen_dsl::{EpilogueRecipe, SwigluInput};
 
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
-use super::schedule::{Common, Needs, schedule};
+use super::prologue::Common;
 use crate::kernels::epilogue_math::{
     BlockQuant, fast_factors, requant_pair, round_bf16, swiglu, swiglu_fast,
 };
+use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{BulkWait, TmaStore};
 use crate::ptx::ops::{Access, Bulk, LdRepeat, Memory, Tcgen05};
 use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
@@ -47,7 +48,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     );
     // (up, gate) blocks per tile: one 64-column step of h each.
     let steps = l.n / PAIR_COLS;
-    schedule(b, g, c, Needs::EXPERT, &mut |b, u| {
+    c.sched.units(b, Needs::EXPERT, &mut |b, u| {
         // The staging rows are free once this warp's previous TMA store has read them.
         b.push_if(Guard::when(one), BulkWait { pending: 0, read: true });
         b.bar_warp_sync();

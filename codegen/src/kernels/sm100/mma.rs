@@ -11,8 +11,9 @@
 use moegen_dsl::GemmKind;
 
 use super::Sm100;
-use super::schedule::{Common, Needs, k_loop, schedule};
+use super::prologue::Common;
 use crate::kernels::pipeline::Signal;
+use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{Tcgen05Cp, Tcgen05Mma};
 use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind};
 use crate::ptx::{Accumulate, Cmp, KernelBuilder, Label, Operand, Reg, RegClass, TmemAddr, Ty};
@@ -62,7 +63,7 @@ fn desc_plus(b: &mut KernelBuilder, desc: Reg, units: impl Into<Operand>) -> Reg
 pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
     let (l, ab, acc) = (&g.l, &g.rings.ab, &g.rings.acc);
     if l.cm == 2 {
-        let peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);
+        let peer = b.setp_u32(Cmp::Ne, c.target.m_rank, 0u32);
         b.bra_if(peer, end);
     }
     let one = b.elect();
@@ -86,20 +87,21 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
     let stage = ab.cursor(b);
     let accum = acc.cursor(b);
     // The two scale-factor column sets: this K stage's, and the other's (their sum swaps).
-    let sf0 = b.add_u32(c.tmem, l.budget.tmem_acc_columns);
-    let sf_swap = b.mad_u32(c.tmem, 2u32, 2 * l.budget.tmem_acc_columns + l.sf_cols_per_buffer());
+    let sf0 = b.add_u32(c.target.tmem, l.budget.tmem_acc_columns);
+    let sf_swap =
+        b.mad_u32(c.target.tmem, 2u32, 2 * l.budget.tmem_acc_columns + l.sf_cols_per_buffer());
     let sfa_t = b.mov_u32(sf0);
-    let empty_mask = ab.empty_multicast.map(|m| m.emit(b, c.m_rank, c.n_rank));
-    let acc_mask = acc.full_multicast.map(|m| m.emit(b, c.m_rank, c.n_rank));
+    let empty_mask = ab.empty_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
+    let acc_mask = acc.full_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
     let ready = b.reg(RegClass::Pred);
     ab.peek_full(b, c.smem, stage, ready);
-    schedule(b, g, c, Needs::NONE, &mut |b, _u| {
+    c.sched.units(b, Needs::NONE, &mut |b, _u| {
         acc.acquire(b, c.smem, accum);
         b.tcgen05_fence_after();
         // Overlapping buffers share one ring slot: the buffer alternates with the phase.
         let buffer = if l.acc_overlapped() { accum.phase } else { accum.index };
-        let d = b.mad_u32(buffer, l.budget.acc_buffer_stride(), c.tmem);
-        k_loop(b, c, &mut |b, kk| {
+        let d = b.mad_u32(buffer, l.budget.acc_buffer_stride(), c.target.tmem);
+        c.sched.k_loop(b, &mut |b, kk| {
             let acc_p = b.setp_u32(Cmp::Ne, kk, 0u32);
             let off = b.op(
                 RegClass::B64,

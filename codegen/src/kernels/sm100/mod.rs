@@ -16,8 +16,8 @@ mod gather;
 pub mod layout;
 mod mma;
 mod producer;
+mod prologue;
 pub mod rings;
-mod schedule;
 pub mod smem;
 
 use moegen_dsl::GemmKind;
@@ -25,8 +25,8 @@ use moegen_dsl::KernelDesc;
 use moegen_dsl::abi::{KernelId, params};
 
 use self::layout::Sm100Layout;
+use self::prologue::{Common, prologue};
 use self::rings::Rings;
-use self::schedule::{Common, prologue};
 use self::smem::Sm100Smem;
 use crate::ptx::instrs::Tcgen05Dealloc;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label};
@@ -110,7 +110,7 @@ pub fn build_layout(l: Sm100Layout) -> (KernelBuilder, Sm100Layout) {
     b.bra_if(not_mma, &exit);
     b.tcgen05_fence_after();
     let columns = l.budget.tmem_alloc_columns;
-    b.push(Tcgen05Dealloc { group: l.cta_group(), tmem: c.tmem, columns });
+    b.push(Tcgen05Dealloc { group: l.cta_group(), tmem: c.target.tmem, columns });
     b.label(&exit);
     b.ret();
     (b, g.l)

@@ -22,10 +22,11 @@ use super::Sm90;
 use super::accum::{Element, elements};
 use super::layout::Sm90Layout;
 use super::mainloop::Consumer;
-use super::schedule::{Common, Unit};
+use super::prologue::Common;
 use crate::kernels::epilogue_math::{
     BlockScale, e2m1_code_sw, e2m1_times, nvfp4_block_scale, round_bf16, swiglu,
 };
+use crate::kernels::skeleton::Unit;
 use crate::ptx::instrs::Shfl;
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{Access, Bar, Cvt, Memory, ShflMode, Sync};

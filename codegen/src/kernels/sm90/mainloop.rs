@@ -17,7 +17,7 @@ use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
 
 use super::Sm90;
 use super::dequant::{dequant_step, scale_splat};
-use super::schedule::{Common, k_loop};
+use super::prologue::Common;
 use crate::kernels::pipeline::{Cursor, Signal};
 use crate::ptx::instrs::{WgmmaMma, WgmmaWait};
 use crate::ptx::ops::Wgmma;
@@ -121,7 +121,7 @@ pub(super) fn mainloop(
     let s_off = b.mad_u32(first_tile, SCALE_TILE_BYTES as u32, g.smem.scales);
     let s_off = b.mad_u32(k.r0, 4u32, s_off);
     let release = Signal::Local { only: Some(k.elected) };
-    k_loop(b, c, &mut |b, kk| {
+    c.sched.k_loop(b, &mut |b, kk| {
         ring.wait(b, c.smem, cur);
         if l.kind == GemmKind::Gemm1 {
             // The gathered activations were written by cp.async, a generic-proxy write;

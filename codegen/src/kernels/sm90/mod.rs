@@ -21,8 +21,8 @@ mod epilogue_swiglu;
 pub mod layout;
 mod mainloop;
 mod producer;
+mod prologue;
 pub mod rings;
-mod schedule;
 pub mod smem;
 
 pub use dequant::{dequant_step, scale_splat};
@@ -33,9 +33,10 @@ use moegen_dsl::{GemmKind, KernelDesc};
 
 use self::layout::{LAUNCH_REGS, PRODUCER_REGS, Sm90Layout};
 use self::mainloop::Consumer;
-use self::schedule::{Common, prologue, schedule};
+use self::prologue::{Common, prologue};
 use self::smem::Sm90Smem;
 use crate::kernels::pipeline::Pipeline;
+use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::SetMaxNReg;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
 
@@ -103,14 +104,14 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
     match l.kind {
         GemmKind::Gemm1 => {
             let p = epilogue_swiglu::swiglu_params(b, g, c, &k);
-            schedule(b, g, c, &mut |b, u| {
+            c.sched.units(b, Needs::ALL, &mut |b, u| {
                 mainloop::mainloop(b, g, c, &k, &acc, cur, rel);
                 epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc);
             });
         }
         GemmKind::Gemm2 => {
             let p = epilogue_finalize::finalize_params(b, g, c, &k);
-            schedule(b, g, c, &mut |b, u| {
+            c.sched.units(b, Needs::ALL, &mut |b, u| {
                 mainloop::mainloop(b, g, c, &k, &acc, cur, rel);
                 epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &acc);
             });

@@ -12,12 +12,12 @@ use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
 
 use super::Sm90;
 use super::layout::{ACT_ROW_BYTES, Sm90Layout};
-use super::schedule::{Common, Unit, k_loop, schedule};
+use super::prologue::Common;
 use crate::kernels::pipeline::{Cursor, Side, Signal};
+use crate::kernels::skeleton::{Needs, TokenRow, Unit, token_of_row};
 use crate::ptx::instrs::{BulkLoad, TmaLoad};
-use crate::ptx::ops::memory::ld;
 use crate::ptx::ops::{CacheOp, Memory};
-use crate::ptx::{Cmp, Guard, KernelBuilder, Label, Operand, Reg, Space, Ty};
+use crate::ptx::{Cmp, KernelBuilder, Label, Operand, Reg};
 
 /// Bytes of one `cp.async` chunk of an activation row.
 const CHUNK: u32 = 16;
@@ -139,9 +139,9 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &L
             let wp = weight_params(b, l);
             let map = b.tensor_map_addr(TensorMap::Gemm1HiddenLoad);
             let cur = g.ring.cursor(b);
-            schedule(b, g, c, &mut |b, u| {
+            c.sched.units(b, Needs::ALL, &mut |b, u| {
                 let w = weight_base(b, g, &wp, u);
-                k_loop(b, c, &mut |b, kk| {
+                c.sched.k_loop(b, &mut |b, kk| {
                     g.ring.acquire(b, c.smem, cur);
                     issue_stage(b, g, c, cur, kk, &w, Some((map, u.row0)));
                     g.ring.advance(b, cur);
@@ -178,17 +178,9 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     let dst_row = b.mul_u32(row, ACT_ROW_BYTES);
     let swz = b.and_b32(row, 7u32);
     let cur = ring.cursor(b);
-    schedule(b, g, c, &mut |b, u| {
+    c.sched.units(b, Needs::ALL, &mut |b, u| {
         let prow = b.add_u32(u.row0, row);
-        let valid = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
-        let exp_addr = b.index_addr(p2e, prow, 4);
-        let expanded = b.mov_u32(0u32);
-        b.emit_if(
-            Guard::when(valid),
-            ld(Space::Global, Ty::U32),
-            vec![expanded.into(), Operand::addr(exp_addr)],
-        );
-        let token = b.div_u32(expanded, top_k);
+        let TokenRow { token, valid } = token_of_row(b, p2e, top_k, prow, u.mn_limit);
         let src_row = b.mul_wide_u32(token, row_bytes);
         let src_row = b.add_u64(x, src_row);
         let chunk0 = b.mul_u32(first, CHUNK);
@@ -196,7 +188,7 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
         let src_row = b.add_u64(src_row, chunk0);
         let n16 = b.selp_u32(CHUNK, 0u32, valid);
         let w = weight_base(b, g, &wp, u);
-        k_loop(b, c, &mut |b, kk| {
+        c.sched.k_loop(b, &mut |b, kk| {
             ring.acquire(b, c.smem, cur);
             let skip = b.new_label("skip_weights");
             b.bra_unless(is_issuer, &skip);
