@@ -42,7 +42,7 @@ pub enum ScaleLayout {
     /// The tensor-core 128x4 layout.
     Swizzled128x4,
     /// Hopper weights: values and scales in wgmma register-fragment order
-    /// ([`crate::abi::sm90_weights`]).
+    /// (`abi::sm90_weights`).
     Sm90Fragments,
 }
 
