@@ -40,6 +40,9 @@ use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::SetMaxNReg;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
 
+/// The warpgroup that produces (`abi::roles::Sm90Roles`).
+const PRODUCER_WARPGROUP: u32 = 0;
+
 /// What every role reads: the layout, where things live, and the stage ring.
 struct Sm90 {
     l: Sm90Layout,
@@ -71,8 +74,9 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
     let c = prologue(&mut b, &g);
     let end = Label::named("role_end");
 
-    let wg = b.shr_u32(c.tid, 7u32);
-    let is_producer = b.setp_u32(Cmp::Eq, wg, 0u32);
+    // The ABI's roles: warpgroup 0 produces, warpgroups 1..=consumers consume.
+    let wg = b.shr_u32(c.tid, Sm90Layout::warpgroup_threads().trailing_zeros());
+    let is_producer = b.setp_u32(Cmp::Eq, wg, PRODUCER_WARPGROUP);
     let l_consumer = b.new_label("consumer");
     b.bra_unless(is_producer, &l_consumer);
     b.push(SetMaxNReg { inc: false, count: PRODUCER_REGS });
