@@ -34,8 +34,8 @@ use moegen_dsl::{GemmKind, KernelDesc};
 use self::layout::{LAUNCH_REGS, PRODUCER_REGS, Sm90Layout};
 use self::mainloop::Consumer;
 use self::prologue::{Common, prologue};
+use self::rings::Rings;
 use self::smem::Sm90Smem;
-use crate::kernels::pipeline::Pipeline;
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::SetMaxNReg;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
@@ -44,7 +44,7 @@ use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
 struct Sm90 {
     l: Sm90Layout,
     smem: Sm90Smem,
-    ring: Pipeline,
+    rings: Rings,
 }
 
 /// Builds the kernel for an sm_90a GEMM description.
@@ -66,8 +66,8 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
             return (b, l);
         }
     };
-    let ring = rings::stage_ring(&l, &smem);
-    let g = Sm90 { l, smem, ring };
+    let rings = rings::stage_ring(&l, &smem);
+    let g = Sm90 { l, smem, rings };
     let c = prologue(&mut b, &g);
     let end = Label::named("role_end");
 
@@ -99,20 +99,21 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
     let zero = b.mov_u32(0u32);
     let k = Consumer { ci, t, lane: c.lane, cw, r0, col0, elected, zero };
     let acc: Vec<Vec<Reg>> = (0..l.blocks).map(|_| b.regs(RegClass::F32, l.tile / 2)).collect();
-    let cur = g.ring.cursor(b);
-    let rel = g.ring.cursor(b);
+    let ring = &g.rings.stage;
+    let cur = ring.waiter(b, c.smem);
+    let rel = ring.consumer(b, &g.rings.consumer, c.smem);
     match l.kind {
         GemmKind::Gemm1 => {
             let p = epilogue_swiglu::swiglu_params(b, g, c, &k);
             c.sched.units(b, Needs::ALL, &mut |b, u| {
-                mainloop::mainloop(b, g, c, &k, &acc, cur, rel);
+                mainloop::mainloop(b, g, c, &k, &acc, &cur, &rel);
                 epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc);
             });
         }
         GemmKind::Gemm2 => {
             let p = epilogue_finalize::finalize_params(b, g, c, &k);
             c.sched.units(b, Needs::ALL, &mut |b, u| {
-                mainloop::mainloop(b, g, c, &k, &acc, cur, rel);
+                mainloop::mainloop(b, g, c, &k, &acc, &cur, &rel);
                 epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &acc);
             });
             epilogue_finalize::finalize_drain(b, &p);
