@@ -1,6 +1,7 @@
 //! A small typed PTX builder and its one printer: instruction families with typed modifiers
-//! ([`ops`]), operands ([`operand`]), registers ([`reg`]), shared-memory regions ([`smem`]),
-//! the kernel builder, and the module skeleton.
+//! ([`ops`]), the complex instructions' named operands ([`instrs`]), operands ([`operand`]),
+//! registers ([`reg`]), shared-memory regions ([`smem`]), the kernel builder, and the module
+//! skeleton.
 
 pub mod builder;
 pub mod error;

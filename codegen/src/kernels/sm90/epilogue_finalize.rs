@@ -12,7 +12,8 @@ use super::Sm90;
 use super::accum::elements;
 use super::epilogue_swiglu::consumer_barrier;
 use super::mainloop::Consumer;
-use super::schedule::{Common, Unit};
+use super::prologue::Common;
+use crate::kernels::skeleton::Unit;
 use crate::ptx::instrs::{BulkStore, BulkWait};
 use crate::ptx::ops::memory::{ld, st};
 use crate::ptx::ops::{Bulk, Cvt};
@@ -48,7 +49,7 @@ pub(super) fn finalize_params(
 ) -> FinalizeParams {
     let alpha = b.ld_buffer(Buffer::Alpha2);
     let weights = b.ld_buffer(Buffer::RouterWeights);
-    let out = b.ld_buffer(match g.l.finalize {
+    let out = b.ld_buffer(match g.l.key.finalize {
         FinalizeMode::BulkReduceAdd => Buffer::Output,
         FinalizeMode::Deterministic => Buffer::FinalizeScratch,
     });
@@ -133,7 +134,7 @@ pub(super) fn epilogue_finalize(
     let in_tile = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
     let valid = b.and_pred(in_tile, p.issuer);
     let expanded = expanded_of(b, p, prow, valid);
-    let dst_row = match l.finalize {
+    let dst_row = match l.key.finalize {
         FinalizeMode::BulkReduceAdd => b.div_u32(expanded, p.top_k),
         FinalizeMode::Deterministic => expanded,
     };
@@ -143,7 +144,7 @@ pub(super) fn epilogue_finalize(
     let col0 = b.mad_u32(k.ci, row, col0);
     let col0 = b.cvt_u64_u32(col0);
     let dst = b.add_u64(dst, col0);
-    let reduce_add = match l.finalize {
+    let reduce_add = match l.key.finalize {
         FinalizeMode::BulkReduceAdd => Some(Ty::Bf16),
         FinalizeMode::Deterministic => None,
     };

@@ -20,7 +20,7 @@ fn tensor(c: &Check, map: Reg, coords: Vec<Operand>) -> Result<(u8, Operand), Op
 
 /// A bulk size: a positive multiple of 16 bytes.
 fn bulk_bytes(c: &Check, bytes: u32) -> Result<Operand, OperandError> {
-    if bytes > 0 && bytes % 16 == 0 {
+    if bytes > 0 && bytes.is_multiple_of(16) {
         Ok(Operand::from(bytes))
     } else {
         Err(c.range("bytes", i64::from(bytes), "a positive multiple of 16"))

@@ -32,7 +32,7 @@ pub struct WgmmaMma {
 impl TypedInstr for WgmmaMma {
     fn lower(self) -> Result<(Op, Vec<Operand>), OperandError> {
         let c = Check("wgmma.mma_async");
-        if !(8..=256).contains(&self.n) || self.n % 8 != 0 {
+        if !(8..=256).contains(&self.n) || !self.n.is_multiple_of(8) {
             return Err(c.range("n", i64::from(self.n), "8 to 256 in steps of 8"));
         }
         let sign = |neg: bool| Operand::Imm(if neg { -1 } else { 1 });
@@ -75,7 +75,7 @@ pub struct SetMaxNReg {
 impl TypedInstr for SetMaxNReg {
     fn lower(self) -> Result<(Op, Vec<Operand>), OperandError> {
         let c = Check("setmaxnreg");
-        if !(24..=256).contains(&self.count) || self.count % 8 != 0 {
+        if !(24..=256).contains(&self.count) || !self.count.is_multiple_of(8) {
             return Err(c.range("count", i64::from(self.count), "24 to 256 in steps of 8"));
         }
         Ok((Wgmma::SetMaxNReg { inc: self.inc }.into(), vec![Operand::from(self.count)]))
