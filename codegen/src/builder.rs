@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use moegen_dsl::abi::SimtTarget;
-use moegen_dsl::kernel_desc::BlockScaledFormat;
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{
     EpilogueRecipe, FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target, nvfp4_tactics,
 };
@@ -86,7 +86,7 @@ impl Builder {
         self
     }
     /// Operand format (NVFP4; anything else is refused when emitting, by name).
-    pub fn format(mut self, format: BlockScaledFormat) -> Self {
+    pub fn format(mut self, format: WeightFormat) -> Self {
         self.spec.format = format;
         self
     }

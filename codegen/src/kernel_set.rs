@@ -1,9 +1,9 @@
 //! Kernel sets: which kernels to generate, each rendered to PTX with its ABI facts.
 
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::{
     CorpusKernel, KernelId, LaunchFacts, Param, SimtFamily, SimtTarget, launch_facts, params,
 };
-use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::{
     ActivationFormat, Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDesc,
     KernelDescBuilder, MoeTactic, SwigluInput, Target,
@@ -148,7 +148,7 @@ pub struct DepthOverride {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sm90Gemms {
     /// Weight format (NVFP4 or MXFP4).
-    pub format: BlockScaledFormat,
+    pub format: WeightFormat,
     /// What the activations are (A4: NVFP4 dequantized exactly; A16: bf16).
     pub activations: Vec<ActivationFormat>,
     /// Whole-layer Hopper tactics whose GEMMs are generated.
@@ -162,12 +162,12 @@ impl Sm90Gemms {
     pub fn default_set() -> Vec<Sm90Gemms> {
         vec![
             Sm90Gemms {
-                format: BlockScaledFormat::NVFP4,
+                format: WeightFormat::Nvfp4,
                 activations: vec![ActivationFormat::Bf16, ActivationFormat::Nvfp4],
                 tactics: moegen_dsl::sm90_tactics(),
             },
             Sm90Gemms {
-                format: BlockScaledFormat::MXFP4,
+                format: WeightFormat::Mxfp4,
                 activations: vec![ActivationFormat::Bf16],
                 tactics: sm90_mxfp4_tactics(),
             },
@@ -195,7 +195,7 @@ pub struct KernelSetSpec {
     /// set of A4 kernels).
     pub target: Target,
     /// Operand format of those GEMMs (NVFP4; others are refused by the description builder).
-    pub format: BlockScaledFormat,
+    pub format: WeightFormat,
     /// Whole-layer tactics of `target`'s generation whose GEMMs are generated.
     pub tactics: Vec<MoeTactic>,
     /// Hopper (sm_90a) GEMMs, per weight format; empty for none.
@@ -221,14 +221,14 @@ impl KernelSetSpec {
     pub fn full(target: Target) -> Self {
         Self {
             target,
-            format: BlockScaledFormat::NVFP4,
+            format: WeightFormat::Nvfp4,
             tactics: moegen_dsl::tactics_for(target.arch()),
             sm90: if target.arch() == Arch::Sm100 { Sm90Gemms::default_set() } else { Vec::new() },
             finalize: vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
             swiglu_input: SwigluInput::F32,
             // The target's default recipe, and Exact (kept available and tested) beside it.
             recipes: {
-                let mut r = vec![EpilogueRecipe::default_for(target)];
+                let mut r = vec![target.default_recipe()];
                 if !r.contains(&EpilogueRecipe::Exact) {
                     r.push(EpilogueRecipe::Exact);
                 }
@@ -247,7 +247,7 @@ fn descs_of(
     spec: &KernelSetSpec,
     g: &GemmTactic,
     target: Target,
-    format: BlockScaledFormat,
+    format: WeightFormat,
     activations: ActivationFormat,
     recipes: &[EpilogueRecipe],
 ) -> Result<Vec<KernelDesc>, GenerateError> {
@@ -288,7 +288,7 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
         }
     };
     let recipes = match spec.recipes.as_slice() {
-        [] => vec![EpilogueRecipe::default_for(spec.target)],
+        [] => vec![spec.target.default_recipe()],
         r => r.to_vec(),
     };
     for t in &spec.tactics {
@@ -304,7 +304,7 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
         }
     }
     // The Hopper kernels implement one recipe (Exact).
-    let sm90_recipes = [EpilogueRecipe::default_for(Target::Sm90a)];
+    let sm90_recipes = [Target::Sm90a.default_recipe()];
     for set in &spec.sm90 {
         for &a in &set.activations {
             // bf16 SwiGLU inputs exist for A4 only; A16 keeps f32 (the description

@@ -2,7 +2,7 @@
 //! PTX beside it, touching nothing that is already up to date.
 
 use moegen_codegen::builder::{BuildError, Builder, MODULE_FILE};
-use moegen_dsl::kernel_desc::BlockScaledFormat;
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{FinalizeMode, GemmKind, GemmTactic, Raster};
 
 fn dir(name: &str) -> std::path::PathBuf {
@@ -37,7 +37,7 @@ fn emits_a_module_and_rewrites_nothing_the_second_time() {
 fn refused_options_name_themselves() {
     let out = dir("builder_refused");
     let e = Builder::new()
-        .format(BlockScaledFormat::MXFP4)
+        .format(WeightFormat::Mxfp4)
         .cargo_directives(false)
         .out_dir(&out)
         .emit()

@@ -2,7 +2,8 @@
 //! kernel or is refused with a typed error naming it.
 
 use moegen_codegen::kernel_set::gemm_kernel;
-use moegen_dsl::kernel_desc::{BlockScaledFormat, DescError};
+use moegen_dsl::DescError;
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::resources::ResourceError;
 use moegen_dsl::{
     ActivationFormat, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder,
@@ -40,7 +41,7 @@ fn every_builder_option_changes_the_kernel_or_is_refused() {
         assert_ne!(other, base, "target");
         assert!(other.contains(".target sm_100a"));
         // Format: only NVFP4 is implemented; MXFP4 is refused by name.
-        let e = KernelDescBuilder::new(t).format(BlockScaledFormat::MXFP4).build().unwrap_err();
+        let e = KernelDescBuilder::new(t).format(WeightFormat::Mxfp4).build().unwrap_err();
         assert!(matches!(e, DescError::Unsupported { .. }), "{e}");
         assert!(e.to_string().contains("format"), "{e}");
         // Raster: the persistent schedule walks N fastest; AlongM is refused by name.
@@ -64,7 +65,7 @@ fn every_builder_option_changes_the_kernel_or_is_refused() {
                 let e = fin.build().unwrap_err();
                 assert!(e.to_string().contains("finalize mode"), "{e}");
                 // Fast is SM100's default; Exact is another kernel.
-                assert_eq!(EpilogueRecipe::default_for(Target::Sm100f), EpilogueRecipe::Fast);
+                assert_eq!(Target::Sm100f.default_recipe(), EpilogueRecipe::Fast);
                 let fast = ptx(KernelDescBuilder::new(t).recipe(EpilogueRecipe::Fast)).unwrap();
                 assert_eq!(fast, base, "recipe(Fast) is the default");
                 let text = ptx(exact).unwrap();

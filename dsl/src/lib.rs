@@ -5,7 +5,10 @@
 //! - [`tactic`]: the tactic space, built so that a kernel's MMA M always equals the routing
 //!   tile size.
 //! - [`resources`]: the per-target shared-memory/TMEM model that fixes pipeline depths.
-//! - [`kernel_desc`]: validated kernel descriptions for codegen.
+//! - [`options`]: the option enums of a GEMM kernel (format, activations, SwiGLU input,
+//!   epilogue recipe, finalize mode); a leaf that imports nothing from the crate.
+//! - [`gemm_key`]: [`abi::GemmKey`], the one identity of a GEMM kernel.
+//! - [`kernel_desc`]: validated kernel descriptions for codegen, derived from a key.
 //! - [`abi`]: the kernel ABI (identity, parameters, tensor maps, launch facts) shared by
 //!   codegen and the runtime.
 //! - [`plan`]: `max_tiles`, the shared workspace plan, token buckets, expert windows.
@@ -14,17 +17,17 @@
 pub mod abi;
 pub mod epilogue_math;
 pub mod formats;
+pub mod gemm_key;
 pub mod gpu;
 pub mod kernel_desc;
+pub mod options;
 pub mod plan;
 pub mod resources;
 pub mod tactic;
 pub mod target;
 
-pub use kernel_desc::{
-    ActivationFormat, BlockScaledFormat, DescError, Epilogue, EpilogueRecipe, FinalizeMode,
-    KernelDesc, KernelDescBuilder, SwigluInput,
-};
+pub use kernel_desc::{DescError, Epilogue, KernelDesc, KernelDescBuilder};
+pub use options::{ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput};
 pub use resources::{KernelBudget, ResourceError, plan_gemm};
 pub use tactic::{
     Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_tactics,

@@ -204,6 +204,19 @@ impl GemmTactic {
         Ok(Self { arch: Arch::Sm90, kind, tile: t, mma_n: n, cluster_n: 1, raster: Raster::AlongN })
     }
 
+    /// The tactic of a kernel identity that [`GemmTactic::new`] or [`GemmTactic::new_sm90`]
+    /// already accepted (a built [`crate::KernelDesc`]'s key), so it is not checked again.
+    pub(crate) const fn of_validated_key(
+        arch: Arch,
+        kind: GemmKind,
+        tile: TileSize,
+        mma_n: u32,
+        cluster_n: u32,
+        raster: Raster,
+    ) -> Self {
+        Self { arch, kind, tile, mma_n, cluster_n, raster }
+    }
+
     /// The generation this tactic is shaped for.
     pub fn arch(&self) -> Arch {
         self.arch

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::options::EpilogueRecipe;
+
 /// A PTX target moegen emits SM100 kernels for.
 #[derive(
     Clone,
@@ -68,6 +70,15 @@ impl Target {
             Target::Sm100f => "sm_100f",
             Target::Sm100a => "sm_100a",
             Target::Sm90a => "sm_90a",
+        }
+    }
+
+    /// The epilogue recipe a target's kernels use unless told otherwise: `Fast` on SM100;
+    /// `Exact` on Hopper, whose kernels implement only that one.
+    pub const fn default_recipe(self) -> EpilogueRecipe {
+        match self.arch() {
+            crate::tactic::Arch::Sm100 => EpilogueRecipe::Fast,
+            crate::tactic::Arch::Sm90 => EpilogueRecipe::Exact,
         }
     }
 

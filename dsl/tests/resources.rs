@@ -1,9 +1,8 @@
 //! The resource model against the limits (against the production reference:
 //! moegen-codegen's tests/anchors.rs).
 
-use moegen_dsl::kernel_desc::{
-    BlockScaledFormat, ElementType, OperandSource, ScaleLayout, ScaleType,
-};
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::kernel_desc::{OperandSource, ScaleLayout};
 use moegen_dsl::*;
 
 /// The distinct GEMM kernels of the tactic space (4 GEMM1 + 8 GEMM2).
@@ -92,7 +91,7 @@ fn kernel_descriptions_validate_their_parts() {
     let d =
         KernelDescBuilder::new(*t.gemm2()).finalize(FinalizeMode::Deterministic).build().unwrap();
     assert_eq!(d.a().source, OperandSource::Tma);
-    assert_eq!(d.epilogue(), &Epilogue::Finalize { mode: FinalizeMode::Deterministic });
+    assert_eq!(d.epilogue(), Epilogue::Finalize { mode: FinalizeMode::Deterministic });
     assert!(matches!(
         KernelDescBuilder::new(*t.gemm1()).finalize(FinalizeMode::Deterministic).build(),
         Err(DescError::OptionForOtherGemm { .. })
@@ -103,16 +102,16 @@ fn kernel_descriptions_validate_their_parts() {
     ));
     // MXFP4 is a valid format the SM100 kernels do not implement: refused, not ignored.
     assert!(matches!(
-        KernelDescBuilder::new(*t.gemm1()).format(BlockScaledFormat::MXFP4).build(),
+        KernelDescBuilder::new(*t.gemm1()).format(WeightFormat::Mxfp4).build(),
         Err(DescError::Unsupported { .. })
     ));
-    assert!(!BlockScaledFormat::MXFP4.has_global_scale());
+    assert!(!WeightFormat::Mxfp4.has_global_scale());
     let d = KernelDescBuilder::new(*t.gemm1()).depths(2, 1).build().unwrap();
     assert_eq!(d.budget().ab_stages, 2);
     assert!(matches!(
         KernelDescBuilder::new(*t.gemm1()).depths(99, 1).build(),
         Err(DescError::Resources(_))
     ));
-    assert!(BlockScaledFormat::new(ElementType::E2m1, ScaleType::Ue4m3, 32).is_err());
-    assert!(BlockScaledFormat::new(ElementType::E2m1, ScaleType::Ue8m0, 16).is_ok());
+    assert_eq!(WeightFormat::Nvfp4.block() as usize, moegen_dsl::formats::NVFP4_BLOCK);
+    assert_eq!(WeightFormat::Mxfp4.block() as usize, moegen_dsl::formats::MXFP4_BLOCK);
 }

@@ -3,11 +3,11 @@
 
 use std::collections::HashSet;
 
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::{
     SCALE_TILE_BYTES, TILE_BYTES, scale_bytes, scale_position, value_bytes, value_position,
 };
 use moegen_dsl::abi::{KernelId, launch_facts};
-use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::*;
 
 #[test]
@@ -55,7 +55,7 @@ fn every_hopper_kernel_fits_and_is_named_by_its_options() {
             assert_eq!(b.stage_bytes % 1024, 0, "{g}");
             assert!(b.stage_bytes >= b.a_stage_bytes + b.b_stage_bytes + b.sfb_stage_bytes);
             for a in [ActivationFormat::Bf16, ActivationFormat::Nvfp4] {
-                for f in [BlockScaledFormat::NVFP4, BlockScaledFormat::MXFP4] {
+                for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
                     let d = KernelDescBuilder::new(*g)
                         .target(Target::Sm90a)
                         .activations(a)

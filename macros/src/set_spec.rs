@@ -8,7 +8,7 @@ use proc_macro2::Span;
 use syn::Error;
 
 use moegen_codegen::kernel_set::{DepthOverride, KernelSetSpec, gemm_descs};
-use moegen_dsl::kernel_desc::BlockScaledFormat;
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{GemmTactic, MoeTactic, Raster, SwigluInput, plan_gemm};
 
 use crate::spec::{Declared, TacticDecl, refuse_depth_conflicts};
@@ -67,7 +67,7 @@ fn blame(d: &Declared, t: &TacticDecl, spec: &KernelSetSpec) -> Span {
     let refused = answer(spec);
     let mut probes: Vec<(Span, KernelSetSpec)> = Vec::new();
     if let Some(span) = d.format.span {
-        probes.push((span, KernelSetSpec { format: BlockScaledFormat::NVFP4, ..spec.clone() }));
+        probes.push((span, KernelSetSpec { format: WeightFormat::Nvfp4, ..spec.clone() }));
     }
     for (i, g) in t.gemms.iter().enumerate() {
         if let (Some(span), Some(probe)) = (g.raster, along_n(t, i, spec)) {

@@ -7,7 +7,7 @@ use syn::Error;
 
 use moegen_codegen::builder::Builder;
 use moegen_dsl::abi::SimtTarget;
-use moegen_dsl::kernel_desc::BlockScaledFormat;
+use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{
     Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, MoeTactic, Raster, SwigluInput,
     TacticError, Target, TileSize, plan_gemm,
@@ -93,7 +93,7 @@ pub struct Declared {
     /// GEMM target.
     pub target: Given<Target>,
     /// Operand format.
-    pub format: Given<BlockScaledFormat>,
+    pub format: Given<WeightFormat>,
     /// Tactics, in the order written.
     pub tactics: Vec<TacticDecl>,
     /// GEMM2 finalize modes.
@@ -114,8 +114,8 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
         Some(v) => read_target(v)?,
         None => Given::unwritten(defaults.target),
     };
-    const FORMATS: &[(&str, BlockScaledFormat)] =
-        &[("nvfp4", BlockScaledFormat::NVFP4), ("mxfp4", BlockScaledFormat::MXFP4)];
+    const FORMATS: &[(&str, WeightFormat)] =
+        &[("nvfp4", WeightFormat::Nvfp4), ("mxfp4", WeightFormat::Mxfp4)];
     let format = match keys.get("format") {
         Some(v) => Given::at(choice(v, "format", FORMATS)?, v.span()),
         None => Given::unwritten(defaults.format),

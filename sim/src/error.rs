@@ -118,6 +118,16 @@ pub enum SimError {
         /// What happened.
         detail: String,
     },
+    /// A TMEM allocation or access the PTX ISA does not allow.
+    #[error("line {line}: `{opcode}`: {source}")]
+    Tmem {
+        /// Line.
+        line: usize,
+        /// Opcode.
+        opcode: String,
+        /// What was wrong.
+        source: TmemError,
+    },
     /// A CTA exited with TMEM still allocated.
     #[error("block {block} exited with TMEM columns {start}+{columns} still allocated")]
     TmemLeak {
@@ -143,4 +153,96 @@ pub enum SimError {
     /// A launch that does not match the kernel.
     #[error("launch: {0}")]
     Launch(String),
+}
+
+/// A TMEM allocation or access the PTX ISA does not allow.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TmemError {
+    /// `tcgen05.alloc` of a column count that is not a power of two in 32..=512.
+    #[error("tcgen05.alloc of {columns} columns: must be a power of two in 32..=512")]
+    AllocSize {
+        /// Columns asked for.
+        columns: u32,
+    },
+    /// No aligned free range of the size asked for.
+    #[error("tcgen05.alloc of {columns} columns: TMEM exhausted")]
+    Exhausted {
+        /// Columns asked for.
+        columns: u32,
+    },
+    /// `tcgen05.dealloc` of a range that is not one allocation.
+    #[error("tcgen05.dealloc of columns {start}+{columns}: not allocated")]
+    NotAllocated {
+        /// First column.
+        start: u32,
+        /// Columns.
+        columns: u32,
+    },
+    /// An access outside every allocation (or past lane 127).
+    #[error("TMEM access at lane {lane}, column {column} outside the allocation")]
+    OutsideAllocation {
+        /// Lane.
+        lane: u32,
+        /// Column.
+        column: u32,
+    },
+    /// An operand's columns that do not lie in one allocation.
+    #[error("TMEM columns {start}..{end} are not inside one allocation")]
+    ColumnsSplit {
+        /// First column.
+        start: u32,
+        /// One past the last column.
+        end: u64,
+    },
+}
+
+/// A tensor map [`crate::TensorMap::encode`] refuses: `cuTensorMapEncodeTiled`'s rules.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TensorMapError {
+    /// Rank outside 1..=5, or box dimensions and strides that do not match it.
+    #[error("rank {rank} with {box_dims} box dims and {strides} strides")]
+    Rank {
+        /// Dimensions.
+        rank: usize,
+        /// Box dimensions given.
+        box_dims: usize,
+        /// Strides given (rank − 1 expected).
+        strides: usize,
+    },
+    /// A box dimension outside 1..=256.
+    #[error("box dimensions {box_dims:?} must be in 1..=256")]
+    BoxDims {
+        /// The box.
+        box_dims: Vec<u32>,
+    },
+    /// A swizzle span other than 0, 32, 64 or 128 bytes.
+    #[error("swizzle {swizzle} is not 0, 32, 64 or 128")]
+    Swizzle {
+        /// The span given.
+        swizzle: u32,
+    },
+    /// Base or strides not 16-byte multiples, or a stride of 2^40 bytes or more.
+    #[error("base {address:#x} and strides {strides:?} must be multiples of 16 bytes below 2^40")]
+    Alignment {
+        /// Global base.
+        address: u64,
+        /// Strides in bytes.
+        strides: Vec<u64>,
+    },
+    /// A packed 4-bit tensor with an odd innermost dimension.
+    #[error("packed 4-bit tensors need an even innermost dimension, not {dim}")]
+    OddPackedDim {
+        /// The innermost dimension.
+        dim: u64,
+    },
+    /// An inner box row that is not a multiple of 16 bytes or exceeds the swizzle span.
+    #[error(
+        "inner box of {bytes} B does not fit the rules (16-B multiple, ≤ swizzle span {swizzle})"
+    )]
+    InnerBox {
+        /// Bytes of one box row.
+        bytes: u64,
+        /// Swizzle span (0: none).
+        swizzle: u32,
+    },
 }

@@ -1,34 +1,13 @@
 //! A PTX text parser: module directives, entry signatures, register declarations,
 //! labels and instructions (with guards) are read; anything else in a body is an error
-//! naming the line. Each kernel's instructions are then decoded ([`crate::decode`]).
+//! naming the line. Each kernel's instructions are then decoded ([`crate::decode`]), which
+//! reads only the syntax types ([`crate::syntax`]), never this module.
 
 use std::collections::HashMap;
 
-use crate::decode::{Inst, KernelInfo, RawInst, decode_body};
+use crate::decode::{Inst, KernelInfo, decode_body};
 use crate::error::SimError;
-
-/// An operand as written.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Opnd {
-    /// A declared register (slot index).
-    Reg(usize),
-    /// A negated predicate register (`!%p`).
-    NotReg(usize),
-    /// Integer immediate.
-    Imm(i64),
-    /// f32 immediate bits (`0fXXXXXXXX`).
-    F32(u32),
-    /// `[base+off]`.
-    Addr(Box<Opnd>, i64),
-    /// `{a, b, …}`.
-    Vector(Vec<Opnd>),
-    /// A symbol: parameter, shared array, label or special register.
-    Name(String),
-    /// `_`.
-    Sink,
-    /// `[map, {coords}]`.
-    TensorRef(Box<Opnd>, Vec<Opnd>),
-}
+use crate::syntax::{Opnd, RawInst};
 
 /// A kernel parameter.
 #[derive(Clone, Debug, PartialEq)]

@@ -73,7 +73,10 @@ COPY:
     let out = dev.alloc(256);
     let mut cfg = LaunchConfig::new(2, 1, 256);
     cfg.cluster = 2;
-    let args = [Arg::Bytes(map.encode().map_err(SimError::Launch)?.to_vec()), Arg::U64(out)];
+    let args = [
+        Arg::Bytes(map.encode().map_err(|e| SimError::Launch(e.to_string()))?.to_vec()),
+        Arg::U64(out),
+    ];
     launch(&mut dev, &m, "k", &cfg, &args)?;
     Ok(dev.download(out, 256).unwrap_or_default())
 }

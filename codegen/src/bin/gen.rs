@@ -13,7 +13,7 @@ use moegen_codegen::perf::{
     load_role_stats, model_report, render_model, render_roles, render_sass_facts,
 };
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
-use moegen_dsl::abi::check_gemm_dim;
+use moegen_dsl::plan::check_gemm_dim;
 use moegen_dsl::plan::{ExpertWindow, WorkspaceRequest};
 use moegen_dsl::{Arch, Target, TileSize};
 

@@ -7,24 +7,34 @@
 use super::sync::{mbar_init, mbar_wait};
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
+use crate::ptx::instrs::{
+    BulkStore, BulkWait, CpAsyncArrive, MbarArrive, MbarExpectTx, Shfl, TmaLoad, TmaStore,
+};
 use crate::ptx::ops::memory::{ld, st};
 use crate::ptx::ops::{
-    Access, Alu, AtomOp, Bar, Bulk, CacheOp, Cvt, Fence, FloatOp, Mbarrier, Memory, ReduxOp,
-    ShflMode, Sync, VoteMode,
+    Access, Alu, AtomOp, Bar, Bulk, CacheOp, Cvt, Fence, FloatOp, Memory, ReduxOp, ShflMode, Sync,
+    VoteMode,
 };
 use crate::ptx::types::{Scope, Sem};
 use crate::ptx::{
     Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, SReg, Space, Ty, VecWidth,
 };
 
-/// `mbarrier.arrive{.expect_tx}.shared::cta.b64` (no ordering qualifiers).
-fn arrive(expect_tx: bool) -> Mbarrier {
-    Mbarrier::Arrive { expect_tx, order: None, space: Space::SharedCta }
+/// `mbarrier.arrive{.expect_tx}.shared::cta.b64` on a local barrier (no ordering
+/// qualifiers).
+fn arrive(bar: Reg, expect_tx: Option<u32>) -> MbarArrive {
+    MbarArrive { bar, remote: false, order: None, expect_tx }
 }
 
-/// A 2-D tensor tile load completing on a CTA-local barrier.
-fn tensor_load_2d(multicast: bool) -> Bulk {
-    Bulk::TensorLoad { dims: 2, multicast, cta_group: None }
+/// A 2-D tensor tile load at `(c0, c1)` completing on a CTA-local barrier.
+fn tensor_load_2d(
+    dst: Reg,
+    map: Reg,
+    coords: [Operand; 2],
+    bar: Reg,
+    mask: Option<Reg>,
+) -> TmaLoad {
+    TmaLoad { dst, map, coords: coords.to_vec(), bar, multicast: mask, cta_group: None }
 }
 
 fn corpus_builder(which: CorpusKernel) -> KernelBuilder {
@@ -142,8 +152,7 @@ pub fn build_pipeline() -> KernelBuilder {
         );
         let f = b.shl_b32(s, 3u32);
         let f = b.add_u32(smem, f);
-        let arrive = Memory::CpAsyncArrive { noinc: true, space: Space::SharedCta };
-        b.emit(arrive, vec![Operand::addr(f)]);
+        b.push(CpAsyncArrive { bar: f, noinc: true });
         super::sync::ring_advance(&mut b, s, ph, 2);
     }
     let end = b.new_label("end");
@@ -168,7 +177,7 @@ pub fn build_pipeline() -> KernelBuilder {
         b.inc_u32(acc, w1);
         let e = b.mad_u32(s, 8u32, 16u32);
         let e = b.add_u32(smem, e);
-        b.emit(arrive(false), vec![Operand::Sink, Operand::addr(e)]);
+        b.push(arrive(e, None));
         super::sync::ring_advance(&mut b, s, ph, 2);
     }
     let dst = b.index_addr(out, c, 4);
@@ -194,20 +203,13 @@ pub fn build_tma() -> KernelBuilder {
     mbar_init(&mut b, bar, 1);
     b.emit(Fence::MbarrierInit, vec![]);
     let total: u32 = (0..4).map(|i| (16u32 << i) * 8).sum();
-    b.emit(arrive(true), vec![Operand::Sink, Operand::addr(bar), imm(total)]);
+    b.push(arrive(bar, Some(total)));
     let c0 = b.ld_arg_u32(5);
     let c1 = b.ld_arg_u32(6);
     for i in 0..4u32 {
         let map = b.arg_tensor_map_addr(i as usize);
         let dst = b.add_u32(smem, 1024 * (i + 1));
-        b.emit(
-            tensor_load_2d(false),
-            vec![
-                Operand::addr(dst),
-                Operand::tensor(map, vec![c0.into(), c1.into()]),
-                Operand::addr(bar),
-            ],
-        );
+        b.push(tensor_load_2d(dst, map, [c0.into(), c1.into()], bar, None));
     }
     b.label(&skip);
     b.bar_sync(0u32);
@@ -229,12 +231,9 @@ pub fn build_tma() -> KernelBuilder {
     let c1 = b.ld_arg_u32(8);
     let src = b.add_u32(smem, 4096u32);
     b.fence_proxy_async();
-    b.emit(
-        Bulk::TensorStore { dims: 2 },
-        vec![Operand::tensor(map, vec![c0.into(), c1.into()]), Operand::addr(src)],
-    );
+    b.push(TmaStore { map, coords: vec![c0.into(), c1.into()], src });
     b.emit(Bulk::CommitGroup, vec![]);
-    b.emit(Bulk::WaitGroup { read: false }, vec![imm(0)]);
+    b.push(BulkWait { pending: 0, read: false });
     b.label(&skip2);
     b.ret();
     b
@@ -261,14 +260,10 @@ pub fn build_cluster() -> KernelBuilder {
     b.emit(Fence::MbarrierInit, vec![]);
     // Rank 0 announces its bytes with arrive.expect_tx, rank 1 with expect_tx then arrive.
     let r0 = b.setp_u32(Cmp::Eq, rank, 0u32);
-    let tx = vec![Operand::Sink, Operand::addr(bar), imm(1024)];
-    b.emit_if(Guard::when(r0), arrive(true), tx);
-    b.emit_if(
-        Guard::unless(r0),
-        Mbarrier::ExpectTx { order: (Sem::Relaxed, Scope::Cta), space: Space::SharedCta },
-        vec![Operand::addr(bar), imm(1024)],
-    );
-    b.emit_if(Guard::unless(r0), arrive(false), vec![Operand::Sink, Operand::addr(bar)]);
+    b.push_if(Guard::when(r0), arrive(bar, Some(1024)));
+    let order = (Sem::Relaxed, Scope::Cta);
+    b.push_if(Guard::unless(r0), MbarExpectTx { bar, bytes: 1024, order });
+    b.push_if(Guard::unless(r0), arrive(bar, None));
     b.label(&skip);
     b.cluster_sync();
     let is0 = b.setp_u32(Cmp::Eq, rank, 0u32);
@@ -278,15 +273,7 @@ pub fn build_cluster() -> KernelBuilder {
     let map = b.arg_tensor_map_addr(0);
     let dst = b.add_u32(smem, 1024u32);
     let mask = b.mov_b16(3);
-    b.emit(
-        tensor_load_2d(true),
-        vec![
-            Operand::addr(dst),
-            Operand::tensor(map, vec![imm(0), imm(0)]),
-            Operand::addr(bar),
-            mask.into(),
-        ],
-    );
+    b.push(tensor_load_2d(dst, map, [imm(0), imm(0)], bar, Some(mask)));
     b.label(&skip_issue);
     mbar_wait(&mut b, bar, 0u32);
     let is1 = b.setp_u32(Cmp::Eq, rank, 1u32);
@@ -305,14 +292,14 @@ pub fn build_cluster() -> KernelBuilder {
     let src = b.add_u32(smem, src);
     let g = b.mul_wide_u32(tid, 32u32);
     let g = b.add_u64(out, g);
-    b.emit(Bulk::ReduceAdd { ty: Ty::Bf16 }, vec![Operand::addr(g), Operand::addr(src), imm(32)]);
+    b.push(BulkStore { dst: g, src, bytes: 32, reduce_add: Some(Ty::Bf16) });
     let copy_out = b.ld_arg_u64(3);
     let row = b.mad_u32(rank, 32u32, tid);
     let cg = b.mul_wide_u32(row, 32u32);
     let cg = b.add_u64(copy_out, cg);
-    b.emit(Bulk::Store, vec![Operand::addr(cg), Operand::addr(src), imm(32)]);
+    b.push(BulkStore { dst: cg, src, bytes: 32, reduce_add: None });
     b.emit(Bulk::CommitGroup, vec![]);
-    b.emit(Bulk::WaitGroup { read: false }, vec![imm(0)]);
+    b.push(BulkWait { pending: 0, read: false });
     let counters = b.ld_arg_u64(2);
     b.emit(Memory::Red(Space::Global, AtomOp::Add, Ty::U32), vec![Operand::addr(counters), imm(1)]);
     let gid = b.mad_u32(rank, 32u32, tid);
@@ -339,8 +326,15 @@ pub fn build_warp() -> KernelBuilder {
     let shfl = |b: &mut KernelBuilder, mode: ShflMode, lane: u32, c: u32, with_pred: bool| {
         let d = b.reg(RegClass::B32);
         let p = b.reg(RegClass::Pred);
-        let dst = if with_pred { Operand::PredOut { value: Some(d), pred: p } } else { d.into() };
-        b.emit(Sync::Shfl(mode), vec![dst, v.into(), imm(lane), Operand::Hex(c), Operand::Imm(-1)]);
+        b.push(Shfl {
+            mode,
+            dst: d,
+            in_range: with_pred.then_some(p),
+            src: v,
+            lane: imm(lane),
+            clamp: Operand::Hex(c),
+            members: Operand::Imm(-1),
+        });
         (d, p)
     };
     let (r, _) = shfl(&mut b, ShflMode::Bfly, 5, 31, false);

@@ -17,7 +17,9 @@ use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 use crate::kernels::sm90::{act_desc, dequant_step, issue_step, scale_splat, wait_groups};
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{Access, Memory};
-use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty, VecWidth};
+use crate::ptx::{
+    Accumulate, Cmp, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty, VecWidth,
+};
 use moegen_dsl::abi::WeightFormat;
 
 /// Threads: one warpgroup.
@@ -112,7 +114,7 @@ pub fn build() -> KernelBuilder {
             );
         }
         let desc = act_desc(&mut b, smem, j);
-        let scale_d = if j == 0 { Operand::Reg(never) } else { 1u32.into() };
+        let scale_d = if j == 0 { Accumulate::When(never) } else { Accumulate::Always };
         issue_step(&mut b, TOKENS, &accs, &[frag], desc, scale_d);
     }
     wait_groups(&mut b, 0);

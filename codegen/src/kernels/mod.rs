@@ -9,6 +9,7 @@ pub mod moe_sort;
 pub mod pipeline;
 pub mod qdq;
 pub mod quantize;
+pub mod skeleton;
 pub mod sm100;
 pub mod sm90;
 pub mod sync;

@@ -1,7 +1,8 @@
 //! Synchronization idioms shared by the kernels (the pipelines and the corpus): mbarrier
 //! waits, initialization and remote arrivals, ring positions, grid-stride loops.
 
-use crate::ptx::ops::{Alu, IntOp, Mbarrier, Memory};
+use crate::ptx::instrs::{MbarArrive, MbarInit, MbarWait, WaitKind};
+use crate::ptx::ops::{Alu, IntOp, Memory};
 use crate::ptx::types::{Scope, Sem};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty};
 
@@ -11,26 +12,24 @@ pub fn mbar_wait(b: &mut KernelBuilder, bar: Reg, parity: impl Into<Operand>) {
     let parity = parity.into();
     b.label(&top);
     let p = b.reg(RegClass::Pred);
-    b.emit(Mbarrier::TryWaitParity(Space::SharedCta), vec![p.into(), Operand::addr(bar), parity]);
+    b.push(MbarWait { kind: WaitKind::Try, ready: p, bar, parity });
     b.bra_unless(p, &top);
 }
 
 /// `mbarrier.init` with an arrival count.
 pub fn mbar_init(b: &mut KernelBuilder, bar: Reg, count: u32) {
-    b.emit(Mbarrier::Init(Space::SharedCta), vec![Operand::addr(bar), count.into()]);
+    b.push(MbarInit { bar, count });
 }
 
 /// Arrives on a barrier in CTA `rank` of the cluster (the local CTA when `rank` is ours).
 pub fn mbar_arrive_cluster(b: &mut KernelBuilder, bar: Reg, rank: Reg) {
     let remote = map_to_rank(b, bar, rank);
-    b.emit(
-        Mbarrier::Arrive {
-            expect_tx: false,
-            order: Some((Sem::Release, Scope::Cluster)),
-            space: Space::SharedCluster,
-        },
-        vec![Operand::Sink, Operand::addr(remote)],
-    );
+    b.push(MbarArrive {
+        bar: remote,
+        remote: true,
+        order: Some((Sem::Release, Scope::Cluster)),
+        expect_tx: None,
+    });
 }
 
 /// The shared::cluster address of the same offset as `addr` in CTA `rank`.

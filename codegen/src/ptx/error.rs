@@ -1,5 +1,6 @@
 //! Errors a kernel builder records; rendering reports them instead of emitting PTX.
 
+use super::instrs::OperandError;
 use super::smem::SmemError;
 
 /// A problem found while building a kernel.
@@ -42,5 +43,21 @@ pub enum BuildError {
         kernel: String,
         /// What disagrees.
         what: &'static str,
+    },
+    /// An instruction whose operands do not fit it.
+    #[error("{kernel}: {source}")]
+    Operand {
+        /// Kernel.
+        kernel: String,
+        /// The operand at fault.
+        source: OperandError,
+    },
+    /// An instruction that has named operands was given positional ones.
+    #[error("{kernel}: {op} takes named operands (ptx::instrs), not a positional list")]
+    Untyped {
+        /// Kernel.
+        kernel: String,
+        /// The opcode.
+        op: String,
     },
 }

@@ -1,10 +1,12 @@
 //! A small typed PTX builder and its one printer: instruction families with typed modifiers
-//! ([`ops`]), operands ([`operand`]), registers ([`reg`]), shared-memory regions ([`smem`]),
-//! the kernel builder, and the module skeleton.
+//! ([`ops`]), the complex instructions' named operands ([`instrs`]), operands ([`operand`]),
+//! registers ([`reg`]), shared-memory regions ([`smem`]), the kernel builder, and the module
+//! skeleton.
 
 pub mod builder;
 pub mod error;
 pub mod instr;
+pub mod instrs;
 pub mod module;
 pub mod operand;
 pub mod ops;
@@ -15,6 +17,7 @@ pub mod types;
 pub use builder::KernelBuilder;
 pub use error::BuildError;
 pub use instr::{Guard, Instr, Stmt};
+pub use instrs::{Accumulate, OperandError, TmemAddr, TypedInstr};
 pub use module::{ModuleHeader, render_module};
 pub use operand::{Label, Operand, SMEM, SReg};
 pub use ops::Op;

@@ -159,3 +159,105 @@ impl Arena {
         self.cursor
     }
 }
+
+/// 128B-swizzled tiles that TMA writes and the tensor cores read: the swizzle pattern
+/// repeats every 8 rows of 128 bytes, and the descriptors' base offset is 0.
+pub const SWIZZLED_TILE_ALIGN: u32 = 1024;
+/// Unswizzled TMA destinations and sources (scale-factor atoms, the FP4 output tile).
+pub const TMA_ALIGN: u32 = 128;
+/// Non-tensor bulk copies and the `tcgen05.alloc` address slot.
+pub const BULK_ALIGN: u32 = 16;
+
+/// One region every stage of a ring holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StagePart {
+    /// What it holds.
+    pub name: &'static str,
+    /// Bytes.
+    pub size: u32,
+    /// Alignment its users need.
+    pub align: u32,
+}
+
+/// Whether the arena's cursor ends at the last stage's last part or a whole stride after
+/// the last stage's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingEnd {
+    /// At the last part (what follows may start inside the last stride).
+    Tight,
+    /// After the last stage's whole stride (what follows starts where the budget, which
+    /// counts whole strides, puts it).
+    Padded,
+}
+
+/// A ring of stages that the kernel addresses as stage 0 + s · `stride`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageRing {
+    /// Every stage.
+    pub region: Region,
+    /// Bytes from one stage to the next.
+    pub stride: u32,
+    /// Each part's offset within a stage, in the order the parts were given.
+    pub parts: Vec<u32>,
+    /// Every part of every stage, in address order.
+    pub leaves: Vec<Region>,
+}
+
+impl Arena {
+    /// Places `stages` stages of `parts`, each stage `stride` bytes after the previous (a
+    /// stage shorter than the stride is padded; one whose parts land elsewhere, by
+    /// alignment or size, is an error, since the kernel computes each stage's address).
+    pub fn stage_ring(
+        &mut self,
+        stages: u32,
+        stride: u32,
+        parts: &[StagePart],
+        end: RingEnd,
+    ) -> Result<StageRing, SmemError> {
+        let mut first: Vec<Region> = Vec::with_capacity(parts.len());
+        let mut leaves = Vec::new();
+        for s in 0..stages {
+            if let Some(f) = first.first() {
+                let start = f.offset.saturating_add(s.saturating_mul(stride));
+                let gap = start.saturating_sub(self.end());
+                self.alloc("stage padding", Some(s), gap, 1)?;
+            }
+            for (i, p) in parts.iter().enumerate() {
+                let r = self.alloc(p.name, Some(s), p.size, p.align)?;
+                let expected = match first.get(i) {
+                    Some(f) => f.offset.saturating_add(s.saturating_mul(stride)),
+                    None => {
+                        first.push(r);
+                        r.offset
+                    }
+                };
+                if r.offset != expected {
+                    let offset = r.offset;
+                    return Err(SmemError::Stride { region: p.name, stage: s, offset, expected });
+                }
+                leaves.push(r);
+            }
+        }
+        let Some(&start) = first.first() else {
+            return Err(SmemError::Empty { region: "stage ring" });
+        };
+        let size = match end {
+            RingEnd::Tight => self.end() - start.offset,
+            RingEnd::Padded => {
+                let size = stages.saturating_mul(stride);
+                let gap = start.offset.saturating_add(size).saturating_sub(self.end());
+                self.alloc("stage padding", Some(stages), gap, 1)?;
+                size
+            }
+        };
+        let region = Region {
+            name: "stage ring",
+            index: None,
+            offset: start.offset,
+            size,
+            align: start.align,
+        };
+        let parts = first.iter().map(|r| r.offset - start.offset).collect();
+        Ok(StageRing { region, stride, parts, leaves })
+    }
+}

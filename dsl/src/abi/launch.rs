@@ -1,8 +1,9 @@
 //! Launch facts: threads, cluster, shared memory, TMEM and how the grid is sized. Codegen
 //! writes them into the kernel's directives and the manifest; the runtime launches with them.
 
-use super::identity::{CorpusKernel, GemmKey, KernelId, SimtFamily};
+use super::identity::{CorpusKernel, KernelId, SimtFamily};
 use super::roles::gemm_roles;
+use crate::gemm_key::GemmKey;
 use crate::kernel_desc::DescError;
 
 /// Threads per block of the routing sort's histogram and scatter passes.

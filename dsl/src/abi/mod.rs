@@ -17,20 +17,23 @@ pub mod launch;
 pub mod mufu_sweep;
 pub mod param;
 pub mod roles;
-pub mod shape;
 pub mod signature;
 pub mod sm90_weights;
 pub mod tensor_map;
 
-pub use identity::{CorpusKernel, GemmKey, KernelId, SimtFamily, SimtTarget, WeightFormat};
+// The GEMM identity and its format are part of the ABI's vocabulary (`KernelId::Gemm`, and
+// generated kernel sets write them as `moegen_dsl::abi::…` constants); they live in leaf
+// modules so that descriptions can use them without importing the ABI.
+pub use crate::gemm_key::GemmKey;
+pub use crate::options::WeightFormat;
+pub use identity::{CorpusKernel, KernelId, SimtFamily, SimtTarget};
 pub use info::KernelInfo;
 pub use launch::{GridRule, LaunchFacts, SmemRule, launch_facts, persistent_units};
 pub use param::{Buffer, Param, ParamKind, ParamType, Scalar, TensorMap};
 pub use roles::{GemmRoles, gemm_roles};
-pub use shape::{check_gemm_dim, check_gemm_shape, gemm_shape_multiple};
 pub use tensor_map::{MapDims, TensorMapLayout, TmaElement};
 
-use crate::kernel_desc::{ActivationFormat, FinalizeMode};
+use crate::options::{ActivationFormat, FinalizeMode};
 use crate::tactic::{Arch, GemmKind};
 
 /// The parameter list of a kernel, with the path of the constant that holds it (generated

@@ -1,7 +1,7 @@
 //! Warp roles of the GEMM kernels: which warps run the epilogue, the gather, the MMA, the
 //! TMA producer and the 2-CTA relay. Part of the ABI because the thread count follows.
 
-use super::identity::GemmKey;
+use crate::gemm_key::GemmKey;
 use crate::tactic::GemmKind;
 
 /// Epilogue warps: one per TMEM lane quarter (thread t owns accumulator row t).

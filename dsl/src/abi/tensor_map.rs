@@ -2,8 +2,8 @@
 //! the kernel. The box shapes here are the ones the kernels' TMA instructions and
 //! `expect_tx` byte counts assume.
 
-use super::identity::GemmKey;
 use super::param::{Buffer, TensorMap};
+use crate::gemm_key::GemmKey;
 
 /// Element type of a tensor map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]

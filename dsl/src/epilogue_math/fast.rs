@@ -14,8 +14,8 @@
 
 use super::mufu::{ex2_approx_ftz, rcp_approx_ftz};
 use super::{LOG2E, round_to_bf16};
-use crate::SwigluInput;
 use crate::formats::{RCP_E2M1_MAX, e2m1_to_f32, e4m3_to_f32, f32_to_e2m1, f32_to_e4m3};
+use crate::options::SwigluInput;
 
 /// −log2(e) rounded to f32 (exactly −[`LOG2E`]).
 pub const NEG_LOG2E: f32 = -LOG2E;

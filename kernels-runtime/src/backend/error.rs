@@ -86,10 +86,8 @@ pub enum UsageError {
         /// The span given.
         bytes: u32,
     },
-    /// A tensor map the simulator's encoder refuses.
-    #[error("tensor map: {reason}")]
-    TensorMap {
-        /// The encoder's reason.
-        reason: String,
-    },
+    /// A tensor map the simulator's encoder refuses (`cuTensorMapEncodeTiled`'s rules).
+    #[cfg(feature = "sim")]
+    #[error("tensor map: {0}")]
+    TensorMap(#[from] moegen_sim::TensorMapError),
 }

@@ -226,8 +226,7 @@ impl Backend for SimBackend {
             box_dims: spec.box_dims.clone(),
             swizzle: spec.swizzle,
         };
-        // The encoder's reason, whatever its type, names what it refused.
-        map.encode().map_err(|e| UsageError::TensorMap { reason: e.to_string() }.into())
+        map.encode().map_err(|e| UsageError::from(e).into())
     }
 
     fn simt_target(&self) -> SimtTarget {

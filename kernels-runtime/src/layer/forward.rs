@@ -9,7 +9,6 @@ use std::sync::Mutex;
 use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
 use moegen_dsl::abi::{Buffer, GemmKey, KernelId, KernelInfo, MapDims, Scalar, SimtFamily};
 use moegen_dsl::abi::{SimtTarget, WeightFormat};
-use moegen_dsl::kernel_desc::BlockScaledFormat;
 use moegen_dsl::plan::{MoeShape, max_permuted_rows, max_tiles};
 use moegen_dsl::{
     ActivationFormat, Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder,
@@ -56,7 +55,7 @@ impl LayerConfig {
     /// The epilogue recipe this configuration runs on `target`: the configured one, else the
     /// target's default. What a CPU reference of the layer must use.
     pub fn recipe_on(&self, target: Target) -> EpilogueRecipe {
-        self.recipe.unwrap_or(EpilogueRecipe::default_for(target))
+        self.recipe.unwrap_or(target.default_recipe())
     }
 }
 
@@ -105,11 +104,7 @@ fn gemm_key(
     format: WeightFormat,
     target: Target,
 ) -> Result<GemmKey, LayerError> {
-    let fmt = match format {
-        WeightFormat::Nvfp4 => BlockScaledFormat::NVFP4,
-        WeightFormat::Mxfp4 => BlockScaledFormat::MXFP4,
-    };
-    let mut d = KernelDescBuilder::new(*g).target(target).format(fmt).activations(c.activations);
+    let mut d = KernelDescBuilder::new(*g).target(target).format(format).activations(c.activations);
     d = match g.kind() {
         GemmKind::Gemm1 => {
             let d = d.swiglu_input(c.swiglu_input);

@@ -10,8 +10,8 @@ use super::hints::cache_hint;
 use super::op::{BulkLoad, Nop, Op, Src, TmaLoad, Window};
 use super::{Ctx, Mods};
 use crate::error::SimError;
-use crate::parse::Opnd;
 use crate::profile::Category;
+use crate::syntax::Opnd;
 
 pub(super) fn decode(
     ctx: &Ctx<'_>,

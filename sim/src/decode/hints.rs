@@ -6,8 +6,8 @@
 use super::op::{Nop, Op, Src, Ty};
 use super::{Ctx, Mods};
 use crate::error::SimError;
-use crate::parse::Opnd;
 use crate::profile::Category;
+use crate::syntax::Opnd;
 
 /// The value `createpolicy` writes. On hardware the policy is an opaque 64-bit encoding;
 /// the simulator ignores every cache-policy operand, so any fixed value will do, and a

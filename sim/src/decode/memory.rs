@@ -8,8 +8,8 @@ use super::hints::cache_hint;
 use super::op::{AtomOp, Dst, Op, Space, Ty, Window};
 use super::{Ctx, Mods};
 use crate::error::SimError;
-use crate::parse::Opnd;
 use crate::profile::Category;
+use crate::syntax::Opnd;
 
 pub(super) fn decode(
     ctx: &Ctx<'_>,

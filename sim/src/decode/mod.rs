@@ -19,8 +19,8 @@ use std::collections::HashMap;
 use self::op::{CtaGroup, Op};
 pub(crate) use self::operands::PARAM_SPACE;
 use crate::error::SimError;
-use crate::parse::Opnd;
 use crate::profile::Category;
+use crate::syntax::{Opnd, RawInst};
 
 /// One decoded instruction.
 #[derive(Clone, Debug, PartialEq)]
@@ -166,14 +166,6 @@ fn decode_op(ctx: &Ctx<'_>, ops: &[Opnd]) -> Result<(Op, Category), SimError> {
         "wgmma" | "setmaxnreg" => wgmma::decode(ctx, head, m, ops),
         _ => alu::decode(ctx, head, m, ops),
     }
-}
-
-/// One parsed instruction before decoding.
-pub(crate) struct RawInst {
-    pub guard: Option<(usize, bool)>,
-    pub opcode: String,
-    pub operands: Vec<Opnd>,
-    pub line: usize,
 }
 
 /// Decodes a kernel body. The PTX ISA requires every tcgen05 instruction of a kernel to use

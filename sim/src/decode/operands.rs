@@ -5,7 +5,7 @@
 use super::Ctx;
 use super::op::{Addr, Dst, Special, Src};
 use crate::error::SimError;
-use crate::parse::Opnd;
+use crate::syntax::Opnd;
 
 /// Tag bit of an address in the parameter space (the simulator's generic parameter window).
 pub(crate) const PARAM_SPACE: u64 = 1 << 62;

@@ -6,8 +6,8 @@
 use super::op::{Fence, Nop, Op, Scope, Window};
 use super::{Ctx, Mods};
 use crate::error::SimError;
-use crate::parse::Opnd;
 use crate::profile::Category;
+use crate::syntax::Opnd;
 
 pub(super) fn decode(
     ctx: &Ctx<'_>,

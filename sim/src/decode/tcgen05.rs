@@ -5,8 +5,8 @@
 use super::op::{Mma, MmaKind, Nop, Op};
 use super::{Ctx, Mods};
 use crate::error::SimError;
-use crate::parse::Opnd;
 use crate::profile::Category;
+use crate::syntax::Opnd;
 
 pub(super) fn decode(
     ctx: &Ctx<'_>,

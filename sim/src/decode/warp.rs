@@ -3,8 +3,8 @@
 use super::op::{Op, ReduxOp, ShflMode, VoteMode};
 use super::{Ctx, Mods};
 use crate::error::SimError;
-use crate::parse::Opnd;
 use crate::profile::Category;
+use crate::syntax::Opnd;
 
 /// The mode an opcode's modifiers select.
 enum Kind {

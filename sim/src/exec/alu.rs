@@ -1,10 +1,9 @@
 //! Pure ALU semantics on raw register bits: integer and f32 arithmetic, comparisons and
 //! conversions (PTX ISA §9.7), keyed by the decoded operation.
 
-use moegen_dsl::formats::{cvt_e2m1x2, cvt_e4m3x2, e4m3_to_f32};
-
 use crate::approx;
 use crate::decode::op::{Alu, Cmp, CmpTy, Cvt, FOp, IntOp, PredOp, PrmtMode};
+use crate::minifloat::{self, Ue8m0Rounding};
 
 fn f32_of(bits: u64) -> f32 {
     f32::from_bits(bits as u32)
@@ -344,25 +343,6 @@ fn f16_bits_to_f32(h: u16) -> f32 {
     f32::from_bits(bits)
 }
 
-fn f32_to_f16_bits_exact(x: f32) -> u16 {
-    // Only used for E4M3 values, which f16 represents exactly. NaN becomes the canonical
-    // f16 NaN 0x7FFF (observed on an H200).
-    if x.is_nan() {
-        return 0x7FFF;
-    }
-    let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
-    let a = x.abs();
-    if a == 0.0 {
-        return sign;
-    }
-    if a < 2f32.powi(-14) {
-        return sign | (a * 2f32.powi(24)) as u16;
-    }
-    let bits = a.to_bits();
-    let exp = ((bits >> 23) & 0xFF) as i32 - 127 + 15;
-    sign | ((exp as u16) << 10) | ((bits >> 13) & 0x3FF) as u16
-}
-
 pub(super) fn round_bf16(x: f32) -> u16 {
     // NaN becomes the canonical bf16 NaN 0x7FFF (observed on an H200).
     if x.is_nan() {
@@ -384,13 +364,24 @@ pub(super) fn convert(cvt: Cvt, a: u64, b: u64) -> u64 {
         Cvt::Bf16x2FromF32 => {
             (u64::from(round_bf16(f32_of(a))) << 16) | u64::from(round_bf16(f32_of(b)))
         }
-        Cvt::E4m3x2FromF32 => u64::from(cvt_e4m3x2(f32_of(a), f32_of(b))),
-        Cvt::E2m1x2FromF32 => u64::from(cvt_e2m1x2(f32_of(a), f32_of(b))),
+        // d = {a → high byte (nibble), b → low}.
+        Cvt::E4m3x2FromF32 => {
+            let lane = |x: u64| u64::from(minifloat::f32_to_e4m3_rn_satfinite(f32_of(x)));
+            (lane(a) << 8) | lane(b)
+        }
+        Cvt::E2m1x2FromF32 => {
+            let lane = |x: u64| u64::from(minifloat::f32_to_e2m1_rn_satfinite(f32_of(x)));
+            (lane(a) << 4) | lane(b)
+        }
+        Cvt::Ue8m0x2FromF32 { round_up, satfinite } => {
+            let r = if round_up { Ue8m0Rounding::Rp } else { Ue8m0Rounding::Rz };
+            let lane = |x: u64| u64::from(minifloat::f32_to_ue8m0(f32_of(x), r, satfinite));
+            (lane(a) << 8) | lane(b)
+        }
         // Byte i of the source becomes half i of the result.
         Cvt::F16x2FromE4m3x2 => {
-            let lo = f32_to_f16_bits_exact(e4m3_to_f32(a as u8));
-            let hi = f32_to_f16_bits_exact(e4m3_to_f32((a >> 8) as u8));
-            (u64::from(hi) << 16) | u64::from(lo)
+            let lane = |i: u32| u64::from(minifloat::e4m3_to_f16_bits((a >> (8 * i)) as u8));
+            (lane(1) << 16) | lane(0)
         }
         Cvt::RniF32 if f32_of(a).is_nan() => 0x7FFF_FFFF,
         Cvt::RniF32 => bits_f32(f32_of(a).round_ties_even()),

@@ -4,13 +4,14 @@
 //! accumulator). Operands are K-major tiles in 128B-swizzled shared memory.
 
 use super::descriptors::{self, Layout, SmemDesc};
-use super::spaces::bad;
+use super::spaces::{bad, tmem_fault};
 use super::state::Cluster;
 use super::tmem;
 use super::{exact, nvfp4};
 use crate::decode::Inst;
 use crate::decode::op::{CtaGroup, Mma, MmaKind};
 use crate::error::SimError;
+use crate::minifloat::{e2m1_twice, ue4m3_times_512};
 
 /// The CTAs an operation of `group` issued by CTA `c` acts on.
 pub(super) fn pair(
@@ -100,8 +101,8 @@ impl Cluster<'_> {
         let decode = |bytes: [u8; 32]| -> [i32; 64] {
             let mut v = [0i32; 64];
             for (j, b) in bytes.iter().enumerate() {
-                v[2 * j] = nvfp4::twice_e2m1(b & 0xF) as i32;
-                v[2 * j + 1] = nvfp4::twice_e2m1(b >> 4) as i32;
+                v[2 * j] = e2m1_twice(b & 0xF);
+                v[2 * j + 1] = e2m1_twice(b >> 4);
             }
             v
         };
@@ -115,19 +116,20 @@ impl Cluster<'_> {
         for p in pair {
             let sfb: Vec<[Option<i64>; 4]> = (0..n)
                 .map(|j| {
-                    self.ctas[p].tmem.read(j % 32, sfb + j / 32).map(|w| {
-                        std::array::from_fn(|kb| nvfp4::scaled_e4m3((w >> (8 * kb)) as u8))
-                    })
+                    self.ctas[p]
+                        .tmem
+                        .read(j % 32, sfb + j / 32)
+                        .map(|w| std::array::from_fn(|kb| ue4m3_times_512((w >> (8 * kb)) as u8)))
                 })
                 .collect::<Result<_, _>>()
-                .map_err(|e| bad(inst, e))?;
+                .map_err(tmem_fault(inst))?;
             // The accumulator's columns, checked once for the direct indexing below.
-            self.ctas[p].tmem.check_columns(d_col, n).map_err(|e| bad(inst, e))?;
+            self.ctas[p].tmem.check_columns(d_col, n).map_err(tmem_fault(inst))?;
             for r in 0..128u32 {
                 let a = decode(self.row32(p, adesc, r, inst, t)?);
-                let sfa_word = self.ctas[p].tmem.read(r, sfa + r / 32).map_err(|e| bad(inst, e))?;
+                let sfa_word = self.ctas[p].tmem.read(r, sfa + r / 32).map_err(tmem_fault(inst))?;
                 let sfa_v: [Option<i64>; 4] =
-                    std::array::from_fn(|kb| nvfp4::scaled_e4m3((sfa_word >> (8 * kb)) as u8));
+                    std::array::from_fn(|kb| ue4m3_times_512((sfa_word >> (8 * kb)) as u8));
                 for (j, brow) in b_rows.iter().enumerate() {
                     // |Σ16 products| ≤ 16·12·12 and each scale ≤ 512·448: i64 is exact.
                     let mut sum: i64 = 0;
@@ -142,16 +144,8 @@ impl Cluster<'_> {
                     }
                     let idx = (r * tmem::COLUMNS + d_col + j as u32) as usize;
                     let old = f32::from_bits(self.ctas[p].tmem.data[idx]);
-                    let result = if nan {
-                        f32::NAN
-                    } else if enable {
-                        match nvfp4::f32_to_fixed(old) {
-                            Some(o) => nvfp4::fixed_to_f32(o + i128::from(sum)),
-                            None => f32::NAN,
-                        }
-                    } else {
-                        nvfp4::fixed_to_f32(i128::from(sum))
-                    };
+                    let result =
+                        if nan { f32::NAN } else { nvfp4::accumulate(enable.then_some(old), sum) };
                     self.ctas[p].tmem.data[idx] = result.to_bits();
                 }
             }
@@ -190,7 +184,7 @@ impl Cluster<'_> {
                 for (j, brow) in b_rows.iter().enumerate() {
                     let col = d_col + j as u32;
                     let old =
-                        f32::from_bits(self.ctas[p].tmem.read(r, col).map_err(|e| bad(inst, e))?);
+                        f32::from_bits(self.ctas[p].tmem.read(r, col).map_err(tmem_fault(inst))?);
                     let mut terms = Vec::with_capacity(17);
                     let mut nan = false;
                     for (x, y) in a.iter().zip(brow) {
@@ -206,7 +200,7 @@ impl Cluster<'_> {
                         }
                     }
                     let result = if nan { f32::NAN } else { exact::round_sum_to_f32(&terms) };
-                    self.ctas[p].tmem.write(r, col, result.to_bits()).map_err(|e| bad(inst, e))?;
+                    self.ctas[p].tmem.write(r, col, result.to_bits()).map_err(tmem_fault(inst))?;
                 }
             }
         }

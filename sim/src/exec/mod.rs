@@ -15,6 +15,7 @@ mod mbarrier;
 mod mma;
 mod nvfp4;
 mod scheduler;
+mod setmaxnreg;
 mod simt;
 mod spaces;
 mod state;

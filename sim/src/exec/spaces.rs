@@ -6,10 +6,16 @@ use super::state::Cluster;
 use crate::decode::op::Window;
 use crate::decode::{Inst, PARAM_SPACE};
 use crate::error::SimError;
+use crate::error::TmemError;
 use crate::memory::Device;
 
 pub(super) fn bad(inst: &Inst, msg: impl Into<String>) -> SimError {
     SimError::BadInstruction { line: inst.line, opcode: inst.opcode.clone(), message: msg.into() }
+}
+
+/// A TMEM error of `inst`.
+pub(super) fn tmem_fault(inst: &Inst) -> impl Fn(TmemError) -> SimError + '_ {
+    |source| SimError::Tmem { line: inst.line, opcode: inst.opcode.clone(), source }
 }
 
 /// Natural alignment: an access of `size` bytes (a power of two) at `addr`. The hardware

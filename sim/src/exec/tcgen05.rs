@@ -4,7 +4,7 @@
 
 use super::descriptors::{self, Layout};
 use super::mma::{lane0_column, pair};
-use super::spaces::bad;
+use super::spaces::{bad, tmem_fault};
 use super::state::Cluster;
 use crate::decode::Inst;
 use crate::decode::op::{Addr, CtaGroup, Dst, Src, Window};
@@ -41,7 +41,7 @@ impl Cluster<'_> {
         let slot = self.addr(c, first, dst);
         let n = self.val(c, first, ncols) as u32;
         let (sc, off) = self.resolve_shared(c, slot, Window::Cta, inst)?;
-        let start = self.ctas[c].tmem.alloc(n).map_err(|e| bad(inst, e))?;
+        let start = self.ctas[c].tmem.alloc(n).map_err(tmem_fault(inst))?;
         self.write_shared(sc, off, &start.to_le_bytes(), 0, inst, first)
     }
 
@@ -56,7 +56,7 @@ impl Cluster<'_> {
         let first = group[0];
         let col = lane0_column(self.val(c, first, taddr), "deallocated", inst)?;
         let n = self.val(c, first, ncols) as u32;
-        self.ctas[c].tmem.dealloc(col, n).map_err(|e| bad(inst, e))
+        self.ctas[c].tmem.dealloc(col, n).map_err(tmem_fault(inst))
     }
 
     /// `tcgen05.ld.32x32b.xN`: lane i of warp w reads TMEM lane (taddr.lane + i), N
@@ -75,7 +75,7 @@ impl Cluster<'_> {
             let lane = tmem_lane(a, warp, t, inst)?;
             let col = a & 0xFFFF;
             for (i, &dst) in d.iter().enumerate() {
-                let v = self.ctas[c].tmem.read(lane, col + i as u32).map_err(|e| bad(inst, e))?;
+                let v = self.ctas[c].tmem.read(lane, col + i as u32).map_err(tmem_fault(inst))?;
                 self.set(c, t, dst, u64::from(v));
             }
         }
@@ -98,7 +98,7 @@ impl Cluster<'_> {
             let col = a & 0xFFFF;
             for (i, &s) in v.iter().enumerate() {
                 let x = self.val(c, t, s) as u32;
-                self.ctas[c].tmem.write(lane, col + i as u32, x).map_err(|e| bad(inst, e))?;
+                self.ctas[c].tmem.write(lane, col + i as u32, x).map_err(tmem_fault(inst))?;
             }
         }
         Ok(())
@@ -130,7 +130,7 @@ impl Cluster<'_> {
                         self.ctas[p]
                             .tmem
                             .write(32 * q + r, col + w as u32, word)
-                            .map_err(|e| bad(inst, e))?;
+                            .map_err(tmem_fault(inst))?;
                     }
                 }
             }

@@ -7,6 +7,8 @@
 //! 8 global address (u64); 16 dims[5] (u64, elements); 56 strides[4] (u64, bytes, of dims 1..);
 //! 88 box[5] (u32, elements).
 
+use crate::error::TensorMapError;
+
 /// Element types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TmaDataType {
@@ -65,43 +67,41 @@ const MAGIC: &[u8; 4] = b"MGTM";
 
 impl TensorMap {
     /// The 128 bytes a kernel receives.
-    pub fn encode(&self) -> Result<[u8; 128], String> {
+    pub fn encode(&self) -> Result<[u8; 128], TensorMapError> {
         let rank = self.dims.len();
         if !(1..=5).contains(&rank) || self.box_dims.len() != rank || self.strides.len() + 1 != rank
         {
-            return Err(format!(
-                "rank {rank} with {} box dims and {} strides",
-                self.box_dims.len(),
-                self.strides.len()
-            ));
+            return Err(TensorMapError::Rank {
+                rank,
+                box_dims: self.box_dims.len(),
+                strides: self.strides.len(),
+            });
         }
         if self.box_dims.iter().any(|&b| b == 0 || b > 256) {
-            return Err("box dimensions must be in 1..=256".into());
+            return Err(TensorMapError::BoxDims { box_dims: self.box_dims.clone() });
         }
         let sw = match self.swizzle {
             0 => 0u8,
             32 => 1,
             64 => 2,
             128 => 3,
-            s => return Err(format!("swizzle {s}")),
+            s => return Err(TensorMapError::Swizzle { swizzle: s }),
         };
         // cuTensorMapEncodeTiled's rules: 16-byte aligned base and strides, strides < 2^40.
         if !self.address.is_multiple_of(16)
             || self.strides.iter().any(|&s| !s.is_multiple_of(16) || s >= 1 << 40)
         {
-            return Err(format!(
-                "base {:#x} and strides {:?} must be multiples of 16 bytes",
-                self.address, self.strides
-            ));
+            return Err(TensorMapError::Alignment {
+                address: self.address,
+                strides: self.strides.clone(),
+            });
         }
         if self.dtype == TmaDataType::U4Packed && !self.dims[0].is_multiple_of(2) {
-            return Err("packed 4-bit tensors need an even innermost dimension".into());
+            return Err(TensorMapError::OddPackedDim { dim: self.dims[0] });
         }
         let inner_bytes = u64::from(self.box_dims[0]) * self.dtype.bits() / 8;
         if !inner_bytes.is_multiple_of(16) || (sw > 0 && inner_bytes > u64::from(self.swizzle)) {
-            return Err(format!(
-                "inner box of {inner_bytes} B does not fit the rules (16-B multiple, ≤ swizzle span)"
-            ));
+            return Err(TensorMapError::InnerBox { bytes: inner_bytes, swizzle: self.swizzle });
         }
         let mut b = [0u8; 128];
         b[..4].copy_from_slice(MAGIC);

@@ -1,6 +1,7 @@
 //! The warpgroup instructions of sm_90a: `wgmma.fence`, `commit_group`, `wait_group`,
 //! `wgmma.mma_async` and `setmaxnreg` (PTX ISA "Asynchronous Warpgroup Level Matrix
-//! Multiply-Accumulate Instructions", "setmaxnreg").
+//! Multiply-Accumulate Instructions", "setmaxnreg"; the register pool of the latter is in
+//! `setmaxnreg.rs`).
 //!
 //! They are `.sync.aligned` over a warpgroup (four consecutive warps, the first a multiple
 //! of 4): the lanes of each warp must arrive converged, and the instruction executes once
@@ -72,9 +73,9 @@ pub(super) struct Warpgroup {
     next_group: u64,
     next_id: u32,
     /// Registers per thread: the kernel's `.maxnreg` at launch, then each setmaxnreg's.
-    maxnreg: Option<u32>,
+    pub(super) maxnreg: Option<u32>,
     /// A `setmaxnreg.inc` to this count waits for the CTA's pool (its threads wait at it).
-    waiting_inc: Option<u32>,
+    pub(super) waiting_inc: Option<u32>,
 }
 
 impl Warpgroup {
@@ -236,73 +237,11 @@ impl Cluster<'_> {
                     self.complete_group(c, wgi, g);
                 }
             }
-            Op::SetMaxNReg { inc, n } => {
-                // PTX ISA: .inc raises the per-thread maximum to n, .dec lowers it to n.
-                let (inc, n) = (*inc, *n);
-                if let Some(cur) = wg.maxnreg
-                    && ((inc && n < cur) || (!inc && n > cur))
-                {
-                    let verb = if inc { "raise" } else { "lower" };
-                    return Err(bad(
-                        inst,
-                        format!("cannot {verb} the register count from {cur} to {n}"),
-                    ));
-                }
-                // With a known launch count (.maxnreg) the CTA's pool is modelled: .dec
-                // gives registers to it, .inc waits until it holds enough (on hardware a
-                // kernel that never releases enough hangs; here it is a deadlock).
-                match (self.kernel.maxnreg, wg.maxnreg) {
-                    (Some(_), Some(cur)) if !inc => {
-                        wg.maxnreg = Some(n);
-                        self.ctas[c].reg_pool += cur - n;
-                    }
-                    (Some(_), Some(_)) => {
-                        wg.waiting_inc = Some(n);
-                        self.take_registers(c, wgi);
-                    }
-                    _ => wg.maxnreg = Some(n),
-                }
-            }
+            Op::SetMaxNReg { inc, n } => self.set_max_nreg(c, wgi, *inc, *n, inst)?,
             Op::Wgmma(w) => self.wgmma(c, wgi, w, inst, block)?,
             _ => return Err(bad(inst, "not a warpgroup instruction")),
         }
         Ok(())
-    }
-
-    /// A waiting `setmaxnreg.inc` of warpgroup `wgi` takes its registers if the pool has
-    /// them; whether it did.
-    fn take_registers(&mut self, c: usize, wgi: usize) -> bool {
-        let cta = &mut self.ctas[c];
-        let wg = &mut cta.warpgroups[wgi];
-        let (Some(n), Some(cur)) = (wg.waiting_inc, wg.maxnreg) else { return false };
-        let need = n - cur;
-        if cta.reg_pool < need {
-            return false;
-        }
-        cta.reg_pool -= need;
-        wg.maxnreg = Some(n);
-        wg.waiting_inc = None;
-        true
-    }
-
-    /// Retries the waiting `setmaxnreg.inc`s (after a round of the scheduler); whether one
-    /// completed and released its warpgroup.
-    pub fn retry_register_requests(&mut self) -> bool {
-        let mut released = false;
-        for c in 0..self.ctas.len() {
-            for wgi in 0..self.ctas[c].warpgroups.len() {
-                let waiting = self.ctas[c].warpgroups[wgi].waiting_inc.is_some();
-                if waiting && self.take_registers(c, wgi) {
-                    for t in 128 * wgi..128 * (wgi + 1) {
-                        let th = &mut self.ctas[c].threads[t];
-                        th.state = State::Running;
-                        th.pc += 1;
-                    }
-                    released = true;
-                }
-            }
-        }
-        released
     }
 
     fn complete_group(&mut self, c: usize, wgi: usize, g: u64) {

@@ -3,10 +3,11 @@
 //! from TMEM, and handing the buffer back, early where the buffers overlap.
 
 use super::Sm100;
-use super::schedule::Common;
-use crate::kernels::pipeline::{Cursor, Signal};
-use crate::ptx::ops::{LdRepeat, LdShape, Tcgen05};
-use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Scope, Sem};
+use super::prologue::Common;
+use crate::kernels::pipeline::{Consumer, Remote, RemoteAt};
+use crate::ptx::instrs::Tcgen05Ld;
+use crate::ptx::ops::{LdRepeat, LdShape};
+use crate::ptx::{KernelBuilder, Reg, RegClass, Scope, Sem, TmemAddr};
 
 /// An accumulator buffer taken by this thread's warp.
 pub(super) struct AccTile {
@@ -18,11 +19,17 @@ pub(super) struct AccTile {
 
 /// Waits for the cursor's accumulator buffer and returns this warp's address of it (lane
 /// field = 32·warp: thread t of the epilogue owns row t).
-pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cursor) -> AccTile {
-    g.rings.acc.wait(b, c.smem, cur);
+pub(super) fn acc_acquire(
+    b: &mut KernelBuilder,
+    g: &Sm100,
+    c: &Common,
+    acc: &Consumer<'_, Remote>,
+) -> AccTile {
+    acc.wait(b);
+    let cur = acc.cursor();
     b.tcgen05_fence_after();
     let lane_field = b.shl_b32(c.warp, 21u32);
-    let base = b.add_u32(c.tmem, lane_field);
+    let base = b.add_u32(c.target.tmem, lane_field);
     // Overlapping buffers share one ring slot and alternate with its phase.
     let buffer = if g.l.acc_overlapped() { cur.phase } else { cur.index };
     let taddr = b.mad_u32(buffer, g.l.budget.acc_buffer_stride(), base);
@@ -35,19 +42,23 @@ pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cur
 /// carries no memory ordering: TMEM is ordered by the tcgen05 fences on both sides of the
 /// barrier, and no generic-proxy data passes (docs/kernels.md). A 1-CTA kernel arrives on
 /// its own barrier; the peer of a pair on the leader's, relaxed at cluster scope.
-pub(super) fn acc_release(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cursor) {
-    let acc = &g.rings.acc;
+pub(super) fn acc_release(
+    b: &mut KernelBuilder,
+    g: &Sm100,
+    c: &Common,
+    acc: &Consumer<'_, Remote>,
+) {
     b.tcgen05_fence_before();
     b.bar_warp_sync();
     let one = b.elect();
     let skip = b.new_label("skip_release");
     b.bra_unless(one, &skip);
     let sig = if g.l.cm == 2 {
-        Signal::Remote { rank: Some(c.leader_rank), order: Some((Sem::Relaxed, Scope::Cluster)) }
+        RemoteAt { rank: Some(c.target.leader_rank), order: Some((Sem::Relaxed, Scope::Cluster)) }
     } else {
-        Signal::Remote { rank: None, order: None }
+        RemoteAt { rank: None, order: None }
     };
-    acc.release(b, c.smem, cur, sig);
+    acc.release(b, sig);
     b.label(&skip);
 }
 
@@ -122,13 +133,7 @@ pub(super) fn tmem_load<const N: usize>(
     rep: LdRepeat,
 ) -> [Reg; N] {
     let regs: [Reg; N] = std::array::from_fn(|_| b.reg(RegClass::F32));
-    if rep.count() as usize != N {
-        let kernel = b.name.clone();
-        b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "tcgen05.ld repeat count" });
-    }
-    b.emit(
-        Tcgen05::Ld(LdShape::Lanes32x32b, rep),
-        vec![Operand::regs(&regs), Operand::Reg(addr).at(i64::from(col))],
-    );
+    let src = TmemAddr::new(addr).col(col);
+    b.push(Tcgen05Ld { shape: LdShape::Lanes32x32b, repeat: rep, dst: regs.to_vec(), src });
     regs
 }

@@ -15,8 +15,10 @@ use moegen_dsl::resources::GEMM2_STAGING_GROUPS;
 
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
-use super::schedule::{Common, Needs, Unit, schedule};
+use super::prologue::Common;
 use super::smem::{gemm2_group_bytes, gemm2_row_bytes};
+use crate::kernels::skeleton::{Needs, Unit};
+use crate::ptx::instrs::{BulkStore, BulkWait};
 use crate::ptx::ops::memory::ld;
 use crate::ptx::ops::{Access, Alu, Bulk, LdRepeat, Memory, Tcgen05};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
@@ -36,12 +38,12 @@ struct RowInfo {
 /// nothing is loaded and the row is invalid).
 fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) -> RowInfo {
     let l = &g.l;
-    let in_range = b.setp_u32(Cmp::Lt, u, c.total_units);
-    let m = b.div_u32(u, c.units_n);
-    let live = b.setp_u32(Cmp::Lt, m, c.live_tiles);
+    let in_range = b.setp_u32(Cmp::Lt, u, c.sched.total_units);
+    let m = b.div_u32(u, c.sched.units_n);
+    let live = b.setp_u32(Cmp::Lt, m, c.sched.live_tiles);
     let live = b.and_pred(live, in_range);
     let (limit, expert) = (b.mov_u32(0u32), b.mov_u32(0u32));
-    for (dst, table) in [(limit, c.tile_limit), (expert, c.tile_expert)] {
+    for (dst, table) in [(limit, c.sched.tile_limit), (expert, c.sched.tile_expert)] {
         let a = b.index_addr(table, m, 4);
         b.emit_if(
             Guard::when(live),
@@ -50,7 +52,7 @@ fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) ->
         );
     }
     let row = b.mad_u32(m, l.tile, c.tid);
-    let row = b.mad_u32(c.m_rank, 128u32, row);
+    let row = b.mad_u32(c.target.m_rank, 128u32, row);
     let below = b.setp_u32(Cmp::Lt, row, limit);
     let valid = b.and_pred(below, live);
     let ea = b.index_addr(k.p2e, row, 4);
@@ -67,12 +69,12 @@ fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) ->
     let al = b.mov_f32(0f32);
     b.emit_if(Guard::when(live), ld(Space::Global, Ty::F32), vec![al.into(), Operand::addr(aa)]);
     let scale = b.mul_f32(al, w);
-    let dst_index = match l.finalize {
+    let dst_index = match l.key.finalize {
         FinalizeMode::BulkReduceAdd => b.div_u32(expanded, k.top_k),
         FinalizeMode::Deterministic => expanded,
     };
-    let nt = b.rem_u32(u, c.units_n);
-    let n = b.mad_u32(nt, l.cn, c.n_rank);
+    let nt = b.rem_u32(u, c.sched.units_n);
+    let n = b.mad_u32(nt, l.cn, c.target.n_rank);
     let col_bytes = b.mul_u32(n, l.n * 2);
     let dst = b.mul_wide_u32(dst_index, k.out_row_bytes);
     let dst = b.add_u64(k.out, dst);
@@ -104,7 +106,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let k = Params {
         alpha: b.ld_buffer(Buffer::Alpha2),
         weights: b.ld_buffer(Buffer::RouterWeights),
-        out: b.ld_buffer(match l.finalize {
+        out: b.ld_buffer(match l.key.finalize {
             FinalizeMode::BulkReduceAdd => Buffer::Output,
             FinalizeMode::Deterministic => Buffer::FinalizeScratch,
         }),
@@ -112,7 +114,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         top_k: b.ld_scalar(Scalar::TopK),
         out_row_bytes: b.shl_b32(hidden, 1u32),
     };
-    let cur = g.rings.acc.cursor(b);
+    let acc = g.rings.acc.consumer(b, &g.rings.parties.epilogue, c.smem);
     // Row t's staging: bank group t % 8, index t / 8 (docs/kernels.md: the eight threads
     // of a 128-bit store phase hit eight different 16-byte bank groups).
     let group = b.and_b32(c.tid, GEMM2_STAGING_GROUPS - 1);
@@ -120,7 +122,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let staging = b.add_u32(c.smem, g.smem.epilogue.offset);
     let my_row = b.mad_u32(group, gemm2_group_bytes(l), staging);
     let my_row = b.mad_u32(index, gemm2_row_bytes(l), my_row);
-    let first = row_info(b, g, c, &k, c.cluster_id);
+    let first = row_info(b, g, c, &k, c.sched.first);
     let now = RowInfo {
         dst: b.reg(RegClass::B64),
         scale: b.reg(RegClass::F32),
@@ -128,24 +130,24 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     };
     take(b, now, first);
     let steps = l.n / STEP_COLS;
-    let op = match l.finalize {
-        FinalizeMode::BulkReduceAdd => Bulk::ReduceAdd { ty: Ty::Bf16 },
-        FinalizeMode::Deterministic => Bulk::Store,
+    let reduce_add = match l.key.finalize {
+        FinalizeMode::BulkReduceAdd => Some(Ty::Bf16),
+        FinalizeMode::Deterministic => None,
     };
-    schedule(b, g, c, Needs::NONE, &mut |b, u: &Unit| {
-        let next_u = b.add_u32(u.u, c.clusters);
+    c.sched.units(b, Needs::NONE, &mut |b, u: &Unit| {
+        let next_u = b.add_u32(u.u, c.sched.stride);
         let next = row_info(b, g, c, &k, next_u);
         // The staging row is free once this thread's previous bulk operation has read it.
-        b.emit(Bulk::WaitGroup { read: true }, vec![0u32.into()]);
+        b.push(BulkWait { pending: 0, read: true });
         let scale2 = b.pack_b64(now.scale, now.scale);
-        let tile = acc_acquire(b, g, c, cur);
+        let tile = acc_acquire(b, g, c, &acc);
         let (order, release_after) = walk(b, g, &tile, steps);
         for (p, step) in order.into_iter().enumerate() {
             let at = step.offset(b, tile.taddr, STEP_COLS);
             let v = tmem_load::<64>(b, at, 0, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
             if p + 1 == release_after {
-                acc_release(b, g, c, cur);
+                acc_release(b, g, c, &acc);
             }
             let mut words = Vec::with_capacity(32);
             for pair in v.chunks_exact(2) {
@@ -165,17 +167,14 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 );
             }
         }
-        g.rings.acc.advance(b, cur);
+        acc.advance(b);
         // This thread's row, written through the generic proxy, is read by the bulk copy
         // engine through the async proxy.
         b.fence_proxy_async();
-        b.emit_if(
-            Guard::when(now.valid),
-            op,
-            vec![Operand::addr(now.dst), Operand::addr(my_row), (l.n * 2).into()],
-        );
+        let store = BulkStore { dst: now.dst, src: my_row, bytes: l.n * 2, reduce_add };
+        b.push_if(Guard::when(now.valid), store);
         b.emit(Bulk::CommitGroup, vec![]);
         take(b, now, next);
     });
-    b.emit(Bulk::WaitGroup { read: false }, vec![0u32.into()]);
+    b.push(BulkWait { pending: 0, read: false });
 }

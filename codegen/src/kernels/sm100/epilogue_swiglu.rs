@@ -10,10 +10,12 @@ use moegen_dsl::{EpilogueRecipe, SwigluInput};
 
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
-use super::schedule::{Common, Needs, schedule};
+use super::prologue::Common;
 use crate::kernels::epilogue_math::{
     BlockQuant, fast_factors, requant_pair, round_bf16, swiglu, swiglu_fast,
 };
+use crate::kernels::skeleton::Needs;
+use crate::ptx::instrs::{BulkWait, TmaStore};
 use crate::ptx::ops::{Access, Bulk, LdRepeat, Memory, Tcgen05};
 use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
 
@@ -29,7 +31,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let map_out = b.tensor_map_addr(TensorMap::Gemm1OutputStore);
     let inter = b.ld_scalar(Scalar::Intermediate);
     let atoms_per_rowblock = b.shr_u32(inter, 6u32);
-    let cur = g.rings.acc.cursor(b);
+    let acc = g.rings.acc.consumer(b, &g.rings.parties.epilogue, c.smem);
     // One staging row per thread: N/2 FP4 values of h.
     let row_stride = l.n / 4;
     let staging = b.add_u32(c.smem, g.smem.epilogue.offset);
@@ -46,14 +48,14 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     );
     // (up, gate) blocks per tile: one 64-column step of h each.
     let steps = l.n / PAIR_COLS;
-    schedule(b, g, c, Needs::EXPERT, &mut |b, u| {
+    c.sched.units(b, Needs::EXPERT, &mut |b, u| {
         // The staging rows are free once this warp's previous TMA store has read them.
-        b.emit_if(Guard::when(one), Bulk::WaitGroup { read: true }, vec![0u32.into()]);
+        b.push_if(Guard::when(one), BulkWait { pending: 0, read: true });
         b.bar_warp_sync();
         let al_addr = b.index_addr(alpha, u.expert, 4);
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
-        let fast =
-            (l.recipe == EpilogueRecipe::Fast).then(|| fast_factors(b, al, gs, l.swiglu_input));
+        let fast = (l.key.recipe == EpilogueRecipe::Fast)
+            .then(|| fast_factors(b, al, gs, l.key.swiglu_input));
         let row = b.add_u32(u.row0, c.tid);
         let rowblock = b.shr_u32(row, 7u32);
         let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
@@ -62,7 +64,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         // This N block's first scale atom.
         let atom0 = b.mul_wide_u32(u.n, steps * 512);
         let tile_sf = b.add_u64(sf_row, atom0);
-        let tile = acc_acquire(b, g, c, cur);
+        let tile = acc_acquire(b, g, c, &acc);
         let (order, release_after) = walk(b, g, &tile, steps);
         for (p, step) in order.into_iter().enumerate() {
             // Step s of this tile: accumulator columns s·128.., h columns s·64.., scale atom
@@ -72,14 +74,14 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let gate = tmem_load::<64>(b, at, STEP_COLS, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
             if p + 1 == release_after {
-                acc_release(b, g, c, cur);
+                acc_release(b, g, c, &acc);
             }
             let h: [Reg; 64] = std::array::from_fn(|i| match &fast {
                 Some(f) => swiglu_fast(b, f, up[i], gate[i]),
                 None => {
                     let mut uu = b.mul_f32(al, up[i]);
                     let mut gg = b.mul_f32(al, gate[i]);
-                    if l.swiglu_input == SwigluInput::Bf16 {
+                    if l.key.swiglu_input == SwigluInput::Bf16 {
                         uu = round_bf16(b, uu);
                         gg = round_bf16(b, gg);
                     }
@@ -103,22 +105,16 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let dst = step.offset_u64(b, tile_sf, 512);
             b.st_global(Ty::B32, dst, word);
         }
-        g.rings.acc.advance(b, cur);
+        acc.advance(b);
         b.fence_proxy_async();
         b.bar_warp_sync();
         let skip = b.new_label("skip_store");
         b.bra_unless(one, &skip);
         let col = b.mul_u32(u.n, l.n / 2);
         let wrow = b.mad_u32(c.warp, 32u32, u.row0);
-        b.emit(
-            Bulk::TensorStore { dims: 2 },
-            vec![
-                Operand::tensor(map_out, vec![col.into(), wrow.into()]),
-                Operand::addr(warp_stage),
-            ],
-        );
+        b.push(TmaStore { map: map_out, coords: vec![col.into(), wrow.into()], src: warp_stage });
         b.emit(Bulk::CommitGroup, vec![]);
         b.label(&skip);
     });
-    b.emit_if(Guard::when(one), Bulk::WaitGroup { read: false }, vec![0u32.into()]);
+    b.push_if(Guard::when(one), BulkWait { pending: 0, read: false });
 }

@@ -3,11 +3,11 @@
 //! CTA's gather completion to the leader, whose MMA reads both CTAs' shared memory.
 
 use super::Sm100;
-use super::schedule::{Common, Needs, k_loop, schedule};
-use crate::kernels::pipeline::{Side, Signal};
-use crate::ptx::ops::memory::ld;
+use super::prologue::Common;
+use crate::kernels::pipeline::RemoteAt;
+use crate::kernels::skeleton::{Needs, TokenRow, token_of_row};
 use crate::ptx::ops::{Alu, CacheOp, IntOp, Memory};
-use crate::ptx::{Cmp, Guard, KernelBuilder, Label, Operand, Reg, RegClass, Space, Ty};
+use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Operand, Reg, RegClass, Ty};
 use moegen_dsl::abi::{Buffer, Scalar};
 
 /// Rows of the 128-row A tile each gather thread copies a 16-byte chunk of per K stage: a
@@ -22,35 +22,14 @@ fn add_u64_in_place(b: &mut KernelBuilder, d: Reg, by: u32) {
     b.emit_to(d, Alu::Int(IntOp::Add, Ty::U64), vec![d.into(), by.into()]);
 }
 
-/// The token row a permuted row gathers (guarded: rows ≥ mn_limit read nothing and get
-/// token 0, a valid address that cp.async then reads zero bytes of), and the bytes to copy.
-fn token_of_row(
-    b: &mut KernelBuilder,
-    p2e: Reg,
-    top_k: Reg,
-    row: Reg,
-    mn_limit: Reg,
-    bytes: u32,
-) -> (Reg, Reg) {
-    let valid = b.setp_u32(Cmp::Lt, row, mn_limit);
-    let exp_addr = b.index_addr(p2e, row, 4);
-    let expanded = b.mov_u32(0u32);
-    b.emit_if(
-        Guard::when(valid),
-        ld(Space::Global, Ty::U32),
-        vec![expanded.into(), Operand::addr(exp_addr)],
-    );
-    let token = b.div_u32(expanded, top_k);
-    (token, b.selp_u32(bytes, 0u32, valid))
-}
-
 /// Thread g of the gather warps copies, per K stage, 16-byte chunk g % 8 of A rows
 /// g / 8 + 16·j (j < 8) into the 128B-swizzled tile (the chunk's swizzled place depends on
 /// the row mod 8, which is the same for all eight rows), with the L2 fetching whole lines,
 /// and row g's 16 scale bytes into the four SFA atoms; rows ≥ mn_limit copy nothing (zero
 /// fill).
 pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
-    let (l, ab) = (&g.l, &g.rings.ab);
+    let l = &g.l;
+    let parties = &g.rings.parties;
     let gt = b.sub_u32(c.tid, l.gather_warp * 32);
     let x = b.ld_buffer(Buffer::Activations);
     let x_sf = b.ld_buffer(Buffer::ActivationScales);
@@ -59,8 +38,17 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let hidden = b.ld_scalar(Scalar::Hidden);
     let row_bytes = b.shr_u32(hidden, 1u32);
     let sf_bytes = b.shr_u32(hidden, 4u32);
-    let cur = ab.cursor(b);
-    let is_peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);
+    // Declared on the A/B ring for every GEMM1; on the relay ring where there is one.
+    let Some(own) = parties.gather else {
+        let kernel = b.name.clone();
+        return b.error(BuildError::Inconsistent { kernel, what: "gather role without a party" });
+    };
+    let ab = g.rings.ab.producer(b, &own, c.smem);
+    let relay = match (&g.rings.relay, &parties.relay_gather) {
+        (Some(r), Some(p)) => Some(r.producer_on(b, p, c.smem, ab.cursor())),
+        _ => None,
+    };
+    let is_peer = b.setp_u32(Cmp::Ne, c.target.m_rank, 0u32);
     // This thread's chunk and first row, and their place in the 128B-swizzled tile.
     let chunk = b.and_b32(gt, 7u32);
     let r0 = b.shr_u32(gt, 3u32);
@@ -80,12 +68,13 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let size: Vec<Reg> = (0..ROWS_PER_THREAD).map(|_| b.reg(RegClass::B32)).collect();
     let (src_sf, size_sf) = (b.reg(RegClass::B64), b.reg(RegClass::B32));
     let ready = b.reg(RegClass::Pred);
-    ab.peek_empty(b, c.smem, cur, ready);
-    schedule(b, g, c, Needs::LIMIT, &mut |b, u| {
+    ab.try_acquire(b, ready);
+    c.sched.units(b, Needs::LIMIT, &mut |b, u| {
         let first = b.add_u32(u.row0, r0);
         for j in 0..ROWS_PER_THREAD {
             let row = b.add_u32(first, ROW_STEP * j);
-            let (token, n) = token_of_row(b, p2e, top_k, row, u.mn_limit, 16);
+            let TokenRow { token, valid } = token_of_row(b, p2e, top_k, row, u.mn_limit);
+            let n = b.selp_u32(16u32, 0u32, valid);
             let off = b.mul_wide_u32(token, row_bytes);
             let base = b.add_u64(x, off);
             b.emit_to(
@@ -96,13 +85,14 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             b.emit_to(size[j as usize], Alu::Mov(Ty::U32), vec![n.into()]);
         }
         let row = b.add_u32(u.row0, gt);
-        let (token, n) = token_of_row(b, p2e, top_k, row, u.mn_limit, 4);
+        let TokenRow { token, valid } = token_of_row(b, p2e, top_k, row, u.mn_limit);
+        let n = b.selp_u32(4u32, 0u32, valid);
         let off = b.mul_wide_u32(token, sf_bytes);
         b.emit_to(src_sf, Alu::Int(IntOp::Add, Ty::U64), vec![x_sf.into(), off.into()]);
         b.emit_to(size_sf, Alu::Mov(Ty::U32), vec![n.into()]);
-        k_loop(b, c, &mut |b, _kk| {
-            ab.acquire_peeked(b, c.smem, cur, ready);
-            let st = g.smem.stage_base(b, c.smem, cur.index);
+        c.sched.k_loop(b, &mut |b, _kk| {
+            ab.acquire_unless(b, ready);
+            let st = g.smem.stage_base(b, c.smem, ab.cursor().index);
             let a_dst = b.add_u32(st, a_off);
             for j in 0..ROWS_PER_THREAD {
                 let (s, n) = (src[j as usize], size[j as usize]);
@@ -122,17 +112,14 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             add_u64_in_place(b, src_sf, 16);
             // The leader's gather completes straight on its full barrier; the peer's on the
             // relay ring, which the relay warp forwards.
-            let full = ab.full_at(b, c.smem, cur);
-            let target = match &g.rings.relay {
-                Some(relay) => {
-                    let local = relay.full_at(b, c.smem, cur);
-                    b.selp_u32(local, full, is_peer)
+            match &relay {
+                Some(relay) => ab.commit_or(b, relay, is_peer, ()),
+                None => {
+                    ab.commit(b, ());
                 }
-                None => full,
-            };
-            ab.signal(b, Side::Full, target, Signal::CpAsyncNoinc);
-            ab.advance(b, cur);
-            ab.peek_empty(b, c.smem, cur, ready);
+            }
+            ab.advance(b);
+            ab.try_acquire(b, ready);
         });
     });
 }
@@ -140,23 +127,23 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
 /// 2-CTA GEMM1, the peer CTA: waits for its gather on the relay ring and arrives for it on
 /// the leader's A/B full barrier. Its cursor walks both rings in lockstep.
 pub(super) fn relay_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
-    let Some(relay) = &g.rings.relay else { return };
-    let ab = &g.rings.ab;
-    let peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);
+    let (Some(relay), Some(party)) = (&g.rings.relay, &g.rings.parties.relay) else { return };
+    let peer = b.setp_u32(Cmp::Ne, c.target.m_rank, 0u32);
     b.bra_unless(peer, end);
     let one = b.elect();
     b.bra_unless(one, end);
-    let cur = relay.cursor(b);
-    schedule(b, g, c, Needs::NONE, &mut |b, _u| {
-        k_loop(b, c, &mut |b, _kk| {
-            relay.wait(b, c.smem, cur);
+    let relay = relay.waiter(b, c.smem);
+    let ab = g.rings.ab.producer_on(b, party, c.smem, relay.cursor());
+    c.sched.units(b, Needs::NONE, &mut |b, _u| {
+        c.sched.k_loop(b, &mut |b, _kk| {
+            relay.wait(b);
             // The gathered bytes (cp.async: generic proxy, this CTA's shared memory, complete
             // as the wait observed) become visible to the async proxy, which the leader's MMA
             // reads them through; then the arrival at the default .release.cta (no memory
             // barrier in SASS; docs/kernels.md explains why not .release.cluster).
             b.fence_proxy_async();
-            ab.commit(b, c.smem, cur, Signal::Remote { rank: Some(c.leader_rank), order: None });
-            relay.advance(b, cur);
+            ab.commit(b, RemoteAt { rank: Some(c.target.leader_rank), order: None });
+            relay.advance(b);
         });
     });
     b.bra(end);

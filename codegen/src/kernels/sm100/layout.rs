@@ -1,34 +1,31 @@
-//! What a GEMM kernel is made of: its identity, tile sizes, warp roles, TMEM columns and
-//! descriptor constants, all derived from the description and its resource budget.
+//! What an SM100 GEMM kernel is made of: its identity (the [`GemmKey`], read from there and
+//! never copied), tile sizes, warp roles, TMEM columns and descriptor constants, all derived
+//! from the description and its resource budget.
 
 use crate::ptx::CtaGroup;
 use moegen_dsl::abi::{GemmKey, gemm_roles};
 use moegen_dsl::resources::SF_TMEM_BUFFERS;
-use moegen_dsl::{EpilogueRecipe, FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput};
+use moegen_dsl::{GemmKind, KernelBudget, KernelDesc};
 
-/// Everything a GEMM builder needs, derived once.
+/// Everything an SM100 GEMM builder needs, derived once. The kernel's options (format,
+/// SwiGLU input, recipe, finalize mode) are read from `key`; the geometry below is the
+/// key's in the integer form the builders compute with.
 #[derive(Clone, Debug)]
 pub struct Sm100Layout {
     /// The kernel's identity.
     pub key: GemmKey,
-    /// GEMM1 or GEMM2.
+    /// GEMM1 or GEMM2 (`key.gemm`).
     pub kind: GemmKind,
-    /// Routing tile rows (MMA M).
+    /// Routing tile rows (MMA M, `key.tile`).
     pub tile: u32,
-    /// MMA N.
+    /// MMA N (`key.mma_n`).
     pub n: u32,
-    /// Cluster M (CTA-group size).
+    /// Cluster M (CTA-group size, `key.cta_group()`).
     pub cm: u32,
-    /// Cluster N.
+    /// Cluster N (`key.cluster_n`).
     pub cn: u32,
     /// Budget from the resource model.
     pub budget: KernelBudget,
-    /// SwiGLU input precision (GEMM1).
-    pub swiglu_input: SwigluInput,
-    /// Epilogue recipe (GEMM1).
-    pub recipe: EpilogueRecipe,
-    /// Finalize mode (GEMM2).
-    pub finalize: FinalizeMode,
     /// Warps: epilogue 0..4 always.
     pub warps: u32,
     /// First gather warp (GEMM1).
@@ -44,30 +41,16 @@ pub struct Sm100Layout {
 impl Sm100Layout {
     /// Derives the layout of a validated description.
     pub fn new(desc: &KernelDesc) -> Self {
-        let t = desc.tactic();
-        let [tile, n] = t.mma_tiler();
-        let [cm, cn] = t.cluster();
-        let (swiglu_input, finalize, recipe) = match *desc.epilogue() {
-            moegen_dsl::Epilogue::SwigluRequant { swiglu_input, recipe, .. } => {
-                (swiglu_input, FinalizeMode::default(), recipe)
-            }
-            moegen_dsl::Epilogue::Finalize { mode } => {
-                (SwigluInput::default(), mode, EpilogueRecipe::default_for(desc.target()))
-            }
-        };
         let key = desc.key();
         let roles = gemm_roles(&key);
         Self {
             key,
-            kind: t.kind(),
-            tile,
-            n,
-            cm,
-            cn,
+            kind: key.gemm,
+            tile: key.tile.rows(),
+            n: key.mma_n,
+            cm: key.cta_group(),
+            cn: key.cluster_n,
             budget: *desc.budget(),
-            swiglu_input,
-            recipe,
-            finalize,
             warps: roles.warps,
             gather_warp: roles.gather_warp.unwrap_or(roles.mma_warp),
             mma_warp: roles.mma_warp,

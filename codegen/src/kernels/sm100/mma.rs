@@ -11,15 +11,40 @@
 use moegen_dsl::GemmKind;
 
 use super::Sm100;
-use super::schedule::{Common, Needs, k_loop, schedule};
-use crate::kernels::pipeline::Signal;
-use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind, Tcgen05};
-use crate::ptx::{Cmp, KernelBuilder, Label, Operand, Reg, RegClass, Ty};
+use super::prologue::Common;
+use crate::kernels::pipeline::CommitAt;
+use crate::kernels::skeleton::Needs;
+use crate::ptx::instrs::{Tcgen05Cp, Tcgen05Mma};
+use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind};
+use crate::ptx::{Accumulate, Cmp, KernelBuilder, Label, Operand, Reg, RegClass, TmemAddr, Ty};
 
 /// High word of the A/B descriptors: K-major SW128 (SBO 1024 B, version bit 46, swizzle 2).
 const HI_AB: u32 = 0x4000_4040;
 /// High word of the scale-factor descriptors: no swizzle, SBO 128 B, version bit 46.
 const HI_SF: u32 = 0x0000_4008;
+
+/// K atoms (MMAs of K = 64) per K stage.
+const K_ATOMS: u32 = 4;
+/// TMEM columns of one K atom's SFA (128 rows × 4 UE4M3 scales, 32-bit columns).
+const SFA_COLS_PER_ATOM: u32 = 4;
+
+/// One K stage's scale factors in a TMEM column set: SFA's atoms first, then SFB's (4
+/// columns per 128 rows of B per atom).
+struct ScaleCols {
+    set: TmemAddr,
+    sfb_per_atom: u32,
+}
+
+impl ScaleCols {
+    /// SFA of K atom `atom`.
+    fn sfa(&self, atom: u32) -> TmemAddr {
+        self.set.col(SFA_COLS_PER_ATOM * atom)
+    }
+    /// SFB of K atom `atom`, 128-row block `rows`.
+    fn sfb(&self, atom: u32, rows: u32) -> TmemAddr {
+        self.set.col(K_ATOMS * SFA_COLS_PER_ATOM + self.sfb_per_atom * atom + 4 * rows)
+    }
+}
 
 /// A shared-memory matrix descriptor for `addr`: the address field (bits 0–13, in 16-byte
 /// units) and the leading-byte offset 1 (bit 16) in the low word, `hi` in the high word.
@@ -36,9 +61,9 @@ fn desc_plus(b: &mut KernelBuilder, desc: Reg, units: impl Into<Operand>) -> Reg
 }
 
 pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
-    let (l, ab, acc) = (&g.l, &g.rings.ab, &g.rings.acc);
+    let l = &g.l;
     if l.cm == 2 {
-        let peer = b.setp_u32(Cmp::Ne, c.m_rank, 0u32);
+        let peer = b.setp_u32(Cmp::Ne, c.target.m_rank, 0u32);
         b.bra_if(peer, end);
     }
     let one = b.elect();
@@ -59,23 +84,26 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
     let sfb_addr = at(b, g.smem.sfb);
     let sfb0 = smem_desc(b, sfb_addr, hi_sf);
     let stage_units = g.smem.stage_bytes / 16;
-    let stage = ab.cursor(b);
-    let accum = acc.cursor(b);
+    let ab = g.rings.ab.consumer(b, &g.rings.parties.mma_ab, c.smem);
+    let acc = g.rings.acc.producer(b, &g.rings.parties.mma_acc, c.smem);
+    let (stage, accum) = (ab.cursor(), acc.cursor());
     // The two scale-factor column sets: this K stage's, and the other's (their sum swaps).
-    let sf0 = b.add_u32(c.tmem, l.budget.tmem_acc_columns);
-    let sf_swap = b.mad_u32(c.tmem, 2u32, 2 * l.budget.tmem_acc_columns + l.sf_cols_per_buffer());
+    let sf0 = b.add_u32(c.target.tmem, l.budget.tmem_acc_columns);
+    let sf_swap =
+        b.mad_u32(c.target.tmem, 2u32, 2 * l.budget.tmem_acc_columns + l.sf_cols_per_buffer());
     let sfa_t = b.mov_u32(sf0);
-    let empty_mask = ab.empty_multicast.map(|m| m.emit(b, c.m_rank, c.n_rank));
-    let acc_mask = acc.full_multicast.map(|m| m.emit(b, c.m_rank, c.n_rank));
+    let empty_mask =
+        g.rings.ab.empty_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
+    let acc_mask = g.rings.acc.full_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
     let ready = b.reg(RegClass::Pred);
-    ab.peek_full(b, c.smem, stage, ready);
-    schedule(b, g, c, Needs::NONE, &mut |b, _u| {
-        acc.acquire(b, c.smem, accum);
+    ab.try_wait(b, ready);
+    c.sched.units(b, Needs::NONE, &mut |b, _u| {
+        acc.acquire(b);
         b.tcgen05_fence_after();
         // Overlapping buffers share one ring slot: the buffer alternates with the phase.
         let buffer = if l.acc_overlapped() { accum.phase } else { accum.index };
-        let d = b.mad_u32(buffer, l.budget.acc_buffer_stride(), c.tmem);
-        k_loop(b, c, &mut |b, kk| {
+        let d = b.mad_u32(buffer, l.budget.acc_buffer_stride(), c.target.tmem);
+        c.sched.k_loop(b, &mut |b, kk| {
             let acc_p = b.setp_u32(Cmp::Ne, kk, 0u32);
             let off = b.op(
                 RegClass::B64,
@@ -86,57 +114,56 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
             let bd = desc_plus(b, b0, off);
             let sfa = desc_plus(b, sfa0, off);
             let sfb = desc_plus(b, sfb0, off);
-            ab.wait_peeked(b, c.smem, stage, ready);
+            ab.wait_unless(b, ready);
             b.tcgen05_fence_after();
             if l.kind == GemmKind::Gemm1 {
                 // The gathered A tile and SFA were written by cp.async (generic proxy); the
                 // tensor cores read them through the async proxy.
                 b.fence_proxy_async();
             }
-            let cp = Tcgen05::Cp(group, CpShape::Rows32x128bWarpx4);
-            for kb in 0..4u32 {
-                let dsc = if kb == 0 { sfa } else { desc_plus(b, sfa, 32 * kb) };
-                b.emit(cp, vec![Operand::Reg(sfa_t).at(i64::from(4 * kb)), dsc.into()]);
+            let cols = ScaleCols { set: TmemAddr::new(sfa_t), sfb_per_atom: l.sfb_cols_per_mma() };
+            let shape = CpShape::Rows32x128bWarpx4;
+            for kb in 0..K_ATOMS {
+                let src_desc = if kb == 0 { sfa } else { desc_plus(b, sfa, 32 * kb) };
+                b.push(Tcgen05Cp { group, shape, dst: cols.sfa(kb), src_desc });
                 for rb in 0..l.sfb_row_blocks() {
                     let step = 32 * kb + 128 * rb;
-                    let dsc = if step == 0 { sfb } else { desc_plus(b, sfb, step) };
-                    let col = 16 + l.sfb_cols_per_mma() * kb + 4 * rb;
-                    b.emit(cp, vec![Operand::Reg(sfa_t).at(i64::from(col)), dsc.into()]);
+                    let src_desc = if step == 0 { sfb } else { desc_plus(b, sfb, step) };
+                    b.push(Tcgen05Cp { group, shape, dst: cols.sfb(kb, rb), src_desc });
                 }
             }
-            for j in 0..4u32 {
-                let (ad, bdj) = if j == 0 {
+            for j in 0..K_ATOMS {
+                let (a_desc, b_desc) = if j == 0 {
                     (a, bd)
                 } else {
                     (desc_plus(b, a, 2 * j), desc_plus(b, bd, 2 * j))
                 };
-                let enable: Operand = if j == 0 { acc_p.into() } else { 1u32.into() };
-                b.emit(
-                    Tcgen05::Mma(group, MmaKind::Mxf4Nvf4Block16),
-                    vec![
-                        Operand::addr(d),
-                        ad.into(),
-                        bdj.into(),
-                        idesc.into(),
-                        Operand::Reg(sfa_t).at(i64::from(4 * j)),
-                        Operand::Reg(sfa_t).at(i64::from(16 + l.sfb_cols_per_mma() * j)),
-                        enable,
-                    ],
-                );
+                b.push(Tcgen05Mma {
+                    group,
+                    kind: MmaKind::Mxf4Nvf4Block16,
+                    d_tmem: TmemAddr::new(d),
+                    a_desc,
+                    b_desc,
+                    idesc,
+                    scale_a_tmem: cols.sfa(j),
+                    scale_b_tmem: cols.sfb(j, 0),
+                    enable_input_d: if j == 0 {
+                        Accumulate::When(acc_p)
+                    } else {
+                        Accumulate::Always
+                    },
+                });
             }
-            ab.release(b, c.smem, stage, Signal::Commit { group, mask: empty_mask });
+            ab.release(b, CommitAt { group, mask: empty_mask });
             b.emit(Alu::Int(IntOp::Sub, Ty::U32), vec![sfa_t.into(), sf_swap.into(), sfa_t.into()]);
-            ab.advance(b, stage);
-            ab.peek_full(b, c.smem, stage, ready);
+            ab.advance(b);
+            ab.try_wait(b, ready);
         });
-        acc.commit(b, c.smem, accum, Signal::Commit { group, mask: acc_mask });
-        acc.advance(b, accum);
+        acc.commit(b, CommitAt { group, mask: acc_mask });
+        acc.advance(b);
     });
-    // Tail: wait until the epilogue has released every accumulator, so that no arrival
-    // (remote, from the peer's epilogue) is in flight toward this CTA when it exits.
-    for _ in 0..l.budget.acc_ring_slots() {
-        acc.acquire(b, c.smem, accum);
-        acc.advance(b, accum);
-    }
+    // Tail: no arrival (remote, from the peer's epilogue) may be in flight toward this CTA
+    // when it exits.
+    acc.drain(b);
     b.bra(end);
 }

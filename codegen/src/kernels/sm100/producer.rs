@@ -7,14 +7,14 @@ use moegen_dsl::GemmKind;
 use moegen_dsl::abi::TensorMap;
 
 use super::Sm100;
-use super::schedule::{Common, Needs, k_loop, schedule};
-use crate::kernels::pipeline::{CtaMask, Signal};
-use crate::ptx::ops::Bulk;
+use super::prologue::Common;
+use crate::kernels::pipeline::{CtaMask, Tx};
+use crate::kernels::skeleton::Needs;
+use crate::ptx::instrs;
 use crate::ptx::{Cmp, CtaGroup, KernelBuilder, Label, Operand, Reg};
 
-/// One TMA tile load: a `dims`-D box at `coords` of `map` into `dst`, completing on `bar`.
+/// One TMA tile load: the box at `coords` of `map` into `dst`, completing on `bar`.
 struct TmaLoad {
-    dims: u8,
     dst: Reg,
     map: Reg,
     coords: Vec<Operand>,
@@ -23,19 +23,18 @@ struct TmaLoad {
 }
 
 fn tma_load(b: &mut KernelBuilder, g: &Sm100, t: TmaLoad) {
-    let op = Bulk::TensorLoad {
-        dims: t.dims,
-        multicast: t.multicast.is_some(),
+    b.push(instrs::TmaLoad {
+        dst: t.dst,
+        map: t.map,
+        coords: t.coords,
+        bar: t.bar,
+        multicast: t.multicast,
         cta_group: (g.l.cm == 2).then_some(CtaGroup::Two),
-    };
-    let mut ops =
-        vec![Operand::addr(t.dst), Operand::tensor(t.map, t.coords), Operand::addr(t.bar)];
-    ops.extend(t.multicast.map(Operand::from));
-    b.emit(op, ops);
+    });
 }
 
 pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
-    let (l, ab) = (&g.l, &g.rings.ab);
+    let l = &g.l;
     let one = b.elect();
     b.bra_unless(one, end);
     let (map_a, map_sfa) = if l.kind == GemmKind::Gemm2 {
@@ -56,76 +55,69 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &
     for m in [map_a, map_sfa, Some(map_b), Some(map_sfb)].into_iter().flatten() {
         b.prefetch_tensormap(m);
     }
-    let cur = ab.cursor(b);
-    let is_leader = b.setp_u32(Cmp::Eq, c.m_rank, 0u32);
-    let a_issuer = b.setp_u32(Cmp::Eq, c.n_rank, 0u32);
-    let mask_a = ab.full_multicast.map(|m| m.emit(b, c.m_rank, c.n_rank));
-    let pair = (l.cm == 2).then(|| CtaMask::Pair.emit(b, c.m_rank, c.n_rank));
+    let ab = g.rings.ab.producer(b, &g.rings.parties.tma, c.smem);
+    let is_leader = b.setp_u32(Cmp::Eq, c.target.m_rank, 0u32);
+    let a_issuer = b.setp_u32(Cmp::Eq, c.target.n_rank, 0u32);
+    let mask_a = g.rings.ab.full_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
+    let pair = (l.cm == 2).then(|| CtaMask::Pair.emit(b, c.target.m_rank, c.target.n_rank));
     // This CTA's half of SFB in a pair: its row block (N = 256) or K atoms 2m, 2m+1 (N = 128),
     // landing at the same offset in both CTAs.
     let halves_by_block = l.sfb_row_blocks() > 1;
     let sfb_half_bytes = l.budget.sfb_stage_bytes / 2;
     let sfb_dst_off = match pair {
-        Some(_) => b.mad_u32(c.m_rank, sfb_half_bytes, g.smem.sfb),
+        Some(_) => b.mad_u32(c.target.m_rank, sfb_half_bytes, g.smem.sfb),
         None => b.mov_u32(g.smem.sfb),
     };
     let ready = b.reg(crate::ptx::RegClass::Pred);
-    ab.peek_empty(b, c.smem, cur, ready);
-    schedule(b, g, c, Needs::EXPERT, &mut |b, u| {
+    ab.try_acquire(b, ready);
+    c.sched.units(b, Needs::EXPERT, &mut |b, u| {
         // Per tile: the coordinates that do not change along K.
         let rb = b.shr_u32(u.row0, 7u32);
         let nrow = b.mul_u32(u.n, l.n);
-        let nrow = b.mad_u32(c.m_rank, l.n / l.cm, nrow);
+        let nrow = b.mad_u32(c.target.m_rank, l.n / l.cm, nrow);
         let nblk = b.mul_u32(u.n, l.sfb_row_blocks());
         let (nblk, atom0) = match pair {
-            Some(_) if halves_by_block => (b.add_u32(nblk, c.m_rank), b.mov_u32(0u32)),
-            Some(_) => (nblk, b.shl_b32(c.m_rank, 1u32)),
+            Some(_) if halves_by_block => (b.add_u32(nblk, c.target.m_rank), b.mov_u32(0u32)),
+            Some(_) => (nblk, b.shl_b32(c.target.m_rank, 1u32)),
             None => (nblk, b.mov_u32(0u32)),
         };
-        k_loop(b, c, &mut |b, kk| {
+        c.sched.k_loop(b, &mut |b, kk| {
             let kc = b.shl_b32(kk, 8u32);
             let kq = b.shl_b32(kk, 2u32);
-            ab.acquire_peeked(b, c.smem, cur, ready);
+            ab.acquire_unless(b, ready);
             let bytes = l.budget.tma_tx_bytes_per_stage;
-            let full = ab.commit(b, c.smem, cur, Signal::ExpectTx { bytes, only: Some(is_leader) });
+            let full = ab.commit(b, Tx { bytes, only: Some(is_leader) });
             // 2-CTA: both CTAs' bytes complete on the leader's barrier (its shared::cluster
             // address; CUTLASS gets the same address by clearing the peer bit 24).
-            let bar = if l.cm == 2 { ab.full_in(b, full, c.leader_rank) } else { full };
-            let st = g.smem.stage_base(b, c.smem, cur.index);
+            let bar = if l.cm == 2 { ab.full_in(b, full, c.target.leader_rank) } else { full };
+            let st = g.smem.stage_base(b, c.smem, ab.cursor().index);
             if let (Some(ma), Some(msfa)) = (map_a, map_sfa) {
                 let skip = b.new_label("skip_a");
                 if l.cn == 2 {
                     b.bra_unless(a_issuer, &skip);
                 }
                 let coords = vec![kc.into(), u.row0.into()];
-                let a = TmaLoad { dims: 2, dst: st, map: ma, coords, bar, multicast: mask_a };
+                let a = TmaLoad { dst: st, map: ma, coords, bar, multicast: mask_a };
                 tma_load(b, g, a);
                 let sfa = b.add_u32(st, g.smem.sfa);
                 let coords = vec![0u32.into(), kq.into(), rb.into()];
-                let sfa = TmaLoad { dims: 3, dst: sfa, map: msfa, coords, bar, multicast: mask_a };
+                let sfa = TmaLoad { dst: sfa, map: msfa, coords, bar, multicast: mask_a };
                 tma_load(b, g, sfa);
                 b.label(&skip);
             }
             let dst_b = b.add_u32(st, g.smem.b);
             let coords = vec![kc.into(), nrow.into(), u.expert.into()];
-            tma_load(
-                b,
-                g,
-                TmaLoad { dims: 3, dst: dst_b, map: map_b, coords, bar, multicast: None },
-            );
+            tma_load(b, g, TmaLoad { dst: dst_b, map: map_b, coords, bar, multicast: None });
             let dst_sfb = b.add_u32(st, sfb_dst_off);
             let katom = if pair.is_some() && !halves_by_block { b.add_u32(kq, atom0) } else { kq };
             let coords = vec![0u32.into(), katom.into(), nblk.into(), u.expert.into()];
-            let sfb = TmaLoad { dims: 4, dst: dst_sfb, map: map_sfb, coords, bar, multicast: pair };
+            let sfb = TmaLoad { dst: dst_sfb, map: map_sfb, coords, bar, multicast: pair };
             tma_load(b, g, sfb);
-            ab.advance(b, cur);
-            ab.peek_empty(b, c.smem, cur, ready);
+            ab.advance(b);
+            ab.try_acquire(b, ready);
         });
     });
-    // Tail: wait until every stage this CTA filled has been released, so that no commit
-    // (possibly multicast from a peer's MMA) is in flight toward this CTA when it exits.
-    for _ in 0..l.budget.ab_stages {
-        ab.acquire(b, c.smem, cur);
-        ab.advance(b, cur);
-    }
+    // Tail: no commit (possibly multicast from a peer's MMA) may be in flight toward this
+    // CTA when it exits.
+    ab.drain(b);
 }

@@ -11,16 +11,11 @@ use moegen_dsl::resources::{CTA_ROWS, GEMM2_STAGING_GAP, GEMM2_STAGING_GROUPS};
 use super::layout::Sm100Layout;
 use super::rings::RingBarriers;
 use crate::kernels::pipeline::MBARRIER_BYTES;
-use crate::ptx::smem::{Arena, Region, SmemError};
+use crate::kernels::skeleton::stage_base;
+use crate::ptx::smem::{
+    Arena, BULK_ALIGN, Region, RingEnd, SWIZZLED_TILE_ALIGN, SmemError, StagePart, TMA_ALIGN,
+};
 use crate::ptx::{KernelBuilder, Reg};
-
-/// 128B-swizzled tiles that TMA writes and the MMA reads: the swizzle pattern repeats every
-/// 8 rows of 128 bytes, and the descriptors' base offset is 0.
-pub const SWIZZLED_TILE_ALIGN: u32 = 1024;
-/// Unswizzled TMA destinations and sources (scale-factor atoms, the FP4 output tile).
-pub const TMA_ALIGN: u32 = 128;
-/// Non-tensor bulk copies and the `tcgen05.alloc` address slot.
-pub const BULK_ALIGN: u32 = 16;
 
 /// The shared-memory layout of one GEMM kernel.
 #[derive(Clone, Debug)]
@@ -76,43 +71,18 @@ impl Sm100Smem {
     pub fn plan(l: &Sm100Layout) -> Result<Self, SmemError> {
         let bu = &l.budget;
         let mut all = Arena::new("the requested dynamic shared memory", 0, bu.smem_bytes);
-        let mut leaves: Vec<Region> = Vec::new();
         let tiles = [
-            ("A tile", bu.a_stage_bytes, SWIZZLED_TILE_ALIGN),
-            ("B tile", bu.b_stage_bytes, SWIZZLED_TILE_ALIGN),
-            ("SFA atoms", bu.sfa_stage_bytes, TMA_ALIGN),
-            ("SFB atoms", bu.sfb_stage_bytes, TMA_ALIGN),
+            StagePart { name: "A tile", size: bu.a_stage_bytes, align: SWIZZLED_TILE_ALIGN },
+            StagePart { name: "B tile", size: bu.b_stage_bytes, align: SWIZZLED_TILE_ALIGN },
+            StagePart { name: "SFA atoms", size: bu.sfa_stage_bytes, align: TMA_ALIGN },
+            StagePart { name: "SFB atoms", size: bu.sfb_stage_bytes, align: TMA_ALIGN },
         ];
-        let mut first: Vec<Region> = Vec::with_capacity(tiles.len());
-        for s in 0..bu.ab_stages {
-            for (i, &(name, size, align)) in tiles.iter().enumerate() {
-                let r = all.alloc(name, Some(s), size, align)?;
-                // The kernel addresses stage s at stage 0's offset + s · stage_bytes.
-                let expected = match first.get(i) {
-                    Some(f) => f.offset.saturating_add(s.saturating_mul(bu.stage_bytes)),
-                    None => {
-                        first.push(r);
-                        r.offset
-                    }
-                };
-                if r.offset != expected {
-                    let offset = r.offset;
-                    return Err(SmemError::Stride { region: name, stage: s, offset, expected });
-                }
-                leaves.push(r);
-            }
-        }
-        let [a, b, sfa, sfb] = match first.as_slice() {
-            &[a, b, sfa, sfb] => [a, b, sfa, sfb],
-            _ => return Err(SmemError::Empty { region: "stage ring" }),
+        let ring = all.stage_ring(bu.ab_stages, bu.stage_bytes, &tiles, RingEnd::Tight)?;
+        let mut leaves = ring.leaves;
+        let &[a, b, sfa, sfb] = ring.parts.as_slice() else {
+            return Err(SmemError::Empty { region: "stage ring" });
         };
-        let stages = Region {
-            name: "stage ring",
-            index: None,
-            offset: a.offset,
-            size: all.end() - a.offset,
-            align: SWIZZLED_TILE_ALIGN,
-        };
+        let stages = ring.region;
 
         let (needed, align, name) = epilogue_shape(l);
         if bu.epilogue_bytes < needed {
@@ -142,12 +112,12 @@ impl Sm100Smem {
         Ok(Sm100Smem {
             bars,
             tmem_slot,
-            stage_bytes: bu.stage_bytes,
+            stage_bytes: ring.stride,
             stages,
-            a: a.offset - stages.offset,
-            b: b.offset - stages.offset,
-            sfa: sfa.offset - stages.offset,
-            sfb: sfb.offset - stages.offset,
+            a,
+            b,
+            sfa,
+            sfb,
             epilogue,
             leaves,
         })
@@ -161,7 +131,6 @@ impl Sm100Smem {
 
     /// The address of stage `s` (its A tile).
     pub fn stage_base(&self, b: &mut KernelBuilder, smem: Reg, s: Reg) -> Reg {
-        let o = b.mad_u32(s, self.stage_bytes, self.stages.offset);
-        b.add_u32(smem, o)
+        stage_base(b, smem, &self.stages, self.stage_bytes, s)
     }
 }

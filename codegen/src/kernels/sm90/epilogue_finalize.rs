@@ -12,7 +12,9 @@ use super::Sm90;
 use super::accum::elements;
 use super::epilogue_swiglu::consumer_barrier;
 use super::mainloop::Consumer;
-use super::schedule::{Common, Unit};
+use super::prologue::Common;
+use crate::kernels::skeleton::Unit;
+use crate::ptx::instrs::{BulkStore, BulkWait};
 use crate::ptx::ops::memory::{ld, st};
 use crate::ptx::ops::{Bulk, Cvt};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, Space, Ty};
@@ -47,7 +49,7 @@ pub(super) fn finalize_params(
 ) -> FinalizeParams {
     let alpha = b.ld_buffer(Buffer::Alpha2);
     let weights = b.ld_buffer(Buffer::RouterWeights);
-    let out = b.ld_buffer(match g.l.finalize {
+    let out = b.ld_buffer(match g.l.key.finalize {
         FinalizeMode::BulkReduceAdd => Buffer::Output,
         FinalizeMode::Deterministic => Buffer::FinalizeScratch,
     });
@@ -89,7 +91,7 @@ pub(super) fn epilogue_finalize(
     let al_addr = b.index_addr(p.alpha, u.expert, 4);
     let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
     // The previous unit's bulk operations have read the staging tile.
-    b.emit_if(Guard::when(p.issuer), Bulk::WaitGroup { read: true }, vec![0u32.into()]);
+    b.push_if(Guard::when(p.issuer), BulkWait { pending: 0, read: true });
     consumer_barrier(b, k);
     let row = staged_row_bytes(g);
     for i in 0..l.tile / 8 {
@@ -132,7 +134,7 @@ pub(super) fn epilogue_finalize(
     let in_tile = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
     let valid = b.and_pred(in_tile, p.issuer);
     let expanded = expanded_of(b, p, prow, valid);
-    let dst_row = match l.finalize {
+    let dst_row = match l.key.finalize {
         FinalizeMode::BulkReduceAdd => b.div_u32(expanded, p.top_k),
         FinalizeMode::Deterministic => expanded,
     };
@@ -142,19 +144,16 @@ pub(super) fn epilogue_finalize(
     let col0 = b.mad_u32(k.ci, row, col0);
     let col0 = b.cvt_u64_u32(col0);
     let dst = b.add_u64(dst, col0);
-    let op = match l.finalize {
-        FinalizeMode::BulkReduceAdd => Bulk::ReduceAdd { ty: Ty::Bf16 },
-        FinalizeMode::Deterministic => Bulk::Store,
+    let reduce_add = match l.key.finalize {
+        FinalizeMode::BulkReduceAdd => Some(Ty::Bf16),
+        FinalizeMode::Deterministic => None,
     };
-    b.emit_if(
-        Guard::when(valid),
-        op,
-        vec![Operand::addr(dst), Operand::addr(p.own_row), row.into()],
-    );
+    let store = BulkStore { dst, src: p.own_row, bytes: row, reduce_add };
+    b.push_if(Guard::when(valid), store);
     b.emit_if(Guard::when(p.issuer), Bulk::CommitGroup, vec![]);
 }
 
 /// Before the consumer leaves: its last bulk operations have completed.
 pub(super) fn finalize_drain(b: &mut KernelBuilder, p: &FinalizeParams) {
-    b.emit_if(Guard::when(p.issuer), Bulk::WaitGroup { read: false }, vec![0u32.into()]);
+    b.push_if(Guard::when(p.issuer), BulkWait { pending: 0, read: false });
 }

@@ -22,10 +22,12 @@ use super::Sm90;
 use super::accum::{Element, elements};
 use super::layout::Sm90Layout;
 use super::mainloop::Consumer;
-use super::schedule::{Common, Unit};
+use super::prologue::Common;
 use crate::kernels::epilogue_math::{
     BlockScale, e2m1_code_sw, e2m1_times, nvfp4_block_scale, round_bf16, swiglu,
 };
+use crate::kernels::skeleton::Unit;
+use crate::ptx::instrs::Shfl;
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{Access, Bar, Cvt, Memory, ShflMode, Sync};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, Space, Ty, VecWidth};
@@ -62,7 +64,7 @@ pub(super) fn swiglu_params(
     let out = b.ld_buffer(Buffer::Gemm1OutputBf16);
     let inter = b.ld_scalar(Scalar::Intermediate);
     let out_row_bytes = b.shl_b32(inter, 1u32);
-    let gs = match l.activations {
+    let gs = match l.key.activations {
         ActivationFormat::Nvfp4 => {
             let p = b.ld_buffer(Buffer::Fc2InputScale);
             Some(b.ld_global(Ty::F32, RegClass::F32, p))
@@ -103,7 +105,7 @@ pub(super) fn consumer_barrier(b: &mut KernelBuilder, k: &Consumer) {
 fn h_value(b: &mut KernelBuilder, l: &Sm90Layout, al: Reg, up: Reg, gate: Reg) -> Reg {
     let mut u = b.mul_f32(al, up);
     let mut gg = b.mul_f32(al, gate);
-    if l.swiglu_input == SwigluInput::Bf16 {
+    if l.key.swiglu_input == SwigluInput::Bf16 {
         u = round_bf16(b, u);
         gg = round_bf16(b, gg);
     }
@@ -124,10 +126,15 @@ fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
     let mut m = b.max_nan_f32(m, a1);
     for lanes in [4u32, 8, 16] {
         let other = b.reg(RegClass::F32);
-        b.emit(
-            Sync::Shfl(ShflMode::Bfly),
-            vec![other.into(), m.into(), lanes.into(), 31u32.into(), Operand::Hex(u32::MAX)],
-        );
+        b.push(Shfl {
+            mode: ShflMode::Bfly,
+            dst: other,
+            in_range: None,
+            src: m,
+            lane: lanes.into(),
+            clamp: 31u32.into(),
+            members: Operand::Hex(u32::MAX),
+        });
         m = b.max_nan_f32(m, other);
     }
     let BlockScale { sfd, q, .. } = nvfp4_block_scale(b, m, gs);
@@ -164,7 +171,7 @@ pub(super) fn epilogue_swiglu(
             let es: Vec<Element> = pair.iter().copied().filter(|e| e.v0 == v0).collect();
             let h: Vec<Reg> =
                 es.iter().map(|e| h_value(b, l, al, up[e.index], gate[e.index])).collect();
-            let vals = match (l.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
+            let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
                 (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => requantize_pair(b, gs, hv).to_vec(),
                 _ => h,
             };

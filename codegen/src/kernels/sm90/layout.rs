@@ -2,13 +2,11 @@
 //! shape (T tokens = the wgmma N, N weight rows per CTA in m64 blocks), the warpgroup roles,
 //! the register split between them, and the bytes one pipeline stage brings in.
 
+use moegen_dsl::abi::GemmKey;
 use moegen_dsl::abi::roles::{WARPGROUP_WARPS, sm90_roles};
 use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS};
-use moegen_dsl::abi::{GemmKey, WeightFormat};
 use moegen_dsl::resources::SM90_K_STAGE;
-use moegen_dsl::{
-    ActivationFormat, Epilogue, FinalizeMode, GemmKind, KernelBudget, KernelDesc, SwigluInput,
-};
+use moegen_dsl::{GemmKind, KernelBudget, KernelDesc};
 
 /// Registers per thread at launch (`.maxnreg`): what 384 threads can all hold (65536 / 384,
 /// rounded down to the allocation granularity of 8). `setmaxnreg` needs a known launch
@@ -20,16 +18,18 @@ pub const PRODUCER_REGS: u32 = 40;
 /// Bytes of one K stage of one token row of activations (64 bf16: one 128-byte swizzle row).
 pub const ACT_ROW_BYTES: u32 = SM90_K_STAGE * 2;
 
-/// Everything a Hopper GEMM builder needs.
+/// Everything a Hopper GEMM builder needs. The kernel's options (weight format,
+/// activations, SwiGLU input, finalize mode) are read from `key`; the geometry below is the
+/// key's in the integer form the builders compute with.
 #[derive(Clone, Debug)]
 pub struct Sm90Layout {
     /// The kernel's identity.
     pub key: GemmKey,
-    /// GEMM1 or GEMM2.
+    /// GEMM1 or GEMM2 (`key.gemm`).
     pub kind: GemmKind,
-    /// Tokens per routing tile: the wgmma N.
+    /// Tokens per routing tile: the wgmma N (`key.tile`).
     pub tile: u32,
-    /// Weight rows per CTA.
+    /// Weight rows per CTA (`key.mma_n`).
     pub n: u32,
     /// Consumer warpgroups (warpgroups 1..=consumers).
     pub consumers: u32,
@@ -39,14 +39,6 @@ pub struct Sm90Layout {
     pub blocks: u32,
     /// Budget from the resource model.
     pub budget: KernelBudget,
-    /// Weight scale encoding.
-    pub format: WeightFormat,
-    /// What the activations are.
-    pub activations: ActivationFormat,
-    /// SwiGLU input precision (GEMM1).
-    pub swiglu_input: SwigluInput,
-    /// Finalize mode (GEMM2).
-    pub finalize: FinalizeMode,
     /// Threads per CTA.
     pub threads: u32,
 }
@@ -54,27 +46,17 @@ pub struct Sm90Layout {
 impl Sm90Layout {
     /// Derives the layout of a validated sm_90a description.
     pub fn new(desc: &KernelDesc) -> Self {
-        let t = desc.tactic();
-        let [tile, n] = t.mma_tiler();
-        let (swiglu_input, finalize) = match *desc.epilogue() {
-            Epilogue::SwigluRequant { swiglu_input, .. } => (swiglu_input, FinalizeMode::default()),
-            Epilogue::Finalize { mode } => (SwigluInput::default(), mode),
-        };
         let key = desc.key();
         let roles = sm90_roles(&key);
         Self {
             key,
-            kind: t.kind(),
-            tile,
-            n,
+            kind: key.gemm,
+            tile: key.tile.rows(),
+            n: key.mma_n,
             consumers: roles.consumers,
             rows_per_consumer: roles.rows_per_consumer,
             blocks: roles.rows_per_consumer / TILE_ROWS as u32,
             budget: *desc.budget(),
-            format: key.format,
-            activations: key.activations,
-            swiglu_input,
-            finalize,
             threads: roles.warps * 32,
         }
     }

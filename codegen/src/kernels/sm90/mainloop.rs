@@ -17,11 +17,12 @@ use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
 
 use super::Sm90;
 use super::dequant::{dequant_step, scale_splat};
-use super::schedule::{Common, k_loop};
-use crate::kernels::pipeline::{Cursor, Signal};
+use super::prologue::Common;
+use crate::kernels::pipeline::{self, Local, Waiter};
+use crate::ptx::instrs::{WgmmaMma, WgmmaWait};
 use crate::ptx::ops::Wgmma;
 use crate::ptx::ops::memory::ld;
-use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, Space, Ty};
+use crate::ptx::{Accumulate, Cmp, KernelBuilder, Operand, Reg, RegClass, Space, Ty};
 
 /// K16 steps per 64-wide K stage.
 pub const STEPS: u32 = 4;
@@ -76,44 +77,41 @@ pub fn issue_step(
     acc: &[Vec<Reg>],
     a: &[[Reg; 4]],
     desc: Reg,
-    scale_d: Operand,
+    scale_d: Accumulate,
 ) {
     b.emit(Wgmma::Fence, vec![]);
-    for (d, frag) in acc.iter().zip(a) {
-        b.emit(
-            Wgmma::MmaBf16RegA { n },
-            vec![
-                Operand::regs(d),
-                Operand::regs(frag),
-                desc.into(),
-                scale_d.clone(),
-                1u32.into(),
-                1u32.into(),
-                0u32.into(),
-            ],
-        );
+    for (d, &a) in acc.iter().zip(a) {
+        b.push(WgmmaMma {
+            n,
+            d: d.clone(),
+            a,
+            b_desc: desc,
+            scale_d,
+            negate_a: false,
+            negate_b: false,
+            transpose_b: false,
+        });
     }
     b.emit(Wgmma::CommitGroup, vec![]);
 }
 
 /// `wgmma.wait_group n`.
 pub fn wait_groups(b: &mut KernelBuilder, n: u32) {
-    b.emit(Wgmma::WaitGroup, vec![n.into()]);
+    b.push(WgmmaWait { pending: n });
 }
 
-/// The K loop of one work unit into `acc` (one register list per m64 block). `cur` is the
-/// consumer's position in the stage ring, `rel` the position of the next stage to hand
-/// back; both advance.
+/// The K loop of one work unit into `acc` (one register list per m64 block). `cur` waits
+/// for the stages in turn, `rel` hands them back one stage behind; both advance.
 pub(super) fn mainloop(
     b: &mut KernelBuilder,
     g: &Sm90,
     c: &Common,
     k: &Consumer,
     acc: &[Vec<Reg>],
-    cur: Cursor,
-    rel: Cursor,
+    cur: &Waiter<'_>,
+    rel: &pipeline::Consumer<'_, Local>,
 ) {
-    let (l, ring) = (&g.l, &g.ring);
+    let l = &g.l;
     let blocks = l.blocks;
     // This thread's fragment words and scale rows within the stage, for block 0.
     let first_tile = b.mul_u32(k.ci, blocks);
@@ -121,15 +119,14 @@ pub(super) fn mainloop(
     let v_off = b.mad_u32(k.t, 4u32, v_off);
     let s_off = b.mad_u32(first_tile, SCALE_TILE_BYTES as u32, g.smem.scales);
     let s_off = b.mad_u32(k.r0, 4u32, s_off);
-    let release = Signal::Local { only: Some(k.elected) };
-    k_loop(b, c, &mut |b, kk| {
-        ring.wait(b, c.smem, cur);
+    c.sched.k_loop(b, &mut |b, kk| {
+        cur.wait(b);
         if l.kind == GemmKind::Gemm1 {
             // The gathered activations were written by cp.async, a generic-proxy write;
             // the wgmmas read them through the async proxy.
             b.fence_proxy_async();
         }
-        let st = g.smem.stage_base(b, c.smem, cur.index);
+        let st = g.smem.stage_base(b, c.smem, cur.cursor().index);
         let vt = b.add_u32(st, v_off);
         let sp = b.add_u32(st, s_off);
         let mut words = Vec::with_capacity(blocks as usize);
@@ -157,7 +154,7 @@ pub(super) fn mainloop(
                     );
                     // UE4M3 scales have a clear sign bit; dropping it keeps the bf16
                     // exponent field clean whatever the byte holds.
-                    if l.format == WeightFormat::Nvfp4 {
+                    if l.key.format == WeightFormat::Nvfp4 {
                         b.and_b32(d, Operand::Hex(0x7F7F_7F7F))
                     } else {
                         d
@@ -175,23 +172,23 @@ pub(super) fn mainloop(
                 // the tile's second stage on; predicated, since a branch here would make
                 // ptxas serialize the wgmmas).
                 let arrive = b.and_pred(first, k.elected);
-                ring.release(b, c.smem, rel, Signal::Local { only: Some(arrive) });
-                ring.advance_if(b, rel, first);
+                rel.release(b, Some(arrive));
+                rel.advance_if(b, first);
             }
             let frags: Vec<[Reg; 4]> = (0..blocks as usize)
                 .map(|blk| {
-                    let s_lo = scale_splat(b, l.format, scales[blk][0], j, k.zero);
-                    let s_hi = scale_splat(b, l.format, scales[blk][1], j, k.zero);
+                    let s_lo = scale_splat(b, l.key.format, scales[blk][0], j, k.zero);
+                    let s_hi = scale_splat(b, l.key.format, scales[blk][1], j, k.zero);
                     dequant_step(b, words[blk][j as usize], s_lo, s_hi)
                 })
                 .collect();
             let desc = act_desc(b, st, j);
-            let scale_d = if j == 0 { Operand::Reg(first) } else { 1u32.into() };
+            let scale_d = if j == 0 { Accumulate::When(first) } else { Accumulate::Always };
             issue_step(b, l.tile, acc, &frags, desc, scale_d);
         }
-        ring.advance(b, cur);
+        cur.advance(b);
     });
     wait_groups(b, 0);
-    ring.release(b, c.smem, rel, release);
-    ring.advance(b, rel);
+    rel.release(b, Some(k.elected));
+    rel.advance(b);
 }

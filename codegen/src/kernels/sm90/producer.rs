@@ -12,11 +12,12 @@ use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
 
 use super::Sm90;
 use super::layout::{ACT_ROW_BYTES, Sm90Layout};
-use super::schedule::{Common, Unit, k_loop, schedule};
-use crate::kernels::pipeline::{Cursor, Side, Signal};
-use crate::ptx::ops::memory::ld;
-use crate::ptx::ops::{Bulk, CacheOp, Memory};
-use crate::ptx::{Cmp, Guard, KernelBuilder, Label, Operand, Reg, Space, Ty};
+use super::prologue::Common;
+use crate::kernels::pipeline::{ExpectTx, Producer, Tx};
+use crate::kernels::skeleton::{Needs, TokenRow, Unit, token_of_row};
+use crate::ptx::instrs::{BulkLoad, TmaLoad};
+use crate::ptx::ops::{CacheOp, Memory};
+use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Operand, Reg};
 
 /// Bytes of one `cp.async` chunk of an activation row.
 const CHUNK: u32 = 16;
@@ -101,19 +102,18 @@ fn issue_stage(
     b: &mut KernelBuilder,
     g: &Sm90,
     c: &Common,
-    cur: Cursor,
+    issuer: &Producer<'_, ExpectTx>,
     kk: Reg,
     w: &WeightBase,
     act: Option<(Reg, Reg)>,
 ) {
-    let (l, ring) = (&g.l, &g.ring);
-    let full = ring.commit(b, c.smem, cur, Signal::ExpectTx { bytes: l.tx_bytes(), only: None });
-    let st = g.smem.stage_base(b, c.smem, cur.index);
+    let l = &g.l;
+    let full = issuer.commit(b, Tx { bytes: l.tx_bytes(), only: None });
+    let st = g.smem.stage_base(b, c.smem, issuer.cursor().index);
     if let Some((map, row0)) = act {
         let k0 = b.shl_b32(kk, 6u32);
-        let op = Bulk::TensorLoad { dims: 2, multicast: false, cta_group: None };
         let coords = vec![k0.into(), row0.into()];
-        b.emit(op, vec![Operand::addr(st), Operand::tensor(map, coords), Operand::addr(full)]);
+        b.push(TmaLoad { dst: st, map, coords, bar: full, multicast: None, cta_group: None });
     }
     for (dst_off, base, stride, bytes) in [
         (g.smem.values, w.values, w.value_k_stride, l.value_bytes()),
@@ -122,10 +122,7 @@ fn issue_stage(
         let off = b.mul_wide_u32(kk, stride);
         let src = b.add_u64(base, off);
         let dst = b.add_u32(st, dst_off);
-        b.emit(
-            Bulk::Load,
-            vec![Operand::addr(dst), Operand::addr(src), bytes.into(), Operand::addr(full)],
-        );
+        b.push(BulkLoad { dst, src, bytes, bar: full });
     }
 }
 
@@ -141,13 +138,13 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &L
             b.bra_unless(one, end);
             let wp = weight_params(b, l);
             let map = b.tensor_map_addr(TensorMap::Gemm1HiddenLoad);
-            let cur = g.ring.cursor(b);
-            schedule(b, g, c, &mut |b, u| {
+            let issuer = g.rings.stage.producer(b, &g.rings.issuer, c.smem);
+            c.sched.units(b, Needs::ALL, &mut |b, u| {
                 let w = weight_base(b, g, &wp, u);
-                k_loop(b, c, &mut |b, kk| {
-                    g.ring.acquire(b, c.smem, cur);
-                    issue_stage(b, g, c, cur, kk, &w, Some((map, u.row0)));
-                    g.ring.advance(b, cur);
+                c.sched.k_loop(b, &mut |b, kk| {
+                    issuer.acquire(b);
+                    issue_stage(b, g, c, &issuer, kk, &w, Some((map, u.row0)));
+                    issuer.advance(b);
                 });
             });
         }
@@ -160,7 +157,11 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &L
 /// `row` (threads_per_row = 128 / T consecutive threads share a row, so each warp's copies
 /// are contiguous runs of the source rows).
 fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
-    let (l, ring) = (&g.l, &g.ring);
+    let (l, ring) = (&g.l, &g.rings.stage);
+    let Some(party) = g.rings.gather else {
+        let kernel = b.name.clone();
+        return b.error(BuildError::Inconsistent { kernel, what: "gather role without a party" });
+    };
     let threads_per_row = Sm90Layout::warpgroup_threads() / l.tile;
     let per_thread = CHUNKS_PER_ROW / threads_per_row;
     let row = b.div_u32(c.tid, threads_per_row);
@@ -168,7 +169,7 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     let first = b.mul_u32(part, per_thread);
     let is_issuer = b.setp_u32(Cmp::Eq, c.tid, 0u32);
     let wp = weight_params(b, l);
-    let x = b.ld_buffer(match l.activations {
+    let x = b.ld_buffer(match l.key.activations {
         ActivationFormat::Bf16 => Buffer::ActivationsBf16,
         ActivationFormat::Nvfp4 => Buffer::ActivationsDequantized,
     });
@@ -180,18 +181,12 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     // chunk j ^ (r % 8) (the tile is 1024-aligned, so the pattern starts at row 0).
     let dst_row = b.mul_u32(row, ACT_ROW_BYTES);
     let swz = b.and_b32(row, 7u32);
-    let cur = ring.cursor(b);
-    schedule(b, g, c, &mut |b, u| {
+    let gather = ring.producer(b, &party, c.smem);
+    // Thread 0 also issues the weights: the elected thread's party, in the same slot.
+    let issuer = ring.producer_on(b, &g.rings.issuer, c.smem, gather.cursor());
+    c.sched.units(b, Needs::ALL, &mut |b, u| {
         let prow = b.add_u32(u.row0, row);
-        let valid = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
-        let exp_addr = b.index_addr(p2e, prow, 4);
-        let expanded = b.mov_u32(0u32);
-        b.emit_if(
-            Guard::when(valid),
-            ld(Space::Global, Ty::U32),
-            vec![expanded.into(), Operand::addr(exp_addr)],
-        );
-        let token = b.div_u32(expanded, top_k);
+        let TokenRow { token, valid } = token_of_row(b, p2e, top_k, prow, u.mn_limit);
         let src_row = b.mul_wide_u32(token, row_bytes);
         let src_row = b.add_u64(x, src_row);
         let chunk0 = b.mul_u32(first, CHUNK);
@@ -199,13 +194,13 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
         let src_row = b.add_u64(src_row, chunk0);
         let n16 = b.selp_u32(CHUNK, 0u32, valid);
         let w = weight_base(b, g, &wp, u);
-        k_loop(b, c, &mut |b, kk| {
-            ring.acquire(b, c.smem, cur);
+        c.sched.k_loop(b, &mut |b, kk| {
+            gather.acquire(b);
             let skip = b.new_label("skip_weights");
             b.bra_unless(is_issuer, &skip);
-            issue_stage(b, g, c, cur, kk, &w, None);
+            issue_stage(b, g, c, &issuer, kk, &w, None);
             b.label(&skip);
-            let st = g.smem.stage_base(b, c.smem, cur.index);
+            let st = g.smem.stage_base(b, c.smem, gather.cursor().index);
             let tile_row = b.add_u32(st, dst_row);
             let koff = b.mul_wide_u32(kk, ACT_ROW_BYTES);
             let src = b.add_u64(src_row, koff);
@@ -219,9 +214,8 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
                     vec![Operand::addr(dst), from, CHUNK.into(), n16.into()],
                 );
             }
-            let full = ring.full_at(b, c.smem, cur);
-            ring.signal(b, Side::Full, full, Signal::CpAsyncNoinc);
-            ring.advance(b, cur);
+            gather.commit(b, ());
+            gather.advance(b);
         });
     });
 }

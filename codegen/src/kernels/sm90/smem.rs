@@ -6,8 +6,10 @@
 
 use super::layout::Sm90Layout;
 use crate::kernels::pipeline::MBARRIER_BYTES;
-use crate::kernels::sm100::smem::{BULK_ALIGN, SWIZZLED_TILE_ALIGN};
-use crate::ptx::smem::{Arena, Region, SmemError};
+use crate::kernels::skeleton::stage_base;
+use crate::ptx::smem::{
+    Arena, BULK_ALIGN, Region, RingEnd, SWIZZLED_TILE_ALIGN, SmemError, StagePart,
+};
 use crate::ptx::{KernelBuilder, Reg};
 
 /// The shared-memory layout of one Hopper GEMM kernel.
@@ -47,50 +49,17 @@ impl Sm90Smem {
         all.alloc("reserved block", None, bu.reserved_bytes, SWIZZLED_TILE_ALIGN)?;
         let mut leaves: Vec<Region> = reserved.regions().to_vec();
         let parts = [
-            ("activation tile", l.act_bytes(), SWIZZLED_TILE_ALIGN),
-            ("fragment tiles", l.value_bytes(), BULK_ALIGN),
-            ("scale tiles", l.scale_bytes(), BULK_ALIGN),
+            StagePart { name: "activation tile", size: l.act_bytes(), align: SWIZZLED_TILE_ALIGN },
+            StagePart { name: "fragment tiles", size: l.value_bytes(), align: BULK_ALIGN },
+            StagePart { name: "scale tiles", size: l.scale_bytes(), align: BULK_ALIGN },
         ];
-        let mut first: Vec<Region> = Vec::with_capacity(parts.len());
-        for s in 0..bu.ab_stages {
-            // Each stage starts on a stage boundary so the kernel can address it as
-            // stage 0 + s · stage_bytes.
-            if s > 0 {
-                let start = first.first().map_or(0, |f| f.offset + s * bu.stage_bytes);
-                let gap = start.saturating_sub(all.end());
-                all.alloc("stage padding", Some(s), gap, 1)?;
-            }
-            for (i, &(name, size, align)) in parts.iter().enumerate() {
-                let r = all.alloc(name, Some(s), size, align)?;
-                let expected = match first.get(i) {
-                    Some(f) => f.offset.saturating_add(s.saturating_mul(bu.stage_bytes)),
-                    None => {
-                        first.push(r);
-                        r.offset
-                    }
-                };
-                if r.offset != expected {
-                    let offset = r.offset;
-                    return Err(SmemError::Stride { region: name, stage: s, offset, expected });
-                }
-                leaves.push(r);
-            }
-        }
-        let [act, values, scales] = match first.as_slice() {
-            &[a, v, s] => [a, v, s],
-            _ => return Err(SmemError::Empty { region: "stage ring" }),
+        // Padded: the staging starts where the budget, counting whole stages, put it.
+        let ring = all.stage_ring(bu.ab_stages, bu.stage_bytes, &parts, RingEnd::Padded)?;
+        leaves.extend_from_slice(&ring.leaves);
+        let &[act, values, scales] = ring.parts.as_slice() else {
+            return Err(SmemError::Empty { region: "stage ring" });
         };
-        let stages = Region {
-            name: "stage ring",
-            index: None,
-            offset: act.offset,
-            size: bu.ab_stages * bu.stage_bytes,
-            align: SWIZZLED_TILE_ALIGN,
-        };
-        // The last stage's padding, so staging starts where the budget put it.
-        let ring_end = stages.offset + stages.size;
-        let gap = ring_end.saturating_sub(all.end());
-        all.alloc("stage padding", Some(bu.ab_stages), gap, 1)?;
+        let stages = ring.region;
 
         let size = l.staging_bytes();
         let needed = size * l.consumers;
@@ -114,10 +83,10 @@ impl Sm90Smem {
         Ok(Sm90Smem {
             full,
             empty,
-            stage_bytes: bu.stage_bytes,
+            stage_bytes: ring.stride,
             stages,
-            values: values.offset - act.offset,
-            scales: scales.offset - act.offset,
+            values: values - act,
+            scales: scales - act,
             staging,
             staging_stride,
             leaves,
@@ -132,7 +101,6 @@ impl Sm90Smem {
 
     /// The address of stage `s` (its activation tile).
     pub fn stage_base(&self, b: &mut KernelBuilder, smem: Reg, s: Reg) -> Reg {
-        let o = b.mad_u32(s, self.stage_bytes, self.stages.offset);
-        b.add_u32(smem, o)
+        stage_base(b, smem, &self.stages, self.stage_bytes, s)
     }
 }

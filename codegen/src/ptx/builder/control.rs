@@ -2,6 +2,7 @@
 
 use super::KernelBuilder;
 use crate::ptx::instr::Guard;
+use crate::ptx::instrs::Elect;
 use crate::ptx::operand::{Label, Operand};
 use crate::ptx::ops::{Bar, ClusterBarrier, Fence, GridDep, Sync, Tcgen05};
 use crate::ptx::reg::{Reg, RegClass};
@@ -66,11 +67,8 @@ impl KernelBuilder {
     }
     /// A predicate true on one lane of the (converged) warp: `elect.sync _|p, -1`.
     pub fn elect(&mut self) -> Reg {
-        let p = self.reg(RegClass::Pred);
-        self.emit(
-            Sync::Elect,
-            vec![Operand::PredOut { value: None, pred: p }, Operand::Hex(0xFFFF_FFFF)],
-        );
-        p
+        let pred = self.reg(RegClass::Pred);
+        self.push(Elect { pred, lane: None, members: u32::MAX });
+        pred
     }
 }

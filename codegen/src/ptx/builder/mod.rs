@@ -10,6 +10,7 @@ use moegen_dsl::abi::{Param, ParamKind, ParamType};
 
 use super::error::BuildError;
 use super::instr::{Guard, Instr, Stmt};
+use super::instrs::{TypedInstr, is_typed};
 use super::operand::{Label, Operand};
 use super::ops::Op;
 use super::reg::{Reg, RegClass};
@@ -123,14 +124,46 @@ impl KernelBuilder {
         self.body.push(Stmt::Comment(text.to_owned()));
     }
 
-    /// Pushes an instruction.
+    /// Pushes an instruction with positional operands. The instructions that have a
+    /// typed-operand struct ([`super::instrs`]) are refused here: they go through
+    /// [`KernelBuilder::push`].
     pub fn emit(&mut self, op: impl Into<Op>, operands: Vec<Operand>) {
-        self.body.push(Stmt::Instr(Instr { guard: None, op: op.into(), operands }));
+        self.emit_checked(None, op.into(), operands);
     }
 
-    /// Pushes a guarded instruction.
+    /// Pushes a guarded instruction with positional operands (see [`KernelBuilder::emit`]).
     pub fn emit_if(&mut self, guard: Guard, op: impl Into<Op>, operands: Vec<Operand>) {
-        self.body.push(Stmt::Instr(Instr { guard: Some(guard), op: op.into(), operands }));
+        self.emit_checked(Some(guard), op.into(), operands);
+    }
+
+    fn emit_checked(&mut self, guard: Option<Guard>, op: Op, operands: Vec<Operand>) {
+        if is_typed(&op) {
+            let kernel = self.name.clone();
+            self.errors.push(BuildError::Untyped { kernel, op: op.to_string() });
+        }
+        self.body.push(Stmt::Instr(Instr { guard, op, operands }));
+    }
+
+    /// Pushes an instruction built from its named operands, recording an error (and
+    /// pushing nothing) if an operand does not fit.
+    pub fn push(&mut self, instr: impl TypedInstr) {
+        self.push_guarded(None, instr);
+    }
+
+    /// Pushes a guarded instruction built from its named operands (see
+    /// [`KernelBuilder::push`]).
+    pub fn push_if(&mut self, guard: Guard, instr: impl TypedInstr) {
+        self.push_guarded(Some(guard), instr);
+    }
+
+    fn push_guarded(&mut self, guard: Option<Guard>, instr: impl TypedInstr) {
+        match instr.lower() {
+            Ok((op, operands)) => self.body.push(Stmt::Instr(Instr { guard, op, operands })),
+            Err(source) => {
+                let kernel = self.name.clone();
+                self.errors.push(BuildError::Operand { kernel, source });
+            }
+        }
     }
 
     /// `op d, args…` into a fresh register of `class`.

@@ -1,0 +1,229 @@
+//! The static persistent tile scheduler and the K loop, as one value both targets build in
+//! their prologue and every role iterates.
+//!
+//! There is no scheduler warp: CTA (or cluster) c takes work units c, c + #CTAs (or
+//! clusters), …, a unit being one routing tile × one N block (N fastest), and stops at the
+//! first routing tile ≥ `num_non_exiting_tiles`, read on the device (graph-safe). Each role
+//! evaluates this pure function itself; a warp broadcasting it through shared memory would
+//! add barriers and nothing else.
+
+use moegen_dsl::GemmKind;
+use moegen_dsl::abi::{Buffer, Scalar};
+
+use crate::ptx::{Cmp, KernelBuilder, Reg, RegClass, Ty};
+
+/// How the N dimension splits into blocks.
+#[derive(Clone, Copy, Debug)]
+pub enum NBlocks {
+    /// Rounded up to whole `n`-wide MMA tiles, which the `cn` N ranks of a cluster split
+    /// (SM100).
+    RoundUp {
+        /// MMA tile width.
+        n: u32,
+        /// N ranks per cluster.
+        cn: u32,
+    },
+    /// `n` divides the dimension (Hopper: the tactic's applicability guard), whole blocks
+    /// only.
+    Exact {
+        /// Block width.
+        n: u32,
+    },
+}
+
+/// What the prologue reads the problem size by.
+#[derive(Clone, Copy, Debug)]
+pub struct ProblemShape {
+    /// Which GEMM (K and N are hidden and 2·intermediate for GEMM1, the other way round
+    /// for GEMM2).
+    pub kind: GemmKind,
+    /// K elements per stage (a power of two).
+    pub k_stage: u32,
+    /// How N splits.
+    pub n_blocks: NBlocks,
+}
+
+/// Where this CTA sits in a cluster that shares work units (SM100).
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterPlace {
+    /// N ranks per cluster.
+    pub cn: u32,
+    /// This CTA's N rank.
+    pub n_rank: Reg,
+    /// This CTA's M rank.
+    pub m_rank: Reg,
+    /// Rows of a routing tile each M rank owns.
+    pub cta_rows: u32,
+}
+
+/// Which per-tile tables a role reads (each a global load per work unit); a role that does
+/// not read one sees 0 there.
+#[derive(Clone, Copy, Debug)]
+pub struct Needs {
+    /// `tile_idx_to_expert_idx`.
+    pub expert: bool,
+    /// `tile_idx_to_mn_limit`.
+    pub limit: bool,
+}
+
+impl Needs {
+    /// Neither table.
+    pub const NONE: Needs = Needs { expert: false, limit: false };
+    /// The expert only.
+    pub const EXPERT: Needs = Needs { expert: true, limit: false };
+    /// The row limit only.
+    pub const LIMIT: Needs = Needs { expert: false, limit: true };
+    /// Both.
+    pub const ALL: Needs = Needs { expert: true, limit: true };
+}
+
+/// One work unit inside the schedule loop.
+#[derive(Clone, Copy, Debug)]
+pub struct Unit {
+    /// The unit's index in the schedule (this CTA's next is `u + stride`).
+    pub u: Reg,
+    /// N block of this CTA.
+    pub n: Reg,
+    /// Expert of the routing tile (0 unless needed).
+    pub expert: Reg,
+    /// Permuted rows below this bound are valid (0 unless needed).
+    pub mn_limit: Reg,
+    /// First permuted row of this CTA.
+    pub row0: Reg,
+}
+
+/// The schedule of one kernel: its work units, the stride between a CTA's units, and the
+/// K stages of each.
+#[derive(Clone, Copy, Debug)]
+pub struct TileScheduler {
+    /// This CTA's (cluster's) first unit.
+    pub first: Reg,
+    /// Units between this CTA's (cluster's) consecutive units.
+    pub stride: Reg,
+    /// K stages per unit.
+    pub k_tiles: Reg,
+    /// N blocks per routing tile.
+    pub units_n: Reg,
+    /// Units of all routing tiles the buffers hold.
+    pub total_units: Reg,
+    /// Routing tiles that hold rows.
+    pub live_tiles: Reg,
+    /// `tile_idx_to_expert_idx`.
+    pub tile_expert: Reg,
+    /// `tile_idx_to_mn_limit`.
+    pub tile_limit: Reg,
+    /// Rows of a routing tile.
+    pub tile: u32,
+    /// This CTA's place in its cluster, if the cluster shares units.
+    pub cluster: Option<ClusterPlace>,
+}
+
+impl TileScheduler {
+    /// The PDL hand-off, then the problem size and the routing tables: they are the
+    /// previous kernel's output, so every read follows the wait.
+    pub fn load(
+        b: &mut KernelBuilder,
+        shape: &ProblemShape,
+        first: Reg,
+        stride: Reg,
+        tile: u32,
+        cluster: Option<ClusterPlace>,
+    ) -> Self {
+        b.pdl_handoff();
+        let k_dim = b.ld_scalar(match shape.kind {
+            GemmKind::Gemm1 => Scalar::Hidden,
+            GemmKind::Gemm2 => Scalar::Intermediate,
+        });
+        let k_tiles = b.shr_u32(k_dim, shape.k_stage.trailing_zeros());
+        let n_dim = match shape.kind {
+            GemmKind::Gemm1 => {
+                let i = b.ld_scalar(Scalar::Intermediate);
+                b.shl_b32(i, 1u32)
+            }
+            GemmKind::Gemm2 => b.ld_scalar(Scalar::Hidden),
+        };
+        let units_n = match shape.n_blocks {
+            NBlocks::RoundUp { n, cn } => {
+                let n_pad = b.add_u32(n_dim, n - 1);
+                let n_tiles = b.div_u32(n_pad, n);
+                b.div_u32(n_tiles, cn)
+            }
+            NBlocks::Exact { n } => b.div_u32(n_dim, n),
+        };
+        let max_tiles = b.ld_scalar(Scalar::MaxTiles);
+        let total_units = b.mul_u32(max_tiles, units_n);
+        let live_ptr = b.ld_buffer(Buffer::NumNonExitingTiles);
+        let live_raw = b.ld_global(Ty::U32, RegClass::B32, live_ptr);
+        let live_tiles = b.min_u32(live_raw, max_tiles);
+        let tile_expert = b.ld_buffer(Buffer::TileIdxToExpertIdx);
+        let tile_limit = b.ld_buffer(Buffer::TileIdxToMnLimit);
+        TileScheduler {
+            first,
+            stride,
+            k_tiles,
+            units_n,
+            total_units,
+            live_tiles,
+            tile_expert,
+            tile_limit,
+            tile,
+            cluster,
+        }
+    }
+
+    /// Emits the schedule loop around `body`, loading the tables `needs` names.
+    pub fn units(
+        &self,
+        b: &mut KernelBuilder,
+        needs: Needs,
+        body: &mut dyn FnMut(&mut KernelBuilder, &Unit),
+    ) {
+        let top = b.new_label("unit");
+        let done = b.new_label("units_done");
+        let zero = (!needs.expert || !needs.limit).then(|| b.mov_u32(0u32));
+        let u = b.mov_u32(self.first);
+        b.label(&top);
+        let end = b.setp_u32(Cmp::Ge, u, self.total_units);
+        b.bra_if(end, &done);
+        let m = b.div_u32(u, self.units_n);
+        let dead = b.setp_u32(Cmp::Ge, m, self.live_tiles);
+        b.bra_if(dead, &done);
+        let nt = b.rem_u32(u, self.units_n);
+        let n = match self.cluster {
+            Some(p) => b.mad_u32(nt, p.cn, p.n_rank),
+            None => nt,
+        };
+        let table = |b: &mut KernelBuilder, needed: bool, base: Reg| match (needed, zero) {
+            (false, Some(z)) => z,
+            _ => {
+                let a = b.index_addr(base, m, 4);
+                b.ld_global(Ty::U32, RegClass::B32, a)
+            }
+        };
+        let expert = table(b, needs.expert, self.tile_expert);
+        let mn_limit = table(b, needs.limit, self.tile_limit);
+        let rows = b.mul_u32(m, self.tile);
+        let row0 = match self.cluster {
+            Some(p) => b.mad_u32(p.m_rank, p.cta_rows, rows),
+            None => rows,
+        };
+        body(b, &Unit { u, n, expert, mn_limit, row0 });
+        b.inc_u32(u, self.stride);
+        b.bra(&top);
+        b.label(&done);
+    }
+
+    /// A runtime K-stage loop `for kk in 0..k_tiles`.
+    pub fn k_loop(&self, b: &mut KernelBuilder, body: &mut dyn FnMut(&mut KernelBuilder, Reg)) {
+        let top = b.new_label("k");
+        let done = b.new_label("k_done");
+        let kk = b.mov_u32(0u32);
+        b.label(&top);
+        let end = b.setp_u32(Cmp::Ge, kk, self.k_tiles);
+        b.bra_if(end, &done);
+        body(b, kk);
+        b.inc_u32(kk, 1u32);
+        b.bra(&top);
+        b.label(&done);
+    }
+}

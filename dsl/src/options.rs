@@ -1,0 +1,119 @@
+//! The option enums a GEMM kernel's identity is made of: the weight format, what the
+//! activations are, the SwiGLU input precision, the epilogue recipe and the finalize mode.
+//!
+//! A leaf: nothing here imports from (or links into) the rest of the crate, so the identity
+//! (`gemm_key`), the descriptions (`kernel_desc`), the ABI and the CPU reference can all name
+//! these values without importing one another. Which values a target accepts is decided
+//! where descriptions are built (`KernelDescBuilder::build`), not here.
+
+/// Block-scaled FP4 formats a GEMM kernel can be generated for: E2M1 values with one scale
+/// per block. GEMM1's output is requantized to the same format. New formats (another
+/// element type, another scale) are new variants here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum WeightFormat {
+    /// NVFP4: one UE4M3 scale per 16 and an f32 global scale per tensor.
+    Nvfp4,
+    /// MXFP4: one UE8M0 (power of two) scale per 32.
+    Mxfp4,
+}
+
+impl WeightFormat {
+    /// Short tag used in kernel names.
+    pub const fn tag(self) -> &'static str {
+        match self {
+            WeightFormat::Nvfp4 => "nvfp4",
+            WeightFormat::Mxfp4 => "mxfp4",
+        }
+    }
+    /// Elements per scale.
+    pub const fn block(self) -> u32 {
+        match self {
+            WeightFormat::Nvfp4 => 16,
+            WeightFormat::Mxfp4 => 32,
+        }
+    }
+    /// Whether a per-tensor f32 global scale applies (NVFP4 only: its UE4M3 scales cover a
+    /// narrow range, MXFP4's powers of two do not need one).
+    pub const fn has_global_scale(self) -> bool {
+        matches!(self, WeightFormat::Nvfp4)
+    }
+}
+
+/// What the activations entering GEMM1 are.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub enum ActivationFormat {
+    /// NVFP4 (A4): the Blackwell pipeline's arithmetic. SM100 multiplies them natively; on
+    /// Hopper they are dequantized exactly to bf16 (e2m1 · scale) and GEMM1 requantizes its
+    /// output to NVFP4 the same way.
+    #[default]
+    Nvfp4,
+    /// bf16 (A16): Hopper only; GEMM1's output stays bf16.
+    Bf16,
+}
+
+/// Whether SwiGLU sees α·acc in f32 or rounded to bf16 first (TRT-LLM PR 17409 found the
+/// bf16 rounding closer to some unfused references).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum SwigluInput {
+    /// Keep α·up and α·gate in f32 (default).
+    #[default]
+    F32,
+    /// Round α·up and α·gate to bf16 (nearest-even) before SwiGLU.
+    Bf16,
+}
+
+/// Which instructions GEMM1's SwiGLU + NVFP4 requantization epilogue uses; both recipes are
+/// defined operation by operation in `epilogue_math`, which the CPU reference calls. A
+/// target's default is `Target::default_recipe`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub enum EpilogueRecipe {
+    /// Correctly rounded IEEE operations only (`fma`/`mul`/`add`/`div.rn`, a polynomial
+    /// exp): the same bits on any IEEE machine, ~35 instructions per output element and a
+    /// `div.rn` slow-path call per element.
+    Exact,
+    /// `ex2.approx.ftz` and `rcp.approx.ftz` (one MUFU each), α1 folded into the
+    /// quantization: ~11 instructions per output element, branch-free. Modelled as correctly
+    /// rounded with flush-to-zero; docs/reference.md states the model and the tolerance for
+    /// hardware that deviates from it.
+    #[default]
+    Fast,
+}
+
+/// How GEMM2 adds routes into the output.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum FinalizeMode {
+    /// One bf16 bulk reduce-add per row into `out[token]`; the order of routes is up to the
+    /// hardware, so the last bf16 rounding can differ from run to run.
+    #[default]
+    BulkReduceAdd,
+    /// Write each route's bf16 row to `[N·k, H]`; a reduction kernel sums them in slot order.
+    Deterministic,
+}
