@@ -1,10 +1,10 @@
 //! `gen check` and `gen stats`: assemble every generated kernel with ptxas for each
 //! architecture it must run on, and read resource use and SASS instruction counts.
 
+use crate::perf::anchors::{ReferenceKernel, reference_kernel};
+use crate::perf::reference::{MeasuredRoles, measured_roles};
+use crate::perf::role_stats::{KernelRoleStats, RoleStatsFile, fnv1a64_hex};
 use moegen_dsl::abi::KernelId;
-use moegen_dsl::anchors::{ReferenceKernel, reference_kernel};
-use moegen_dsl::model::reference::{MeasuredRoles, measured_roles};
-use moegen_dsl::model::{KernelRoleStats, RoleStatsFile, fnv1a64_hex};
 
 use crate::kernel_set::GeneratedKernel;
 use crate::ptxas::{PtxasReport, SassCounts, assemble, count_sass, disassemble};

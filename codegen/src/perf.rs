@@ -1,21 +1,29 @@
-//! The speed side of `gen stats` and `gen model`: the per-role figures measured in the
-//! simulator (docs/role-stats.json, written by moegen-validation's `role-stats`), checked
-//! against the PTX they were measured on, printed beside the production reference's (§A2 of
-//! ../shared/anchors.md); and the analytic B200 model (`moegen_dsl::model`) over tactics.
+//! The speed side of `gen stats`, `gen tactics` and `gen model`: the per-role figures measured
+//! in the simulator (docs/role-stats.json, written by moegen-validation's `role-stats`),
+//! checked against the PTX they were measured on, printed beside the production reference's
+//! (§A2 of ../shared/anchors.md); and the analytic B200 model ([`model`]) over tactics.
+//!
+//! - [`anchors`]: the production reference kernels' resource figures.
+//! - [`reference`]: the production reference's per-role costs.
+//! - [`role_stats`]: the schema of docs/role-stats.json.
+//! - [`model`]: the analytic model.
+
+pub mod anchors;
+pub mod model;
+pub mod reference;
+pub mod role_stats;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use moegen_dsl::abi::GemmKey;
-use moegen_dsl::model::reference::reference_costs;
-use moegen_dsl::model::{
-    GemmCosts, KernelRoleStats, Machine, Overlap, Role, RoleStatsFile, TacticEstimate, Workload,
-    estimate_tactic,
-};
 use moegen_dsl::{FinalizeMode, KernelDescBuilder, MoeTactic, Target, nvfp4_tactics};
 use serde::Serialize;
 
 use crate::check::KernelStats;
+use model::{GemmCosts, Machine, Overlap, TacticEstimate, Workload, estimate_tactic};
+use reference::reference_costs;
+use role_stats::{KernelRoleStats, Role, RoleStatsFile};
 
 /// Where the measured per-role figures live.
 pub fn role_stats_path() -> PathBuf {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use moegen_dsl::anchors::{ReferenceKernel, reference_kernel};
+use crate::perf::anchors::{ReferenceKernel, reference_kernel};
 use moegen_dsl::plan::{PlanError, WorkspacePlan, WorkspaceRequest, plan_workspace};
 use moegen_dsl::{GemmTactic, KernelBudget, MoeTactic, ResourceError, Target, TileSize, plan_gemm};
 use serde::Serialize;

@@ -12,16 +12,14 @@
 //! - [`abi`]: the kernel ABI (identity, parameters, tensor maps, launch facts) shared by
 //!   codegen and the runtime.
 //! - [`plan`]: `max_tiles`, the shared workspace plan, token buckets, expert windows.
-//! - [`anchors`]: the production reference kernels' figures, for comparison.
-//! - [`model`]: the analytic B200 model and the schema of the per-role figures it reads.
+//! - [`gpu`]: the GPUs moegen models (B200, H200), one description each.
 
 pub mod abi;
-pub mod anchors;
 pub mod epilogue_math;
 pub mod formats;
 pub mod gemm_key;
+pub mod gpu;
 pub mod kernel_desc;
-pub mod model;
 pub mod options;
 pub mod plan;
 pub mod resources;

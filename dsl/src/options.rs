@@ -1,10 +1,10 @@
 //! The option enums a GEMM kernel's identity is made of: the weight format, what the
 //! activations are, the SwiGLU input precision, the epilogue recipe and the finalize mode.
 //!
-//! A leaf: nothing here imports from the crate, so the identity ([`crate::gemm_key`]), the
-//! descriptions ([`crate::kernel_desc`]), the ABI and the CPU reference can all name these
-//! values without importing one another. Which values a target accepts is decided where
-//! descriptions are built ([`crate::KernelDescBuilder::build`]), not here.
+//! A leaf: nothing here imports from (or links into) the rest of the crate, so the identity
+//! (`gemm_key`), the descriptions (`kernel_desc`), the ABI and the CPU reference can all name
+//! these values without importing one another. Which values a target accepts is decided
+//! where descriptions are built (`KernelDescBuilder::build`), not here.
 
 /// Block-scaled FP4 formats a GEMM kernel can be generated for: E2M1 values with one scale
 /// per block. GEMM1's output is requantized to the same format. New formats (another
@@ -77,8 +77,8 @@ pub enum SwigluInput {
 }
 
 /// Which instructions GEMM1's SwiGLU + NVFP4 requantization epilogue uses; both recipes are
-/// defined operation by operation in [`crate::epilogue_math`], which the CPU reference calls.
-/// A target's default is [`crate::Target::default_recipe`].
+/// defined operation by operation in `epilogue_math`, which the CPU reference calls. A
+/// target's default is `Target::default_recipe`.
 #[derive(
     Clone,
     Copy,

@@ -355,3 +355,36 @@ fn bf16x2_products_and_u16x2_min_max() {
         });
     }
 }
+
+#[test]
+fn ue8m0x2_rounds_to_powers_of_two() {
+    // (x, rz, rp, rz.satfinite, rp.satfinite) from the PTX ISA: |x| rounded to 2^(code − 127)
+    // toward zero / +∞, codes clamped at 0; past 2^127 NaN (0xFF), or 0xFE with .satfinite.
+    let cases: [(u32, [u64; 4]); 12] = [
+        (0x3F80_0000, [127, 127, 127, 127]),     // 1
+        (0x3FC0_0000, [127, 128, 127, 128]),     // 1.5
+        (0xBFC0_0000, [127, 128, 127, 128]),     // -1.5: no sign
+        (0x0000_0000, [0, 0, 0, 0]),             // 0: below every code
+        (0x0040_0000, [0, 0, 0, 0]),             // 2^-127 exactly
+        (0x0040_0001, [0, 1, 0, 1]),             // just above 2^-127
+        (0x0000_0001, [0, 0, 0, 0]),             // 2^-149
+        (0x7F00_0000, [254, 254, 254, 254]),     // 2^127
+        (0x7F00_0001, [254, 0xFF, 254, 0xFE]),   // just above: .rp overflows
+        (0x7F80_0000, [0xFF, 0xFF, 0xFE, 0xFE]), // +Inf
+        (0x7FC0_0000, [0xFF; 4]),                // NaN
+        (0xFFC0_0001, [0xFF; 4]),                // -NaN
+    ];
+    let forms = ["rz", "rp", "rz.satfinite", "rp.satfinite"];
+    for (i, form) in forms.iter().enumerate() {
+        // a lands in the high byte, b in the low one.
+        let inst = format!("cvt.{form}.ue8m0x2.f32 %r0, %r1, %r2;");
+        let inputs: Vec<[u64; 3]> =
+            cases.iter().map(|&(x, _)| [u64::from(x), 0x3F80_0000, 0]).collect();
+        let got = run(&inst, &inputs, false).unwrap();
+        for (&(x, want), g) in cases.iter().zip(got) {
+            assert_eq!(g, (want[i] << 8) | 127, "cvt.{form}.ue8m0x2.f32 of {x:#010x}");
+        }
+    }
+    let e = run("cvt.rn.ue8m0x2.f32 %r0, %r1, %r2;", &[[0; 3]], false).unwrap_err();
+    assert!(matches!(e, SimError::Unsupported { .. }), "{e}");
+}

@@ -13,9 +13,11 @@
 
 use std::collections::BTreeMap;
 
+use moegen_codegen::perf::role_stats::{
+    KernelRoleStats, Role, RoleFigures, RoleStatsFile, fnv1a64_hex,
+};
 use moegen_dsl::abi::{GemmKey, KernelId, gemm_roles};
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::model::{KernelRoleStats, Role, RoleFigures, RoleStatsFile, fnv1a64_hex};
 use moegen_dsl::plan::ExpertWindow;
 use moegen_dsl::{FinalizeMode, GemmKind, MoeTactic, nvfp4_tactics};
 use moegen_runtime::backend::sim::SimBackend;

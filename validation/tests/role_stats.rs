@@ -2,7 +2,7 @@
 //! default set is in it, measured on the PTX it has now (checked by the PTX's checksum).
 //! Regenerate with `cargo run --release -p moegen-validation --bin role-stats`.
 
-use moegen_dsl::model::RoleStatsFile;
+use moegen_codegen::perf::role_stats::RoleStatsFile;
 use moegen_validation::role_stats::stale_kernels;
 
 #[test]

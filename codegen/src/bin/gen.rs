@@ -8,12 +8,12 @@ use clap::{Parser, Subcommand};
 use moegen_codegen::check::{assemble_all, render_stats, stats};
 use moegen_codegen::emit::{CrateOptions, default_out_dir, diff_files, render_files, write_files};
 use moegen_codegen::kernel_set::{default_kernel_set, kernel_set};
+use moegen_codegen::perf::model::Workload;
 use moegen_codegen::perf::{
     load_role_stats, model_report, render_model, render_roles, render_sass_facts,
 };
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
-use moegen_dsl::abi::check_gemm_dim;
-use moegen_dsl::model::Workload;
+use moegen_dsl::plan::check_gemm_dim;
 use moegen_dsl::plan::{ExpertWindow, WorkspaceRequest};
 use moegen_dsl::{Arch, Target, TileSize};
 

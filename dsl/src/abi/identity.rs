@@ -1,5 +1,5 @@
-//! Kernel identity: what a kernel is (family, target, tactic, options) and its entry name,
-//! computed in one place.
+//! What a kernel is: a GEMM (its [`GemmKey`], defined in `gemm_key`), a SIMT kernel or a
+//! corpus kernel, and its entry name, computed in one place.
 
 use std::fmt;
 

@@ -17,7 +17,6 @@ pub mod launch;
 pub mod mufu_sweep;
 pub mod param;
 pub mod roles;
-pub mod shape;
 pub mod signature;
 pub mod sm90_weights;
 pub mod tensor_map;
@@ -32,7 +31,6 @@ pub use info::KernelInfo;
 pub use launch::{GridRule, LaunchFacts, SmemRule, launch_facts, persistent_units};
 pub use param::{Buffer, Param, ParamKind, ParamType, Scalar, TensorMap};
 pub use roles::{GemmRoles, gemm_roles};
-pub use shape::{check_gemm_dim, check_gemm_shape, gemm_shape_multiple};
 pub use tensor_map::{MapDims, TensorMapLayout, TmaElement};
 
 use crate::options::{ActivationFormat, FinalizeMode};

@@ -4,8 +4,8 @@
 //! agree. Everything else a description tells (tactic, operands, epilogue) is derived from
 //! the key, so there is one copy of a kernel's identity.
 //!
-//! - [`builder`]: [`KernelDescBuilder`] and [`GemmKey::desc`].
-//! - [`error`]: [`DescError`].
+//! - [`builder`] holds [`KernelDescBuilder`] and [`GemmKey::desc`].
+//! - [`error`] holds [`DescError`].
 
 pub mod builder;
 pub mod error;
@@ -42,7 +42,7 @@ pub enum ScaleLayout {
     /// The tensor-core 128x4 layout.
     Swizzled128x4,
     /// Hopper weights: values and scales in wgmma register-fragment order
-    /// ([`crate::abi::sm90_weights`]).
+    /// (`abi::sm90_weights`).
     Sm90Fragments,
 }
 

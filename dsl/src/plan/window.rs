@@ -87,7 +87,7 @@ fn checked_mul(what: &'static str, a: usize, b: usize) -> Result<usize> {
 impl MoeShape {
     /// Checks H % 16 == 0 (NVFP4 blocks along K) and I % 64 == 0 (W1's up/gate interleave),
     /// and that the weight tensors' sizes fit in memory. Kernels may need more: see
-    /// [`crate::abi::KernelTarget::check_shape`].
+    /// [`super::check_gemm_shape`].
     pub fn new(hidden: usize, intermediate: usize, window: ExpertWindow) -> Result<Self> {
         if hidden == 0 {
             return Err(PlanError::Zero { what: "hidden size" });

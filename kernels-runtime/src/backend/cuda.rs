@@ -7,15 +7,23 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaModule, CudaStream, result, sys};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaGraph, CudaModule, CudaStream, DriverError, result, sys,
+};
 use cudarc::nvrtc::Ptx;
 
 use moegen_dsl::abi::{KernelInfo, SimtTarget};
 
 use super::{
     Backend, BackendError, BackendStats, DevicePtr, EventId, GraphId, KernelArg, LaunchShape,
-    TensorMapSpec, TmaElement,
+    TensorMapSpec, UsageError,
 };
+
+mod error;
+mod tensor_map;
+
+pub use error::CudaError;
+use error::driver;
 
 /// A launch attribute with every byte zero (the C API's `{0}` initializer).
 fn zeroed_attribute() -> sys::CUlaunchAttribute {
@@ -24,8 +32,41 @@ fn zeroed_attribute() -> sys::CUlaunchAttribute {
     unsafe { std::mem::zeroed() }
 }
 
-fn cuda_err(e: impl std::fmt::Debug) -> BackendError {
-    BackendError::Cuda(format!("{e:?}"))
+/// One kernel argument's bytes where the driver reads them during the launch call.
+enum ArgStorage {
+    /// A `.u32` or `.u64`, little-endian in 8 bytes.
+    Word([u8; 8]),
+    /// A tensor map: passed from 64-byte aligned storage.
+    Map(Box<sys::CUtensorMap>),
+}
+
+impl ArgStorage {
+    fn new(a: &KernelArg) -> Self {
+        match a {
+            KernelArg::U32(v) => {
+                let mut w = [0u8; 8];
+                w[..4].copy_from_slice(&v.to_le_bytes());
+                ArgStorage::Word(w)
+            }
+            KernelArg::Ptr(p) => ArgStorage::Word(p.0.to_le_bytes()),
+            KernelArg::TensorMap(b) => {
+                let mut m = Box::new(sys::CUtensorMap { opaque: [0; 16] });
+                for (w, chunk) in m.opaque.iter_mut().zip(b.chunks_exact(8)) {
+                    let mut bytes = [0u8; 8];
+                    bytes.copy_from_slice(chunk);
+                    *w = u64::from_le_bytes(bytes);
+                }
+                ArgStorage::Map(m)
+            }
+        }
+    }
+
+    fn ptr(&mut self) -> *mut std::ffi::c_void {
+        match self {
+            ArgStorage::Word(w) => w.as_mut_ptr().cast(),
+            ArgStorage::Map(m) => (&mut **m as *mut sys::CUtensorMap).cast(),
+        }
+    }
 }
 
 /// `MOEGEN_NO_CUDA` set to anything but empty or `0`: behave as if no driver were installed
@@ -71,13 +112,11 @@ impl CudaBackend {
     /// Opens device `ordinal` with a stream of its own.
     pub fn new(ordinal: usize) -> Result<Self, BackendError> {
         if !driver_present() {
-            return Err(BackendError::Cuda(
-                "no CUDA driver library (libcuda.so) was found on this machine (or MOEGEN_NO_CUDA is set)".into(),
-            ));
+            return Err(CudaError::NoDriver.into());
         }
-        let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;
+        let ctx = CudaContext::new(ordinal).map_err(driver("cuCtxCreate"))?;
         // A created stream, not the legacy default one: graph capture refuses the latter.
-        let stream = ctx.new_stream().map_err(cuda_err)?;
+        let stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
         Self::on_stream(stream)
     }
 
@@ -85,23 +124,25 @@ impl CudaBackend {
     /// is ordered after the caller's earlier work on it.
     pub fn on_stream(stream: Arc<CudaStream>) -> Result<Self, BackendError> {
         let ctx = stream.context().clone();
-        let compute_capability = ctx.compute_capability().map_err(cuda_err)?;
+        let compute_capability =
+            ctx.compute_capability().map_err(driver("cuDeviceGetAttribute(compute capability)"))?;
         let target = match compute_capability.0 {
             9 => SimtTarget::Sm90a,
             10 => SimtTarget::Sm100f,
-            other => {
-                return Err(BackendError::Cuda(format!(
-                    "compute capability {other}.x has no moegen kernels"
-                )));
+            _ => {
+                let (major, minor) = compute_capability;
+                return Err(CudaError::UnsupportedDevice { major, minor }.into());
             }
         };
-        let name = ctx.name().map_err(cuda_err)?;
+        let name = ctx.name().map_err(driver("cuDeviceGetName"))?;
         let sm_count = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(cuda_err)?;
+            .map_err(driver("cuDeviceGetAttribute(SM count)"))?;
         let mut driver_version = 0i32;
         // SAFETY: writes one int through a valid pointer.
-        unsafe { sys::cuDriverGetVersion(&mut driver_version) }.result().map_err(cuda_err)?;
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) }
+            .result()
+            .map_err(driver("cuDriverGetVersion"))?;
         Ok(Self {
             ctx,
             stream,
@@ -127,7 +168,8 @@ impl CudaBackend {
         self.stats.synchronizations += 1;
         // SAFETY: the stream belongs to this backend's context, which the caller bound to
         // this thread before queueing the work waited for.
-        unsafe { result::stream::synchronize(self.stream.cu_stream()) }.map_err(cuda_err)
+        unsafe { result::stream::synchronize(self.stream.cu_stream()) }
+            .map_err(driver("cuStreamSynchronize"))
     }
 
     /// The stream work is ordered on.
@@ -135,26 +177,28 @@ impl CudaBackend {
         &self.stream
     }
 
-    fn not_capturing(&self, what: &str) -> Result<(), BackendError> {
+    fn not_capturing(&self, what: &'static str) -> Result<(), BackendError> {
         if self.capturing {
-            return Err(BackendError::Usage(format!("{what} during graph capture")));
+            return Err(UsageError::DuringCapture { operation: what }.into());
         }
         Ok(())
     }
 
     /// Checks that `[ptr, ptr+len)` lies in one of this backend's allocations (external
     /// pointers are the caller's to size; copies only touch our own memory).
-    fn check_owned(&self, ptr: DevicePtr, len: usize) -> Result<(), BackendError> {
+    fn check_owned(
+        &self,
+        operation: &'static str,
+        ptr: DevicePtr,
+        len: usize,
+    ) -> Result<(), BackendError> {
         let inside = self.owned.iter().any(|(&base, &bytes)| {
             ptr.0 >= base && ptr.0.checked_add(len as u64).is_some_and(|e| e <= base + bytes as u64)
         });
         if inside {
             Ok(())
         } else {
-            Err(BackendError::Usage(format!(
-                "{len} B at {:#x} is not inside an allocation of this backend",
-                ptr.0
-            )))
+            Err(UsageError::OutOfBounds { operation, ptr: ptr.0, bytes: len }.into())
         }
     }
 }
@@ -179,9 +223,9 @@ impl Drop for CudaBackend {
 impl Backend for CudaBackend {
     fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, BackendError> {
         self.not_capturing("allocation")?;
-        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         // SAFETY: plain allocation in the bound context; the pointer is owned by `self`.
-        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(cuda_err)?;
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(driver("cuMemAlloc"))?;
         self.owned.insert(ptr, bytes.max(1));
         self.stats.allocations += 1;
         // Freshly allocated memory is zeroed, as the simulator's is.
@@ -192,14 +236,11 @@ impl Backend for CudaBackend {
     fn free(&mut self, ptr: DevicePtr) -> Result<(), BackendError> {
         self.not_capturing("free")?;
         if !self.owned.contains_key(&ptr.0) {
-            return Err(BackendError::Usage(format!(
-                "free of {:#x}: no allocation of this backend starts there",
-                ptr.0
-            )));
+            return Err(UsageError::NotAnAllocation { ptr: ptr.0 }.into());
         }
         // Launches already queued may still read or write it.
         self.synchronize()?;
-        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         // Forgotten before the call, so neither a retry nor `Drop` frees it twice, even when
         // cuMemFree reports an earlier asynchronous error after freeing.
         self.owned.remove(&ptr.0);
@@ -207,13 +248,13 @@ impl Backend for CudaBackend {
         // SAFETY: `ptr` was returned by cuMemAlloc in this context (it was in `owned`, and
         // is no longer, so this is its only free), and the stream has finished every use of
         // it.
-        unsafe { result::free_sync(ptr.0) }.map_err(cuda_err)
+        unsafe { result::free_sync(ptr.0) }.map_err(driver("cuMemFree"))
     }
 
     fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
         self.not_capturing("upload")?;
-        self.check_owned(ptr, bytes.len())?;
-        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        self.check_owned("upload", ptr, bytes.len())?;
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         // On the backend's stream, not the legacy synchronous copy: that one is not ordered
         // with a non-blocking stream, so the zeroing memset `alloc` queued there (or any
         // earlier stream work on the buffer) could land after it and wipe the upload. This
@@ -223,15 +264,15 @@ impl Backend for CudaBackend {
         // has finished the copy or failed (after which it runs nothing more), so the device
         // never reads the slice after this function returns.
         unsafe { result::memcpy_htod_async(ptr.0, bytes, self.stream.cu_stream()) }
-            .map_err(cuda_err)?;
+            .map_err(driver("cuMemcpyHtoDAsync"))?;
         self.stats.uploads += 1;
         self.wait_for_stream()
     }
 
     fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {
         self.not_capturing("download")?;
-        self.check_owned(ptr, len)?;
-        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        self.check_owned("download", ptr, len)?;
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         let mut out = vec![0u8; len];
         // On the stream, like `upload`: ordered after all work queued on it, also work an
         // engine queued on a stream it shares with this backend.
@@ -239,7 +280,7 @@ impl Backend for CudaBackend {
         // bytes and is kept alive (leaked, on any failure) until the stream has finished
         // the copy, so the device never writes into freed memory.
         let copied = unsafe { result::memcpy_dtoh_async(&mut out, ptr.0, self.stream.cu_stream()) }
-            .map_err(cuda_err)
+            .map_err(driver("cuMemcpyDtoHAsync"))
             .and_then(|()| self.wait_for_stream());
         if let Err(e) = copied {
             std::mem::forget(out);
@@ -252,17 +293,17 @@ impl Backend for CudaBackend {
         if bytes == 0 {
             return Ok(());
         }
-        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         // SAFETY: the caller vouches for `[ptr, ptr+bytes)` (our allocations, or an engine's
         // buffer whose size it declared); the operation is stream-ordered.
         unsafe { result::memset_d8_async(ptr.0, value, bytes, self.stream.cu_stream()) }
-            .map_err(cuda_err)
+            .map_err(driver("cuMemsetD8Async"))
     }
 
     fn synchronize(&mut self) -> Result<(), BackendError> {
         self.not_capturing("synchronize")?;
         self.stats.synchronizations += 1;
-        self.stream.synchronize().map_err(cuda_err)
+        self.stream.synchronize().map_err(driver("cuStreamSynchronize"))
     }
 
     fn stats(&self) -> BackendStats {
@@ -288,7 +329,7 @@ impl Backend for CudaBackend {
         self.not_capturing("begin_capture")?;
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(cuda_err)?;
+            .map_err(driver("cuStreamBeginCapture"))?;
         self.capturing = true;
         self.captured_launches = 0;
         Ok(())
@@ -296,14 +337,14 @@ impl Backend for CudaBackend {
 
     fn end_capture(&mut self) -> Result<GraphId, BackendError> {
         if !self.capturing {
-            return Err(BackendError::Usage("end_capture without begin_capture".into()));
+            return Err(UsageError::NotCapturing.into());
         }
         self.capturing = false;
         let graph = self
             .stream
             .end_capture(sys::CUgraphInstantiate_flags(0))
-            .map_err(cuda_err)?
-            .ok_or_else(|| BackendError::Cuda("the capture recorded no work".into()))?;
+            .map_err(driver("cuStreamEndCapture"))?
+            .ok_or(UsageError::EmptyCapture)?;
         self.graphs.push(Some((graph, self.captured_launches)));
         Ok(GraphId(self.graphs.len() - 1))
     }
@@ -312,12 +353,12 @@ impl Backend for CudaBackend {
         // Dropping the executable graph destroys it; a replay still in flight completes
         // first (the driver frees it asynchronously).
         let Some(g) = self.graphs.get_mut(graph.0).and_then(Option::take) else {
-            return Err(BackendError::Usage(format!("no graph {} to drop", graph.0)));
+            return Err(UsageError::UnknownGraph { graph: graph.0 }.into());
         };
         drop(g);
         // cudarc records a failed destroy on the context instead of returning it: report it
         // here, not at the next unrelated call.
-        self.ctx.check_err().map_err(cuda_err)
+        self.ctx.check_err().map_err(driver("cuGraphExecDestroy"))
     }
 
     fn replay(&mut self, graph: GraphId) -> Result<(), BackendError> {
@@ -326,8 +367,8 @@ impl Backend for CudaBackend {
             .graphs
             .get(graph.0)
             .and_then(Option::as_ref)
-            .ok_or_else(|| BackendError::Usage(format!("no graph {}", graph.0)))?;
-        g.launch().map_err(cuda_err)?;
+            .ok_or(UsageError::UnknownGraph { graph: graph.0 })?;
+        g.launch().map_err(driver("cuGraphLaunch"))?;
         self.stats.launches += launches;
         Ok(())
     }
@@ -336,18 +377,17 @@ impl Backend for CudaBackend {
         let e = self
             .stream
             .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(cuda_err)?;
+            .map_err(driver("cuEventRecord"))?;
         self.events.push(e);
         Ok(EventId(self.events.len() - 1))
     }
 
     fn elapsed_ms(&mut self, start: EventId, end: EventId) -> Result<f32, BackendError> {
         self.not_capturing("elapsed_ms")?;
-        let (Some(a), Some(b)) = (self.events.get(start.0), self.events.get(end.0)) else {
-            return Err(BackendError::Usage("unknown event".into()));
-        };
+        let a = self.events.get(start.0).ok_or(UsageError::UnknownEvent { event: start.0 })?;
+        let b = self.events.get(end.0).ok_or(UsageError::UnknownEvent { event: end.0 })?;
         self.stats.synchronizations += 1;
-        a.elapsed_ms(b).map_err(cuda_err)
+        a.elapsed_ms(b).map_err(driver("cuEventElapsedTime"))
     }
 
     fn launch(
@@ -358,64 +398,33 @@ impl Backend for CudaBackend {
     ) -> Result<(), BackendError> {
         let kernel = info.name;
         if args.len() != info.params.len() {
-            return Err(BackendError::Usage(format!(
-                "{kernel} takes {} arguments, {} given",
-                info.params.len(),
-                args.len()
-            )));
+            return Err(UsageError::ArgumentCount {
+                kernel,
+                expected: info.params.len(),
+                given: args.len(),
+            }
+            .into());
         }
         let key = info.ptx.as_ptr() as usize;
-        if let std::collections::hash_map::Entry::Vacant(slot) = self.modules.entry(key) {
-            slot.insert(self.ctx.load_module(Ptx::from_src(info.ptx)).map_err(cuda_err)?);
-        }
-        let module = self
-            .modules
-            .get(&key)
-            .ok_or_else(|| BackendError::Cuda(format!("{kernel}: module not loaded")))?;
-        let f = module.load_function(kernel).map_err(cuda_err)?;
+        let module = match self.modules.entry(key) {
+            std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let m = self.ctx.load_module(Ptx::from_src(info.ptx));
+                slot.insert(m.map_err(driver("cuModuleLoadData"))?)
+            }
+        };
+        let f = module.load_function(kernel).map_err(driver("cuModuleGetFunction"))?;
         if shape.dynamic_smem > 48 * 1024 {
             f.set_attribute(
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 shape.dynamic_smem as i32,
             )
-            .map_err(cuda_err)?;
+            .map_err(driver("cuFuncSetAttribute"))?;
         }
         // Argument storage that outlives the launch call; the driver copies the values when
         // the launch is enqueued (or recorded into a graph).
-        let mut held: Vec<[u8; 8]> = Vec::with_capacity(args.len());
-        let mut maps: Vec<Box<sys::CUtensorMap>> = Vec::new();
-        for a in args {
-            match a {
-                KernelArg::U32(v) => {
-                    let mut w = [0u8; 8];
-                    w[..4].copy_from_slice(&v.to_le_bytes());
-                    held.push(w);
-                }
-                KernelArg::Ptr(p) => held.push(p.0.to_le_bytes()),
-                KernelArg::TensorMap(b) => {
-                    // Tensor maps are passed from 64-byte aligned storage.
-                    let mut m = Box::new(sys::CUtensorMap { opaque: [0; 16] });
-                    for (w, chunk) in m.opaque.iter_mut().zip(b.chunks_exact(8)) {
-                        let mut bytes = [0u8; 8];
-                        bytes.copy_from_slice(chunk);
-                        *w = u64::from_le_bytes(bytes);
-                    }
-                    maps.push(m);
-                    held.push([0; 8]);
-                }
-            }
-        }
-        let mut next_map = maps.iter_mut();
-        let mut ptrs: Vec<*mut std::ffi::c_void> = Vec::with_capacity(args.len());
-        for (a, h) in args.iter().zip(held.iter_mut()) {
-            match a {
-                KernelArg::TensorMap(_) => match next_map.next() {
-                    Some(m) => ptrs.push(&mut **m as *mut sys::CUtensorMap as *mut _),
-                    None => return Err(BackendError::Usage("tensor map storage".into())),
-                },
-                _ => ptrs.push(h.as_mut_ptr() as *mut std::ffi::c_void),
-            }
-        }
+        let mut held: Vec<ArgStorage> = args.iter().map(ArgStorage::new).collect();
+        let mut ptrs: Vec<*mut std::ffi::c_void> = held.iter_mut().map(ArgStorage::ptr).collect();
         let mut attr = zeroed_attribute();
         attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         attr.value.clusterDim.x = shape.cluster;
@@ -433,7 +442,7 @@ impl Backend for CudaBackend {
             attrs: &mut attr,
             numAttrs: u32::from(shape.cluster > 1),
         };
-        self.ctx.bind_to_thread().map_err(cuda_err)?;
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         // SAFETY: `ptrs` holds one pointer per kernel parameter, in the kernel's ABI order
         // (count checked above), each to storage of the parameter's size (u32/u64
         // little-endian, or a 64-byte aligned CUtensorMap) that lives until this call
@@ -443,7 +452,7 @@ impl Backend for CudaBackend {
             sys::cuLaunchKernelEx(&cfg, f.cu_function(), ptrs.as_mut_ptr(), std::ptr::null_mut())
         };
         if r != sys::CUresult::CUDA_SUCCESS {
-            return Err(BackendError::Cuda(format!("cuLaunchKernelEx({kernel}): {r:?}")));
+            return Err(CudaError::Launch { kernel, source: DriverError(r) }.into());
         }
         if self.capturing {
             self.captured_launches += 1;
@@ -454,53 +463,6 @@ impl Backend for CudaBackend {
     }
 
     fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<[u8; 128], BackendError> {
-        let rank = spec.dims.len();
-        if rank == 0 || rank > 5 || spec.strides.len() + 1 != rank || spec.box_dims.len() != rank {
-            return Err(BackendError::Usage(format!(
-                "tensor map of rank {rank} with mismatched strides or box"
-            )));
-        }
-        let dtype = match spec.element {
-            TmaElement::U8 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-            TmaElement::U16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
-            TmaElement::U4Packed => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B,
-        };
-        let swizzle = match spec.swizzle {
-            0 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
-            32 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
-            64 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
-            128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            s => return Err(BackendError::Usage(format!("swizzle {s}"))),
-        };
-        let elem_strides = vec![1u32; rank];
-        let mut map = sys::CUtensorMap { opaque: [0; 16] };
-        self.ctx.bind_to_thread().map_err(cuda_err)?;
-        // SAFETY: every pointer refers to a live array of `rank` (dims, box, element strides) or
-        // `rank - 1` (strides) elements, checked above; `map` is a valid output location; the
-        // encoder only reads host memory and does not dereference the global address.
-        let r = unsafe {
-            sys::cuTensorMapEncodeTiled(
-                &mut map,
-                dtype,
-                rank as u32,
-                spec.address.0 as *mut std::ffi::c_void,
-                spec.dims.as_ptr(),
-                spec.strides.as_ptr(),
-                spec.box_dims.as_ptr(),
-                elem_strides.as_ptr(),
-                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-                swizzle,
-                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-            )
-        };
-        if r != sys::CUresult::CUDA_SUCCESS {
-            return Err(BackendError::Cuda(format!("cuTensorMapEncodeTiled: {r:?}")));
-        }
-        let mut out = [0u8; 128];
-        for (chunk, w) in out.chunks_exact_mut(8).zip(map.opaque) {
-            chunk.copy_from_slice(&w.to_le_bytes());
-        }
-        Ok(out)
+        tensor_map::encode(&self.ctx, spec)
     }
 }

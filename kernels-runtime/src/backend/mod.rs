@@ -9,6 +9,10 @@ pub mod sim;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
+mod error;
+
+pub use error::{BackendError, UsageError};
+
 use moegen_dsl::abi::{KernelInfo, SimtTarget};
 
 pub use moegen_dsl::abi::TmaElement;
@@ -51,20 +55,6 @@ pub struct LaunchShape {
     pub cluster: u32,
     /// Dynamic shared memory bytes.
     pub dynamic_smem: u32,
-}
-
-/// A backend failure.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum BackendError {
-    /// The simulator reported an error.
-    #[error("simulator: {0}")]
-    Sim(String),
-    /// The CUDA driver reported an error.
-    #[error("cuda: {0}")]
-    Cuda(String),
-    /// A host-side misuse (unknown pointer, wrong size).
-    #[error("{0}")]
-    Usage(String),
 }
 
 /// A tiled tensor map, as `cuTensorMapEncodeTiled` takes it.

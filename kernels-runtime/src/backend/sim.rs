@@ -9,7 +9,7 @@ use moegen_sim::{Arg, Device, LaunchConfig, Module, TensorMap, TmaDataType, laun
 
 use super::{
     Backend, BackendError, BackendStats, DevicePtr, EventId, GraphId, KernelArg, LaunchShape,
-    TensorMapSpec, TmaElement,
+    TensorMapSpec, TmaElement, UsageError,
 };
 
 /// SMs the simulated device reports unless told otherwise (a B200's count).
@@ -99,14 +99,14 @@ impl SimBackend {
     /// Runs `ptx` whenever `kernel` is launched, instead of the generated module: fault
     /// injection, so tests can prove that a planted defect is caught.
     pub fn replace_kernel(&mut self, kernel: &str, ptx: &str) -> Result<(), BackendError> {
-        let m = parse_module(ptx).map_err(|e| BackendError::Sim(e.to_string()))?;
+        let m = parse_module(ptx)?;
         self.replaced.insert(kernel.to_owned(), m);
         Ok(())
     }
 
-    fn not_capturing(&self, what: &str) -> Result<(), BackendError> {
+    fn not_capturing(&self, what: &'static str) -> Result<(), BackendError> {
         if self.capture.is_some() {
-            return Err(BackendError::Usage(format!("{what} during graph capture")));
+            return Err(UsageError::DuringCapture { operation: what }.into());
         }
         Ok(())
     }
@@ -119,15 +119,14 @@ impl SimBackend {
     ) -> Result<(), BackendError> {
         // Modules are keyed by the address of their static text: parsed once.
         let key = kernel.ptx.as_ptr() as usize;
-        if let std::collections::hash_map::Entry::Vacant(slot) = self.modules.entry(key) {
-            slot.insert(parse_module(kernel.ptx).map_err(|e| BackendError::Sim(e.to_string()))?);
-        }
         let module = match self.replaced.get(kernel.name) {
             Some(m) => m,
-            None => self
-                .modules
-                .get(&key)
-                .ok_or_else(|| BackendError::Sim(format!("{} was not parsed", kernel.name)))?,
+            None => match self.modules.entry(key) {
+                std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(parse_module(kernel.ptx)?)
+                }
+            },
         };
         let args: Vec<Arg> = args
             .iter()
@@ -141,8 +140,7 @@ impl SimBackend {
         cfg.cluster = shape.cluster;
         cfg.seed = self.seed;
         cfg.profile = self.profile;
-        let stats = launch(&mut self.device, module, kernel.name, &cfg, &args)
-            .map_err(|e| BackendError::Sim(e.to_string()))?;
+        let stats = launch(&mut self.device, module, kernel.name, &cfg, &args)?;
         self.thread_instructions += stats.thread_instructions;
         self.mma_instructions += stats.mma_instructions;
         if let Some(p) = stats.profile {
@@ -153,8 +151,10 @@ impl SimBackend {
     }
 
     fn run_memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError> {
-        let dst = self.device.slice_mut(ptr.0, bytes).ok_or_else(|| {
-            BackendError::Usage(format!("memset of {bytes} B at {:#x} is out of bounds", ptr.0))
+        let dst = self.device.slice_mut(ptr.0, bytes).ok_or(UsageError::OutOfBounds {
+            operation: "memset",
+            ptr: ptr.0,
+            bytes,
         })?;
         dst.fill(value);
         Ok(())
@@ -171,10 +171,7 @@ impl Backend for SimBackend {
     fn free(&mut self, ptr: DevicePtr) -> Result<(), BackendError> {
         self.not_capturing("free")?;
         if !self.device.free(ptr.0) {
-            return Err(BackendError::Usage(format!(
-                "free of {:#x}: no allocation of this backend starts there",
-                ptr.0
-            )));
+            return Err(UsageError::NotAnAllocation { ptr: ptr.0 }.into());
         }
         self.stats.frees += 1;
         // Counted as the CUDA backend's free is: it waits for the stream.
@@ -184,12 +181,10 @@ impl Backend for SimBackend {
 
     fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
         self.not_capturing("upload")?;
-        let dst = self.device.slice_mut(ptr.0, bytes.len()).ok_or_else(|| {
-            BackendError::Usage(format!(
-                "upload of {} B to {:#x} is out of bounds",
-                bytes.len(),
-                ptr.0
-            ))
+        let dst = self.device.slice_mut(ptr.0, bytes.len()).ok_or(UsageError::OutOfBounds {
+            operation: "upload",
+            ptr: ptr.0,
+            bytes: bytes.len(),
         })?;
         dst.copy_from_slice(bytes);
         self.stats.uploads += 1;
@@ -201,9 +196,8 @@ impl Backend for SimBackend {
     fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {
         self.not_capturing("download")?;
         self.stats.synchronizations += 1;
-        self.device.download(ptr.0, len).ok_or_else(|| {
-            BackendError::Usage(format!("download of {len} B from {:#x} is out of bounds", ptr.0))
-        })
+        let out = self.device.download(ptr.0, len);
+        Ok(out.ok_or(UsageError::OutOfBounds { operation: "download", ptr: ptr.0, bytes: len })?)
     }
 
     fn launch(
@@ -232,7 +226,7 @@ impl Backend for SimBackend {
             box_dims: spec.box_dims.clone(),
             swizzle: spec.swizzle,
         };
-        map.encode().map_err(|e| BackendError::Usage(e.to_string()))
+        map.encode().map_err(|e| UsageError::from(e).into())
     }
 
     fn simt_target(&self) -> SimtTarget {
@@ -268,12 +262,9 @@ impl Backend for SimBackend {
     }
 
     fn end_capture(&mut self) -> Result<GraphId, BackendError> {
-        let rec = self
-            .capture
-            .take()
-            .ok_or_else(|| BackendError::Usage("end_capture without begin_capture".into()))?;
+        let rec = self.capture.take().ok_or(UsageError::NotCapturing)?;
         if rec.is_empty() {
-            return Err(BackendError::Sim("the capture recorded no work".into()));
+            return Err(UsageError::EmptyCapture.into());
         }
         self.graphs.push(Some(rec));
         Ok(GraphId(self.graphs.len() - 1))
@@ -282,7 +273,7 @@ impl Backend for SimBackend {
     fn drop_graph(&mut self, graph: GraphId) -> Result<(), BackendError> {
         match self.graphs.get_mut(graph.0).and_then(Option::take) {
             Some(_) => Ok(()),
-            None => Err(BackendError::Usage(format!("no graph {} to drop", graph.0))),
+            None => Err(UsageError::UnknownGraph { graph: graph.0 }.into()),
         }
     }
 
@@ -292,7 +283,7 @@ impl Backend for SimBackend {
             .graphs
             .get(graph.0)
             .and_then(Option::clone)
-            .ok_or_else(|| BackendError::Usage(format!("no graph {}", graph.0)))?;
+            .ok_or(UsageError::UnknownGraph { graph: graph.0 })?;
         for op in ops {
             match op {
                 Recorded::Launch { kernel, shape, args } => {
@@ -311,9 +302,8 @@ impl Backend for SimBackend {
 
     fn elapsed_ms(&mut self, start: EventId, end: EventId) -> Result<f32, BackendError> {
         self.not_capturing("elapsed_ms")?;
-        let (Some(&a), Some(&b)) = (self.events.get(start.0), self.events.get(end.0)) else {
-            return Err(BackendError::Usage("unknown event".into()));
-        };
+        let a = *self.events.get(start.0).ok_or(UsageError::UnknownEvent { event: start.0 })?;
+        let b = *self.events.get(end.0).ok_or(UsageError::UnknownEvent { event: end.0 })?;
         self.stats.synchronizations += 1;
         Ok(b.saturating_sub(a) as f32 * 1e-9)
     }

@@ -3,6 +3,7 @@
 //! tuning, or from the autotuner.
 
 use moegen_dsl::abi::roles::sm90_consumers;
+use moegen_dsl::gpu::Gpu;
 use moegen_dsl::plan::{MoeShape, TokenBuckets, max_tiles};
 use moegen_dsl::{Arch, MoeTactic, TileSize};
 
@@ -25,23 +26,15 @@ pub struct DispatchTable {
     source: ChoiceSource,
 }
 
-/// Device throughput figures the estimate uses (per SM and whole-device). Build one with
+/// The device the estimate ranks tactics for: its GPU's figures ([`Gpu`], the one description
+/// of each GPU) and, where it dequantizes weights in software, that cost. Build one with
 /// [`DeviceModel::b200`], [`DeviceModel::h200`] or [`DeviceModel::for_arch`] and adjust its
 /// fields.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct DeviceModel {
-    /// SMs.
-    pub sms: u32,
-    /// Dense MACs per clock per SM at the MMA's operand types (block-scaled FP4 on SM100,
-    /// bf16 on Hopper).
-    pub macs_per_clock_per_sm: f64,
-    /// Clock in GHz.
-    pub clock_ghz: f64,
-    /// Achievable DRAM bandwidth, bytes per second.
-    pub dram_bytes_per_s: f64,
-    /// Fixed cost of one kernel launch and its tail, µs.
-    pub launch_us: f64,
+    /// The GPU's SMs, clock, MMA and HBM throughput, and launch cost.
+    pub gpu: Gpu,
     /// Where the tensor cores cannot read the 4-bit weights (Hopper), the consumer
     /// warpgroups' dequantization; `None` where the MMA reads them directly (SM100).
     pub software_dequant: Option<SoftwareDequant>,
@@ -60,30 +53,18 @@ pub struct SoftwareDequant {
 }
 
 impl DeviceModel {
-    /// A B200 (148 SMs, 1.9 GHz, 16384 FP4 MAC/clk/SM, 8 TB/s at 90 %).
+    /// A B200 ([`Gpu::B200`]): the MMA reads the 4-bit weights.
     pub fn b200() -> Self {
-        Self {
-            sms: 148,
-            macs_per_clock_per_sm: 16384.0,
-            clock_ghz: 1.9,
-            dram_bytes_per_s: 8e12 * 0.9,
-            launch_us: 2.0,
-            software_dequant: None,
-        }
+        Self { gpu: Gpu::B200, software_dequant: None }
     }
-    /// An H200 (132 SMs, 1.83 GHz, 2048 dense bf16 MAC/clk/SM, i.e. 989 TFLOP/s; 4.8 TB/s
-    /// at 90 %). Dequantization takes 29 thread instructions per 8 weights (docs/hopper.md);
-    /// a consumer warpgroup has one warp per scheduler, whose dependent ALU chains issue
-    /// about every other clock: 4 · 32 / 2 / 3.625 ≈ 17.7 weights per clock per warpgroup,
-    /// plus 32 clocks per K16 step. A model, checked by what it picks: the H200
+    /// An H200 ([`Gpu::H200`]). Dequantization takes 29 thread instructions per 8 weights
+    /// (docs/hopper.md); a consumer warpgroup has one warp per scheduler, whose dependent ALU
+    /// chains issue about every other clock: 4 · 32 / 2 / 3.625 ≈ 17.7 weights per clock per
+    /// warpgroup, plus 32 clocks per K16 step. A model, checked by what it picks: the H200
     /// autotuner's choices (validation/tests/hopper_dispatch.rs, docs/perf.md).
     pub fn h200() -> Self {
         Self {
-            sms: 132,
-            macs_per_clock_per_sm: 2048.0,
-            clock_ghz: 1.83,
-            dram_bytes_per_s: 4.8e12 * 0.9,
-            launch_us: 2.0,
+            gpu: Gpu::H200,
             software_dequant: Some(SoftwareDequant {
                 weights_per_clock_per_warpgroup: 64.0 / 3.625,
                 step_clocks: 32.0,
@@ -100,7 +81,7 @@ impl DeviceModel {
     }
     /// The same device with `sms` SMs.
     pub fn with_sms(mut self, sms: u32) -> Self {
-        self.sms = sms.max(1);
+        self.gpu.sms = sms.max(1);
         self
     }
 }
@@ -125,11 +106,11 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
         let units = live_tiles * (n_dim / f64::from(n)).ceil() / cn;
-        let clusters = (f64::from(dev.sms) / ctas).floor().max(1.0);
+        let clusters = (f64::from(dev.gpu.sms) / ctas).floor().max(1.0);
         let waves = (units / clusters).ceil();
         // One unit: T × N·cn × K MACs on `ctas` SMs.
         let unit_macs = t * f64::from(n) * cn * k_dim;
-        let unit_s = unit_macs / (ctas * dev.macs_per_clock_per_sm * dev.clock_ghz * 1e9);
+        let unit_s = unit_macs / (ctas * dev.gpu.macs_per_clock_per_sm * dev.gpu.clock_ghz * 1e9);
         // Each unit dequantizes its N·cn × K weights again, whatever its token count, its
         // consumers in parallel, each K16 step at a fixed cost plus its rows' weights.
         // Only Hopper tactics dequantize in software, whatever model they are ranked with.
@@ -137,12 +118,12 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let dequant_s = software.map_or(0.0, |d| {
             let rows = f64::from(n) / f64::from(sm90_consumers(n));
             let step = d.step_clocks + rows * 16.0 / d.weights_per_clock_per_warpgroup;
-            (k_dim / 16.0).ceil() * step / (dev.clock_ghz * 1e9)
+            (k_dim / 16.0).ceil() * step / (dev.gpu.clock_ghz * 1e9)
         });
         let mma_s = waves * (unit_s + dequant_s);
         // Each touched expert's weights are read once (L2 keeps them across its tiles).
-        let weight_s = touched * n_dim * k_dim * 0.5625 / dev.dram_bytes_per_s;
-        total += mma_s.max(weight_s) * 1e6 + dev.launch_us;
+        let weight_s = touched * n_dim * k_dim * 0.5625 / dev.gpu.achievable_hbm_bytes_per_s();
+        total += mma_s.max(weight_s) * 1e6 + dev.gpu.launch_us;
     }
     total
 }

@@ -277,6 +277,12 @@ fn cvt(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<(Op, Category), 
         ["rn", "bf16x2", "f32"] => (Cvt::Bf16x2FromF32, true),
         ["rn", "satfinite", "e4m3x2", "f32"] => (Cvt::E4m3x2FromF32, true),
         ["rn", "satfinite", "e2m1x2", "f32"] => (Cvt::E2m1x2FromF32, true),
+        [r @ ("rz" | "rp"), "ue8m0x2", "f32"] => {
+            (Cvt::Ue8m0x2FromF32 { round_up: *r == "rp", satfinite: false }, true)
+        }
+        [r @ ("rz" | "rp"), "satfinite", "ue8m0x2", "f32"] => {
+            (Cvt::Ue8m0x2FromF32 { round_up: *r == "rp", satfinite: true }, true)
+        }
         ["rn", "f16x2", "e4m3x2"] => (Cvt::F16x2FromE4m3x2, false),
         ["rni", "f32", "f32"] => (Cvt::RniF32, false),
         ["rzi", "s32", "f32"] => (Cvt::RziS32FromF32, false),

@@ -268,6 +268,11 @@ pub(crate) enum Cvt {
     Bf16x2FromF32,
     E4m3x2FromF32,
     E2m1x2FromF32,
+    /// `cvt.{rz,rp}{.satfinite}.ue8m0x2.f32`.
+    Ue8m0x2FromF32 {
+        round_up: bool,
+        satfinite: bool,
+    },
     F16x2FromE4m3x2,
     RniF32,
     RziS32FromF32,

@@ -3,7 +3,7 @@
 
 use crate::approx;
 use crate::decode::op::{Alu, Cmp, CmpTy, Cvt, FOp, IntOp, PredOp, PrmtMode};
-use crate::minifloat;
+use crate::minifloat::{self, Ue8m0Rounding};
 
 fn f32_of(bits: u64) -> f32 {
     f32::from_bits(bits as u32)
@@ -372,6 +372,11 @@ pub(super) fn convert(cvt: Cvt, a: u64, b: u64) -> u64 {
         Cvt::E2m1x2FromF32 => {
             let lane = |x: u64| u64::from(minifloat::f32_to_e2m1_rn_satfinite(f32_of(x)));
             (lane(a) << 4) | lane(b)
+        }
+        Cvt::Ue8m0x2FromF32 { round_up, satfinite } => {
+            let r = if round_up { Ue8m0Rounding::Rp } else { Ue8m0Rounding::Rz };
+            let lane = |x: u64| u64::from(minifloat::f32_to_ue8m0(f32_of(x), r, satfinite));
+            (lane(a) << 8) | lane(b)
         }
         // Byte i of the source becomes half i of the result.
         Cvt::F16x2FromE4m3x2 => {

@@ -4,7 +4,7 @@
 
 use super::Sm100;
 use super::prologue::Common;
-use crate::kernels::pipeline::{Cursor, Signal};
+use crate::kernels::pipeline::{Consumer, Remote, RemoteAt};
 use crate::ptx::instrs::Tcgen05Ld;
 use crate::ptx::ops::{LdRepeat, LdShape};
 use crate::ptx::{KernelBuilder, Reg, RegClass, Scope, Sem, TmemAddr};
@@ -19,8 +19,14 @@ pub(super) struct AccTile {
 
 /// Waits for the cursor's accumulator buffer and returns this warp's address of it (lane
 /// field = 32·warp: thread t of the epilogue owns row t).
-pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cursor) -> AccTile {
-    g.rings.acc.wait(b, c.smem, cur);
+pub(super) fn acc_acquire(
+    b: &mut KernelBuilder,
+    g: &Sm100,
+    c: &Common,
+    acc: &Consumer<'_, Remote>,
+) -> AccTile {
+    acc.wait(b);
+    let cur = acc.cursor();
     b.tcgen05_fence_after();
     let lane_field = b.shl_b32(c.warp, 21u32);
     let base = b.add_u32(c.target.tmem, lane_field);
@@ -36,22 +42,23 @@ pub(super) fn acc_acquire(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cur
 /// carries no memory ordering: TMEM is ordered by the tcgen05 fences on both sides of the
 /// barrier, and no generic-proxy data passes (docs/kernels.md). A 1-CTA kernel arrives on
 /// its own barrier; the peer of a pair on the leader's, relaxed at cluster scope.
-pub(super) fn acc_release(b: &mut KernelBuilder, g: &Sm100, c: &Common, cur: Cursor) {
-    let acc = &g.rings.acc;
+pub(super) fn acc_release(
+    b: &mut KernelBuilder,
+    g: &Sm100,
+    c: &Common,
+    acc: &Consumer<'_, Remote>,
+) {
     b.tcgen05_fence_before();
     b.bar_warp_sync();
     let one = b.elect();
     let skip = b.new_label("skip_release");
     b.bra_unless(one, &skip);
     let sig = if g.l.cm == 2 {
-        Signal::Remote {
-            rank: Some(c.target.leader_rank),
-            order: Some((Sem::Relaxed, Scope::Cluster)),
-        }
+        RemoteAt { rank: Some(c.target.leader_rank), order: Some((Sem::Relaxed, Scope::Cluster)) }
     } else {
-        Signal::Remote { rank: None, order: None }
+        RemoteAt { rank: None, order: None }
     };
-    acc.release(b, c.smem, cur, sig);
+    acc.release(b, sig);
     b.label(&skip);
 }
 

@@ -114,7 +114,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         top_k: b.ld_scalar(Scalar::TopK),
         out_row_bytes: b.shl_b32(hidden, 1u32),
     };
-    let cur = g.rings.acc.cursor(b);
+    let acc = g.rings.acc.consumer(b, &g.rings.parties.epilogue, c.smem);
     // Row t's staging: bank group t % 8, index t / 8 (docs/kernels.md: the eight threads
     // of a 128-bit store phase hit eight different 16-byte bank groups).
     let group = b.and_b32(c.tid, GEMM2_STAGING_GROUPS - 1);
@@ -140,14 +140,14 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         // The staging row is free once this thread's previous bulk operation has read it.
         b.push(BulkWait { pending: 0, read: true });
         let scale2 = b.pack_b64(now.scale, now.scale);
-        let tile = acc_acquire(b, g, c, cur);
+        let tile = acc_acquire(b, g, c, &acc);
         let (order, release_after) = walk(b, g, &tile, steps);
         for (p, step) in order.into_iter().enumerate() {
             let at = step.offset(b, tile.taddr, STEP_COLS);
             let v = tmem_load::<64>(b, at, 0, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
             if p + 1 == release_after {
-                acc_release(b, g, c, cur);
+                acc_release(b, g, c, &acc);
             }
             let mut words = Vec::with_capacity(32);
             for pair in v.chunks_exact(2) {
@@ -167,7 +167,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 );
             }
         }
-        g.rings.acc.advance(b, cur);
+        acc.advance(b);
         // This thread's row, written through the generic proxy, is read by the bulk copy
         // engine through the async proxy.
         b.fence_proxy_async();

@@ -31,7 +31,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let map_out = b.tensor_map_addr(TensorMap::Gemm1OutputStore);
     let inter = b.ld_scalar(Scalar::Intermediate);
     let atoms_per_rowblock = b.shr_u32(inter, 6u32);
-    let cur = g.rings.acc.cursor(b);
+    let acc = g.rings.acc.consumer(b, &g.rings.parties.epilogue, c.smem);
     // One staging row per thread: N/2 FP4 values of h.
     let row_stride = l.n / 4;
     let staging = b.add_u32(c.smem, g.smem.epilogue.offset);
@@ -64,7 +64,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         // This N block's first scale atom.
         let atom0 = b.mul_wide_u32(u.n, steps * 512);
         let tile_sf = b.add_u64(sf_row, atom0);
-        let tile = acc_acquire(b, g, c, cur);
+        let tile = acc_acquire(b, g, c, &acc);
         let (order, release_after) = walk(b, g, &tile, steps);
         for (p, step) in order.into_iter().enumerate() {
             // Step s of this tile: accumulator columns s·128.., h columns s·64.., scale atom
@@ -74,7 +74,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let gate = tmem_load::<64>(b, at, STEP_COLS, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
             if p + 1 == release_after {
-                acc_release(b, g, c, cur);
+                acc_release(b, g, c, &acc);
             }
             let h: [Reg; 64] = std::array::from_fn(|i| match &fast {
                 Some(f) => swiglu_fast(b, f, up[i], gate[i]),
@@ -105,7 +105,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let dst = step.offset_u64(b, tile_sf, 512);
             b.st_global(Ty::B32, dst, word);
         }
-        g.rings.acc.advance(b, cur);
+        acc.advance(b);
         b.fence_proxy_async();
         b.bar_warp_sync();
         let skip = b.new_label("skip_store");

@@ -4,11 +4,11 @@
 
 use super::Sm100;
 use super::prologue::Common;
-use crate::kernels::pipeline::{Side, Signal};
+use crate::kernels::pipeline::RemoteAt;
 use crate::kernels::skeleton::{Needs, TokenRow, token_of_row};
 use crate::ptx::instrs::CpAsync;
 use crate::ptx::ops::{Alu, CacheOp, IntOp};
-use crate::ptx::{Cmp, KernelBuilder, Label, Reg, RegClass, Ty};
+use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass, Ty};
 use moegen_dsl::abi::{Buffer, Scalar};
 
 /// Rows of the 128-row A tile each gather thread copies a 16-byte chunk of per K stage: a
@@ -29,7 +29,8 @@ fn add_u64_in_place(b: &mut KernelBuilder, d: Reg, by: u32) {
 /// and row g's 16 scale bytes into the four SFA atoms; rows ≥ mn_limit copy nothing (zero
 /// fill).
 pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
-    let (l, ab) = (&g.l, &g.rings.ab);
+    let l = &g.l;
+    let parties = &g.rings.parties;
     let gt = b.sub_u32(c.tid, l.gather_warp * 32);
     let x = b.ld_buffer(Buffer::Activations);
     let x_sf = b.ld_buffer(Buffer::ActivationScales);
@@ -38,7 +39,16 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let hidden = b.ld_scalar(Scalar::Hidden);
     let row_bytes = b.shr_u32(hidden, 1u32);
     let sf_bytes = b.shr_u32(hidden, 4u32);
-    let cur = ab.cursor(b);
+    // Declared on the A/B ring for every GEMM1; on the relay ring where there is one.
+    let Some(own) = parties.gather else {
+        let kernel = b.name.clone();
+        return b.error(BuildError::Inconsistent { kernel, what: "gather role without a party" });
+    };
+    let ab = g.rings.ab.producer(b, &own, c.smem);
+    let relay = match (&g.rings.relay, &parties.relay_gather) {
+        (Some(r), Some(p)) => Some(r.producer_on(b, p, c.smem, ab.cursor())),
+        _ => None,
+    };
     let is_peer = b.setp_u32(Cmp::Ne, c.target.m_rank, 0u32);
     // This thread's chunk and first row, and their place in the 128B-swizzled tile.
     let chunk = b.and_b32(gt, 7u32);
@@ -59,7 +69,7 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let size: Vec<Reg> = (0..ROWS_PER_THREAD).map(|_| b.reg(RegClass::B32)).collect();
     let (src_sf, size_sf) = (b.reg(RegClass::B64), b.reg(RegClass::B32));
     let ready = b.reg(RegClass::Pred);
-    ab.peek_empty(b, c.smem, cur, ready);
+    ab.try_acquire(b, ready);
     c.sched.units(b, Needs::LIMIT, &mut |b, u| {
         let first = b.add_u32(u.row0, r0);
         for j in 0..ROWS_PER_THREAD {
@@ -82,8 +92,8 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         b.emit_to(src_sf, Alu::Int(IntOp::Add, Ty::U64), vec![x_sf.into(), off.into()]);
         b.emit_to(size_sf, Alu::Mov(Ty::U32), vec![n.into()]);
         c.sched.k_loop(b, &mut |b, _kk| {
-            ab.acquire_peeked(b, c.smem, cur, ready);
-            let st = g.smem.stage_base(b, c.smem, cur.index);
+            ab.acquire_unless(b, ready);
+            let st = g.smem.stage_base(b, c.smem, ab.cursor().index);
             let a_dst = b.add_u32(st, a_off);
             for j in 0..ROWS_PER_THREAD {
                 let (s, n) = (src[j as usize], size[j as usize]);
@@ -113,17 +123,14 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             add_u64_in_place(b, src_sf, 16);
             // The leader's gather completes straight on its full barrier; the peer's on the
             // relay ring, which the relay warp forwards.
-            let full = ab.full_at(b, c.smem, cur);
-            let target = match &g.rings.relay {
-                Some(relay) => {
-                    let local = relay.full_at(b, c.smem, cur);
-                    b.selp_u32(local, full, is_peer)
+            match &relay {
+                Some(relay) => ab.commit_or(b, relay, is_peer, ()),
+                None => {
+                    ab.commit(b, ());
                 }
-                None => full,
-            };
-            ab.signal(b, Side::Full, target, Signal::CpAsyncNoinc);
-            ab.advance(b, cur);
-            ab.peek_empty(b, c.smem, cur, ready);
+            }
+            ab.advance(b);
+            ab.try_acquire(b, ready);
         });
     });
 }
@@ -131,28 +138,23 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
 /// 2-CTA GEMM1, the peer CTA: waits for its gather on the relay ring and arrives for it on
 /// the leader's A/B full barrier. Its cursor walks both rings in lockstep.
 pub(super) fn relay_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
-    let Some(relay) = &g.rings.relay else { return };
-    let ab = &g.rings.ab;
+    let (Some(relay), Some(party)) = (&g.rings.relay, &g.rings.parties.relay) else { return };
     let peer = b.setp_u32(Cmp::Ne, c.target.m_rank, 0u32);
     b.bra_unless(peer, end);
     let one = b.elect();
     b.bra_unless(one, end);
-    let cur = relay.cursor(b);
+    let relay = relay.waiter(b, c.smem);
+    let ab = g.rings.ab.producer_on(b, party, c.smem, relay.cursor());
     c.sched.units(b, Needs::NONE, &mut |b, _u| {
         c.sched.k_loop(b, &mut |b, _kk| {
-            relay.wait(b, c.smem, cur);
+            relay.wait(b);
             // The gathered bytes (cp.async: generic proxy, this CTA's shared memory, complete
             // as the wait observed) become visible to the async proxy, which the leader's MMA
             // reads them through; then the arrival at the default .release.cta (no memory
             // barrier in SASS; docs/kernels.md explains why not .release.cluster).
             b.fence_proxy_async();
-            ab.commit(
-                b,
-                c.smem,
-                cur,
-                Signal::Remote { rank: Some(c.target.leader_rank), order: None },
-            );
-            relay.advance(b, cur);
+            ab.commit(b, RemoteAt { rank: Some(c.target.leader_rank), order: None });
+            relay.advance(b);
         });
     });
     b.bra(end);

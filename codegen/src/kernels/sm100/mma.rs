@@ -12,7 +12,7 @@ use moegen_dsl::GemmKind;
 
 use super::Sm100;
 use super::prologue::Common;
-use crate::kernels::pipeline::Signal;
+use crate::kernels::pipeline::CommitAt;
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{Tcgen05Cp, Tcgen05Mma};
 use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind};
@@ -61,7 +61,7 @@ fn desc_plus(b: &mut KernelBuilder, desc: Reg, units: impl Into<Operand>) -> Reg
 }
 
 pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
-    let (l, ab, acc) = (&g.l, &g.rings.ab, &g.rings.acc);
+    let l = &g.l;
     if l.cm == 2 {
         let peer = b.setp_u32(Cmp::Ne, c.target.m_rank, 0u32);
         b.bra_if(peer, end);
@@ -84,19 +84,21 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
     let sfb_addr = at(b, g.smem.sfb);
     let sfb0 = smem_desc(b, sfb_addr, hi_sf);
     let stage_units = g.smem.stage_bytes / 16;
-    let stage = ab.cursor(b);
-    let accum = acc.cursor(b);
+    let ab = g.rings.ab.consumer(b, &g.rings.parties.mma_ab, c.smem);
+    let acc = g.rings.acc.producer(b, &g.rings.parties.mma_acc, c.smem);
+    let (stage, accum) = (ab.cursor(), acc.cursor());
     // The two scale-factor column sets: this K stage's, and the other's (their sum swaps).
     let sf0 = b.add_u32(c.target.tmem, l.budget.tmem_acc_columns);
     let sf_swap =
         b.mad_u32(c.target.tmem, 2u32, 2 * l.budget.tmem_acc_columns + l.sf_cols_per_buffer());
     let sfa_t = b.mov_u32(sf0);
-    let empty_mask = ab.empty_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
-    let acc_mask = acc.full_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
+    let empty_mask =
+        g.rings.ab.empty_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
+    let acc_mask = g.rings.acc.full_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
     let ready = b.reg(RegClass::Pred);
-    ab.peek_full(b, c.smem, stage, ready);
+    ab.try_wait(b, ready);
     c.sched.units(b, Needs::NONE, &mut |b, _u| {
-        acc.acquire(b, c.smem, accum);
+        acc.acquire(b);
         b.tcgen05_fence_after();
         // Overlapping buffers share one ring slot: the buffer alternates with the phase.
         let buffer = if l.acc_overlapped() { accum.phase } else { accum.index };
@@ -112,7 +114,7 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
             let bd = desc_plus(b, b0, off);
             let sfa = desc_plus(b, sfa0, off);
             let sfb = desc_plus(b, sfb0, off);
-            ab.wait_peeked(b, c.smem, stage, ready);
+            ab.wait_unless(b, ready);
             b.tcgen05_fence_after();
             if l.kind == GemmKind::Gemm1 {
                 // The gathered A tile and SFA were written by cp.async (generic proxy); the
@@ -152,19 +154,16 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
                     },
                 });
             }
-            ab.release(b, c.smem, stage, Signal::Commit { group, mask: empty_mask });
+            ab.release(b, CommitAt { group, mask: empty_mask });
             b.emit(Alu::Int(IntOp::Sub, Ty::U32), vec![sfa_t.into(), sf_swap.into(), sfa_t.into()]);
-            ab.advance(b, stage);
-            ab.peek_full(b, c.smem, stage, ready);
+            ab.advance(b);
+            ab.try_wait(b, ready);
         });
-        acc.commit(b, c.smem, accum, Signal::Commit { group, mask: acc_mask });
-        acc.advance(b, accum);
+        acc.commit(b, CommitAt { group, mask: acc_mask });
+        acc.advance(b);
     });
-    // Tail: wait until the epilogue has released every accumulator, so that no arrival
-    // (remote, from the peer's epilogue) is in flight toward this CTA when it exits.
-    for _ in 0..l.budget.acc_ring_slots() {
-        acc.acquire(b, c.smem, accum);
-        acc.advance(b, accum);
-    }
+    // Tail: no arrival (remote, from the peer's epilogue) may be in flight toward this CTA
+    // when it exits.
+    acc.drain(b);
     b.bra(end);
 }

@@ -22,14 +22,26 @@ pub mod smem;
 
 use moegen_dsl::GemmKind;
 use moegen_dsl::KernelDesc;
+use moegen_dsl::abi::roles::{GATHER_WARPS, gemm_roles};
 use moegen_dsl::abi::{KernelId, params};
 
 use self::layout::Sm100Layout;
-use self::prologue::{Common, prologue};
+use self::prologue::prologue;
 use self::rings::Rings;
 use self::smem::Sm100Smem;
+use crate::kernels::skeleton::{Routes, WarpSpan};
 use crate::ptx::instrs::Tcgen05Dealloc;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label};
+
+/// The warp roles of an SM100 GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Epilogue,
+    Mma,
+    Tma,
+    Relay,
+    Gather,
+}
 
 /// What every role reads: the layout, where things live, and the rings between roles.
 struct Sm100 {
@@ -66,36 +78,35 @@ pub fn build_layout(l: Sm100Layout) -> (KernelBuilder, Sm100Layout) {
     let (l, c) = (&g.l, prologue(&mut b, &g));
     let end = Label::named("role_end");
 
-    // Dispatch on warp role.
-    let epi = b.setp_u32(Cmp::Lt, c.warp, 4u32);
-    let l_epi = b.new_label("epilogue");
-    b.bra_if(epi, &l_epi);
-    let is_mma = b.setp_u32(Cmp::Eq, c.warp, l.mma_warp);
-    let l_mma = b.new_label("mma");
-    b.bra_if(is_mma, &l_mma);
-    let is_tma = b.setp_u32(Cmp::Eq, c.warp, l.tma_warp);
-    let l_tma = b.new_label("producer");
-    b.bra_if(is_tma, &l_tma);
-    if let Some(rw) = l.relay_warp {
-        let is_relay = b.setp_u32(Cmp::Eq, c.warp, rw);
-        let l_relay = b.new_label("relay");
-        b.bra_if(is_relay, &l_relay);
-        emit_gather_dispatch(&mut b, &g, &c, &end);
-        b.label(&l_relay);
-        gather::relay_role(&mut b, &g, &c, &end);
-    } else {
-        emit_gather_dispatch(&mut b, &g, &c, &end);
+    // Each warp to its role's body (the ABI's role table); the bodies' order is the
+    // emitted code's, independent of the tests'.
+    let r = gemm_roles(&l.key);
+    let mut roles = vec![
+        (Role::Epilogue, "epilogue", WarpSpan { first: 0, count: r.epilogue_warps }),
+        (Role::Mma, "mma", WarpSpan::one(r.mma_warp)),
+        (Role::Tma, "producer", WarpSpan::one(r.tma_warp)),
+    ];
+    roles.extend(r.relay_warp.map(|w| (Role::Relay, "relay", WarpSpan::one(w))));
+    let gather = r.gather_warp.map(|first| WarpSpan { first, count: GATHER_WARPS });
+    roles.extend(gather.map(|span| (Role::Gather, "gather", span)));
+    let routes = Routes::dispatch(&mut b, c.warp, &roles, &end);
+    if routes.enter(&mut b, Role::Gather) {
+        gather::gather_role(&mut b, &g, &c);
+        b.bra(&end);
     }
-    b.label(&l_epi);
+    if routes.enter(&mut b, Role::Relay) {
+        gather::relay_role(&mut b, &g, &c, &end);
+    }
+    routes.enter(&mut b, Role::Epilogue);
     match l.kind {
         GemmKind::Gemm1 => epilogue_swiglu::epilogue_swiglu(&mut b, &g, &c),
         GemmKind::Gemm2 => epilogue_finalize::epilogue_finalize(&mut b, &g, &c),
     }
     b.bra(&end);
-    b.label(&l_mma);
+    routes.enter(&mut b, Role::Mma);
     mma::mma_role(&mut b, &g, &c, &end);
     b.bra(&end);
-    b.label(&l_tma);
+    routes.enter(&mut b, Role::Tma);
     producer::producer_role(&mut b, &g, &c, &end);
     b.bra(&end);
 
@@ -114,19 +125,4 @@ pub fn build_layout(l: Sm100Layout) -> (KernelBuilder, Sm100Layout) {
     b.label(&exit);
     b.ret();
     (b, g.l)
-}
-
-fn emit_gather_dispatch(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
-    let l = &g.l;
-    if l.kind == GemmKind::Gemm1 {
-        let lo = b.setp_u32(Cmp::Ge, c.warp, l.gather_warp);
-        let hi = b.setp_u32(Cmp::Lt, c.warp, l.gather_warp + 4);
-        let both = b.and_pred(lo, hi);
-        let l_g = b.new_label("gather");
-        b.bra_if(both, &l_g);
-        b.bra(end);
-        b.label(&l_g);
-        gather::gather_role(b, g, c);
-    }
-    b.bra(end);
 }

@@ -8,7 +8,7 @@ use moegen_dsl::abi::TensorMap;
 
 use super::Sm100;
 use super::prologue::Common;
-use crate::kernels::pipeline::{CtaMask, Signal};
+use crate::kernels::pipeline::{CtaMask, Tx};
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs;
 use crate::ptx::{Cmp, CtaGroup, KernelBuilder, Label, Operand, Reg};
@@ -34,7 +34,7 @@ fn tma_load(b: &mut KernelBuilder, g: &Sm100, t: TmaLoad) {
 }
 
 pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label) {
-    let (l, ab) = (&g.l, &g.rings.ab);
+    let l = &g.l;
     let one = b.elect();
     b.bra_unless(one, end);
     let (map_a, map_sfa) = if l.kind == GemmKind::Gemm2 {
@@ -55,10 +55,10 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &
     for m in [map_a, map_sfa, Some(map_b), Some(map_sfb)].into_iter().flatten() {
         b.prefetch_tensormap(m);
     }
-    let cur = ab.cursor(b);
+    let ab = g.rings.ab.producer(b, &g.rings.parties.tma, c.smem);
     let is_leader = b.setp_u32(Cmp::Eq, c.target.m_rank, 0u32);
     let a_issuer = b.setp_u32(Cmp::Eq, c.target.n_rank, 0u32);
-    let mask_a = ab.full_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
+    let mask_a = g.rings.ab.full_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
     let pair = (l.cm == 2).then(|| CtaMask::Pair.emit(b, c.target.m_rank, c.target.n_rank));
     // This CTA's half of SFB in a pair: its row block (N = 256) or K atoms 2m, 2m+1 (N = 128),
     // landing at the same offset in both CTAs.
@@ -69,7 +69,7 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &
         None => b.mov_u32(g.smem.sfb),
     };
     let ready = b.reg(crate::ptx::RegClass::Pred);
-    ab.peek_empty(b, c.smem, cur, ready);
+    ab.try_acquire(b, ready);
     c.sched.units(b, Needs::EXPERT, &mut |b, u| {
         // Per tile: the coordinates that do not change along K.
         let rb = b.shr_u32(u.row0, 7u32);
@@ -84,13 +84,13 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &
         c.sched.k_loop(b, &mut |b, kk| {
             let kc = b.shl_b32(kk, 8u32);
             let kq = b.shl_b32(kk, 2u32);
-            ab.acquire_peeked(b, c.smem, cur, ready);
+            ab.acquire_unless(b, ready);
             let bytes = l.budget.tma_tx_bytes_per_stage;
-            let full = ab.commit(b, c.smem, cur, Signal::ExpectTx { bytes, only: Some(is_leader) });
+            let full = ab.commit(b, Tx { bytes, only: Some(is_leader) });
             // 2-CTA: both CTAs' bytes complete on the leader's barrier (its shared::cluster
             // address; CUTLASS gets the same address by clearing the peer bit 24).
             let bar = if l.cm == 2 { ab.full_in(b, full, c.target.leader_rank) } else { full };
-            let st = g.smem.stage_base(b, c.smem, cur.index);
+            let st = g.smem.stage_base(b, c.smem, ab.cursor().index);
             if let (Some(ma), Some(msfa)) = (map_a, map_sfa) {
                 let skip = b.new_label("skip_a");
                 if l.cn == 2 {
@@ -113,14 +113,11 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &
             let coords = vec![0u32.into(), katom.into(), nblk.into(), u.expert.into()];
             let sfb = TmaLoad { dst: dst_sfb, map: map_sfb, coords, bar, multicast: pair };
             tma_load(b, g, sfb);
-            ab.advance(b, cur);
-            ab.peek_empty(b, c.smem, cur, ready);
+            ab.advance(b);
+            ab.try_acquire(b, ready);
         });
     });
-    // Tail: wait until every stage this CTA filled has been released, so that no commit
-    // (possibly multicast from a peer's MMA) is in flight toward this CTA when it exits.
-    for _ in 0..l.budget.ab_stages {
-        ab.acquire(b, c.smem, cur);
-        ab.advance(b, cur);
-    }
+    // Tail: no commit (possibly multicast from a peer's MMA) may be in flight toward this
+    // CTA when it exits.
+    ab.drain(b);
 }

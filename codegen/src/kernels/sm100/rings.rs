@@ -16,11 +16,13 @@ use moegen_dsl::GemmKind;
 use moegen_dsl::abi::roles::{EPILOGUE_WARPS, GATHER_WARPS};
 
 use super::layout::Sm100Layout;
-use crate::kernels::pipeline::{Arrival, CtaMask, Party, Pipeline};
+use crate::kernels::pipeline::{
+    Commit, Consuming, CpAsyncNoinc, CtaMask, ExpectTx, Pipeline, Producing, Remote,
+};
 use crate::ptx::smem::Region;
 use crate::ptx::{KernelBuilder, Reg};
 
-/// The pipelines of one GEMM kernel.
+/// The pipelines of one GEMM kernel and the parties declared on them.
 #[derive(Clone, Debug)]
 pub struct Rings {
     /// TMA/gather → MMA: A, B and scale-factor stages.
@@ -29,6 +31,27 @@ pub struct Rings {
     pub relay: Option<Pipeline>,
     /// MMA → epilogue: accumulators in TMEM.
     pub acc: Pipeline,
+    /// Who arrives where.
+    pub parties: Parties,
+}
+
+/// The roles' parties on the rings (GEMM1's gather and the relay only where they run).
+#[derive(Clone, Copy, Debug)]
+pub struct Parties {
+    /// The TMA producer fills A/B stages.
+    pub tma: Producing<ExpectTx>,
+    /// GEMM1's gather threads fill A/B stages (the leader's).
+    pub gather: Option<Producing<CpAsyncNoinc>>,
+    /// 2-CTA GEMM1: the relay arrives on the leader's A/B stages for the peer's gather.
+    pub relay: Option<Producing<Remote>>,
+    /// 2-CTA GEMM1: the peer's gather threads fill the relay ring.
+    pub relay_gather: Option<Producing<CpAsyncNoinc>>,
+    /// The MMA issuer empties A/B stages.
+    pub mma_ab: Consuming<Commit>,
+    /// The MMA issuer fills accumulators.
+    pub mma_acc: Producing<Commit>,
+    /// The epilogue warps empty accumulators.
+    pub epilogue: Consuming<Remote>,
 }
 
 /// Where each ring's barriers live.
@@ -49,57 +72,39 @@ pub struct RingBarriers {
 impl Rings {
     /// The rings of `l`, their barriers at `bars`.
     pub fn new(l: &Sm100Layout, bars: &RingBarriers) -> Self {
-        let gather = Party {
-            role: "gather thread",
-            arrival: Arrival::CpAsyncNoinc { threads: GATHER_WARPS * 32 },
-        };
-        let mut ab_producers =
-            vec![Party { role: "leader's TMA producer", arrival: Arrival::ExpectTx }];
-        if l.kind == GemmKind::Gemm1 {
-            ab_producers.push(gather);
-            if l.relay_warp.is_some() {
-                ab_producers
-                    .push(Party { role: "relay warp", arrival: Arrival::Remote { arrivals: 1 } });
-            }
-        }
+        let gather_threads = CpAsyncNoinc { threads: GATHER_WARPS * 32 };
+        let gemm1 = l.kind == GemmKind::Gemm1;
         let cluster = l.cm * l.cn;
-        let ab = Pipeline {
-            name: "A/B ring",
-            stages: l.budget.ab_stages,
-            full: bars.ab_full,
-            empty: Some(bars.ab_empty),
-            producers: ab_producers,
-            consumers: vec![Party {
-                role: "MMA issuer sharing the stage",
-                arrival: Arrival::Commit { issuers: l.cn },
-            }],
-            full_multicast: (l.cn == 2).then_some(CtaMask::AlongN { cm: l.cm }),
-            empty_multicast: (cluster > 1).then_some(CtaMask::Cluster { ctas: cluster }),
+        let mut ab =
+            Pipeline::new("A/B ring", l.budget.ab_stages, bars.ab_full, Some(bars.ab_empty));
+        let tma = ab.produced_by("leader's TMA producer", ExpectTx);
+        let gather = gemm1.then(|| ab.produced_by("gather thread", gather_threads));
+        let relay_fwd = (gemm1 && l.relay_warp.is_some())
+            .then(|| ab.produced_by("relay warp", Remote { arrivals: 1 }));
+        let mma_ab = ab.consumed_by("MMA issuer sharing the stage", Commit { issuers: l.cn });
+        ab.full_multicast = (l.cn == 2).then_some(CtaMask::AlongN { cm: l.cm });
+        ab.empty_multicast = (cluster > 1).then_some(CtaMask::Cluster { ctas: cluster });
+        let (relay, relay_gather) = match bars.relay_full {
+            Some(full) => {
+                let mut r = Pipeline::new("gather relay ring", l.budget.ab_stages, full, None);
+                let g = r.produced_by("gather thread", gather_threads);
+                (Some(r), Some(g))
+            }
+            None => (None, None),
         };
-        let relay = bars.relay_full.map(|full| Pipeline {
-            name: "gather relay ring",
-            stages: l.budget.ab_stages,
-            full,
-            empty: None,
-            producers: vec![gather],
-            consumers: Vec::new(),
-            full_multicast: None,
-            empty_multicast: None,
-        });
-        let acc = Pipeline {
-            name: "accumulator ring",
-            stages: l.budget.acc_ring_slots(),
-            full: bars.acc_full,
-            empty: Some(bars.acc_empty),
-            producers: vec![Party { role: "MMA issuer", arrival: Arrival::Commit { issuers: 1 } }],
-            consumers: vec![Party {
-                role: "epilogue warp of the pair",
-                arrival: Arrival::Remote { arrivals: EPILOGUE_WARPS * l.cm },
-            }],
-            full_multicast: (l.cm == 2).then_some(CtaMask::Pair),
-            empty_multicast: None,
-        };
-        Rings { ab, relay, acc }
+        let mut acc = Pipeline::new(
+            "accumulator ring",
+            l.budget.acc_ring_slots(),
+            bars.acc_full,
+            Some(bars.acc_empty),
+        );
+        let mma_acc = acc.produced_by("MMA issuer", Commit { issuers: 1 });
+        let epilogue = acc
+            .consumed_by("epilogue warp of the pair", Remote { arrivals: EPILOGUE_WARPS * l.cm });
+        acc.full_multicast = (l.cm == 2).then_some(CtaMask::Pair);
+        let parties =
+            Parties { tma, gather, relay: relay_fwd, relay_gather, mma_ab, mma_acc, epilogue };
+        Rings { ab, relay, acc, parties }
     }
 
     /// Initializes every barrier with its count.

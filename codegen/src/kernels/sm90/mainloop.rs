@@ -18,7 +18,7 @@ use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
 use super::Sm90;
 use super::dequant::{dequant_step, scale_splat};
 use super::prologue::Common;
-use crate::kernels::pipeline::{Cursor, Signal};
+use crate::kernels::pipeline::{self, Local, Waiter};
 use crate::ptx::instrs::{WgmmaMma, WgmmaWait};
 use crate::ptx::ops::Wgmma;
 use crate::ptx::ops::memory::ld;
@@ -100,19 +100,18 @@ pub fn wait_groups(b: &mut KernelBuilder, n: u32) {
     b.push(WgmmaWait { pending: n });
 }
 
-/// The K loop of one work unit into `acc` (one register list per m64 block). `cur` is the
-/// consumer's position in the stage ring, `rel` the position of the next stage to hand
-/// back; both advance.
+/// The K loop of one work unit into `acc` (one register list per m64 block). `cur` waits
+/// for the stages in turn, `rel` hands them back one stage behind; both advance.
 pub(super) fn mainloop(
     b: &mut KernelBuilder,
     g: &Sm90,
     c: &Common,
     k: &Consumer,
     acc: &[Vec<Reg>],
-    cur: Cursor,
-    rel: Cursor,
+    cur: &Waiter<'_>,
+    rel: &pipeline::Consumer<'_, Local>,
 ) {
-    let (l, ring) = (&g.l, &g.ring);
+    let l = &g.l;
     let blocks = l.blocks;
     // This thread's fragment words and scale rows within the stage, for block 0.
     let first_tile = b.mul_u32(k.ci, blocks);
@@ -120,15 +119,14 @@ pub(super) fn mainloop(
     let v_off = b.mad_u32(k.t, 4u32, v_off);
     let s_off = b.mad_u32(first_tile, SCALE_TILE_BYTES as u32, g.smem.scales);
     let s_off = b.mad_u32(k.r0, 4u32, s_off);
-    let release = Signal::Local { only: Some(k.elected) };
     c.sched.k_loop(b, &mut |b, kk| {
-        ring.wait(b, c.smem, cur);
+        cur.wait(b);
         if l.kind == GemmKind::Gemm1 {
             // The gathered activations were written by cp.async, a generic-proxy write;
             // the wgmmas read them through the async proxy.
             b.fence_proxy_async();
         }
-        let st = g.smem.stage_base(b, c.smem, cur.index);
+        let st = g.smem.stage_base(b, c.smem, cur.cursor().index);
         let vt = b.add_u32(st, v_off);
         let sp = b.add_u32(st, s_off);
         let mut words = Vec::with_capacity(blocks as usize);
@@ -174,8 +172,8 @@ pub(super) fn mainloop(
                 // the tile's second stage on; predicated, since a branch here would make
                 // ptxas serialize the wgmmas).
                 let arrive = b.and_pred(first, k.elected);
-                ring.release(b, c.smem, rel, Signal::Local { only: Some(arrive) });
-                ring.advance_if(b, rel, first);
+                rel.release(b, Some(arrive));
+                rel.advance_if(b, first);
             }
             let frags: Vec<[Reg; 4]> = (0..blocks as usize)
                 .map(|blk| {
@@ -188,9 +186,9 @@ pub(super) fn mainloop(
             let scale_d = if j == 0 { Accumulate::When(first) } else { Accumulate::Always };
             issue_step(b, l.tile, acc, &frags, desc, scale_d);
         }
-        ring.advance(b, cur);
+        cur.advance(b);
     });
     wait_groups(b, 0);
-    ring.release(b, c.smem, rel, release);
-    ring.advance(b, rel);
+    rel.release(b, Some(k.elected));
+    rel.advance(b);
 }

@@ -34,17 +34,20 @@ use moegen_dsl::{GemmKind, KernelDesc};
 use self::layout::{LAUNCH_REGS, PRODUCER_REGS, Sm90Layout};
 use self::mainloop::Consumer;
 use self::prologue::{Common, prologue};
+use self::rings::Rings;
 use self::smem::Sm90Smem;
-use crate::kernels::pipeline::Pipeline;
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::SetMaxNReg;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
+
+/// The warpgroup that produces (`abi::roles::Sm90Roles`).
+const PRODUCER_WARPGROUP: u32 = 0;
 
 /// What every role reads: the layout, where things live, and the stage ring.
 struct Sm90 {
     l: Sm90Layout,
     smem: Sm90Smem,
-    ring: Pipeline,
+    rings: Rings,
 }
 
 /// Builds the kernel for an sm_90a GEMM description.
@@ -66,13 +69,14 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
             return (b, l);
         }
     };
-    let ring = rings::stage_ring(&l, &smem);
-    let g = Sm90 { l, smem, ring };
+    let rings = rings::stage_ring(&l, &smem);
+    let g = Sm90 { l, smem, rings };
     let c = prologue(&mut b, &g);
     let end = Label::named("role_end");
 
-    let wg = b.shr_u32(c.tid, 7u32);
-    let is_producer = b.setp_u32(Cmp::Eq, wg, 0u32);
+    // The ABI's roles: warpgroup 0 produces, warpgroups 1..=consumers consume.
+    let wg = b.shr_u32(c.tid, Sm90Layout::warpgroup_threads().trailing_zeros());
+    let is_producer = b.setp_u32(Cmp::Eq, wg, PRODUCER_WARPGROUP);
     let l_consumer = b.new_label("consumer");
     b.bra_unless(is_producer, &l_consumer);
     b.push(SetMaxNReg { inc: false, count: PRODUCER_REGS });
@@ -99,20 +103,21 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
     let zero = b.mov_u32(0u32);
     let k = Consumer { ci, t, lane: c.lane, cw, r0, col0, elected, zero };
     let acc: Vec<Vec<Reg>> = (0..l.blocks).map(|_| b.regs(RegClass::F32, l.tile / 2)).collect();
-    let cur = g.ring.cursor(b);
-    let rel = g.ring.cursor(b);
+    let ring = &g.rings.stage;
+    let cur = ring.waiter(b, c.smem);
+    let rel = ring.consumer(b, &g.rings.consumer, c.smem);
     match l.kind {
         GemmKind::Gemm1 => {
             let p = epilogue_swiglu::swiglu_params(b, g, c, &k);
             c.sched.units(b, Needs::ALL, &mut |b, u| {
-                mainloop::mainloop(b, g, c, &k, &acc, cur, rel);
+                mainloop::mainloop(b, g, c, &k, &acc, &cur, &rel);
                 epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc);
             });
         }
         GemmKind::Gemm2 => {
             let p = epilogue_finalize::finalize_params(b, g, c, &k);
             c.sched.units(b, Needs::ALL, &mut |b, u| {
-                mainloop::mainloop(b, g, c, &k, &acc, cur, rel);
+                mainloop::mainloop(b, g, c, &k, &acc, &cur, &rel);
                 epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &acc);
             });
             epilogue_finalize::finalize_drain(b, &p);

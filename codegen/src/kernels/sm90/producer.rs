@@ -13,11 +13,11 @@ use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
 use super::Sm90;
 use super::layout::{ACT_ROW_BYTES, Sm90Layout};
 use super::prologue::Common;
-use crate::kernels::pipeline::{Cursor, Side, Signal};
+use crate::kernels::pipeline::{ExpectTx, Producer, Tx};
 use crate::kernels::skeleton::{Needs, TokenRow, Unit, token_of_row};
 use crate::ptx::instrs::{BulkLoad, CpAsync, TmaLoad};
 use crate::ptx::ops::CacheOp;
-use crate::ptx::{Cmp, KernelBuilder, Label, Reg};
+use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg};
 
 /// Bytes of one `cp.async` chunk of an activation row.
 const CHUNK: u32 = 16;
@@ -102,14 +102,14 @@ fn issue_stage(
     b: &mut KernelBuilder,
     g: &Sm90,
     c: &Common,
-    cur: Cursor,
+    issuer: &Producer<'_, ExpectTx>,
     kk: Reg,
     w: &WeightBase,
     act: Option<(Reg, Reg)>,
 ) {
-    let (l, ring) = (&g.l, &g.ring);
-    let full = ring.commit(b, c.smem, cur, Signal::ExpectTx { bytes: l.tx_bytes(), only: None });
-    let st = g.smem.stage_base(b, c.smem, cur.index);
+    let l = &g.l;
+    let full = issuer.commit(b, Tx { bytes: l.tx_bytes(), only: None });
+    let st = g.smem.stage_base(b, c.smem, issuer.cursor().index);
     if let Some((map, row0)) = act {
         let k0 = b.shl_b32(kk, 6u32);
         let coords = vec![k0.into(), row0.into()];
@@ -138,13 +138,13 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &L
             b.bra_unless(one, end);
             let wp = weight_params(b, l);
             let map = b.tensor_map_addr(TensorMap::Gemm1HiddenLoad);
-            let cur = g.ring.cursor(b);
+            let issuer = g.rings.stage.producer(b, &g.rings.issuer, c.smem);
             c.sched.units(b, Needs::ALL, &mut |b, u| {
                 let w = weight_base(b, g, &wp, u);
                 c.sched.k_loop(b, &mut |b, kk| {
-                    g.ring.acquire(b, c.smem, cur);
-                    issue_stage(b, g, c, cur, kk, &w, Some((map, u.row0)));
-                    g.ring.advance(b, cur);
+                    issuer.acquire(b);
+                    issue_stage(b, g, c, &issuer, kk, &w, Some((map, u.row0)));
+                    issuer.advance(b);
                 });
             });
         }
@@ -157,7 +157,11 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &L
 /// `row` (threads_per_row = 128 / T consecutive threads share a row, so each warp's copies
 /// are contiguous runs of the source rows).
 fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
-    let (l, ring) = (&g.l, &g.ring);
+    let (l, ring) = (&g.l, &g.rings.stage);
+    let Some(party) = g.rings.gather else {
+        let kernel = b.name.clone();
+        return b.error(BuildError::Inconsistent { kernel, what: "gather role without a party" });
+    };
     let threads_per_row = Sm90Layout::warpgroup_threads() / l.tile;
     let per_thread = CHUNKS_PER_ROW / threads_per_row;
     let row = b.div_u32(c.tid, threads_per_row);
@@ -177,7 +181,9 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     // chunk j ^ (r % 8) (the tile is 1024-aligned, so the pattern starts at row 0).
     let dst_row = b.mul_u32(row, ACT_ROW_BYTES);
     let swz = b.and_b32(row, 7u32);
-    let cur = ring.cursor(b);
+    let gather = ring.producer(b, &party, c.smem);
+    // Thread 0 also issues the weights: the elected thread's party, in the same slot.
+    let issuer = ring.producer_on(b, &g.rings.issuer, c.smem, gather.cursor());
     c.sched.units(b, Needs::ALL, &mut |b, u| {
         let prow = b.add_u32(u.row0, row);
         let TokenRow { token, valid } = token_of_row(b, p2e, top_k, prow, u.mn_limit);
@@ -189,12 +195,12 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
         let n16 = b.selp_u32(CHUNK, 0u32, valid);
         let w = weight_base(b, g, &wp, u);
         c.sched.k_loop(b, &mut |b, kk| {
-            ring.acquire(b, c.smem, cur);
+            gather.acquire(b);
             let skip = b.new_label("skip_weights");
             b.bra_unless(is_issuer, &skip);
-            issue_stage(b, g, c, cur, kk, &w, None);
+            issue_stage(b, g, c, &issuer, kk, &w, None);
             b.label(&skip);
-            let st = g.smem.stage_base(b, c.smem, cur.index);
+            let st = g.smem.stage_base(b, c.smem, gather.cursor().index);
             let tile_row = b.add_u32(st, dst_row);
             let koff = b.mul_wide_u32(kk, ACT_ROW_BYTES);
             let src = b.add_u64(src_row, koff);
@@ -212,9 +218,8 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
                     src_bytes: n16,
                 });
             }
-            let full = ring.full_at(b, c.smem, cur);
-            ring.signal(b, Side::Full, full, Signal::CpAsyncNoinc);
-            ring.advance(b, cur);
+            gather.commit(b, ());
+            gather.advance(b);
         });
     });
 }

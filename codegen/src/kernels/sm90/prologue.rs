@@ -20,7 +20,7 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm90) -> Common {
     let cta = b.sreg(SReg::CtaidX);
     let ctas = b.sreg(SReg::NctaidX);
     let smem = b.smem_addr(0);
-    init_barriers(b, &t, |b| g.ring.init(b, smem));
+    init_barriers(b, &t, |b| g.rings.stage.init(b, smem));
     b.bar_sync(0u32);
 
     let shape =

@@ -5,33 +5,34 @@
 //! The accumulators live in the consumers' registers, so there is no accumulator ring.
 
 use moegen_dsl::GemmKind;
+use moegen_dsl::abi::roles::WARPGROUP_WARPS;
 
 use super::layout::Sm90Layout;
 use super::smem::Sm90Smem;
-use crate::kernels::pipeline::{Arrival, Party, Pipeline};
-use moegen_dsl::abi::roles::WARPGROUP_WARPS;
+use crate::kernels::pipeline::{Consuming, CpAsyncNoinc, ExpectTx, Local, Pipeline, Producing};
+
+/// The stage ring and the parties declared on it.
+#[derive(Clone, Debug)]
+pub struct Rings {
+    /// Producer → consumers: activation, fragment and scale tiles.
+    pub stage: Pipeline,
+    /// The producer's elected thread fills stages (weights; GEMM2's activation TMA).
+    pub issuer: Producing<ExpectTx>,
+    /// GEMM1's gather threads fill stages.
+    pub gather: Option<Producing<CpAsyncNoinc>>,
+    /// The consumer warps empty stages.
+    pub consumer: Consuming<Local>,
+}
 
 /// The stage ring of `l`, its barriers where `smem` put them.
-pub fn stage_ring(l: &Sm90Layout, smem: &Sm90Smem) -> Pipeline {
-    let mut producers =
-        vec![Party { role: "producer's elected thread", arrival: Arrival::ExpectTx }];
-    if l.kind == GemmKind::Gemm1 {
-        producers.push(Party {
-            role: "gather thread",
-            arrival: Arrival::CpAsyncNoinc { threads: Sm90Layout::warpgroup_threads() },
-        });
-    }
-    Pipeline {
-        name: "stage ring",
-        stages: l.budget.ab_stages,
-        full: smem.full,
-        empty: Some(smem.empty),
-        producers,
-        consumers: vec![Party {
-            role: "consumer warp",
-            arrival: Arrival::Local { arrivals: WARPGROUP_WARPS * l.consumers },
-        }],
-        full_multicast: None,
-        empty_multicast: None,
-    }
+pub fn stage_ring(l: &Sm90Layout, smem: &Sm90Smem) -> Rings {
+    let mut stage = Pipeline::new("stage ring", l.budget.ab_stages, smem.full, Some(smem.empty));
+    let issuer = stage.produced_by("producer's elected thread", ExpectTx);
+    let gather = (l.kind == GemmKind::Gemm1).then(|| {
+        let threads = Sm90Layout::warpgroup_threads();
+        stage.produced_by("gather thread", CpAsyncNoinc { threads })
+    });
+    let consumer =
+        stage.consumed_by("consumer warp", Local { arrivals: WARPGROUP_WARPS * l.consumers });
+    Rings { stage, issuer, gather, consumer }
 }

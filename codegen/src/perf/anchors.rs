@@ -2,7 +2,7 @@
 //! 4.8.1, ptxas 13.5 for sm_100a), from ../shared/anchors.md §A. They are measurements of
 //! another project, kept here so that `gen tactics` and the tests can compare against them.
 
-use crate::tactic::{GemmKind, TileSize};
+use moegen_dsl::{GemmKind, TileSize};
 
 /// One row of anchors.md §A.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

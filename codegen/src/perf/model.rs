@@ -12,13 +12,13 @@
 //! larger of that compute and its HBM traffic at the achievable bandwidth, plus the last
 //! tile's epilogue, which nothing overlaps.
 
-pub mod reference;
-pub mod role_stats;
+use moegen_dsl::gpu::Gpu;
+use moegen_dsl::{GemmKind, GemmTactic, MoeTactic, TileSize};
 
-use crate::tactic::{GemmKind, MoeTactic, TileSize};
-pub use role_stats::{KernelRoleStats, Role, RoleFigures, RoleStatsFile, fnv1a64_hex};
+use super::role_stats::{KernelRoleStats, Role, RoleFigures};
 
-/// The machine.
+/// The machine as the model sees it: the GPU's figures ([`Gpu`]) and the issue costs the
+/// model assumes on it.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Machine {
     /// SMs.
@@ -49,20 +49,31 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// B200 as ../shared/anchors.md §A2 states it: 148 SMs, 1.9 GHz, 16384 FP4 MAC/clk/SM
-    /// (≈ 9.2 PFLOP/s), HBM 8 TB/s × 0.9, 2 µs fixed per kernel.
-    pub const B200: Machine = Machine {
-        sms: 148,
-        clock_ghz: 1.9,
-        fp4_mac_per_clk_per_sm: 16384.0,
-        hbm_bytes_per_s: 8.0e12,
-        hbm_efficiency: 0.9,
-        fixed_us: 2.0,
-        cpi: 2.0,
-        cpi_serialized: 4.0,
-        div_slots: 10.0,
-        bulk_lane_slots: 6.0,
-    };
+    /// The B200 ([`Gpu::B200`]) with the issue costs above: CPI 2, 4 in a serialised
+    /// epilogue, 10 slots per `div.rn.f32`, 6 per lane iteration of a bulk operation.
+    pub const B200: Machine = Machine::on(Gpu::B200, 2.0, 4.0, 10.0, 6.0);
+
+    /// `gpu`'s figures with these issue costs (the fields of the same names).
+    const fn on(
+        gpu: Gpu,
+        cpi: f64,
+        cpi_serialized: f64,
+        div_slots: f64,
+        bulk_lane_slots: f64,
+    ) -> Machine {
+        Machine {
+            sms: gpu.sms,
+            clock_ghz: gpu.clock_ghz,
+            fp4_mac_per_clk_per_sm: gpu.macs_per_clock_per_sm,
+            hbm_bytes_per_s: gpu.hbm_bytes_per_s,
+            hbm_efficiency: gpu.hbm_efficiency,
+            fixed_us: gpu.launch_us,
+            cpi,
+            cpi_serialized,
+            div_slots,
+            bulk_lane_slots,
+        }
+    }
 }
 
 /// The layer and batch.
@@ -308,7 +319,7 @@ pub fn estimate_tactic(
     gemm1: &GemmCosts,
     gemm2: &GemmCosts,
 ) -> TacticEstimate {
-    let est = |g: &crate::GemmTactic, c: &GemmCosts| {
+    let est = |g: &GemmTactic, c: &GemmCosts| {
         let [_, n] = g.mma_tiler();
         estimate_gemm(m, w, g.kind(), g.tile(), n, g.cluster()[1], c)
     };

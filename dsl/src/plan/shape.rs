@@ -1,6 +1,6 @@
 //! The problem shapes a target's GEMM kernels accept, checked before anything is launched.
 
-use crate::plan::{PlanError, Result};
+use super::error::{PlanError, Result};
 use crate::resources::K_STAGE;
 use crate::target::Target;
 

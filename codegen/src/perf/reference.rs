@@ -4,8 +4,9 @@
 //! per thread per K block and the GEMM1 epilogue per output element; everything else below
 //! is an assumption, named as such, and documented in docs/perf.md.
 
-use super::{GemmCosts, Overlap};
-use crate::tactic::{GemmKind, TileSize};
+use moegen_dsl::{GemmKind, TileSize};
+
+use super::model::{GemmCosts, Overlap};
 
 /// §A2: MMA issuer SASS per K block (G1 t128n128, G1 t256n256, G2 t128n128, G2 t256n256).
 pub const MMA_PER_K_BLOCK: [f64; 4] = [83.0, 107.0, 67.0, 82.0];

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::tactic::GemmKind;
+use moegen_dsl::GemmKind;
 
 /// A warp role of an SM100 GEMM kernel.
 #[derive(
