@@ -18,7 +18,7 @@ use moegen_dsl::{
     EpilogueRecipe, FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target, nvfp4_tactics,
 };
 
-use crate::emit::{TextSource, manifest_json, render_items, write_if_changed};
+use crate::emit::{EmitError, TextSource, manifest_json, render_items, write_if_changed};
 use crate::kernel_set::{DepthOverride, GenerateError, KernelSetSpec, build_set};
 
 /// The module file `include_kernels!()` includes.
@@ -33,9 +33,9 @@ pub enum BuildError {
     /// `OUT_DIR` is not set (not running under cargo) and no folder was given.
     #[error("OUT_DIR is not set: call Builder::out_dir outside a build script")]
     NoOutDir,
-    /// Writing a file failed.
-    #[error("{0}")]
-    Io(String),
+    /// Rendering or writing the module failed.
+    #[error(transparent)]
+    Emit(#[from] EmitError),
     /// An empty tactic list.
     #[error("no tactic was selected")]
     NoTactics,
@@ -165,14 +165,14 @@ impl Builder {
         };
         let mut written = 0;
         let mut write = |path: &Path, text: &str| -> Result<(), BuildError> {
-            written += usize::from(write_if_changed(path, text).map_err(BuildError::Io)?);
+            written += usize::from(write_if_changed(path, text)?);
             Ok(())
         };
         for k in &kernels {
             write(&ptx_dir.join(format!("{}.ptx", k.name)), &k.ptx)?;
         }
-        write(&manifest, &manifest_json(&kernels).map_err(BuildError::Io)?)?;
-        let items = render_items(&kernels, &source, false).map_err(BuildError::Io)?;
+        write(&manifest, &manifest_json(&kernels)?)?;
+        let items = render_items(&kernels, &source, false)?;
         let module = dir.join(MODULE_FILE);
         write(
             &module,

@@ -7,7 +7,7 @@ use crate::perf::role_stats::{KernelRoleStats, RoleStatsFile, fnv1a64_hex};
 use moegen_dsl::abi::KernelId;
 
 use crate::kernel_set::GeneratedKernel;
-use crate::ptxas::{PtxasReport, SassCounts, assemble, count_sass, disassemble};
+use crate::ptxas::{PtxasError, PtxasReport, SassCounts, assemble, count_sass, disassemble};
 
 /// The architectures a kernel is assembled for, each with the PTX text to feed ptxas:
 /// sm_100f PTX for sm_100f and sm_103f (the family), and retargeted to sm_100a; sm_90a PTX
@@ -35,18 +35,49 @@ pub struct Assembled {
     pub report: PtxasReport,
 }
 
+/// A kernel that failed the assembly check.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// ptxas or nvdisasm failed on it.
+    #[error("{kernel}: {source}")]
+    Tool {
+        /// The kernel.
+        kernel: String,
+        /// What failed.
+        #[source]
+        source: PtxasError,
+    },
+    /// It spills or uses a stack frame.
+    #[error(
+        "{kernel} for {arch}: {} B spill stores, {} B spill loads, {} B stack frame",
+        report.spill_stores,
+        report.spill_loads,
+        report.stack_frame
+    )]
+    Spills {
+        /// The kernel.
+        kernel: String,
+        /// The architecture.
+        arch: &'static str,
+        /// ptxas's report.
+        report: PtxasReport,
+    },
+}
+
+fn tool(kernel: &str) -> impl FnOnce(PtxasError) -> CheckError {
+    let kernel = kernel.to_owned();
+    move |source| CheckError::Tool { kernel, source }
+}
+
 /// Assembles every kernel for every architecture; an error names the first kernel that
 /// fails to assemble or that spills or uses a stack frame.
-pub fn assemble_all(kernels: &[GeneratedKernel]) -> Result<Vec<Assembled>, String> {
+pub fn assemble_all(kernels: &[GeneratedKernel]) -> Result<Vec<Assembled>, CheckError> {
     let mut out = Vec::new();
     for k in kernels {
         for (arch, ptx) in assembly_targets(k) {
-            let (report, _) = assemble(&ptx, arch).map_err(|e| format!("{}: {e}", k.name))?;
+            let (report, _) = assemble(&ptx, arch).map_err(tool(&k.name))?;
             if report.spill_stores + report.spill_loads + report.stack_frame > 0 {
-                return Err(format!(
-                    "{} for {arch}: {} B spill stores, {} B spill loads, {} B stack frame",
-                    k.name, report.spill_stores, report.spill_loads, report.stack_frame
-                ));
+                return Err(CheckError::Spills { kernel: k.name.clone(), arch, report });
             }
             out.push(Assembled { kernel: k.name.clone(), arch: arch.to_owned(), report });
         }
@@ -88,12 +119,12 @@ pub struct KernelStats {
 pub fn stats(
     kernels: &[GeneratedKernel],
     roles: Option<&RoleStatsFile>,
-) -> Result<Vec<KernelStats>, String> {
+) -> Result<Vec<KernelStats>, CheckError> {
     let mut out = Vec::new();
     for k in kernels {
         let Some((arch, ptx)) = assembly_targets(k).into_iter().next() else { continue };
-        let (report, cubin) = assemble(&ptx, arch).map_err(|e| format!("{}: {e}", k.name))?;
-        let sass = count_sass(&disassemble(&cubin)?);
+        let (report, cubin) = assemble(&ptx, arch).map_err(tool(&k.name))?;
+        let sass = count_sass(&disassemble(&cubin).map_err(tool(&k.name))?);
         let key = match k.id {
             KernelId::Gemm(key) => Some(key),
             _ => None,

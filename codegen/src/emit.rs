@@ -19,14 +19,50 @@ const LIB_TEMPLATE: &str = include_str!("../../templates/kernels_lib.rs.tera");
 const GROUPS: [(&str, &str, bool); 3] =
     [("sm100", "SM100", false), ("sm90", "SM90", true), ("corpus", "CORPUS", true)];
 
+/// Why a kernel set could not be rendered or written.
+#[derive(Debug, thiserror::Error)]
+pub enum EmitError {
+    /// The manifest could not be serialized.
+    #[error("manifest: {0}")]
+    Manifest(#[from] serde_json::Error),
+    /// A template of the generated crate failed to parse or render.
+    #[error("template {template}: {source}")]
+    Template {
+        /// The template.
+        template: &'static str,
+        /// The error.
+        #[source]
+        source: tera::Error,
+    },
+    /// A file or folder could not be written or removed.
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        /// `creating`, `writing` or `removing`.
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn template(template: &'static str) -> impl FnOnce(tera::Error) -> EmitError {
+    move |source| EmitError::Template { template, source }
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EmitError {
+    let path = path.to_path_buf();
+    move |source| EmitError::Io { action, path, source }
+}
+
 /// The manifest JSON of a set.
-pub fn manifest_json(kernels: &[GeneratedKernel]) -> Result<String, String> {
+pub fn manifest_json(kernels: &[GeneratedKernel]) -> Result<String, EmitError> {
     let entries: Vec<_> = kernels.iter().map(manifest::entry).collect();
     let mut manifest = serde_json::to_string_pretty(&serde_json::json!({
         "generator": "moegen",
         "kernels": entries,
-    }))
-    .map_err(|e| e.to_string())?;
+    }))?;
     manifest.push('\n');
     Ok(manifest)
 }
@@ -67,7 +103,7 @@ pub fn render_items(
     kernels: &[GeneratedKernel],
     source: &TextSource,
     gated: bool,
-) -> Result<String, String> {
+) -> Result<String, EmitError> {
     let ptx_expr = |k: &GeneratedKernel| match source {
         TextSource::Files { ptx_dir, .. } => {
             format!("include_str!(\"{}/{}.ptx\")", path_literal(ptx_dir), k.name)
@@ -109,13 +145,13 @@ pub fn render_items(
             break;
         }
     }
-    let mut t = ptx_tera().map_err(|e| e.to_string())?;
-    t.add_raw_template("kernels_items", ITEMS_TEMPLATE).map_err(|e| e.to_string())?;
+    let mut t = ptx_tera().map_err(template("ptx_module"))?;
+    t.add_raw_template("kernels_items", ITEMS_TEMPLATE).map_err(template("kernels_items"))?;
     let mut ctx = Context::new();
     ctx.insert("groups", &groups);
     ctx.insert("manifest", &manifest_expr);
     ctx.insert("gated", &gated);
-    t.render("kernels_items", &ctx).map_err(|e| e.to_string())
+    t.render("kernels_items", &ctx).map_err(template("kernels_items"))
 }
 
 /// How the generated crate refers to moegen-dsl.
@@ -179,7 +215,7 @@ corpus = []
 pub fn render_files(
     kernels: &[GeneratedKernel],
     o: &CrateOptions,
-) -> Result<BTreeMap<PathBuf, String>, String> {
+) -> Result<BTreeMap<PathBuf, String>, EmitError> {
     let mut files = BTreeMap::new();
     files.insert(PathBuf::from("manifest.json"), manifest_json(kernels)?);
     for k in kernels {
@@ -188,13 +224,13 @@ pub fn render_files(
     let source =
         TextSource::Files { ptx_dir: "../ptx".into(), manifest: "../manifest.json".into() };
     let items = render_items(kernels, &source, true)?;
-    let mut t = ptx_tera().map_err(|e| e.to_string())?;
-    t.add_raw_template("kernels_lib", LIB_TEMPLATE).map_err(|e| e.to_string())?;
+    let mut t = ptx_tera().map_err(template("ptx_module"))?;
+    t.add_raw_template("kernels_lib", LIB_TEMPLATE).map_err(template("kernels_lib"))?;
     let mut ctx = Context::new();
     ctx.insert("items", &items);
     files.insert(
         PathBuf::from("src/lib.rs"),
-        t.render("kernels_lib", &ctx).map_err(|e| e.to_string())?,
+        t.render("kernels_lib", &ctx).map_err(template("kernels_lib"))?,
     );
     files.insert(PathBuf::from("Cargo.toml"), cargo_toml(o));
     Ok(files)
@@ -221,25 +257,27 @@ pub struct WriteSummary {
 }
 
 /// Writes `text` to `path` only if its bytes differ; returns whether it wrote.
-pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, String> {
+pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, EmitError> {
     if std::fs::read(path).is_ok_and(|old| old == text.as_bytes()) {
         return Ok(false);
     }
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(io("creating", parent))?;
     }
-    std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    std::fs::write(path, text).map_err(io("writing", path))?;
     Ok(true)
 }
 
 /// Writes the crate into `dir`, touching only files whose bytes change and removing PTX
 /// files that are no longer generated.
-pub fn write_files(dir: &Path, files: &BTreeMap<PathBuf, String>) -> Result<WriteSummary, String> {
+pub fn write_files(
+    dir: &Path,
+    files: &BTreeMap<PathBuf, String>,
+) -> Result<WriteSummary, EmitError> {
     let mut summary = WriteSummary::default();
     for stale in stale_ptx(dir, files) {
-        std::fs::remove_file(dir.join(&stale))
-            .map_err(|e| format!("removing {}: {e}", stale.display()))?;
+        let path = dir.join(&stale);
+        std::fs::remove_file(&path).map_err(io("removing", &path))?;
         summary.removed.push(stale);
     }
     for (rel, text) in files {

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use moegen_dsl::abi::GemmKey;
-use moegen_dsl::{FinalizeMode, KernelDescBuilder, MoeTactic, Target, nvfp4_tactics};
+use moegen_dsl::{DescError, FinalizeMode, KernelDescBuilder, MoeTactic, Target, nvfp4_tactics};
 use serde::Serialize;
 
 use crate::check::KernelStats;
@@ -30,15 +30,53 @@ pub fn role_stats_path() -> PathBuf {
     crate::tools::workspace_root().join("docs/role-stats.json")
 }
 
+/// Why the per-role figures or the model could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum PerfError {
+    /// docs/role-stats.json exists but cannot be read.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// docs/role-stats.json does not follow the schema.
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A tactic's GEMM has no valid description.
+    #[error("{tactic}: {source}")]
+    Desc {
+        /// The GEMM tactic.
+        tactic: String,
+        /// Why it was refused.
+        #[source]
+        source: DescError,
+    },
+    /// A kernel the model needs was not measured.
+    #[error("{kernel}: not in docs/role-stats.json")]
+    NotMeasured {
+        /// The kernel.
+        kernel: String,
+    },
+}
+
 /// Reads docs/role-stats.json (`None` when absent).
-pub fn load_role_stats() -> Result<Option<RoleStatsFile>, String> {
+pub fn load_role_stats() -> Result<Option<RoleStatsFile>, PerfError> {
     let path = role_stats_path();
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        Err(source) => return Err(PerfError::Read { path, source }),
     };
-    serde_json::from_str(&text).map(Some).map_err(|e| format!("{}: {e}", path.display()))
+    serde_json::from_str(&text).map(Some).map_err(|source| PerfError::Parse { path, source })
 }
 
 fn cell(v: Option<f64>) -> String {
@@ -135,8 +173,8 @@ pub const EARLY_RELEASE_FRACTION: f64 = 0.5;
 /// How a kernel's accumulators overlap the next tile's mainloop, from its budget: two
 /// disjoint buffers overlap fully; two that share columns after the first half of the
 /// epilogue; one not at all.
-pub fn overlap_of(key: &GemmKey) -> Result<Overlap, String> {
-    let desc = key.desc().map_err(|e| e.to_string())?;
+pub fn overlap_of(key: &GemmKey) -> Result<Overlap, PerfError> {
+    let desc = key.desc().map_err(|source| PerfError::Desc { tactic: key.name(), source })?;
     let b = desc.budget();
     Ok(match (b.acc_stages, b.acc_overlap_columns) {
         (0 | 1, _) => Overlap::None,
@@ -145,23 +183,22 @@ pub fn overlap_of(key: &GemmKey) -> Result<Overlap, String> {
     })
 }
 
-fn key_of(g: &moegen_dsl::GemmTactic) -> Result<GemmKey, String> {
+fn key_of(g: &moegen_dsl::GemmTactic) -> Result<GemmKey, PerfError> {
     let mut d = KernelDescBuilder::new(*g).target(Target::Sm100f);
     if g.kind() == moegen_dsl::GemmKind::Gemm2 {
         d = d.finalize(FinalizeMode::BulkReduceAdd);
     }
-    d.build().map(|d| d.key()).map_err(|e| e.to_string())
+    d.build().map(|d| d.key()).map_err(|source| PerfError::Desc { tactic: g.to_string(), source })
 }
 
 fn costs_of(
     file: &RoleStatsFile,
     m: &Machine,
     g: &moegen_dsl::GemmTactic,
-) -> Result<GemmCosts, String> {
+) -> Result<GemmCosts, PerfError> {
     let key = key_of(g)?;
-    let s: &KernelRoleStats = file
-        .kernel(&key.name())
-        .ok_or_else(|| format!("{}: not in docs/role-stats.json", key.name()))?;
+    let s: &KernelRoleStats =
+        file.kernel(&key.name()).ok_or_else(|| PerfError::NotMeasured { kernel: key.name() })?;
     Ok(GemmCosts::from_role_stats(s, m, overlap_of(&key)?))
 }
 
@@ -209,7 +246,10 @@ fn best<'a>(v: impl Iterator<Item = (&'a str, f64)>) -> (String, f64) {
 
 /// Estimates every NVFP4 tactic for each workload, moegen (its measured per-role figures)
 /// beside the reference (§A2's) under the same model.
-pub fn model_report(workloads: &[Workload], file: &RoleStatsFile) -> Result<ModelReport, String> {
+pub fn model_report(
+    workloads: &[Workload],
+    file: &RoleStatsFile,
+) -> Result<ModelReport, PerfError> {
     let m = Machine::B200;
     let mut batches = Vec::with_capacity(workloads.len());
     for w in workloads {

@@ -1,10 +1,10 @@
 //! Driving ptxas and nvdisasm on generated PTX.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::tools;
+use crate::tools::{self, ToolError};
 
 /// What `ptxas -v` reports for one entry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -50,12 +50,44 @@ pub fn parse_report(text: &str) -> PtxasReport {
     r
 }
 
+/// A failed ptxas or nvdisasm run.
+#[derive(Debug, thiserror::Error)]
+pub enum PtxasError {
+    /// The tool is missing.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    /// A scratch file could not be written or read, or the tool not started.
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        /// `writing`, `reading` or `running`.
+        action: &'static str,
+        /// The file or the tool.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The tool ran and refused its input.
+    #[error("{command} failed:\n{output}")]
+    Failed {
+        /// The command (`ptxas -arch=sm_100f`, `nvdisasm`).
+        command: String,
+        /// What it printed.
+        output: String,
+    },
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> PtxasError {
+    let path = path.to_path_buf();
+    move |source| PtxasError::Io { action, path, source }
+}
+
 /// Assembles `ptx` for `arch` (e.g. `sm_100f`); returns the report and the cubin.
-pub fn assemble(ptx: &str, arch: &str) -> Result<(PtxasReport, Vec<u8>), String> {
+pub fn assemble(ptx: &str, arch: &str) -> Result<(PtxasReport, Vec<u8>), PtxasError> {
     let ptxas = tools::ptxas()?;
     let src = scratch_path("ptx");
     let out = scratch_path("cubin");
-    std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
+    std::fs::write(&src, ptx).map_err(io("writing", &src))?;
     let result = Command::new(&ptxas)
         .arg(format!("-arch={arch}"))
         .arg("-v")
@@ -63,7 +95,7 @@ pub fn assemble(ptx: &str, arch: &str) -> Result<(PtxasReport, Vec<u8>), String>
         .arg("-o")
         .arg(&out)
         .output()
-        .map_err(|e| format!("running {}: {e}", ptxas.display()));
+        .map_err(io("running", &ptxas));
     let _ = std::fs::remove_file(&src);
     let result = result?;
     let text = format!(
@@ -73,23 +105,24 @@ pub fn assemble(ptx: &str, arch: &str) -> Result<(PtxasReport, Vec<u8>), String>
     );
     if !result.status.success() {
         let _ = std::fs::remove_file(&out);
-        return Err(format!("ptxas -arch={arch} failed:\n{text}"));
+        return Err(PtxasError::Failed { command: format!("ptxas -arch={arch}"), output: text });
     }
-    let cubin = std::fs::read(&out).map_err(|e| format!("reading {}: {e}", out.display()));
+    let cubin = std::fs::read(&out).map_err(io("reading", &out));
     let _ = std::fs::remove_file(&out);
     Ok((parse_report(&text), cubin?))
 }
 
 /// SASS text of a cubin.
-pub fn disassemble(cubin: &[u8]) -> Result<String, String> {
+pub fn disassemble(cubin: &[u8]) -> Result<String, PtxasError> {
     let nvdisasm = tools::nvdisasm()?;
     let path = scratch_path("cubin");
-    std::fs::write(&path, cubin).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    std::fs::write(&path, cubin).map_err(io("writing", &path))?;
     let out = Command::new(&nvdisasm).arg("-c").arg(&path).output();
     let _ = std::fs::remove_file(&path);
-    let out = out.map_err(|e| format!("running {}: {e}", nvdisasm.display()))?;
+    let out = out.map_err(io("running", &nvdisasm))?;
     if !out.status.success() {
-        return Err(format!("nvdisasm failed: {}", String::from_utf8_lossy(&out.stderr)));
+        let output = String::from_utf8_lossy(&out.stderr).into_owned();
+        return Err(PtxasError::Failed { command: "nvdisasm".into(), output });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -45,8 +45,8 @@ fn main() -> ExitCode {
         eprintln!("error: --runs must be positive");
         return ExitCode::from(2);
     }
-    let once = || -> Result<(usize, usize), String> {
-        let kernels = default_kernel_set().map_err(|e| e.to_string())?;
+    let once = || -> Result<(usize, usize), Box<dyn std::error::Error>> {
+        let kernels = default_kernel_set()?;
         let files = render_files(&kernels, &CrateOptions::for_dir(&default_out_dir()))?;
         Ok((kernels.len(), files.values().map(String::len).sum()))
     };

@@ -5,12 +5,14 @@ use std::process::ExitCode;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use moegen_codegen::check::{assemble_all, render_stats, stats};
-use moegen_codegen::emit::{CrateOptions, default_out_dir, diff_files, render_files, write_files};
+use moegen_codegen::check::{CheckError, assemble_all, render_stats, stats};
+use moegen_codegen::emit::{
+    CrateOptions, EmitError, default_out_dir, diff_files, render_files, write_files,
+};
 use moegen_codegen::kernel_set::{default_kernel_set, kernel_set};
 use moegen_codegen::perf::model::Workload;
 use moegen_codegen::perf::{
-    load_role_stats, model_report, render_model, render_roles, render_sass_facts,
+    PerfError, load_role_stats, model_report, render_model, render_roles, render_sass_facts,
 };
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
 use moegen_dsl::plan::check_gemm_dim;
@@ -133,6 +135,18 @@ impl From<String> for Failure {
         Failure(s, 1)
     }
 }
+
+/// The library's typed errors end here, as their message with exit code 1.
+macro_rules! failure_from {
+    ($($e:ty),*) => {$(
+        impl From<$e> for Failure {
+            fn from(e: $e) -> Self {
+                Failure(e.to_string(), 1)
+            }
+        }
+    )*};
+}
+failure_from!(EmitError, CheckError, PerfError);
 
 fn emit(out: Option<PathBuf>, target: Target) -> Result<String, Failure> {
     if target != Target::default() && out.is_none() {

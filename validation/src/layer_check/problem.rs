@@ -1,0 +1,181 @@
+//! The synthetic problem of a layer case: activations, routing, NVFP4 and MXFP4 weights and
+//! the f64 oracle, and the CPU reference of each generation on it.
+
+use super::*;
+
+/// The synthetic problem of a case: data, quantized weights, routing and the oracle.
+pub struct Problem {
+    /// The case.
+    pub case: LayerCase,
+    /// `[tokens, H]` bf16 input.
+    pub x: Vec<bf16>,
+    /// Router output.
+    pub routing: Routing,
+    /// Static activation global scale (calibrated on `x`).
+    pub input_scale: f32,
+    /// NVFP4 weights as prepared for SM100 (and Hopper's NVFP4 path).
+    pub prepared: PreparedWeights,
+    /// MXFP4 codes per local expert: (up, gate, down), each (packed, linear ue8m0 scales).
+    pub mxfp4: Vec<[(Vec<u8>, Vec<u8>); 3]>,
+    /// The f64 oracle's output `[tokens, H]`.
+    pub oracle: Vec<f64>,
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn normal(&mut self) -> f32 {
+        (0..4).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).sum::<f32>() * 1.7
+    }
+}
+
+/// Distinct experts per token following the case's pattern.
+fn route(r: &mut Rng, case: LayerCase) -> Result<Vec<i32>, String> {
+    let w = &case.shape.window;
+    let (e, k, off, l) = (w.num_experts(), w.top_k(), w.offset(), w.local());
+    let non_local: Vec<usize> = (0..e).filter(|x| !(off..off + l).contains(x)).collect();
+    let allowed: Vec<usize> = match case.routes {
+        RoutePattern::Spread => (0..e).collect(),
+        RoutePattern::SomeEmpty => {
+            (0..e).filter(|x| !(off..off + l).contains(x) || (x - off) % 2 == 0).collect()
+        }
+        RoutePattern::OneExpert | RoutePattern::NoneLocal => non_local.clone(),
+    };
+    let first_fixed = case.routes == RoutePattern::OneExpert;
+    let free = k - usize::from(first_fixed);
+    if allowed.len() < free {
+        return Err(format!("{}: too few experts for the routing pattern", case.label()));
+    }
+    let mut out = Vec::with_capacity(case.tokens * k);
+    for _ in 0..case.tokens {
+        let mut chosen: Vec<usize> = Vec::with_capacity(k);
+        if first_fixed {
+            chosen.push(off);
+        }
+        while chosen.len() < k {
+            let c = allowed[(r.next() % allowed.len() as u64) as usize];
+            if !chosen.contains(&c) {
+                chosen.push(c);
+            }
+        }
+        out.extend(chosen.iter().map(|&c| c as i32));
+    }
+    Ok(out)
+}
+
+/// The fc2 input scale every case uses (h's static NVFP4 global scale: amax 8).
+pub const FC2_INPUT_SCALE: f32 = 448.0 * 6.0 / 8.0;
+
+/// Builds the synthetic problem: normal activations and weights (scaled by 1/√K), routes
+/// spread over every expert (some non-local), distinct experts per token.
+pub fn problem(case: LayerCase) -> Result<Problem, String> {
+    let s = &case.shape;
+    let (h, i, l, k) = (s.hidden, s.intermediate, s.local_experts(), s.top_k());
+    let n = case.tokens;
+    let mut r = Rng(case.seed.max(1));
+    let x: Vec<bf16> = (0..n * h).map(|_| bf16::from_f32(r.normal())).collect();
+    let scale = 1.0 / (h as f32).sqrt();
+    let up: Vec<f32> = (0..l * i * h).map(|_| r.normal() * scale).collect();
+    let gate: Vec<f32> = (0..l * i * h).map(|_| r.normal() * scale).collect();
+    let down: Vec<f32> = (0..l * h * i).map(|_| r.normal() / (i as f32).sqrt()).collect();
+    let experts = route(&mut r, case)?;
+    let weights = (0..n * k).map(|j| 0.1 + 0.8 * ((j % k + 1) as f32 / k as f32)).collect();
+    let routing = Routing { tokens: n, experts, weights };
+    let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    let input_scale = nvfp4_global_scale(block_amax(&xf)).map_err(|e| e.to_string())?;
+    let prepared = prepare_weights(s, &up, &gate, &down, input_scale, FC2_INPUT_SCALE)
+        .map_err(|e| e.to_string())?;
+    let mx = |v: &[f32], rows, cols| -> Result<(Vec<u8>, Vec<u8>), String> {
+        let m = quantize_mxfp4(v, rows, cols, MxScaleRule::NoClip).map_err(|e| e.to_string())?;
+        Ok((m.packed, m.scales))
+    };
+    let mut mxfp4 = Vec::with_capacity(l);
+    if case.format == WeightFormat::Mxfp4 {
+        let per = i * h;
+        for ex in 0..l {
+            let sl = ex * per..(ex + 1) * per;
+            mxfp4.push([
+                mx(&up[sl.clone()], i, h)?,
+                mx(&gate[sl.clone()], i, h)?,
+                mx(&down[sl], h, i)?,
+            ]);
+        }
+    }
+    let oracle = oracle_moe(s, &xf, &up, &gate, &down, &routing).map_err(|e| e.to_string())?;
+    Ok(Problem { case, x, routing, input_scale, prepared, mxfp4, oracle })
+}
+
+impl Problem {
+    pub(super) fn sm90_weights(&self) -> Result<Sm90Weights, String> {
+        let c = &self.case;
+        match c.format {
+            WeightFormat::Nvfp4 => {
+                Sm90Weights::from_prepared(&c.shape, &self.prepared, c.activations)
+            }
+            WeightFormat::Mxfp4 => {
+                fn t(m: &(Vec<u8>, Vec<u8>)) -> Mxfp4Tensor<'_> {
+                    Mxfp4Tensor { packed: &m.0, scales: &m.1, layout: CheckpointScales::Linear }
+                }
+                let experts: Vec<_> = self
+                    .mxfp4
+                    .iter()
+                    .map(|[u, g, d]| ExpertTensors { up: t(u), gate: t(g), down: t(d) })
+                    .collect();
+                Sm90Weights::from_mxfp4(
+                    &c.shape,
+                    &experts,
+                    c.activations,
+                    self.input_scale,
+                    FC2_INPUT_SCALE,
+                )
+            }
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// The CPU reference of `arch`'s arithmetic for a tactic of tile `tile`.
+    pub fn reference(&self, arch: Arch, tile: TileSize) -> Result<Vec<bf16>, String> {
+        self.reference_and_contributions(arch, tile).map(|(out, _)| out)
+    }
+
+    /// The reference output and each route's GEMM2 contribution `[N·k, H]` (what the
+    /// finalize sums; the bulk reduce's bound is in terms of it).
+    pub fn reference_and_contributions(
+        &self,
+        arch: Arch,
+        tile: TileSize,
+    ) -> Result<(Vec<bf16>, Vec<f32>), String> {
+        let c = &self.case;
+        let (s, r) = (&c.shape, &self.routing);
+        let e = |e: moegen_runtime::RuntimeError| e.to_string();
+        let sort = moe_sort(&r.experts, r.tokens, &s.window, tile).map_err(e)?;
+        let contrib = match arch {
+            Arch::Sm100 => {
+                if c.format != WeightFormat::Nvfp4 || c.activations != ActivationFormat::Nvfp4 {
+                    return Err("SM100 runs NVFP4 weights with NVFP4 activations".into());
+                }
+                let xf: Vec<f32> = self.x.iter().map(|v| v.to_f32()).collect();
+                let acts =
+                    quantize_activations(&xf, c.tokens, s.hidden, self.input_scale).map_err(e)?;
+                let h = gemm1_reference(s, &acts, &self.prepared, &sort, SwigluInput::F32)
+                    .map_err(e)?;
+                gemm2_contributions(s, &h, &self.prepared, &sort, r).map_err(e)?
+            }
+            Arch::Sm90 => {
+                let w = self.sm90_weights()?;
+                let acts =
+                    sm90_activations(&self.x, c.tokens, s.hidden, c.activations, self.input_scale)
+                        .map_err(e)?;
+                let h = sm90_gemm1_reference(s, &acts, &w, &sort, SwigluInput::F32).map_err(e)?;
+                sm90_gemm2_contributions(s, &h, &w, &sort, r).map_err(e)?
+            }
+        };
+        let out = finalize(&contrib, c.tokens, s.top_k(), s.hidden, c.finalize).map_err(e)?;
+        Ok((out, contrib))
+    }
+}
