@@ -3,10 +3,10 @@
 //! kernel fails to render), as is a positional operand list for one of their opcodes.
 
 use moegen_codegen::ptx::instrs::{
-    BulkStore, MbarInit, MbarWait, SetMaxNReg, Shfl, Tcgen05Ld, Tcgen05Mma, TmaLoad, WaitKind,
-    WgmmaMma,
+    BulkStore, CpAsync, MbarInit, MbarWait, SetMaxNReg, Shfl, Tcgen05Ld, Tcgen05Mma, TmaLoad,
+    WaitKind, WgmmaMma,
 };
-use moegen_codegen::ptx::ops::{LdRepeat, LdShape, MmaKind, ShflMode, Tcgen05};
+use moegen_codegen::ptx::ops::{CacheOp, LdRepeat, LdShape, MmaKind, ShflMode, Tcgen05};
 use moegen_codegen::ptx::{
     Accumulate, BuildError, CtaGroup, KernelBuilder, ModuleHeader, Operand, OperandError, Reg,
     RegClass, Stmt, TmemAddr, render_module,
@@ -256,4 +256,26 @@ fn a_typed_opcode_with_positional_operands_is_refused() {
     let mut b = KernelBuilder::new("k");
     b.emit(Tcgen05::WaitLd, vec![]);
     assert!(matches!(b.body(), [Stmt::Instr(_)]) && b.errors().is_empty());
+}
+
+#[test]
+fn a_cp_async_size_must_fit_its_cache_policy() {
+    let mut b = KernelBuilder::new("k");
+    let (dst, n) = (b.reg(RegClass::B32), b.reg(RegClass::B32));
+    let src = b.reg(RegClass::B64);
+    let copy = CpAsync {
+        cache: CacheOp::Ca,
+        dst,
+        dst_offset: 512,
+        src,
+        src_offset: 0,
+        bytes: 8,
+        src_bytes: n,
+    };
+    b.push(copy);
+    assert_eq!(text(&b), "\tcp.async.ca.shared.global [%r0+512], [%rd0], 8, %r1;");
+
+    let mut b = KernelBuilder::new("k");
+    b.push(CpAsync { cache: CacheOp::Cg, ..copy });
+    assert!(matches!(refused(&b), OperandError::Range { field: "bytes", value: 8, .. }));
 }

@@ -143,7 +143,7 @@ fn compare(inputs: Vec<(u32, Which)>, mantissas_per_input: u32) -> (u64, Vec<Str
 
 fn dense_binades() -> Vec<(u32, Which)> {
     let mut fields: Vec<(u32, Which)> = Vec::new();
-    // E2M1: 2^-3 ..= 2^2 binades (fields 124..=130); E4M3: 2^-11 ..= 2^8 (116..=136).
+    // E2M1: the binades 2^-3 ..= 2^3 (fields 124..=130); E4M3: 2^-11 ..= 2^9 (116..=136).
     for field in 116..=136u32 {
         fields.push((field, Which::Minifloats));
     }

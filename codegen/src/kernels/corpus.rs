@@ -8,7 +8,7 @@ use super::sync::{mbar_init, mbar_wait};
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
 use crate::ptx::instrs::{
-    BulkStore, BulkWait, CpAsyncArrive, MbarArrive, MbarExpectTx, Shfl, TmaLoad, TmaStore,
+    BulkStore, BulkWait, CpAsync, CpAsyncArrive, MbarArrive, MbarExpectTx, Shfl, TmaLoad, TmaStore,
 };
 use crate::ptx::ops::memory::{ld, st};
 use crate::ptx::ops::{
@@ -146,10 +146,15 @@ pub fn build_pipeline() -> KernelBuilder {
         let dst = b.mad_u32(lane, 16u32, st);
         let off = b.mad_u32(lane, 16u32, chunk * 512);
         let g = b.index_addr(src, off, 1);
-        b.emit(
-            Memory::CpAsync(CacheOp::Cg),
-            vec![Operand::addr(dst), Operand::addr(g), imm(16), size.into()],
-        );
+        b.push(CpAsync {
+            cache: CacheOp::Cg,
+            dst,
+            dst_offset: 0,
+            src: g,
+            src_offset: 0,
+            bytes: 16,
+            src_bytes: size,
+        });
         let f = b.shl_b32(s, 3u32);
         let f = b.add_u32(smem, f);
         b.push(CpAsyncArrive { bar: f, noinc: true });

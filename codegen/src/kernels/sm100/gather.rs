@@ -6,8 +6,9 @@ use super::Sm100;
 use super::prologue::Common;
 use crate::kernels::pipeline::RemoteAt;
 use crate::kernels::skeleton::{Needs, TokenRow, token_of_row};
-use crate::ptx::ops::{Alu, CacheOp, IntOp, Memory};
-use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Operand, Reg, RegClass, Ty};
+use crate::ptx::instrs::CpAsync;
+use crate::ptx::ops::{Alu, CacheOp, IntOp};
+use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass, Ty};
 use moegen_dsl::abi::{Buffer, Scalar};
 
 /// Rows of the 128-row A tile each gather thread copies a 16-byte chunk of per K stage: a
@@ -96,18 +97,28 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let a_dst = b.add_u32(st, a_off);
             for j in 0..ROWS_PER_THREAD {
                 let (s, n) = (src[j as usize], size[j as usize]);
-                let dst = Operand::Reg(a_dst).at(i64::from(ROW_STEP * 128 * j));
-                b.emit(
-                    Memory::CpAsync(CacheOp::CgPrefetch128),
-                    vec![dst, Operand::addr(s), 16u32.into(), n.into()],
-                );
+                b.push(CpAsync {
+                    cache: CacheOp::CgPrefetch128,
+                    dst: a_dst,
+                    dst_offset: ROW_STEP * 128 * j,
+                    src: s,
+                    src_offset: 0,
+                    bytes: 16,
+                    src_bytes: n,
+                });
                 add_u64_in_place(b, s, 128);
             }
             let sfa = b.add_u32(st, sf_row);
             for kb in 0..4u32 {
-                let dst = Operand::Reg(sfa).at(i64::from(kb * 512));
-                let from = Operand::Reg(src_sf).at(i64::from(kb * 4));
-                b.emit(Memory::CpAsync(CacheOp::Ca), vec![dst, from, 4u32.into(), size_sf.into()]);
+                b.push(CpAsync {
+                    cache: CacheOp::Ca,
+                    dst: sfa,
+                    dst_offset: kb * 512,
+                    src: src_sf,
+                    src_offset: kb * 4,
+                    bytes: 4,
+                    src_bytes: size_sf,
+                });
             }
             add_u64_in_place(b, src_sf, 16);
             // The leader's gather completes straight on its full barrier; the peer's on the

@@ -15,9 +15,9 @@ use super::layout::{ACT_ROW_BYTES, Sm90Layout};
 use super::prologue::Common;
 use crate::kernels::pipeline::{ExpectTx, Producer, Tx};
 use crate::kernels::skeleton::{Needs, TokenRow, Unit, token_of_row};
-use crate::ptx::instrs::{BulkLoad, TmaLoad};
-use crate::ptx::ops::{CacheOp, Memory};
-use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Operand, Reg};
+use crate::ptx::instrs::{BulkLoad, CpAsync, TmaLoad};
+use crate::ptx::ops::CacheOp;
+use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg};
 
 /// Bytes of one `cp.async` chunk of an activation row.
 const CHUNK: u32 = 16;
@@ -208,11 +208,15 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
                 let ch = b.add_u32(first, i);
                 let sw = b.xor_b32(ch, swz);
                 let dst = b.mad_u32(sw, CHUNK, tile_row);
-                let from = Operand::Reg(src).at(i64::from(i * CHUNK));
-                b.emit(
-                    Memory::CpAsync(CacheOp::Cg),
-                    vec![Operand::addr(dst), from, CHUNK.into(), n16.into()],
-                );
+                b.push(CpAsync {
+                    cache: CacheOp::Cg,
+                    dst,
+                    dst_offset: 0,
+                    src,
+                    src_offset: i * CHUNK,
+                    bytes: CHUNK,
+                    src_bytes: n16,
+                });
             }
             gather.commit(b, ());
             gather.advance(b);

@@ -8,6 +8,7 @@
 //! The builder refuses these opcodes when given positional operands
 //! ([`super::KernelBuilder::emit`]), so each is built in exactly one way.
 
+mod cp_async;
 mod mbarrier;
 mod tcgen05;
 mod tma;
@@ -15,6 +16,7 @@ mod tmem;
 mod warp;
 mod wgmma;
 
+pub use cp_async::CpAsync;
 pub use mbarrier::{CpAsyncArrive, MbarArrive, MbarExpectTx, MbarInit, MbarWait, WaitKind};
 pub use tcgen05::{Tcgen05Alloc, Tcgen05Commit, Tcgen05Cp, Tcgen05Dealloc, Tcgen05Ld, Tcgen05Mma};
 pub use tma::{BulkLoad, BulkStore, BulkWait, TmaLoad, TmaStore};
@@ -189,7 +191,7 @@ pub(crate) fn is_typed(op: &Op) -> bool {
                 | Tcgen05::Ld(..)
         ),
         Op::Memory(Memory::Bulk(b)) => !matches!(b, Bulk::CommitGroup),
-        Op::Memory(m) => matches!(m, Memory::CpAsyncArrive { .. }),
+        Op::Memory(m) => matches!(m, Memory::CpAsync(_) | Memory::CpAsyncArrive { .. }),
         Op::Sync(s) => matches!(s, Sync::Mbarrier(_) | Sync::Shfl(_) | Sync::Elect),
         Op::Wgmma(w) => !matches!(w, Wgmma::Fence | Wgmma::CommitGroup),
         Op::Alu(_) => false,
