@@ -312,7 +312,7 @@ pub fn bench_variant(
         b.free_all(&[io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, out])
             .map_err(|e| s(&e))?;
         let arr = Array { dtype: Dtype::U16, shape: vec![n, shape.hidden], bytes: raw };
-        write_npy(&dir.join(format!("out_{}_{n}.npy", v.name)), &arr)?;
+        write_npy(&dir.join(format!("out_{}_{n}.npy", v.name)), &arr).map_err(|e| e.to_string())?;
         let row = BenchRow {
             tokens: n,
             ms: median(&samples),

@@ -46,12 +46,34 @@ pub struct Array {
     pub bytes: Vec<u8>,
 }
 
+/// Why an array could not be encoded or written.
+#[derive(Debug, thiserror::Error)]
+pub enum NpyError {
+    /// The bytes do not fill the shape.
+    #[error("{bytes} bytes for shape {shape:?}")]
+    Shape {
+        /// Bytes given.
+        bytes: usize,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// The file could not be written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 impl Array {
     /// The `.npy` encoding (header padded to a multiple of 64 bytes, as NumPy writes it).
-    pub fn npy(&self) -> Result<Vec<u8>, String> {
+    pub fn npy(&self) -> Result<Vec<u8>, NpyError> {
         let n: usize = self.shape.iter().product();
         if n * self.dtype.size() != self.bytes.len() {
-            return Err(format!("{} bytes for shape {:?}", self.bytes.len(), self.shape));
+            return Err(NpyError::Shape { bytes: self.bytes.len(), shape: self.shape.clone() });
         }
         let dims: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
         let shape = if dims.len() == 1 {
@@ -76,8 +98,12 @@ impl Array {
 }
 
 /// Writes one `.npy` file.
-pub fn write_npy(path: &Path, a: &Array) -> Result<(), String> {
-    std::fs::write(path, a.npy()?).map_err(|e| format!("{}: {e}", path.display()))
+pub fn write_npy(path: &Path, a: &Array) -> Result<(), NpyError> {
+    std::fs::write(path, a.npy()?).map_err(io(path))
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> NpyError + '_ {
+    |source| NpyError::Io { path: path.to_path_buf(), source }
 }
 
 fn crc32(data: &[u8]) -> u32 {
@@ -93,11 +119,9 @@ fn crc32(data: &[u8]) -> u32 {
 
 /// Writes an `.npz`: `name.npy` entries, stored (zip method 0), ZIP64 when an entry or the
 /// archive passes 4 GiB.
-pub fn write_npz(path: &Path, arrays: &[(&str, Array)]) -> Result<(), String> {
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
-    );
-    let io = |e: std::io::Error| format!("{}: {e}", path.display());
+pub fn write_npz(path: &Path, arrays: &[(&str, Array)]) -> Result<(), NpyError> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(io(path))?);
+    let io = io(path);
     let mut central = Vec::new();
     let mut offset = 0u64;
     for (name, a) in arrays {
@@ -120,8 +144,8 @@ pub fn write_npz(path: &Path, arrays: &[(&str, Array)]) -> Result<(), String> {
         local.extend_from_slice(&16u16.to_le_bytes());
         local.extend_from_slice(&size.to_le_bytes());
         local.extend_from_slice(&size.to_le_bytes());
-        f.write_all(&local).map_err(io)?;
-        f.write_all(&data).map_err(io)?;
+        f.write_all(&local).map_err(&io)?;
+        f.write_all(&data).map_err(&io)?;
         let mut c = Vec::new();
         c.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
         c.extend_from_slice(&45u16.to_le_bytes());
@@ -145,7 +169,7 @@ pub fn write_npz(path: &Path, arrays: &[(&str, Array)]) -> Result<(), String> {
         offset += local.len() as u64 + size;
     }
     let cd_offset = offset;
-    f.write_all(&central).map_err(io)?;
+    f.write_all(&central).map_err(&io)?;
     let n = arrays.len() as u64;
     // ZIP64 end of central directory record and locator, then the classic record.
     let mut end = Vec::new();
@@ -169,6 +193,6 @@ pub fn write_npz(path: &Path, arrays: &[(&str, Array)]) -> Result<(), String> {
     end.extend_from_slice(&u32::MAX.to_le_bytes());
     end.extend_from_slice(&u32::MAX.to_le_bytes());
     end.extend_from_slice(&0u16.to_le_bytes());
-    f.write_all(&end).map_err(io)?;
-    f.flush().map_err(io)
+    f.write_all(&end).map_err(&io)?;
+    f.flush().map_err(&io)
 }

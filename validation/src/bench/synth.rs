@@ -146,15 +146,18 @@ pub fn write_inputs(
         write_npy(
             &dir.join(format!("x_{n}.npy")),
             &arr(Dtype::U16, vec![n, h], bytes(&inp.x, |v| v.to_bits().to_le_bytes())),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         write_npy(
             &dir.join(format!("ids_{n}.npy")),
             &arr(Dtype::I32, vec![n, k], bytes(&inp.ids, i32::to_le_bytes)),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         write_npy(
             &dir.join(format!("w_{n}.npy")),
             &arr(Dtype::F32, vec![n, k], bytes(&inp.weights, f32::to_le_bytes)),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         cases.push(serde_json::json!({
             "tokens": n, "ids": format!("ids_{n}.npy"), "weights": format!("w_{n}.npy"), "x": format!("x_{n}.npy")
         }));
@@ -179,11 +182,13 @@ pub fn write_inputs(
             ("values", u8s(vec![l, 2 * i, h / 2], w1v)),
             ("scales", u8s(vec![l, 2 * i, h / 32], w1s)),
         ],
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     write_npz(
         &dir.join("w2_mxfp4.npz"),
         &[("values", u8s(vec![l, h, i / 2], w2v)), ("scales", u8s(vec![l, h, i / 32], w2s))],
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let json = serde_json::json!({
         "shape": {
             "hidden": h, "intermediate": i, "experts": shape.experts,
