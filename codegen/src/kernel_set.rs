@@ -12,7 +12,7 @@ use moegen_dsl::{
 use crate::kernels::{
     corpus, corpus_mufu, corpus_wgmma, finalize_reduce, moe_sort, qdq, quantize, sm90, sm100,
 };
-use crate::ptx::{KernelBuilder, ModuleHeader, render_module};
+use crate::ptx::{KernelBuilder, ModuleHeader, RenderError, render_module};
 
 /// The `.version` every module is emitted with (the `.block16` spelling needs 8.8).
 pub const PTX_VERSION: &str = "8.8";
@@ -49,13 +49,19 @@ pub enum GenerateError {
     /// A description the DSL rejected.
     #[error("kernel description: {0}")]
     Desc(#[from] moegen_dsl::DescError),
-    /// The template engine failed, or a kernel is inconsistent with its ABI.
-    #[error("rendering {kernel}: {message}")]
+    /// The builder's kernel name or parameter list differs from what its ABI declares.
+    #[error("{kernel}: the builder's name or parameters differ from the ABI")]
+    AbiMismatch {
+        /// Kernel.
+        kernel: String,
+    },
+    /// The kernel recorded build errors, or the module template failed.
+    #[error("rendering {kernel}: {source}")]
     Render {
         /// Kernel.
         kernel: String,
-        /// Message.
-        message: String,
+        /// What failed.
+        source: RenderError,
     },
 }
 
@@ -68,9 +74,8 @@ fn finish(
 ) -> Result<GeneratedKernel, GenerateError> {
     let launch = launch_facts(&id)?;
     let name = id.name();
-    let fail = |message: String| GenerateError::Render { kernel: name.clone(), message };
     if k.name != name || k.params != params(&id) {
-        return Err(fail("the builder's name or parameters differ from the ABI".into()));
+        return Err(GenerateError::AbiMismatch { kernel: name });
     }
     // The launch facts' directives first, then any the builder needs (`.maxnreg`).
     let own = std::mem::take(&mut k.directives);
@@ -80,7 +85,8 @@ fn finish(
     }
     k.directives.extend(own);
     let header = ModuleHeader { ptx_version: PTX_VERSION, target: id.ptx_target(), description };
-    let ptx = render_module(&k, &header).map_err(fail)?;
+    let ptx = render_module(&k, &header)
+        .map_err(|source| GenerateError::Render { kernel: name.clone(), source })?;
     Ok(GeneratedKernel { id, name, ptx, params: params(&id), launch })
 }
 

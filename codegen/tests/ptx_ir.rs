@@ -127,7 +127,7 @@ fn reading_a_parameter_the_abi_does_not_declare_fails_to_render() {
             param: "Scalar(Intermediate)".into()
         }]
     );
-    let err = render_module(&b, &header()).unwrap_err();
+    let err = render_module(&b, &header()).unwrap_err().to_string();
     assert!(err.contains("parameter Scalar(Intermediate) is not in its ABI"), "{err}");
 }
 

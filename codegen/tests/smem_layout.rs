@@ -200,7 +200,7 @@ fn barriers_past_the_reserved_block_are_a_build_error() {
     }
     let (b, _) = build_layout(l);
     assert!(matches!(b.errors(), [BuildError::Smem { .. }]), "{:?}", b.errors());
-    let err = render_module(&b, &header()).unwrap_err();
+    let err = render_module(&b, &header()).unwrap_err().to_string();
     assert!(err.contains("reserved block"), "{err}");
 }
 

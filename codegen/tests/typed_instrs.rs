@@ -250,7 +250,7 @@ fn a_typed_opcode_with_positional_operands_is_refused() {
         "{:?}",
         b.errors()
     );
-    let err = render_module(&b, &header()).unwrap_err();
+    let err = render_module(&b, &header()).unwrap_err().to_string();
     assert!(err.contains("takes named operands"), "{err}");
     // Opcodes without operands stay positional.
     let mut b = KernelBuilder::new("k");

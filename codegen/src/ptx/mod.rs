@@ -18,7 +18,7 @@ pub use builder::KernelBuilder;
 pub use error::BuildError;
 pub use instr::{Guard, Instr, Stmt};
 pub use instrs::{Accumulate, OperandError, TmemAddr, TypedInstr};
-pub use module::{ModuleHeader, render_module};
+pub use module::{ModuleHeader, RenderError, render_module};
 pub use operand::{Label, Operand, SMEM, SReg};
 pub use ops::Op;
 pub use reg::{Reg, RegClass};

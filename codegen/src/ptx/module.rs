@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use tera::{Context, Delimiters, Tera};
 
 use super::builder::KernelBuilder;
+use super::error::BuildError;
 
 const MODULE_TEMPLATE: &str = include_str!("../../../templates/ptx_module.tera");
 
@@ -26,9 +27,24 @@ pub fn ptx_tera() -> Result<Tera, tera::Error> {
     Ok(t)
 }
 
-fn engine() -> Result<&'static Tera, String> {
-    static ENGINE: OnceLock<Result<Tera, String>> = OnceLock::new();
-    ENGINE.get_or_init(|| ptx_tera().map_err(|e| e.to_string())).as_ref().map_err(Clone::clone)
+/// Why a kernel did not render as a PTX module.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// The builder recorded errors while the kernel was built: nothing is emitted.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Build(Vec<BuildError>),
+    /// The module template did not load (it is compiled into the crate, so this is a
+    /// defect of the template, reported rather than panicking).
+    #[error("PTX module template: {0}")]
+    Engine(&'static tera::Error),
+    /// The template engine failed while rendering this kernel.
+    #[error("rendering the PTX module: {0}")]
+    Template(#[from] tera::Error),
+}
+
+fn engine() -> Result<&'static Tera, RenderError> {
+    static ENGINE: OnceLock<Result<Tera, tera::Error>> = OnceLock::new();
+    ENGINE.get_or_init(ptx_tera).as_ref().map_err(RenderError::Engine)
 }
 
 /// Module-level facts the skeleton prints.
@@ -43,10 +59,9 @@ pub struct ModuleHeader<'a> {
 }
 
 /// Renders `k` as a complete PTX module.
-pub fn render_module(k: &KernelBuilder, header: &ModuleHeader<'_>) -> Result<String, String> {
+pub fn render_module(k: &KernelBuilder, header: &ModuleHeader<'_>) -> Result<String, RenderError> {
     if !k.errors().is_empty() {
-        let errors: Vec<String> = k.errors().iter().map(ToString::to_string).collect();
-        return Err(errors.join("; "));
+        return Err(RenderError::Build(k.errors().to_vec()));
     }
     let mut ctx = Context::new();
     ctx.insert("kernel", &k.name);
@@ -66,5 +81,5 @@ pub fn render_module(k: &KernelBuilder, header: &ModuleHeader<'_>) -> Result<Str
     ctx.insert("regs", &regs);
     let body: Vec<String> = k.body().iter().map(ToString::to_string).collect();
     ctx.insert("body", &body.join("\n"));
-    engine()?.render("ptx_module", &ctx).map_err(|e| e.to_string())
+    Ok(engine()?.render("ptx_module", &ctx)?)
 }
