@@ -185,7 +185,7 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, String> {
     })
 }
 
-fn run(args: &Args) -> Result<bool, String> {
+fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let mut gpu = CudaBackend::new(0).map_err(|e| e.to_string())?;
     let target = gpu.simt_target();
     println!(

@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<(), String> {
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut shapes = Vec::new();
     for name in &args.shapes {
         let mut s = BenchShape::by_name(name)
@@ -96,7 +96,7 @@ fn run(args: &Args) -> Result<(), String> {
         None => VARIANTS.iter().copied().filter(|v| v.runs_on(arch)).collect(),
     };
     if let Some(v) = variants.iter().find(|v| !v.runs_on(arch)) {
-        return Err(format!("variant {} does not run on {arch:?}", v.name));
+        return Err(format!("variant {} does not run on {arch:?}", v.name).into());
     }
     let device = format!(
         "{} (sm_{}{}, {} SMs)",
@@ -159,5 +159,5 @@ fn run(args: &Args) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", path.display()))?;
         println!("wrote {}", path.display());
     }
-    gpu.synchronize().map_err(|e| e.to_string())
+    Ok(gpu.synchronize()?)
 }
