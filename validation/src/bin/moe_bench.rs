@@ -82,7 +82,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         s.moe_shape()?;
         shapes.push(s);
     }
-    let mut gpu = CudaBackend::new(0).map_err(|e| e.to_string())?;
+    let mut gpu = CudaBackend::new(0)?;
     let arch = arch_of(&gpu);
     let variants: Vec<Variant> = match &args.variants {
         Some(names) => names
@@ -155,7 +155,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "rows": rows,
         });
         let path = dir.join("moegen.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?)
+        std::fs::write(&path, serde_json::to_string_pretty(&json)?)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         println!("wrote {}", path.display());
     }
