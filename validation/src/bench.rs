@@ -186,8 +186,8 @@ fn upload_weights(
         .iter()
         .map(|e| ExpertTensors { up: t(&e.up), gate: t(&e.gate), down: t(&e.down) })
         .collect();
-    let weights_err = |source| BenchError::Weights { variant: v.name, source };
-    let upload_err = |source| BenchError::Upload { variant: v.name, source };
+    let weights_err = |e| BenchError::Weights { variant: v.name, source: Box::new(e) };
+    let upload_err = |e| BenchError::Upload { variant: v.name, source: Box::new(e) };
     match arch_of(b) {
         Arch::Sm90 => {
             let w = match v.format {
@@ -230,8 +230,8 @@ pub fn bench_variant(
 ) -> Result<Vec<BenchRow>, BenchError> {
     let (shape, weights, inputs) = (&work.shape, &work.weights, &work.inputs);
     let (sn, vn) = (shape.name, v.name);
-    let s = |source| BenchError::Layer { shape: sn, variant: vn, source };
-    let be = |source| BenchError::Backend { shape: sn, variant: vn, source };
+    let s = |e| BenchError::Layer { shape: sn, variant: vn, source: Box::new(e) };
+    let be = |e| BenchError::Backend { shape: sn, variant: vn, source: Box::new(e) };
     let ms = shape.moe_shape()?;
     let arch = arch_of(b);
     if !v.runs_on(arch) {

@@ -207,12 +207,12 @@ impl Bench {
 
 /// The case's backend error.
 fn backend(case: &LayerCase, source: BackendError) -> LayerCheckError {
-    LayerCheckError::Backend { case: case.label(), source }
+    LayerCheckError::Backend { case: case.label(), source: Box::new(source) }
 }
 
 /// The case's layer error.
 fn layer_err(case: &LayerCase, source: LayerError) -> LayerCheckError {
-    LayerCheckError::Layer { case: case.label(), source }
+    LayerCheckError::Layer { case: case.label(), source: Box::new(source) }
 }
 
 fn setup(
@@ -368,8 +368,11 @@ fn run_tactics(
     let mut reference: Option<(Vec<bf16>, Vec<f32>)> = None;
     for t in tactics {
         // Stale output must not pass for a result: poison it first.
-        let tactic_err =
-            |source| LayerCheckError::Tactic { case: c.label(), tactic: t.to_string(), source };
+        let tactic_err = |e| LayerCheckError::Tactic {
+            case: c.label(),
+            tactic: t.to_string(),
+            source: Box::new(e),
+        };
         b.memset(out, 0xFF, out_bytes).map_err(|e| backend(c, e))?;
         layer.forward_with(b, ws, &io, t).map_err(tactic_err)?;
         layer.check_errors(b, ws).map_err(tactic_err)?;

@@ -51,8 +51,8 @@ pub enum RoleStatsError {
         hidden: usize,
         /// Intermediate size.
         intermediate: usize,
-        /// The shape's, quantizer's or reference's error.
-        source: RuntimeError,
+        /// The shape's, quantizer's or reference's error (boxed: it is large).
+        source: Box<RuntimeError>,
     },
     /// The layer failed to run.
     #[error("{tactic}: {source}")]
@@ -60,7 +60,7 @@ pub enum RoleStatsError {
         /// Tactic being measured.
         tactic: String,
         /// What failed.
-        source: DeviceOpError,
+        source: Box<DeviceOpError>,
     },
     /// The routing sort reported a negative count of live tiles.
     #[error("{tactic}: {count} live tiles")]
@@ -118,7 +118,11 @@ struct Problem {
 }
 
 fn problem(h: usize, i: usize) -> Result<Problem, RoleStatsError> {
-    let e = |e: RuntimeError| RoleStatsError::Problem { hidden: h, intermediate: i, source: e };
+    let e = |e: RuntimeError| RoleStatsError::Problem {
+        hidden: h,
+        intermediate: i,
+        source: Box::new(e),
+    };
     let plan = |x: PlanError| e(x.into());
     let format = |x: FormatError| e(x.into());
     let window = ExpertWindow::new(EXPERTS, 0, LOCAL, TOP_K).map_err(plan)?;
@@ -172,7 +176,7 @@ fn run_once(
     let inputs =
         LayerInputs { shape: &p.shape, acts: &p.acts, weights: &p.weights, routing: &p.routing };
     let run = device_moe_layer(&mut sim, &inputs, tactic, opts, 1)
-        .map_err(|source| RoleStatsError::Run { tactic: tactic.to_string(), source })?;
+        .map_err(|e| RoleStatsError::Run { tactic: tactic.to_string(), source: Box::new(e) })?;
     let count = run.sort.num_non_exiting_tiles;
     let live = u64::try_from(count)
         .map_err(|_| RoleStatsError::LiveTiles { tactic: tactic.to_string(), count })?;

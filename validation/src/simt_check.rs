@@ -87,7 +87,7 @@ pub enum SimtCheckError {
         /// The case's label.
         case: String,
         /// The reference's error.
-        source: RuntimeError,
+        source: Box<RuntimeError>,
     },
     /// The kernel on the backend.
     #[error("{case}: {source}")]
@@ -95,7 +95,7 @@ pub enum SimtCheckError {
         /// The case's label.
         case: String,
         /// The device operation's error.
-        source: DeviceOpError,
+        source: Box<DeviceOpError>,
     },
 }
 
@@ -103,8 +103,8 @@ pub enum SimtCheckError {
 type Outputs = (Vec<u8>, Vec<u8>);
 
 fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, SimtCheckError> {
-    let e = |source| SimtCheckError::Reference { case: label(case), source };
-    let dev = |source| SimtCheckError::Device { case: label(case), source };
+    let e = |x| SimtCheckError::Reference { case: label(case), source: Box::new(x) };
+    let dev = |x| SimtCheckError::Device { case: label(case), source: Box::new(x) };
     match case {
         SimtCase::Sort(tokens, k, experts, offset, local, tile) => {
             let w = ExpertWindow::new(experts, offset, local, k)

@@ -35,15 +35,15 @@ pub enum BenchError {
         /// The variant's name.
         variant: &'static str,
         /// The reference's error.
-        source: RuntimeError,
+        source: Box<RuntimeError>,
     },
     /// The variant's weights could not be uploaded.
     #[error("{variant}: {source}")]
     Upload {
         /// The variant's name.
         variant: &'static str,
-        /// The layer's error.
-        source: LayerError,
+        /// The layer's error (boxed: it is large).
+        source: Box<LayerError>,
     },
     /// The variant needs another generation.
     #[error("{variant} does not run on {arch:?}")]
@@ -68,8 +68,8 @@ pub enum BenchError {
         shape: &'static str,
         /// The variant's name.
         variant: &'static str,
-        /// The layer's error.
-        source: LayerError,
+        /// The layer's error (boxed: it is large).
+        source: Box<LayerError>,
     },
     /// The backend, outside the layer.
     #[error("{shape} {variant}: {source}")]
@@ -79,7 +79,7 @@ pub enum BenchError {
         /// The variant's name.
         variant: &'static str,
         /// The backend's error.
-        source: BackendError,
+        source: Box<BackendError>,
     },
     /// Writing a `.npy`/`.npz` file (the error names the file).
     #[error(transparent)]

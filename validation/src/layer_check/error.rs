@@ -55,7 +55,7 @@ pub enum LayerCheckError {
         /// The case's label.
         case: String,
         /// The reference's error.
-        source: RuntimeError,
+        source: Box<RuntimeError>,
     },
     /// The backend, outside the layer.
     #[error("{case}: {source}")]
@@ -63,15 +63,15 @@ pub enum LayerCheckError {
         /// The case's label.
         case: String,
         /// The backend's error.
-        source: BackendError,
+        source: Box<BackendError>,
     },
     /// Building, running or releasing the layer.
     #[error("{case}: {source}")]
     Layer {
         /// The case's label.
         case: String,
-        /// The layer's error.
-        source: LayerError,
+        /// The layer's error (boxed: it is large).
+        source: Box<LayerError>,
     },
     /// One tactic's forward pass.
     #[error("{case}: {tactic}: {source}")]
@@ -80,7 +80,7 @@ pub enum LayerCheckError {
         case: String,
         /// The tactic that failed.
         tactic: String,
-        /// The layer's error.
-        source: LayerError,
+        /// The layer's error (boxed: it is large).
+        source: Box<LayerError>,
     },
 }

@@ -75,7 +75,8 @@ pub const FC2_INPUT_SCALE: f32 = 448.0 * 6.0 / 8.0;
 /// spread over every expert (some non-local), distinct experts per token.
 pub fn problem(case: LayerCase) -> Result<Problem, LayerCheckError> {
     let format = |source| LayerCheckError::Format { case: case.label(), source };
-    let reference = |source| LayerCheckError::Reference { case: case.label(), source };
+    let reference =
+        |source| LayerCheckError::Reference { case: case.label(), source: Box::new(source) };
     let s = &case.shape;
     let (h, i, l, k) = (s.hidden, s.intermediate, s.local_experts(), s.top_k());
     let n = case.tokens;
@@ -137,7 +138,7 @@ impl Problem {
                 )
             }
         }
-        .map_err(|source| LayerCheckError::Reference { case: c.label(), source })
+        .map_err(|source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) })
     }
 
     /// The CPU reference of `arch`'s arithmetic for a tactic of tile `tile`.
@@ -154,7 +155,7 @@ impl Problem {
     ) -> Result<(Vec<bf16>, Vec<f32>), LayerCheckError> {
         let c = &self.case;
         let (s, r) = (&c.shape, &self.routing);
-        let e = |source| LayerCheckError::Reference { case: c.label(), source };
+        let e = |source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) };
         let sort = moe_sort(&r.experts, r.tokens, &s.window, tile).map_err(e)?;
         let contrib = match arch {
             Arch::Sm100 => {
