@@ -23,7 +23,10 @@ use moegen_runtime::routing::ExpertWindow;
 
 use crate::npy::{Array, Dtype, write_npy, write_npz};
 
+mod error;
 mod synth;
+
+pub use error::BenchError;
 
 use synth::bytes;
 pub use synth::{Inputs, MxExpert, MxMatrix, Workload, synth_inputs, synth_weights, write_inputs};
@@ -87,10 +90,11 @@ impl BenchShape {
         }
     }
     /// The moegen shape.
-    pub fn moe_shape(&self) -> Result<MoeShape, String> {
+    pub fn moe_shape(&self) -> Result<MoeShape, BenchError> {
+        let e = |source| BenchError::Shape { shape: self.name, source };
         let w = ExpertWindow::new(self.experts, self.expert_offset, self.local_experts, self.top_k)
-            .map_err(|e| format!("{}: {e}", self.name))?;
-        MoeShape::new(self.hidden, self.intermediate, w).map_err(|e| format!("{}: {e}", self.name))
+            .map_err(e)?;
+        MoeShape::new(self.hidden, self.intermediate, w).map_err(e)
     }
 }
 
@@ -159,10 +163,10 @@ pub struct BenchRow {
 }
 
 /// The static NVFP4 global scale of the activations (calibrated on the largest case).
-pub fn input_scale(inputs: &[Inputs]) -> Result<f32, String> {
-    let largest = inputs.iter().max_by_key(|i| i.tokens).ok_or("no inputs")?;
+pub fn input_scale(inputs: &[Inputs]) -> Result<f32, BenchError> {
+    let largest = inputs.iter().max_by_key(|i| i.tokens).ok_or(BenchError::NoInputs)?;
     let xf: Vec<f32> = largest.x.iter().map(|v| v.to_f32()).collect();
-    nvfp4_global_scale(block_amax(&xf)).map_err(|e| e.to_string())
+    Ok(nvfp4_global_scale(block_amax(&xf))?)
 }
 
 /// The static global scale of GEMM1's output for NVFP4 (room for |h| up to 64).
@@ -174,7 +178,7 @@ fn upload_weights(
     weights: &[MxExpert],
     v: Variant,
     gs_x: f32,
-) -> Result<LayerWeights, String> {
+) -> Result<LayerWeights, BenchError> {
     fn t(m: &MxMatrix) -> Mxfp4Tensor<'_> {
         Mxfp4Tensor { packed: &m.packed, scales: &m.scales, layout: CheckpointScales::Linear }
     }
@@ -182,7 +186,8 @@ fn upload_weights(
         .iter()
         .map(|e| ExpertTensors { up: t(&e.up), gate: t(&e.gate), down: t(&e.down) })
         .collect();
-    let s = |e: &dyn std::fmt::Display| format!("{}: {e}", v.name);
+    let weights_err = |e| BenchError::Weights { variant: v.name, source: Box::new(e) };
+    let upload_err = |e| BenchError::Upload { variant: v.name, source: Box::new(e) };
     match arch_of(b) {
         Arch::Sm90 => {
             let w = match v.format {
@@ -192,12 +197,12 @@ fn upload_weights(
                 WeightFormat::Nvfp4 => import_mxfp4(shape, &experts, gs_x, FC2_INPUT_SCALE)
                     .and_then(|p| Sm90Weights::from_prepared(shape, &p, v.activations)),
             }
-            .map_err(|e| s(&e))?;
-            LayerWeights::upload_sm90(b, shape, &w, gs_x).map_err(|e| s(&e))
+            .map_err(weights_err)?;
+            LayerWeights::upload_sm90(b, shape, &w, gs_x).map_err(upload_err)
         }
         Arch::Sm100 => {
-            let p = import_mxfp4(shape, &experts, gs_x, FC2_INPUT_SCALE).map_err(|e| s(&e))?;
-            LayerWeights::upload(b, shape, &p, gs_x).map_err(|e| s(&e))
+            let p = import_mxfp4(shape, &experts, gs_x, FC2_INPUT_SCALE).map_err(weights_err)?;
+            LayerWeights::upload(b, shape, &p, gs_x).map_err(upload_err)
         }
     }
 }
@@ -222,15 +227,17 @@ pub fn bench_variant(
     v: Variant,
     opts: &BenchOptions,
     log: &mut dyn FnMut(&str),
-) -> Result<Vec<BenchRow>, String> {
+) -> Result<Vec<BenchRow>, BenchError> {
     let (shape, weights, inputs) = (&work.shape, &work.weights, &work.inputs);
-    let s = |e: &dyn std::fmt::Display| format!("{} {}: {e}", shape.name, v.name);
+    let (sn, vn) = (shape.name, v.name);
+    let s = |e| BenchError::Layer { shape: sn, variant: vn, source: Box::new(e) };
+    let be = |e| BenchError::Backend { shape: sn, variant: vn, source: Box::new(e) };
     let ms = shape.moe_shape()?;
     let arch = arch_of(b);
     if !v.runs_on(arch) {
-        return Err(format!("{} does not run on {arch:?}", v.name));
+        return Err(BenchError::WrongArch { variant: v.name, arch });
     }
-    let max_tokens = inputs.iter().map(|i| i.tokens).max().ok_or("no inputs")?;
+    let max_tokens = inputs.iter().map(|i| i.tokens).max().ok_or(BenchError::NoInputs)?;
     let gs_x = input_scale(inputs)?;
     log(&format!("{} {}: preparing weights", shape.name, v.name));
     let lw = upload_weights(b, &ms, weights, v, gs_x)?;
@@ -239,12 +246,11 @@ pub fn bench_variant(
     let kernels = KernelSet::builtin();
     let tactics = MoeLayer::candidates(&config, &kernels, max_tokens as u64, arch, v.format);
     if tactics.is_empty() {
-        return Err(s(&"the kernel set has no tactic for this layer"));
+        return Err(BenchError::NoTactic { shape: sn, variant: vn });
     }
     let dev = DeviceModel::for_arch(arch).with_sms(b.sm_count());
-    let table =
-        DispatchTable::analytic(&ms, max_tokens as u64, &tactics, &dev).map_err(|e| s(&e))?;
-    let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(|e| s(&e))?;
+    let table = DispatchTable::analytic(&ms, max_tokens as u64, &tactics, &dev).map_err(s)?;
+    let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(s)?;
     let mut tile_sizes: Vec<_> = tactics.iter().map(MoeTactic::tile).collect();
     tile_sizes.sort_by_key(|t| t.rows());
     tile_sizes.dedup();
@@ -258,30 +264,30 @@ pub fn bench_variant(
         deterministic: opts.finalize == FinalizeMode::Deterministic,
         arch,
     };
-    let ws = Workspace::new(b, spec).map_err(|e| s(&e))?;
+    let ws = Workspace::new(b, spec).map_err(s)?;
     if opts.tune.is_some() {
         log(&format!("{} {}: tuning {} tactics", shape.name, v.name, tactics.len()));
     }
     let tuned = match &opts.tune {
         Some(t) => {
-            let report = autotune(b, &mut layer, kernels.checksum(), &ws, t).map_err(|e| s(&e))?;
+            let report = autotune(b, &mut layer, kernels.checksum(), &ws, t).map_err(s)?;
             report.from_cache || !report.trials.is_empty()
         }
         None => false,
     };
     let flush = match opts.flush_l2 {
-        Some(bytes) => Some((b.alloc(bytes).map_err(|e| s(&e))?, bytes)),
+        Some(bytes) => Some((b.alloc(bytes).map_err(be)?, bytes)),
         None => None,
     };
     let mut rows = Vec::new();
     for inp in inputs {
         let n = inp.tokens;
-        let up = |b: &mut dyn Backend, bytes: Vec<u8>| -> Result<DeviceSlice, String> {
-            let p = b.upload_new(&bytes).map_err(|e| e.to_string())?;
+        let up = |b: &mut dyn Backend, bytes: Vec<u8>| -> Result<DeviceSlice, BenchError> {
+            let p = b.upload_new(&bytes).map_err(be)?;
             Ok(DeviceSlice::new(p, bytes.len() as u64))
         };
         let out_bytes = n * shape.hidden * 2;
-        let out = b.alloc(out_bytes).map_err(|e| s(&e))?;
+        let out = b.alloc(out_bytes).map_err(be)?;
         let io = ForwardIo {
             tokens: n,
             activations: up(b, bytes(&inp.x, |v| v.to_bits().to_le_bytes()))?,
@@ -289,30 +295,30 @@ pub fn bench_variant(
             expert_weights: up(b, bytes(&inp.weights, f32::to_le_bytes))?,
             output: DeviceSlice::new(out, out_bytes as u64),
         };
-        let (_, tactic) = layer.dispatch().choose(n as u64).map_err(|e| s(&e))?;
-        layer.forward(b, &ws, &io).map_err(|e| s(&e))?;
-        layer.check_errors(b, &ws).map_err(|e| s(&e))?;
-        let graph = layer.capture(b, &ws, &io).map_err(|e| s(&e))?;
+        let (_, tactic) = layer.dispatch().choose(n as u64).map_err(s)?;
+        layer.forward(b, &ws, &io).map_err(s)?;
+        layer.check_errors(b, &ws).map_err(s)?;
+        let graph = layer.capture(b, &ws, &io).map_err(s)?;
         for _ in 0..opts.warmup {
-            b.replay(graph).map_err(|e| s(&e))?;
+            b.replay(graph).map_err(be)?;
         }
         let mut samples = Vec::with_capacity(opts.iters as usize);
         for _ in 0..opts.iters.max(1) {
             if let Some((p, bytes)) = flush {
-                b.memset(p, 0, bytes).map_err(|e| s(&e))?;
+                b.memset(p, 0, bytes).map_err(be)?;
             }
-            let start = b.record_event().map_err(|e| s(&e))?;
-            b.replay(graph).map_err(|e| s(&e))?;
-            let end = b.record_event().map_err(|e| s(&e))?;
-            samples.push(f64::from(b.elapsed_ms(start, end).map_err(|e| s(&e))?));
+            let start = b.record_event().map_err(be)?;
+            b.replay(graph).map_err(be)?;
+            let end = b.record_event().map_err(be)?;
+            samples.push(f64::from(b.elapsed_ms(start, end).map_err(be)?));
         }
-        layer.check_errors(b, &ws).map_err(|e| s(&e))?;
-        b.drop_graph(graph).map_err(|e| s(&e))?;
-        let raw = b.download(out, out_bytes).map_err(|e| s(&e))?;
+        layer.check_errors(b, &ws).map_err(s)?;
+        b.drop_graph(graph).map_err(be)?;
+        let raw = b.download(out, out_bytes).map_err(be)?;
         b.free_all(&[io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, out])
-            .map_err(|e| s(&e))?;
+            .map_err(be)?;
         let arr = Array { dtype: Dtype::U16, shape: vec![n, shape.hidden], bytes: raw };
-        write_npy(&dir.join(format!("out_{}_{n}.npy", v.name)), &arr).map_err(|e| e.to_string())?;
+        write_npy(&dir.join(format!("out_{}_{n}.npy", v.name)), &arr)?;
         let row = BenchRow {
             tokens: n,
             ms: median(&samples),
@@ -326,8 +332,8 @@ pub fn bench_variant(
     }
     // The next variant uploads its own weights; these go back first.
     // Everything goes back even when one part fails; the first error is reported.
-    let flushed = flush.map_or(Ok(()), |(p, _)| b.free(p)).map_err(|e| s(&e));
-    let layer = layer.release(b).map_err(|e| s(&e));
-    let ws = ws.release(b).map_err(|e| s(&e));
+    let flushed = flush.map_or(Ok(()), |(p, _)| b.free(p)).map_err(be);
+    let layer = layer.release(b).map_err(s);
+    let ws = ws.release(b).map_err(s);
     flushed.and(layer).and(ws).map(|()| rows)
 }

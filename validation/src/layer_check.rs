@@ -7,10 +7,10 @@ use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{MxScaleRule, block_amax, nvfp4_global_scale, quantize_mxfp4};
 use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, MoeTactic, SwigluInput, TileSize};
-use moegen_runtime::backend::{Backend, DevicePtr};
+use moegen_runtime::backend::{Backend, BackendError, DevicePtr};
 use moegen_runtime::layer::{
-    DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerWeights,
-    MoeLayer, Workspace, WorkspaceSpec, arch_of,
+    DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerError,
+    LayerWeights, MoeLayer, Workspace, WorkspaceSpec, arch_of,
 };
 use moegen_runtime::reference::{
     CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights, Routing, Sm90Weights,
@@ -20,7 +20,10 @@ use moegen_runtime::reference::{
 };
 use moegen_runtime::routing::moe_sort;
 
+mod error;
 mod problem;
+
+pub use error::LayerCheckError;
 
 pub use problem::{FC2_INPUT_SCALE, Problem, problem};
 
@@ -172,8 +175,8 @@ pub fn bf16_ulps(a: bf16, b: bf16) -> u32 {
 }
 
 /// Uploads `bytes` as a slice of the caller's memory.
-fn slice(b: &mut dyn Backend, bytes: &[u8]) -> Result<DeviceSlice, String> {
-    let p = b.upload_new(bytes).map_err(|e| e.to_string())?;
+fn slice(b: &mut dyn Backend, bytes: &[u8]) -> Result<DeviceSlice, BackendError> {
+    let p = b.upload_new(bytes)?;
     Ok(DeviceSlice::new(p, bytes.len() as u64))
 }
 
@@ -191,18 +194,32 @@ struct Bench {
 impl Bench {
     /// Frees everything [`setup`] allocated, so cases one after another do not pile up
     /// device memory (the gpt-oss-size cases hold up to about 0.9 GB).
-    fn release(self, b: &mut dyn Backend) -> Result<(), String> {
+    fn release(self, b: &mut dyn Backend, case: &LayerCase) -> Result<(), LayerCheckError> {
         // Everything is given back even when one part fails; the first error is reported.
         let io = &self.io;
         let ptrs = [io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, self.out];
-        let buffers = b.free_all(&ptrs).map_err(|e| e.to_string());
-        let layer = self.layer.release(b).map_err(|e| e.to_string());
-        let ws = self.ws.release(b).map_err(|e| e.to_string());
+        let buffers = b.free_all(&ptrs).map_err(|e| backend(case, e));
+        let layer = self.layer.release(b).map_err(|e| layer_err(case, e));
+        let ws = self.ws.release(b).map_err(|e| layer_err(case, e));
         buffers.and(layer).and(ws)
     }
 }
 
-fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result<Bench, String> {
+/// The case's backend error.
+fn backend(case: &LayerCase, source: BackendError) -> LayerCheckError {
+    LayerCheckError::Backend { case: case.label(), source: Box::new(source) }
+}
+
+/// The case's layer error.
+fn layer_err(case: &LayerCase, source: LayerError) -> LayerCheckError {
+    LayerCheckError::Layer { case: case.label(), source: Box::new(source) }
+}
+
+fn setup(
+    b: &mut dyn Backend,
+    p: &Problem,
+    max_tactics: Option<usize>,
+) -> Result<Bench, LayerCheckError> {
     let c = &p.case;
     let arch = arch_of(b);
     let config = LayerConfig {
@@ -212,15 +229,12 @@ fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result
     };
     let kernels = KernelSet::builtin();
     if c.planned_tokens < c.tokens {
-        return Err(format!("{}: planned for fewer tokens than it runs", c.label()));
+        return Err(LayerCheckError::PlannedTooFew { case: c.label() });
     }
     let planned = c.planned_tokens;
     let mut tactics = MoeLayer::candidates(&config, &kernels, planned as u64, arch, c.format);
     if tactics.is_empty() {
-        return Err(format!(
-            "{}: the kernel set has no tactic for this layer on {arch:?}",
-            c.label()
-        ));
+        return Err(LayerCheckError::NoTactic { case: c.label(), arch });
     }
     if let Some(m) = max_tactics.filter(|&m| m > 0 && m < tactics.len()) {
         let n = tactics.len();
@@ -230,11 +244,11 @@ fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result
         Arch::Sm100 => LayerWeights::upload(b, &c.shape, &p.prepared, p.input_scale),
         Arch::Sm90 => LayerWeights::upload_sm90(b, &c.shape, &p.sm90_weights()?, p.input_scale),
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| layer_err(c, e))?;
     let dev = DeviceModel::for_arch(arch).with_sms(b.sm_count());
     let table = DispatchTable::analytic(&c.shape, planned as u64, &tactics, &dev)
-        .map_err(|e| e.to_string())?;
-    let layer = MoeLayer::new(b, config, weights, &kernels, table).map_err(|e| e.to_string())?;
+        .map_err(|e| layer_err(c, e))?;
+    let layer = MoeLayer::new(b, config, weights, &kernels, table).map_err(|e| layer_err(c, e))?;
     let spec = WorkspaceSpec {
         max_tokens: planned,
         top_k: c.shape.top_k(),
@@ -245,17 +259,17 @@ fn setup(b: &mut dyn Backend, p: &Problem, max_tactics: Option<usize>) -> Result
         deterministic: c.finalize == FinalizeMode::Deterministic,
         arch,
     };
-    let ws = Workspace::new(b, spec).map_err(|e| e.to_string())?;
+    let ws = Workspace::new(b, spec).map_err(|e| layer_err(c, e))?;
     let x: Vec<u8> = p.x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
     let ids: Vec<u8> = p.routing.experts.iter().flat_map(|v| v.to_le_bytes()).collect();
     let w: Vec<u8> = p.routing.weights.iter().flat_map(|v| v.to_le_bytes()).collect();
     let out_bytes = c.tokens * c.shape.hidden * 2;
-    let out = b.alloc(out_bytes).map_err(|e| e.to_string())?;
+    let out = b.alloc(out_bytes).map_err(|e| backend(c, e))?;
     let io = ForwardIo {
         tokens: c.tokens,
-        activations: slice(b, &x)?,
-        expert_ids: slice(b, &ids)?,
-        expert_weights: slice(b, &w)?,
+        activations: slice(b, &x).map_err(|e| backend(c, e))?,
+        expert_ids: slice(b, &ids).map_err(|e| backend(c, e))?,
+        expert_weights: slice(b, &w).map_err(|e| backend(c, e))?,
         output: DeviceSlice::new(out, out_bytes as u64),
     };
     Ok(Bench { layer, ws, io, out, out_bytes, tactics })
@@ -284,23 +298,20 @@ pub struct GraphCheck {
 /// equal. Only for the deterministic finalize, whose bytes do not depend on the order of
 /// routes. Sets the layer up afresh (weights, workspace, buffers), so it can run on its
 /// own.
-pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck, String> {
-    if p.case.finalize != FinalizeMode::Deterministic {
-        return Err(format!(
-            "{}: graph replay is compared byte for byte only with the deterministic finalize",
-            p.case.label()
-        ));
+pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck, LayerCheckError> {
+    let c = &p.case;
+    if c.finalize != FinalizeMode::Deterministic {
+        return Err(LayerCheckError::NotDeterministic { case: c.label() });
     }
     let s = setup(b, p, None)?;
-    let text = |e: &dyn std::fmt::Display| e.to_string();
-    b.memset(s.out, 0xFF, s.out_bytes).map_err(|x| text(&x))?;
+    b.memset(s.out, 0xFF, s.out_bytes).map_err(|e| backend(c, e))?;
     let before = b.stats();
-    let tactic = s.layer.forward(b, &s.ws, &s.io).map_err(|x| text(&x))?;
-    s.layer.check_errors(b, &s.ws).map_err(|x| text(&x))?;
-    let eager = b.download(s.out, s.out_bytes).map_err(|x| text(&x))?;
+    let tactic = s.layer.forward(b, &s.ws, &s.io).map_err(|e| layer_err(c, e))?;
+    s.layer.check_errors(b, &s.ws).map_err(|e| layer_err(c, e))?;
+    let eager = b.download(s.out, s.out_bytes).map_err(|e| backend(c, e))?;
     let before_capture = b.stats();
     let eager_launches = before_capture.launches - before.launches;
-    let g = s.layer.capture(b, &s.ws, &s.io).map_err(|x| text(&x))?;
+    let g = s.layer.capture(b, &s.ws, &s.io).map_err(|e| layer_err(c, e))?;
     let after_capture = b.stats();
     let mut counted = after_capture.launches == before_capture.launches
         && after_capture.synchronizations == before_capture.synchronizations;
@@ -308,16 +319,16 @@ pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck
     // behind a right second one.
     let mut identical = true;
     for _ in 0..2 {
-        b.memset(s.out, 0xAB, s.out_bytes).map_err(|x| text(&x))?;
+        b.memset(s.out, 0xAB, s.out_bytes).map_err(|e| backend(c, e))?;
         let launches = b.stats().launches;
-        b.replay(g).map_err(|x| text(&x))?;
+        b.replay(g).map_err(|e| backend(c, e))?;
         counted &= b.stats().launches - launches == eager_launches;
-        identical &= b.download(s.out, s.out_bytes).map_err(|x| text(&x))? == eager;
+        identical &= b.download(s.out, s.out_bytes).map_err(|e| backend(c, e))? == eager;
     }
-    s.layer.check_errors(b, &s.ws).map_err(|x| text(&x))?;
-    b.drop_graph(g).map_err(|x| text(&x))?;
+    s.layer.check_errors(b, &s.ws).map_err(|e| layer_err(c, e))?;
+    b.drop_graph(g).map_err(|e| backend(c, e))?;
     let bytes = s.out_bytes;
-    s.release(b)?;
+    s.release(b, c)?;
     Ok(GraphCheck {
         case: p.case.label(),
         tactic: tactic.to_string(),
@@ -335,14 +346,18 @@ pub fn check_tactics(
     b: &mut dyn Backend,
     p: &Problem,
     max_tactics: Option<usize>,
-) -> Result<Vec<TacticRow>, String> {
+) -> Result<Vec<TacticRow>, LayerCheckError> {
     let bench = setup(b, p, max_tactics)?;
     let rows = run_tactics(b, p, &bench)?;
-    bench.release(b)?;
+    bench.release(b, &p.case)?;
     Ok(rows)
 }
 
-fn run_tactics(b: &mut dyn Backend, p: &Problem, bench: &Bench) -> Result<Vec<TacticRow>, String> {
+fn run_tactics(
+    b: &mut dyn Backend,
+    p: &Problem,
+    bench: &Bench,
+) -> Result<Vec<TacticRow>, LayerCheckError> {
     let c = &p.case;
     let arch = arch_of(b);
     let Bench { layer, ws, io, out, out_bytes, tactics } = bench;
@@ -353,10 +368,15 @@ fn run_tactics(b: &mut dyn Backend, p: &Problem, bench: &Bench) -> Result<Vec<Ta
     let mut reference: Option<(Vec<bf16>, Vec<f32>)> = None;
     for t in tactics {
         // Stale output must not pass for a result: poison it first.
-        b.memset(out, 0xFF, out_bytes).map_err(|e| e.to_string())?;
-        layer.forward_with(b, ws, &io, t).map_err(|e| format!("{t}: {e}"))?;
-        layer.check_errors(b, ws).map_err(|e| format!("{t}: {e}"))?;
-        let raw = b.download(out, out_bytes).map_err(|e| e.to_string())?;
+        let tactic_err = |e| LayerCheckError::Tactic {
+            case: c.label(),
+            tactic: t.to_string(),
+            source: Box::new(e),
+        };
+        b.memset(out, 0xFF, out_bytes).map_err(|e| backend(c, e))?;
+        layer.forward_with(b, ws, &io, t).map_err(tactic_err)?;
+        layer.check_errors(b, ws).map_err(tactic_err)?;
+        let raw = b.download(out, out_bytes).map_err(|e| backend(c, e))?;
         let got: Vec<bf16> = raw
             .chunks_exact(2)
             .map(|h| bf16::from_bits(u16::from_le_bytes([h[0], h[1]])))

@@ -17,10 +17,12 @@ use moegen_codegen::perf::role_stats::{
     KernelRoleStats, Role, RoleFigures, RoleStatsFile, fnv1a64_hex,
 };
 use moegen_dsl::abi::{GemmKey, KernelId, gemm_roles};
-use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::plan::ExpertWindow;
+use moegen_dsl::formats::{FormatError, block_amax, nvfp4_global_scale};
+use moegen_dsl::plan::{ExpertWindow, PlanError};
 use moegen_dsl::{FinalizeMode, GemmKind, MoeTactic, nvfp4_tactics};
+use moegen_runtime::RuntimeError;
 use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::device_ops::DeviceOpError;
 use moegen_runtime::reference::{
     MoeShape, ReferenceOptions, Routing, prepare_weights, quantize_activations,
 };
@@ -42,13 +44,31 @@ pub const BASE: (usize, usize) = (512, 512);
 /// What can go wrong while measuring.
 #[derive(Debug, thiserror::Error)]
 pub enum RoleStatsError {
+    /// The synthetic problem of one size could not be built.
+    #[error("problem H={hidden} I={intermediate}: {source}")]
+    Problem {
+        /// Hidden size.
+        hidden: usize,
+        /// Intermediate size.
+        intermediate: usize,
+        /// The shape's, quantizer's or reference's error (boxed: it is large).
+        source: Box<RuntimeError>,
+    },
     /// The layer failed to run.
-    #[error("{kernel}: {message}")]
+    #[error("{tactic}: {source}")]
     Run {
-        /// Kernel being measured.
-        kernel: String,
+        /// Tactic being measured.
+        tactic: String,
         /// What failed.
-        message: String,
+        source: Box<DeviceOpError>,
+    },
+    /// The routing sort reported a negative count of live tiles.
+    #[error("{tactic}: {count} live tiles")]
+    LiveTiles {
+        /// Tactic being measured.
+        tactic: String,
+        /// The count read back.
+        count: i32,
     },
     /// A launch of the kernel left no profile.
     #[error("{0}: no profile recorded")]
@@ -97,9 +117,16 @@ struct Problem {
     routing: Routing,
 }
 
-fn problem(h: usize, i: usize) -> Result<Problem, String> {
-    let window = ExpertWindow::new(EXPERTS, 0, LOCAL, TOP_K).map_err(|e| e.to_string())?;
-    let shape = MoeShape::new(h, i, window).map_err(|e| e.to_string())?;
+fn problem(h: usize, i: usize) -> Result<Problem, RoleStatsError> {
+    let e = |e: RuntimeError| RoleStatsError::Problem {
+        hidden: h,
+        intermediate: i,
+        source: Box::new(e),
+    };
+    let plan = |x: PlanError| e(x.into());
+    let format = |x: FormatError| e(x.into());
+    let window = ExpertWindow::new(EXPERTS, 0, LOCAL, TOP_K).map_err(plan)?;
+    let shape = MoeShape::new(h, i, window).map_err(plan)?;
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);
     let x: Vec<f32> = (0..TOKENS * h).map(|_| r.unit()).collect();
     let s = 1.0 / (h as f32).sqrt();
@@ -111,10 +138,10 @@ fn problem(h: usize, i: usize) -> Result<Problem, String> {
     let experts: Vec<i32> =
         (0..TOKENS * TOP_K).map(|j| ((j / TOP_K + 3 * (j % TOP_K)) % EXPERTS) as i32).collect();
     let weights: Vec<f32> = (0..TOKENS * TOP_K).map(|j| 0.25 + (j % TOP_K) as f32 * 0.5).collect();
-    let gs_x = nvfp4_global_scale(block_amax(&x)).map_err(|e| e.to_string())?;
-    let acts = quantize_activations(&x, TOKENS, h, gs_x).map_err(|e| e.to_string())?;
-    let weights_p = prepare_weights(&shape, &up, &gate, &down, gs_x, 448.0 * 6.0 / 4.0)
-        .map_err(|e| e.to_string())?;
+    let gs_x = nvfp4_global_scale(block_amax(&x)).map_err(format)?;
+    let acts = quantize_activations(&x, TOKENS, h, gs_x).map_err(e)?;
+    let weights_p =
+        prepare_weights(&shape, &up, &gate, &down, gs_x, 448.0 * 6.0 / 4.0).map_err(e)?;
     Ok(Problem {
         shape,
         acts,
@@ -144,12 +171,15 @@ fn run_once(
     p: &Problem,
     tactic: &MoeTactic,
     opts: ReferenceOptions,
-) -> Result<BTreeMap<String, Sample>, String> {
+) -> Result<BTreeMap<String, Sample>, RoleStatsError> {
     let mut sim = SimBackend::new().with_profile();
     let inputs =
         LayerInputs { shape: &p.shape, acts: &p.acts, weights: &p.weights, routing: &p.routing };
-    let run = device_moe_layer(&mut sim, &inputs, tactic, opts, 1).map_err(|e| e.to_string())?;
-    let live = u64::try_from(run.sort.num_non_exiting_tiles).map_err(|e| e.to_string())?;
+    let run = device_moe_layer(&mut sim, &inputs, tactic, opts, 1)
+        .map_err(|e| RoleStatsError::Run { tactic: tactic.to_string(), source: Box::new(e) })?;
+    let count = run.sort.num_non_exiting_tiles;
+    let live = u64::try_from(count)
+        .map_err(|_| RoleStatsError::LiveTiles { tactic: tactic.to_string(), count })?;
     let (h, i) = (p.shape.hidden as u64, p.shape.intermediate as u64);
     let mut out = BTreeMap::new();
     for g in [tactic.gemm1(), tactic.gemm2()] {
@@ -166,7 +196,7 @@ fn run_once(
             .iter()
             .find(|(k, _)| *k == name)
             .map(|(_, p)| p.clone())
-            .ok_or_else(|| format!("{name}: no profile"))?;
+            .ok_or_else(|| RoleStatsError::NoProfile(name.clone()))?;
         out.insert(name, Sample { profile, units, k_blocks: k_dim / 256 });
     }
     Ok(out)
@@ -251,11 +281,8 @@ fn figures(key: &GemmKey, runs: &Runs, role: Role) -> Option<RoleFigures> {
 pub fn measure(progress: &mut dyn FnMut(&str)) -> Result<RoleStatsFile, RoleStatsError> {
     let (h0, i0) = BASE;
     let sizes = [(h0, i0), (2 * h0, i0), (h0, 2 * i0)];
-    let problems: Vec<Problem> = sizes
-        .iter()
-        .map(|&(h, i)| problem(h, i))
-        .collect::<Result<_, _>>()
-        .map_err(|message| RoleStatsError::Run { kernel: "problem".into(), message })?;
+    let problems: Vec<Problem> =
+        sizes.iter().map(|&(h, i)| problem(h, i)).collect::<Result<_, _>>()?;
     let wanted: Vec<(GemmKey, &'static str)> = moegen_kernels::kernels()
         .filter_map(|k| match k.id {
             KernelId::Gemm(key) if key.target.arch() == moegen_dsl::Arch::Sm100 => {
@@ -276,11 +303,7 @@ pub fn measure(progress: &mut dyn FnMut(&str)) -> Result<RoleStatsFile, RoleStat
             }
             let mut samples = Vec::with_capacity(3);
             for p in &problems {
-                let s = run_once(p, &tactic, opts).map_err(|message| RoleStatsError::Run {
-                    kernel: tactic.to_string(),
-                    message,
-                })?;
-                samples.push(s);
+                samples.push(run_once(p, &tactic, opts)?);
             }
             for name in names {
                 if runs.contains_key(&name) {

@@ -4,10 +4,14 @@
 
 use half::bf16;
 use moegen_dsl::abi::SimtTarget;
+use moegen_dsl::plan::PlanError;
 use moegen_dsl::{FinalizeMode, TileSize};
+use moegen_runtime::RuntimeError;
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
-use moegen_runtime::device_ops::{device_finalize_reduce, device_moe_sort, device_quantize};
+use moegen_runtime::device_ops::{
+    DeviceOpError, device_finalize_reduce, device_moe_sort, device_quantize,
+};
 use moegen_runtime::reference::{finalize, quantize_activations};
 use moegen_runtime::routing::{ExpertWindow, moe_sort};
 
@@ -66,14 +70,45 @@ pub fn simulator_for(target: SimtTarget) -> SimBackend {
     }
 }
 
+/// A SIMT case that could not run; every variant names the case.
+#[derive(Debug, thiserror::Error)]
+pub enum SimtCheckError {
+    /// The case's expert window is invalid.
+    #[error("{case}: {source}")]
+    Window {
+        /// The case's label.
+        case: String,
+        /// The window's error.
+        source: PlanError,
+    },
+    /// The CPU counterpart refused the case's data.
+    #[error("{case}: {source}")]
+    Reference {
+        /// The case's label.
+        case: String,
+        /// The reference's error.
+        source: Box<RuntimeError>,
+    },
+    /// The kernel on the backend.
+    #[error("{case}: {source}")]
+    Device {
+        /// The case's label.
+        case: String,
+        /// The device operation's error.
+        source: Box<DeviceOpError>,
+    },
+}
+
 /// The bytes a case produces on `b`, and the CPU's.
 type Outputs = (Vec<u8>, Vec<u8>);
 
-fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, String> {
-    let e = |e: &dyn std::fmt::Display| e.to_string();
+fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, SimtCheckError> {
+    let e = |x| SimtCheckError::Reference { case: label(case), source: Box::new(x) };
+    let dev = |x| SimtCheckError::Device { case: label(case), source: Box::new(x) };
     match case {
         SimtCase::Sort(tokens, k, experts, offset, local, tile) => {
-            let w = ExpertWindow::new(experts, offset, local, k).map_err(|x| e(&x))?;
+            let w = ExpertWindow::new(experts, offset, local, k)
+                .map_err(|source| SimtCheckError::Window { case: label(case), source })?;
             let mut r = Rng(tokens as u64 * 31 + k as u64);
             let ids: Vec<i32> = (0..tokens * k)
                 .map(|_| {
@@ -84,8 +119,8 @@ fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, String> {
                     }
                 })
                 .collect();
-            let want = moe_sort(&ids, tokens, &w, tile).map_err(|x| e(&x))?;
-            let got = device_moe_sort(b, &ids, tokens, &w, tile).map_err(|x| e(&x))?;
+            let want = moe_sort(&ids, tokens, &w, tile).map_err(e)?;
+            let got = device_moe_sort(b, &ids, tokens, &w, tile).map_err(dev)?;
             Ok((format!("{got:?}").into_bytes(), format!("{want:?}").into_bytes()))
         }
         SimtCase::Quantize(tokens, hidden) => {
@@ -101,8 +136,8 @@ fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, String> {
                 x[i] = bf16::from_f32(*v);
             }
             let g = 448.0 * 6.0 / 15.0;
-            let want = quantize_activations(&x, tokens, hidden, g).map_err(|x| e(&x))?;
-            let got = device_quantize(b, &x, tokens, hidden, g).map_err(|x| e(&x))?;
+            let want = quantize_activations(&x, tokens, hidden, g).map_err(e)?;
+            let got = device_quantize(b, &x, tokens, hidden, g).map_err(dev)?;
             Ok((format!("{got:?}").into_bytes(), format!("{want:?}").into_bytes()))
         }
         SimtCase::Finalize(tokens, k, hidden) => {
@@ -119,10 +154,9 @@ fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, String> {
                     }
                 })
                 .collect();
-            let want = finalize(&contrib, tokens, k, hidden, FinalizeMode::Deterministic)
-                .map_err(|x| e(&x))?;
-            let got =
-                device_finalize_reduce(b, &contrib, &e2p, tokens, k, hidden).map_err(|x| e(&x))?;
+            let want =
+                finalize(&contrib, tokens, k, hidden, FinalizeMode::Deterministic).map_err(e)?;
+            let got = device_finalize_reduce(b, &contrib, &e2p, tokens, k, hidden).map_err(dev)?;
             let bytes = |v: &[bf16]| v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect();
             Ok((bytes(&got), bytes(&want)))
         }
@@ -141,7 +175,11 @@ pub fn label(case: SimtCase) -> String {
 }
 
 /// Runs `case` on `device` and, when `simulate`, on a simulator of the device's flavour.
-pub fn check(device: &mut dyn Backend, case: SimtCase, simulate: bool) -> Result<SimtRow, String> {
+pub fn check(
+    device: &mut dyn Backend,
+    case: SimtCase,
+    simulate: bool,
+) -> Result<SimtRow, SimtCheckError> {
     let (got, want) = run_case(device, case)?;
     let sim_equal = if simulate {
         let mut sim = simulator_for(device.simt_target());

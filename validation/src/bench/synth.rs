@@ -119,7 +119,7 @@ impl Workload {
         Self { shape, weights, inputs, seed }
     }
     /// Writes the folder contract into `dir`.
-    pub fn write(&self, dir: &Path) -> Result<(), String> {
+    pub fn write(&self, dir: &Path) -> Result<(), BenchError> {
         write_inputs(dir, &self.shape, &self.weights, &self.inputs, self.seed)
     }
 }
@@ -136,8 +136,9 @@ pub fn write_inputs(
     weights: &[MxExpert],
     inputs: &[Inputs],
     seed: u64,
-) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+) -> Result<(), BenchError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|source| BenchError::Io { path: dir.to_path_buf(), source })?;
     let (h, i, l, k) = (shape.hidden, shape.intermediate, shape.local_experts, shape.top_k);
     let mut cases = Vec::new();
     for inp in inputs {
@@ -146,18 +147,15 @@ pub fn write_inputs(
         write_npy(
             &dir.join(format!("x_{n}.npy")),
             &arr(Dtype::U16, vec![n, h], bytes(&inp.x, |v| v.to_bits().to_le_bytes())),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         write_npy(
             &dir.join(format!("ids_{n}.npy")),
             &arr(Dtype::I32, vec![n, k], bytes(&inp.ids, i32::to_le_bytes)),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         write_npy(
             &dir.join(format!("w_{n}.npy")),
             &arr(Dtype::F32, vec![n, k], bytes(&inp.weights, f32::to_le_bytes)),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         cases.push(serde_json::json!({
             "tokens": n, "ids": format!("ids_{n}.npy"), "weights": format!("w_{n}.npy"), "x": format!("x_{n}.npy")
         }));
@@ -182,13 +180,11 @@ pub fn write_inputs(
             ("values", u8s(vec![l, 2 * i, h / 2], w1v)),
             ("scales", u8s(vec![l, 2 * i, h / 32], w1s)),
         ],
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     write_npz(
         &dir.join("w2_mxfp4.npz"),
         &[("values", u8s(vec![l, h, i / 2], w2v)), ("scales", u8s(vec![l, h, i / 32], w2s))],
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let json = serde_json::json!({
         "shape": {
             "hidden": h, "intermediate": i, "experts": shape.experts,
@@ -197,9 +193,7 @@ pub fn write_inputs(
         "cases": cases,
         "seed": seed,
     });
-    std::fs::write(
-        dir.join("inputs.json"),
-        serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| format!("inputs.json: {e}"))
+    let path = dir.join("inputs.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)?)
+        .map_err(|source| BenchError::Io { path, source })
 }

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::plan::PlanError;
 use moegen_dsl::{ActivationFormat, Arch, FinalizeMode};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::cuda::CudaBackend;
@@ -128,15 +129,21 @@ fn main() -> ExitCode {
     }
 }
 
-fn shape(h: usize, i: usize, e: usize, off: usize, l: usize, k: usize) -> Result<MoeShape, String> {
-    let w = ExpertWindow::new(e, off, l, k).map_err(|x| x.to_string())?;
-    MoeShape::new(h, i, w).map_err(|x| x.to_string())
+fn shape(
+    h: usize,
+    i: usize,
+    e: usize,
+    off: usize,
+    l: usize,
+    k: usize,
+) -> Result<MoeShape, PlanError> {
+    MoeShape::new(h, i, ExpertWindow::new(e, off, l, k)?)
 }
 
 /// The layer cases for a device of generation `arch`: `(case, simulate)`. Shapes with H and
 /// I not powers of two (and on Hopper not multiples of 128: gpt-oss's 2880), both activation
 /// modes and weight formats, both finalize modes, and the routing edge cases.
-fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, String> {
+fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
     use ActivationFormat::{Bf16, Nvfp4};
     use FinalizeMode::{BulkReduceAdd as Bulk, Deterministic as Det};
     use RoutePattern::{NoneLocal, OneExpert, SomeEmpty, Spread};
@@ -185,8 +192,8 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, String> {
     })
 }
 
-fn run(args: &Args) -> Result<bool, String> {
-    let mut gpu = CudaBackend::new(0).map_err(|e| e.to_string())?;
+fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
+    let mut gpu = CudaBackend::new(0)?;
     let target = gpu.simt_target();
     println!(
         "device: {} (sm_{}{}, {} SMs), kernels: {target}",
@@ -210,10 +217,10 @@ fn run(args: &Args) -> Result<bool, String> {
     };
     let show = |b: bool| if b { "identical" } else { "DIFFERS" };
     // The record is rewritten after each part, so a run cut short keeps what it finished.
-    let save = |record: &Record| -> Result<(), String> {
-        let text = serde_json::to_string_pretty(record).map_err(|e| e.to_string())?;
+    let save = |record: &Record| -> Result<(), Box<dyn std::error::Error>> {
+        let text = serde_json::to_string_pretty(record)?;
         std::fs::write(&args.json, text)
-            .map_err(|e| format!("writing {}: {e}", args.json.display()))
+            .map_err(|e| format!("writing {}: {e}", args.json.display()).into())
     };
     if args.parts.contains(&Part::Simt) {
         println!("\n{:<52} {:>12} {:>12}", "SIMT kernel case", "GPU = CPU", "sim = CPU");

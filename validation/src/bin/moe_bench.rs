@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<(), String> {
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut shapes = Vec::new();
     for name in &args.shapes {
         let mut s = BenchShape::by_name(name)
@@ -82,7 +82,7 @@ fn run(args: &Args) -> Result<(), String> {
         s.moe_shape()?;
         shapes.push(s);
     }
-    let mut gpu = CudaBackend::new(0).map_err(|e| e.to_string())?;
+    let mut gpu = CudaBackend::new(0)?;
     let arch = arch_of(&gpu);
     let variants: Vec<Variant> = match &args.variants {
         Some(names) => names
@@ -96,7 +96,7 @@ fn run(args: &Args) -> Result<(), String> {
         None => VARIANTS.iter().copied().filter(|v| v.runs_on(arch)).collect(),
     };
     if let Some(v) = variants.iter().find(|v| !v.runs_on(arch)) {
-        return Err(format!("variant {} does not run on {arch:?}", v.name));
+        return Err(format!("variant {} does not run on {arch:?}", v.name).into());
     }
     let device = format!(
         "{} (sm_{}{}, {} SMs)",
@@ -155,9 +155,9 @@ fn run(args: &Args) -> Result<(), String> {
             "rows": rows,
         });
         let path = dir.join("moegen.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?)
+        std::fs::write(&path, serde_json::to_string_pretty(&json)?)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         println!("wrote {}", path.display());
     }
-    gpu.synchronize().map_err(|e| e.to_string())
+    Ok(gpu.synchronize()?)
 }

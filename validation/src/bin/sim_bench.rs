@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
 use moegen_dsl::nvfp4_tactics;
+use moegen_runtime::RuntimeError;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::{
     MoeShape, ReferenceOptions, Routing, prepare_weights, quantize_activations,
@@ -35,15 +36,17 @@ fn main() -> ExitCode {
         |n: usize, rnd: &mut dyn FnMut() -> f32| (0..n).map(|_| rnd() * 0.1).collect::<Vec<f32>>();
     let (up, gate, down) = (w(4 * i * h, &mut rnd), w(4 * i * h, &mut rnd), w(4 * h * i, &mut rnd));
     let setup = (|| {
-        let gs = nvfp4_global_scale(block_amax(&acts_f)).map_err(|e| e.to_string())?;
-        let acts = quantize_activations(&acts_f, tokens, h, gs).map_err(|e| e.to_string())?;
-        let weights =
-            prepare_weights(&shape, &up, &gate, &down, gs, 100.0).map_err(|e| e.to_string())?;
-        Ok::<_, String>((acts, weights))
+        let gs = nvfp4_global_scale(block_amax(&acts_f))?;
+        let acts = quantize_activations(&acts_f, tokens, h, gs)?;
+        let weights = prepare_weights(&shape, &up, &gate, &down, gs, 100.0)?;
+        Ok::<_, RuntimeError>((acts, weights))
     })();
-    let Ok((acts, weights)) = setup else {
-        eprintln!("error: preparing inputs");
-        return ExitCode::from(1);
+    let (acts, weights) = match setup {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: preparing inputs: {e}");
+            return ExitCode::from(1);
+        }
     };
     let experts: Vec<i32> = (0..tokens * k).map(|j| (j % 4) as i32 + 4 * (j % 2) as i32).collect();
     let routing = Routing { tokens, experts, weights: vec![0.5; tokens * k] };

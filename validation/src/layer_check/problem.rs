@@ -35,7 +35,7 @@ impl Rng {
 }
 
 /// Distinct experts per token following the case's pattern.
-fn route(r: &mut Rng, case: LayerCase) -> Result<Vec<i32>, String> {
+fn route(r: &mut Rng, case: LayerCase) -> Result<Vec<i32>, LayerCheckError> {
     let w = &case.shape.window;
     let (e, k, off, l) = (w.num_experts(), w.top_k(), w.offset(), w.local());
     let non_local: Vec<usize> = (0..e).filter(|x| !(off..off + l).contains(x)).collect();
@@ -49,7 +49,7 @@ fn route(r: &mut Rng, case: LayerCase) -> Result<Vec<i32>, String> {
     let first_fixed = case.routes == RoutePattern::OneExpert;
     let free = k - usize::from(first_fixed);
     if allowed.len() < free {
-        return Err(format!("{}: too few experts for the routing pattern", case.label()));
+        return Err(LayerCheckError::TooFewExperts { case: case.label() });
     }
     let mut out = Vec::with_capacity(case.tokens * k);
     for _ in 0..case.tokens {
@@ -73,7 +73,10 @@ pub const FC2_INPUT_SCALE: f32 = 448.0 * 6.0 / 8.0;
 
 /// Builds the synthetic problem: normal activations and weights (scaled by 1/√K), routes
 /// spread over every expert (some non-local), distinct experts per token.
-pub fn problem(case: LayerCase) -> Result<Problem, String> {
+pub fn problem(case: LayerCase) -> Result<Problem, LayerCheckError> {
+    let format = |source| LayerCheckError::Format { case: case.label(), source };
+    let reference =
+        |source| LayerCheckError::Reference { case: case.label(), source: Box::new(source) };
     let s = &case.shape;
     let (h, i, l, k) = (s.hidden, s.intermediate, s.local_experts(), s.top_k());
     let n = case.tokens;
@@ -87,11 +90,11 @@ pub fn problem(case: LayerCase) -> Result<Problem, String> {
     let weights = (0..n * k).map(|j| 0.1 + 0.8 * ((j % k + 1) as f32 / k as f32)).collect();
     let routing = Routing { tokens: n, experts, weights };
     let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
-    let input_scale = nvfp4_global_scale(block_amax(&xf)).map_err(|e| e.to_string())?;
-    let prepared = prepare_weights(s, &up, &gate, &down, input_scale, FC2_INPUT_SCALE)
-        .map_err(|e| e.to_string())?;
-    let mx = |v: &[f32], rows, cols| -> Result<(Vec<u8>, Vec<u8>), String> {
-        let m = quantize_mxfp4(v, rows, cols, MxScaleRule::NoClip).map_err(|e| e.to_string())?;
+    let input_scale = nvfp4_global_scale(block_amax(&xf)).map_err(format)?;
+    let prepared =
+        prepare_weights(s, &up, &gate, &down, input_scale, FC2_INPUT_SCALE).map_err(reference)?;
+    let mx = |v: &[f32], rows, cols| -> Result<(Vec<u8>, Vec<u8>), LayerCheckError> {
+        let m = quantize_mxfp4(v, rows, cols, MxScaleRule::NoClip).map_err(format)?;
         Ok((m.packed, m.scales))
     };
     let mut mxfp4 = Vec::with_capacity(l);
@@ -106,12 +109,12 @@ pub fn problem(case: LayerCase) -> Result<Problem, String> {
             ]);
         }
     }
-    let oracle = oracle_moe(s, &xf, &up, &gate, &down, &routing).map_err(|e| e.to_string())?;
+    let oracle = oracle_moe(s, &xf, &up, &gate, &down, &routing).map_err(reference)?;
     Ok(Problem { case, x, routing, input_scale, prepared, mxfp4, oracle })
 }
 
 impl Problem {
-    pub(super) fn sm90_weights(&self) -> Result<Sm90Weights, String> {
+    pub(super) fn sm90_weights(&self) -> Result<Sm90Weights, LayerCheckError> {
         let c = &self.case;
         match c.format {
             WeightFormat::Nvfp4 => {
@@ -135,11 +138,11 @@ impl Problem {
                 )
             }
         }
-        .map_err(|e| e.to_string())
+        .map_err(|source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) })
     }
 
     /// The CPU reference of `arch`'s arithmetic for a tactic of tile `tile`.
-    pub fn reference(&self, arch: Arch, tile: TileSize) -> Result<Vec<bf16>, String> {
+    pub fn reference(&self, arch: Arch, tile: TileSize) -> Result<Vec<bf16>, LayerCheckError> {
         self.reference_and_contributions(arch, tile).map(|(out, _)| out)
     }
 
@@ -149,15 +152,15 @@ impl Problem {
         &self,
         arch: Arch,
         tile: TileSize,
-    ) -> Result<(Vec<bf16>, Vec<f32>), String> {
+    ) -> Result<(Vec<bf16>, Vec<f32>), LayerCheckError> {
         let c = &self.case;
         let (s, r) = (&c.shape, &self.routing);
-        let e = |e: moegen_runtime::RuntimeError| e.to_string();
+        let e = |source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) };
         let sort = moe_sort(&r.experts, r.tokens, &s.window, tile).map_err(e)?;
         let contrib = match arch {
             Arch::Sm100 => {
                 if c.format != WeightFormat::Nvfp4 || c.activations != ActivationFormat::Nvfp4 {
-                    return Err("SM100 runs NVFP4 weights with NVFP4 activations".into());
+                    return Err(LayerCheckError::Sm100Format { case: c.label() });
                 }
                 let xf: Vec<f32> = self.x.iter().map(|v| v.to_f32()).collect();
                 let acts =

@@ -1,0 +1,98 @@
+//! What can go wrong writing moe-bench's folder or timing a variant; every variant names the
+//! shape, variant or file at fault.
+
+use std::path::PathBuf;
+
+use moegen_dsl::Arch;
+use moegen_dsl::formats::FormatError;
+use moegen_dsl::plan::PlanError;
+use moegen_runtime::RuntimeError;
+use moegen_runtime::backend::BackendError;
+use moegen_runtime::layer::LayerError;
+
+use crate::npy::NpyError;
+
+/// A bench shape, variant or file that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The bench shape is not a valid MoE shape.
+    #[error("{shape}: {source}")]
+    Shape {
+        /// The shape's name.
+        shape: &'static str,
+        /// The shape's error.
+        source: PlanError,
+    },
+    /// The workload has no token count.
+    #[error("no inputs")]
+    NoInputs,
+    /// The activations' global scale.
+    #[error(transparent)]
+    InputScale(#[from] FormatError),
+    /// The variant's weights could not be imported or converted.
+    #[error("{variant}: {source}")]
+    Weights {
+        /// The variant's name.
+        variant: &'static str,
+        /// The reference's error.
+        source: Box<RuntimeError>,
+    },
+    /// The variant's weights could not be uploaded.
+    #[error("{variant}: {source}")]
+    Upload {
+        /// The variant's name.
+        variant: &'static str,
+        /// The layer's error (boxed: it is large).
+        source: Box<LayerError>,
+    },
+    /// The variant needs another generation.
+    #[error("{variant} does not run on {arch:?}")]
+    WrongArch {
+        /// The variant's name.
+        variant: &'static str,
+        /// The device's generation.
+        arch: Arch,
+    },
+    /// No tactic of the built-in kernel set applies.
+    #[error("{shape} {variant}: the kernel set has no tactic for this layer")]
+    NoTactic {
+        /// The shape's name.
+        shape: &'static str,
+        /// The variant's name.
+        variant: &'static str,
+    },
+    /// Building, tuning, running or releasing the layer.
+    #[error("{shape} {variant}: {source}")]
+    Layer {
+        /// The shape's name.
+        shape: &'static str,
+        /// The variant's name.
+        variant: &'static str,
+        /// The layer's error (boxed: it is large).
+        source: Box<LayerError>,
+    },
+    /// The backend, outside the layer.
+    #[error("{shape} {variant}: {source}")]
+    Backend {
+        /// The shape's name.
+        shape: &'static str,
+        /// The variant's name.
+        variant: &'static str,
+        /// The backend's error.
+        source: Box<BackendError>,
+    },
+    /// Writing a `.npy`/`.npz` file (the error names the file).
+    #[error(transparent)]
+    Npy(#[from] NpyError),
+    /// Creating the folder or writing `inputs.json`.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The folder or file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Serializing `inputs.json`.
+    #[error("inputs.json: {0}")]
+    Json(#[from] serde_json::Error),
+}
