@@ -23,5 +23,6 @@ pub mod layer_check;
 pub mod mufu_check;
 pub mod mufu_tally;
 pub mod npy;
+mod rng;
 pub mod role_stats;
 pub mod simt_check;

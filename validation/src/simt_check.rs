@@ -2,6 +2,7 @@
 //! compared byte for byte with their CPU counterparts. `gpu-check` runs these on the GPU and
 //! on a simulator of the same kernel flavour.
 
+use crate::rng::Rng;
 use half::bf16;
 use moegen_dsl::abi::SimtTarget;
 use moegen_dsl::plan::PlanError;
@@ -51,16 +52,6 @@ pub const CASES: &[(SimtCase, bool)] = &[
     (SimtCase::Finalize(9, 4, 64), true),
     (SimtCase::Finalize(2048, 8, 7168), false),
 ];
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// A simulator running the kernel flavour `target`.
 pub fn simulator_for(target: SimtTarget) -> SimBackend {

@@ -2,19 +2,7 @@
 //! token count, and the folder of `.npy`/`.npz` files the peer runner reads.
 
 use super::*;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn normal(&mut self) -> f32 {
-        (0..4).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).sum::<f32>() * 1.7
-    }
-}
+use crate::rng::Rng;
 
 /// One matrix in MXFP4: packed E2M1 `[rows, cols/2]` and linear UE8M0 scales `[rows, cols/32]`.
 #[derive(Clone, Debug)]

@@ -2,6 +2,7 @@
 //! the f64 oracle, and the CPU reference of each generation on it.
 
 use super::*;
+use crate::rng::Rng;
 
 /// The synthetic problem of a case: data, quantized weights, routing and the oracle.
 pub struct Problem {
@@ -19,19 +20,6 @@ pub struct Problem {
     pub mxfp4: Vec<[(Vec<u8>, Vec<u8>); 3]>,
     /// The f64 oracle's output `[tokens, H]`.
     pub oracle: Vec<f64>,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn normal(&mut self) -> f32 {
-        (0..4).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).sum::<f32>() * 1.7
-    }
 }
 
 /// Distinct experts per token following the case's pattern.
