@@ -43,6 +43,12 @@ pub struct Sm90Roles {
     pub warps: u32,
 }
 
+impl Sm90Roles {
+    /// The warpgroup that produces (weight bulk copies, activation loads); the consumers
+    /// are the warpgroups after it.
+    pub const PRODUCER_WARPGROUP: u32 = 0;
+}
+
 /// Consumer warpgroups of a Hopper GEMM with `mma_n` weight rows per CTA: one per 128.
 pub fn sm90_consumers(mma_n: u32) -> u32 {
     mma_n.div_ceil(128).max(1)

@@ -28,6 +28,7 @@ pub mod smem;
 pub use dequant::{dequant_step, scale_splat};
 pub use mainloop::{DESC_HI_SW128, DESC_LO_LBO, act_desc, issue_step, wait_groups};
 
+use moegen_dsl::abi::roles::Sm90Roles;
 use moegen_dsl::abi::{KernelId, params};
 use moegen_dsl::{GemmKind, KernelDesc};
 
@@ -39,9 +40,6 @@ use self::smem::Sm90Smem;
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::SetMaxNReg;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
-
-/// The warpgroup that produces (`abi::roles::Sm90Roles`).
-const PRODUCER_WARPGROUP: u32 = 0;
 
 /// What every role reads: the layout, where things live, and the stage ring.
 struct Sm90 {
@@ -76,7 +74,7 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
 
     // The ABI's roles: warpgroup 0 produces, warpgroups 1..=consumers consume.
     let wg = b.shr_u32(c.tid, Sm90Layout::warpgroup_threads().trailing_zeros());
-    let is_producer = b.setp_u32(Cmp::Eq, wg, PRODUCER_WARPGROUP);
+    let is_producer = b.setp_u32(Cmp::Eq, wg, Sm90Roles::PRODUCER_WARPGROUP);
     let l_consumer = b.new_label("consumer");
     b.bra_unless(is_producer, &l_consumer);
     b.push(SetMaxNReg { inc: false, count: PRODUCER_REGS });
