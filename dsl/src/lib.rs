@@ -30,8 +30,8 @@ pub use kernel_desc::{DescError, Epilogue, KernelDesc, KernelDescBuilder};
 pub use options::{ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput};
 pub use resources::{KernelBudget, ResourceError, plan_gemm};
 pub use tactic::{
-    Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_tactics,
-    sm90_tactics, tactics_for,
+    Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_gemms,
+    nvfp4_tactics, sm90_tactics, tactics_for,
 };
 pub use target::Target;
 

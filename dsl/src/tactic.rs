@@ -337,6 +337,15 @@ impl fmt::Display for MoeTactic {
     }
 }
 
+/// The distinct GEMM kernels of the NVFP4 tactic space (4 GEMM1 + 8 GEMM2), ordered by name.
+pub fn nvfp4_gemms() -> Vec<GemmTactic> {
+    let mut v: Vec<GemmTactic> =
+        nvfp4_tactics().iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
+    v.sort_by_key(|g| g.to_string());
+    v.dedup();
+    v
+}
+
 /// The NVFP4 tactic space of moe-pipeline.md §6: T ∈ {128, 256}; GEMM1 N ∈ {128, 256} with
 /// cluster (T/128, 1); GEMM2 N ∈ {128, 256} × cluster N ∈ {1, 2}. 2 · 2 · 4 = 16 tactics, in
 /// a fixed order (tile, GEMM1 N, GEMM2 N, GEMM2 cluster N).
