@@ -2,6 +2,10 @@
 //! they allow for each GEMM tactic. docs/resource-model.md explains each term and how the
 //! result differs from the CuTe-DSL reference.
 
+use crate::abi::roles::sm90_roles_for;
+use crate::abi::sm90_residency::{
+    MAX_CTAS_PER_SM, sm90_consumer_regs_needed, sm90_registers, sm90_smem_per_cta,
+};
 use crate::tactic::{Arch, GemmKind, GemmTactic};
 use crate::target::Target;
 
@@ -22,6 +26,8 @@ pub const RESERVED_SMEM: u32 = 512;
 pub const SM90_RESERVED_SMEM: u32 = 1024;
 /// Most AB stages a kernel uses; the reserved block is sized for this many barrier pairs.
 pub const MAX_AB_STAGES: u32 = 16;
+/// The fewest stages a Hopper GEMM keeps when it shares its SM with other CTAs.
+pub const SM90_SHARED_STAGES: u32 = 4;
 /// Most accumulator stages: a third buffer would not overlap anything more.
 pub const MAX_ACC_STAGES: u32 = 2;
 /// Scale-factor TMEM column sets: double-buffered so a `tcgen05.cp` for stage k+1 never
@@ -71,6 +77,8 @@ pub struct KernelBudget {
     pub tmem_sf_columns: u32,
     /// TMEM columns allocated (a power of two ≥ 32).
     pub tmem_alloc_columns: u32,
+    /// CTAs of the kernel resident on one SM (SM100: 1; Hopper: `abi::sm90_residency`).
+    pub ctas_per_sm: u32,
 }
 
 /// A tactic the target cannot hold.
@@ -179,8 +187,22 @@ fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resour
         GemmKind::Gemm1 => t * (n / 2) * 2,
         GemmKind::Gemm2 => t * n * 2,
     };
-    let budget = limits.max_dynamic_smem - SM90_RESERVED_SMEM - epilogue;
-    let ab_stages = (budget / stage_bytes).min(MAX_AB_STAGES);
+    // The most CTAs per SM whose consumers keep the registers they need and whose rings
+    // keep SM90_SHARED_STAGES stages; one CTA per SM otherwise (docs/hopper.md).
+    let roles = sm90_roles_for(n);
+    let need = sm90_consumer_regs_needed(tactic.kind(), t, roles.rows_per_consumer);
+    let stages_at = |p: u32| {
+        let budget = sm90_smem_per_cta(p, limits.max_dynamic_smem)
+            .saturating_sub(SM90_RESERVED_SMEM + epilogue);
+        (budget, (budget / stage_bytes).min(MAX_AB_STAGES))
+    };
+    let ctas_per_sm = (2..=MAX_CTAS_PER_SM)
+        .rev()
+        .find(|&p| {
+            sm90_registers(&roles, p).consumer >= need && stages_at(p).1 >= SM90_SHARED_STAGES
+        })
+        .unwrap_or(1);
+    let (budget, ab_stages) = stages_at(ctas_per_sm);
     if ab_stages < 2 {
         return Err(ResourceError::TooFewStages {
             tactic: name,
@@ -212,6 +234,7 @@ fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resour
         tmem_acc_columns: 0,
         tmem_sf_columns: 0,
         tmem_alloc_columns: 0,
+        ctas_per_sm,
     })
 }
 
@@ -285,6 +308,7 @@ fn plan_sm100(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resou
         tmem_acc_columns,
         tmem_sf_columns,
         tmem_alloc_columns,
+        ctas_per_sm: 1,
     })
 }
 

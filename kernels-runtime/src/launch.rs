@@ -177,8 +177,8 @@ pub struct GridInputs {
     pub sm_count: u32,
 }
 
-/// The launch shape of `k` for a problem: a persistent GEMM gets one CTA per SM (whole
-/// clusters), at most one per work unit.
+/// The launch shape of `k` for a problem: a persistent GEMM gets as many CTAs as the SMs
+/// hold at once (`ctas_per_sm` each, whole clusters), at most one per work unit.
 pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, LaunchError> {
     let fail = |reason: String| LaunchError::Grid { kernel: k.name, reason };
     let f = &k.launch;
@@ -202,8 +202,9 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
                 persistent_units(&key, g.max_tiles, g.hidden, g.intermediate).ok_or_else(|| {
                     fail("the N tiles do not divide into this tactic's clusters".into())
                 })?;
-            let per_sm = u64::from(g.sm_count / f.cluster.max(1)).max(1);
-            units.min(per_sm) * u64::from(f.cluster)
+            let resident = u64::from(g.sm_count) * u64::from(f.ctas_per_sm.max(1));
+            let clusters = (resident / u64::from(f.cluster.max(1))).max(1);
+            units.min(clusters) * u64::from(f.cluster)
         }
     };
     if grid == 0 {

@@ -44,7 +44,7 @@ impl SmemRule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum GridRule {
     /// Persistent: any positive multiple of the cluster size, up to one CTA per work unit;
-    /// typically one CTA per SM. Work units: [`persistent_units`].
+    /// typically `ctas_per_sm` CTAs per SM. Work units: [`persistent_units`].
     Persistent,
     /// `ceil(routes / per_block)` blocks.
     PerRoutes {
@@ -78,6 +78,9 @@ pub struct LaunchFacts {
     pub tmem_columns: u32,
     /// Grid sizing.
     pub grid: GridRule,
+    /// CTAs resident per SM that a persistent grid is sized for (1 but for Hopper GEMMs
+    /// that share their SM: `abi::sm90_residency`).
+    pub ctas_per_sm: u32,
 }
 
 fn simt(threads: u32, fixed: u32, per_local_expert: u32, grid: GridRule) -> LaunchFacts {
@@ -87,6 +90,7 @@ fn simt(threads: u32, fixed: u32, per_local_expert: u32, grid: GridRule) -> Laun
         smem: SmemRule { fixed, per_local_expert },
         tmem_columns: 0,
         grid,
+        ctas_per_sm: 1,
     }
 }
 
@@ -103,6 +107,7 @@ pub fn gemm_launch_facts(key: &GemmKey) -> Result<LaunchFacts, DescError> {
         smem: SmemRule { fixed: budget.smem_bytes, per_local_expert: 0 },
         tmem_columns: budget.tmem_alloc_columns,
         grid: GridRule::Persistent,
+        ctas_per_sm: budget.ctas_per_sm,
     })
 }
 
@@ -175,6 +180,7 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                 smem: SmemRule { fixed: smem, per_local_expert: 0 },
                 tmem_columns: 0,
                 grid,
+                ctas_per_sm: 1,
             }
         }
     })

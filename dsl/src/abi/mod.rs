@@ -18,6 +18,7 @@ pub mod mufu_sweep;
 pub mod param;
 pub mod roles;
 pub mod signature;
+pub mod sm90_residency;
 pub mod sm90_weights;
 pub mod tensor_map;
 

@@ -4,16 +4,11 @@
 
 use moegen_dsl::abi::GemmKey;
 use moegen_dsl::abi::roles::{WARPGROUP_WARPS, sm90_roles};
+use moegen_dsl::abi::sm90_residency::{Sm90Registers, sm90_registers};
 use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS};
 use moegen_dsl::resources::SM90_K_STAGE;
 use moegen_dsl::{GemmKind, KernelBudget, KernelDesc};
 
-/// Registers per thread at launch (`.maxnreg`): what 384 threads can all hold (65536 / 384,
-/// rounded down to the allocation granularity of 8). `setmaxnreg` needs a known launch
-/// count, and moves registers from the producer warpgroup to the consumers from there.
-pub const LAUNCH_REGS: u32 = 168;
-/// The producer warpgroup's registers after `setmaxnreg.dec` (it only computes addresses).
-pub const PRODUCER_REGS: u32 = 40;
 
 /// Bytes of one K stage of one token row of activations (64 bf16: one 128-byte swizzle row).
 pub const ACT_ROW_BYTES: u32 = SM90_K_STAGE * 2;
@@ -41,6 +36,8 @@ pub struct Sm90Layout {
     pub budget: KernelBudget,
     /// Threads per CTA.
     pub threads: u32,
+    /// CTAs per SM and the register split (`.maxnreg`, `setmaxnreg`) that follows.
+    pub regs: Sm90Registers,
 }
 
 impl Sm90Layout {
@@ -58,6 +55,7 @@ impl Sm90Layout {
             blocks: roles.rows_per_consumer / TILE_ROWS as u32,
             budget: *desc.budget(),
             threads: roles.warps * 32,
+            regs: sm90_registers(&roles, desc.budget().ctas_per_sm),
         }
     }
 
@@ -69,15 +67,6 @@ impl Sm90Layout {
     /// Threads of one warpgroup.
     pub const fn warpgroup_threads() -> u32 {
         WARPGROUP_WARPS * 32
-    }
-
-    /// Each consumer's registers after `setmaxnreg.inc`: the registers the producer gives
-    /// up, shared among the consumers (232 for two, exactly the pool; one consumer is
-    /// capped at 240, more than any tile needs).
-    pub fn consumer_regs(&self) -> u32 {
-        let pool = LAUNCH_REGS * self.threads - PRODUCER_REGS * Self::warpgroup_threads();
-        let per_thread = pool / (self.consumers * Self::warpgroup_threads());
-        (per_thread / 8 * 8).min(240)
     }
 
     /// FP4 value bytes of one stage (N/64 fragment tiles).

@@ -32,7 +32,7 @@ use moegen_dsl::abi::roles::Sm90Roles;
 use moegen_dsl::abi::{KernelId, params};
 use moegen_dsl::{GemmKind, KernelDesc};
 
-use self::layout::{LAUNCH_REGS, PRODUCER_REGS, Sm90Layout};
+use self::layout::Sm90Layout;
 use self::mainloop::Consumer;
 use self::prologue::{Common, prologue};
 use self::rings::Rings;
@@ -59,7 +59,7 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
     let mut b = KernelBuilder::new(l.name());
     b.declare(params(&KernelId::Gemm(l.key)));
     // setmaxnreg needs the launch register count fixed by a directive.
-    b.directives.push(format!(".maxnreg {LAUNCH_REGS}"));
+    b.directives.push(format!(".maxnreg {}", l.regs.launch));
     let smem = match Sm90Smem::plan(&l) {
         Ok(s) => s,
         Err(source) => {
@@ -77,10 +77,10 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
     let is_producer = b.setp_u32(Cmp::Eq, wg, Sm90Roles::PRODUCER_WARPGROUP);
     let l_consumer = b.new_label("consumer");
     b.bra_unless(is_producer, &l_consumer);
-    b.push(SetMaxNReg { inc: false, count: PRODUCER_REGS });
+    b.push(SetMaxNReg { inc: false, count: g.l.regs.producer });
     producer::producer_role(&mut b, &g, &c, &end);
     b.label(&l_consumer);
-    b.push(SetMaxNReg { inc: true, count: g.l.consumer_regs() });
+    b.push(SetMaxNReg { inc: true, count: g.l.regs.consumer });
     consumer_role(&mut b, &g, &c, wg);
     b.label(&end);
     b.ret();
