@@ -187,10 +187,17 @@ fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resour
         GemmKind::Gemm1 => t * (n / 2) * 2,
         GemmKind::Gemm2 => t * n * 2,
     };
-    // The most CTAs per SM whose consumers keep the registers they need and whose rings
-    // keep SM90_SHARED_STAGES stages; one CTA per SM otherwise (docs/hopper.md).
+    // One-consumer kernels (N ≤ 128) run the most CTAs per SM whose consumers keep the
+    // registers they need and whose rings keep SM90_SHARED_STAGES stages; two-consumer
+    // kernels (N 256) keep a whole SM, with the deepest ring. So the tuner chooses the
+    // residency with the N width: sharing made DeepSeek-slice layers 12–15 % faster at 128
+    // and 1024 tokens but one at 16 tokens 30 % slower (docs/perf.md, 2026-12-02).
     let roles = sm90_roles_for(n);
-    let need = sm90_consumer_regs_needed(tactic.kind(), t, roles.rows_per_consumer);
+    let need = if roles.consumers > 1 {
+        u32::MAX
+    } else {
+        sm90_consumer_regs_needed(t, roles.rows_per_consumer)
+    };
     let stages_at = |p: u32| {
         let budget = sm90_smem_per_cta(p, limits.max_dynamic_smem)
             .saturating_sub(SM90_RESERVED_SMEM + epilogue);

@@ -150,3 +150,55 @@ fn the_announced_stage_bytes_are_the_bytes_that_arrive() {
         }
     }
 }
+
+#[test]
+fn hopper_kernels_that_share_an_sm_split_its_registers_and_shared_memory() {
+    use moegen_dsl::abi::roles::sm90_roles_for;
+    use moegen_dsl::abi::sm90_residency::{
+        CTA_RESERVED_SMEM, MAX_CTAS_PER_SM, SM_REGISTERS, SM_SHARED_MEMORY,
+        sm90_consumer_regs_needed, sm90_registers,
+    };
+    let mut shared = 0;
+    for t in sm90_tactics() {
+        for g in [t.gemm1(), t.gemm2()] {
+            let b = plan_gemm(Target::Sm90a, g).unwrap();
+            let p = b.ctas_per_sm;
+            assert!((1..=MAX_CTAS_PER_SM).contains(&p), "{g}: {p}");
+            let [tile, n] = g.mma_tiler();
+            let roles = sm90_roles_for(n);
+            let regs = sm90_registers(&roles, p);
+            let threads = roles.warps * 32;
+            // The resident CTAs' launch registers fit the register file, and what the
+            // producer gives up covers what the consumers take.
+            assert!(p * threads * regs.launch <= SM_REGISTERS, "{g}");
+            assert!(
+                regs.producer * 128 + regs.consumer * 128 * roles.consumers
+                    <= regs.launch * threads,
+                "{g}"
+            );
+            assert_eq!(regs.launch % 8, 0);
+            assert_eq!(regs.consumer % 8, 0);
+            // Their shared memory fits the SM with the system's reserve per CTA.
+            assert!(p * (b.smem_bytes + CTA_RESERVED_SMEM) <= SM_SHARED_MEMORY, "{g}");
+            if p > 1 {
+                shared += 1;
+                assert!(regs.consumer >= sm90_consumer_regs_needed(tile, roles.rows_per_consumer));
+                assert!(b.ab_stages >= 4, "{g}: {} stages", b.ab_stages);
+            }
+            // The launch facts carry the count the runtime sizes the grid with.
+            let key = KernelDescBuilder::new(*g).target(Target::Sm90a).build().unwrap().key();
+            assert_eq!(launch_facts(&KernelId::Gemm(key)).unwrap().ctas_per_sm, p, "{g}");
+        }
+    }
+    assert!(shared > 0, "some small tile shares its SM");
+    // Two consumers (N 256) keep a whole SM, whatever the tile.
+    for tile in [16, 32, 64, 128] {
+        let wide = GemmTactic::new_sm90(GemmKind::Gemm1, tile, 256).unwrap();
+        assert_eq!(plan_gemm(Target::Sm90a, &wide).unwrap().ctas_per_sm, 1, "T{tile}");
+    }
+    // The largest one-consumer tiles need the whole register file.
+    let big = GemmTactic::new_sm90(GemmKind::Gemm2, 128, 128).unwrap();
+    assert_eq!(plan_gemm(Target::Sm90a, &big).unwrap().ctas_per_sm, 1);
+    let small = GemmTactic::new_sm90(GemmKind::Gemm1, 16, 128).unwrap();
+    assert_eq!(plan_gemm(Target::Sm90a, &small).unwrap().ctas_per_sm, 3);
+}

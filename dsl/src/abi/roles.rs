@@ -62,7 +62,11 @@ pub fn sm90_roles(key: &GemmKey) -> Sm90Roles {
 /// The roles of a Hopper GEMM kernel with `mma_n` weight rows per CTA.
 pub fn sm90_roles_for(mma_n: u32) -> Sm90Roles {
     let consumers = sm90_consumers(mma_n);
-    Sm90Roles { consumers, rows_per_consumer: mma_n / consumers, warps: WARPGROUP_WARPS * (1 + consumers) }
+    Sm90Roles {
+        consumers,
+        rows_per_consumer: mma_n / consumers,
+        warps: WARPGROUP_WARPS * (1 + consumers),
+    }
 }
 
 /// The roles of a GEMM kernel.

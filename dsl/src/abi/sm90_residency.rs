@@ -9,7 +9,6 @@
 //! from it here, and the runtime sizes the persistent grid with it.
 
 use super::roles::Sm90Roles;
-use crate::tactic::GemmKind;
 
 /// 32-bit registers per SM.
 pub const SM_REGISTERS: u32 = 65_536;
@@ -57,16 +56,20 @@ pub fn sm90_registers(roles: &Sm90Roles, ctas_per_sm: u32) -> Sm90Registers {
 }
 
 /// Registers a consumer thread is planned to need: its f32 accumulators (T/2 per m64 block
-/// of weight rows) plus the dequantization, addressing and epilogue working set, a margin
-/// over the most ptxas used for any tile (docs/hopper.md's resource table: GEMM1 at most
-/// accumulators + 96, GEMM2 + 109). `gen check` holds every kernel to zero spill, so a
+/// of weight rows) plus the dequantization, addressing and epilogue working set, which grows
+/// with the tile (the epilogues are unrolled over the accumulators). The working set is a
+/// margin over the most ptxas used at each tile size when registers were not scarce
+/// (docs/hopper.md's resource table of 2026-12-01: at most accumulators + 75 at T 16 and
+/// 32, + 98 at T 64, + 114 at T 128). `gen check` holds every kernel to zero spill, so a
 /// margin that turned out short fails there, not silently.
-pub fn sm90_consumer_regs_needed(kind: GemmKind, tile: u32, rows_per_consumer: u32) -> u32 {
+pub fn sm90_consumer_regs_needed(tile: u32, rows_per_consumer: u32) -> u32 {
     let acc = rows_per_consumer / 64 * tile / 2;
-    acc + match kind {
-        GemmKind::Gemm1 => 100,
-        GemmKind::Gemm2 => 110,
-    }
+    let working_set = match tile {
+        0..=32 => 80,
+        33..=64 => 100,
+        _ => 120,
+    };
+    acc + working_set
 }
 
 /// Shared memory one CTA may request when `ctas_per_sm` of them share an SM.

@@ -5,7 +5,8 @@
 use moegen_dsl::abi::roles::sm90_consumers;
 use moegen_dsl::gpu::Gpu;
 use moegen_dsl::plan::{MoeShape, TokenBuckets, max_tiles};
-use moegen_dsl::{Arch, MoeTactic, TileSize};
+use moegen_dsl::resources::plan_gemm;
+use moegen_dsl::{Arch, GemmTactic, MoeTactic, Target, TileSize};
 
 use super::error::LayerError;
 
@@ -50,6 +51,10 @@ pub struct SoftwareDequant {
     /// Fixed clocks per K16 step and consumer (wgmma fence, commit and wait, the stage
     /// barrier): what makes one 128-row unit cheaper than two 64-row units.
     pub step_clocks: f64,
+    /// Weights an SM dequantizes per clock when its schedulers issue every clock: the
+    /// ceiling that the consumer warpgroups resident on one SM (CTAs per SM × consumers per
+    /// CTA) share.
+    pub weights_per_clock_per_sm: f64,
 }
 
 impl DeviceModel {
@@ -60,7 +65,8 @@ impl DeviceModel {
     /// An H200 ([`Gpu::H200`]). Dequantization takes 29 thread instructions per 8 weights
     /// (docs/hopper.md); a consumer warpgroup has one warp per scheduler, whose dependent ALU
     /// chains issue about every other clock: 4 · 32 / 2 / 3.625 ≈ 17.7 weights per clock per
-    /// warpgroup, plus 32 clocks per K16 step. A model, checked by what it picks: the H200
+    /// warpgroup, plus 32 clocks per K16 step; the four schedulers of an SM issuing every
+    /// clock cap the SM at 4 · 32 / 3.625 ≈ 35.3. A model, checked by what it picks: the H200
     /// autotuner's choices (validation/tests/hopper_dispatch.rs, docs/perf.md).
     pub fn h200() -> Self {
         Self {
@@ -68,6 +74,7 @@ impl DeviceModel {
             software_dequant: Some(SoftwareDequant {
                 weights_per_clock_per_warpgroup: 64.0 / 3.625,
                 step_clocks: 32.0,
+                weights_per_clock_per_sm: 128.0 / 3.625,
             }),
         }
     }
@@ -106,7 +113,8 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
         let units = live_tiles * (n_dim / f64::from(n)).ceil() / cn;
-        let clusters = (f64::from(dev.gpu.sms) / ctas).floor().max(1.0);
+        let per_sm = f64::from(ctas_per_sm(&g));
+        let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
         let waves = (units / clusters).ceil();
         // One unit: T × N·cn × K MACs on `ctas` SMs.
         let unit_macs = t * f64::from(n) * cn * k_dim;
@@ -116,8 +124,13 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         // Only Hopper tactics dequantize in software, whatever model they are ranked with.
         let software = dev.software_dequant.filter(|_| g.arch() == Arch::Sm90);
         let dequant_s = software.map_or(0.0, |d| {
-            let rows = f64::from(n) / f64::from(sm90_consumers(n));
-            let step = d.step_clocks + rows * 16.0 / d.weights_per_clock_per_warpgroup;
+            let consumers = f64::from(sm90_consumers(n));
+            let rows = f64::from(n) / consumers;
+            // The consumers resident on one SM share its issue slots.
+            let rate = d
+                .weights_per_clock_per_warpgroup
+                .min(d.weights_per_clock_per_sm / (per_sm * consumers));
+            let step = d.step_clocks + rows * 16.0 / rate;
             (k_dim / 16.0).ceil() * step / (dev.gpu.clock_ghz * 1e9)
         });
         let mma_s = waves * (unit_s + dequant_s);
@@ -126,6 +139,16 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         total += mma_s.max(weight_s) * 1e6 + dev.gpu.launch_us;
     }
     total
+}
+
+/// CTAs of `g` resident per SM: the resource model's (1 for a GEMM it cannot plan, which
+/// never reaches a candidate list).
+fn ctas_per_sm(g: &GemmTactic) -> u32 {
+    let target = match g.arch() {
+        Arch::Sm100 => Target::Sm100f,
+        Arch::Sm90 => Target::Sm90a,
+    };
+    plan_gemm(target, g).map_or(1, |b| b.ctas_per_sm)
 }
 
 impl DispatchTable {

@@ -9,7 +9,6 @@ use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS};
 use moegen_dsl::resources::SM90_K_STAGE;
 use moegen_dsl::{GemmKind, KernelBudget, KernelDesc};
 
-
 /// Bytes of one K stage of one token row of activations (64 bf16: one 128-byte swizzle row).
 pub const ACT_ROW_BYTES: u32 = SM90_K_STAGE * 2;
 

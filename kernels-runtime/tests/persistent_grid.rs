@@ -1,0 +1,47 @@
+//! The persistent GEMM grid: as many CTAs as the SMs hold at once (`ctas_per_sm` each, from
+//! the resource model), never more than there are work units.
+
+use moegen_dsl::abi::{GridRule, KernelId, KernelInfo, launch_facts};
+use moegen_dsl::{GemmKind, GemmTactic, KernelDescBuilder, Target};
+use moegen_runtime::launch::{GridInputs, launch_shape};
+
+fn info(kind: GemmKind, tile: u32, n: u32) -> KernelInfo {
+    let g = GemmTactic::new_sm90(kind, tile, n).unwrap();
+    let key = KernelDescBuilder::new(g).target(Target::Sm90a).build().unwrap().key();
+    let id = KernelId::Gemm(key);
+    KernelInfo {
+        id,
+        name: "grid_test",
+        ptx_target: "sm_90a",
+        ptx: "",
+        params: &[],
+        launch: launch_facts(&id).unwrap(),
+    }
+}
+
+fn inputs(max_tiles: u64) -> GridInputs {
+    GridInputs {
+        routes: 64,
+        tokens: 16,
+        hidden: 2048,
+        intermediate: 1024,
+        max_tiles,
+        local_experts: 8,
+        sm_count: 132,
+    }
+}
+
+#[test]
+fn small_tiles_fill_every_resident_slot_and_large_tiles_one_per_sm() {
+    let small = info(GemmKind::Gemm1, 16, 128);
+    assert_eq!(small.launch.grid, GridRule::Persistent);
+    assert_eq!(small.launch.ctas_per_sm, 3);
+    // 100 tiles × 2I/128 = 16 N blocks: 1600 units, more than 3 × 132 slots.
+    assert_eq!(launch_shape(&small, &inputs(100)).unwrap().grid, 3 * 132);
+    // 10 tiles: 160 units, fewer than the slots: one CTA per unit.
+    assert_eq!(launch_shape(&small, &inputs(10)).unwrap().grid, 160);
+
+    let large = info(GemmKind::Gemm1, 128, 256);
+    assert_eq!(large.launch.ctas_per_sm, 1);
+    assert_eq!(launch_shape(&large, &inputs(100)).unwrap().grid, 132);
+}
