@@ -57,13 +57,14 @@ fn grid_rule(g: &GridRule) -> String {
 pub fn launch_facts(l: &LaunchFacts) -> String {
     format!(
         "{ABI}::LaunchFacts {{ threads: {}, cluster: {}, smem: {ABI}::SmemRule {{ fixed: {}, \
-         per_local_expert: {} }}, tmem_columns: {}, grid: {}, ctas_per_sm: {} }}",
+         per_local_expert: {} }}, tmem_columns: {}, grid: {}, ctas_per_sm: {}, programmatic: {} }}",
         l.threads,
         l.cluster,
         l.smem.fixed,
         l.smem.per_local_expert,
         l.tmem_columns,
         grid_rule(&l.grid),
-        l.ctas_per_sm
+        l.ctas_per_sm,
+        l.programmatic
     )
 }

@@ -17,7 +17,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
@@ -25,7 +25,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_exact.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
@@ -33,7 +33,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
@@ -41,7 +41,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
@@ -49,7 +49,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
@@ -57,7 +57,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
@@ -65,7 +65,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
@@ -73,7 +73,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
@@ -81,7 +81,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
@@ -89,7 +89,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
@@ -97,7 +97,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
@@ -105,7 +105,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1_exact.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
@@ -113,7 +113,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
@@ -121,7 +121,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1_exact.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
@@ -129,7 +129,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
@@ -137,7 +137,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
@@ -145,7 +145,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
@@ -153,7 +153,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
@@ -161,7 +161,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
@@ -169,7 +169,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
@@ -177,7 +177,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
@@ -185,7 +185,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
@@ -193,7 +193,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
@@ -201,7 +201,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1_exact.ptx"),
         params: ::moegen_dsl::abi::signature::GEMM1,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortHistogram, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -209,7 +209,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_moe_sort_histogram.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_HISTOGRAM,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortOffsets, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -217,7 +217,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_moe_sort_offsets.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_OFFSETS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4, per_local_expert: 8 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Single, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4, per_local_expert: 8 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Single, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortScatter, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -225,7 +225,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_moe_sort_scatter.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_SCATTER,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QuantizeNvfp4, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -233,7 +233,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_quantize_nvfp4.ptx"),
         params: ::moegen_dsl::abi::signature::QUANTIZE_NVFP4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::FinalizeReduce, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -241,7 +241,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_finalize_reduce.ptx"),
         params: ::moegen_dsl::abi::signature::FINALIZE_REDUCE,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
 ];
 
@@ -255,7 +255,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -263,7 +263,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -271,7 +271,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -279,7 +279,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -287,7 +287,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -295,7 +295,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -303,7 +303,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -311,7 +311,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -319,7 +319,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -327,7 +327,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -335,7 +335,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -343,7 +343,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -351,7 +351,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -359,7 +359,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -367,7 +367,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -375,7 +375,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -383,7 +383,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -391,7 +391,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -399,7 +399,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -407,7 +407,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -415,7 +415,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -423,7 +423,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -431,7 +431,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
@@ -439,7 +439,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -447,7 +447,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -455,7 +455,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -463,7 +463,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -471,7 +471,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -479,7 +479,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -487,7 +487,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -495,7 +495,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -503,7 +503,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -511,7 +511,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -519,7 +519,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -527,7 +527,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -535,7 +535,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -543,7 +543,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -551,7 +551,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -559,7 +559,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -567,7 +567,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -575,7 +575,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -583,7 +583,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -591,7 +591,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -599,7 +599,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -607,7 +607,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -615,7 +615,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -623,7 +623,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -631,7 +631,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -639,7 +639,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -647,7 +647,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -655,7 +655,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -663,7 +663,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -671,7 +671,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -679,7 +679,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -687,7 +687,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
@@ -695,7 +695,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -703,7 +703,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -711,7 +711,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -719,7 +719,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -727,7 +727,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -735,7 +735,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -743,7 +743,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -751,7 +751,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -759,7 +759,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -767,7 +767,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -775,7 +775,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -783,7 +783,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -791,7 +791,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -799,7 +799,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -807,7 +807,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -815,7 +815,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -823,7 +823,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -831,7 +831,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -839,7 +839,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -847,7 +847,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -855,7 +855,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -863,7 +863,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -871,7 +871,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -879,7 +879,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
@@ -887,7 +887,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -895,7 +895,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -903,7 +903,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -911,7 +911,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -919,7 +919,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -927,7 +927,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -935,7 +935,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -943,7 +943,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -951,7 +951,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortHistogram, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -959,7 +959,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_moe_sort_histogram.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_HISTOGRAM,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortOffsets, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -967,7 +967,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_moe_sort_offsets.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_OFFSETS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4, per_local_expert: 8 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Single, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4, per_local_expert: 8 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Single, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortScatter, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -975,7 +975,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_moe_sort_scatter.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_SCATTER,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QuantizeNvfp4, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -983,7 +983,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_quantize_nvfp4.ptx"),
         params: ::moegen_dsl::abi::signature::QUANTIZE_NVFP4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::FinalizeReduce, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -991,7 +991,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_finalize_reduce.ptx"),
         params: ::moegen_dsl::abi::signature::FINALIZE_REDUCE,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QdqNvfp4, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -999,7 +999,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_qdq_nvfp4.ptx"),
         params: ::moegen_dsl::abi::signature::QDQ_NVFP4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
 ];
 
@@ -1013,7 +1013,7 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_corpus_alu.ptx"),
         params: ::moegen_dsl::abi::signature::CORPUS_ALU,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 64, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 64, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Corpus(::moegen_dsl::abi::CorpusKernel::Pipeline),
@@ -1021,7 +1021,7 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_corpus_pipeline.ptx"),
         params: ::moegen_dsl::abi::signature::CORPUS_PIPELINE,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 96, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 2048, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 96, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 2048, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Corpus(::moegen_dsl::abi::CorpusKernel::Tma),
@@ -1029,7 +1029,7 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_corpus_tma.ptx"),
         params: ::moegen_dsl::abi::signature::CORPUS_TMA,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 32, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 5120, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 32, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 5120, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Corpus(::moegen_dsl::abi::CorpusKernel::Cluster),
@@ -1037,7 +1037,7 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_corpus_cluster.ptx"),
         params: ::moegen_dsl::abi::signature::CORPUS_CLUSTER,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 32, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 2048, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 32, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 2048, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Corpus(::moegen_dsl::abi::CorpusKernel::Warp),
@@ -1045,7 +1045,7 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_corpus_warp.ptx"),
         params: ::moegen_dsl::abi::signature::CORPUS_WARP,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 128, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 128, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 128, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 128, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Corpus(::moegen_dsl::abi::CorpusKernel::Wgmma),
@@ -1053,7 +1053,7 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_corpus_wgmma.ptx"),
         params: ::moegen_dsl::abi::signature::CORPUS_WGMMA,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 128, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 128, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::OneCluster, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Corpus(::moegen_dsl::abi::CorpusKernel::Mufu),
@@ -1061,7 +1061,7 @@ pub const CORPUS: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_corpus_mufu.ptx"),
         params: ::moegen_dsl::abi::signature::CORPUS_MUFU,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 1, max_blocks: 4096 }, ctas_per_sm: 1 },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 1, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
 ];
 

@@ -120,3 +120,37 @@ fn every_kernel_assembles_without_spills_for_each_architecture() {
         assert!(r.report.registers > 0, "{r:?}: ptxas reported no registers, the parse failed");
     }
 }
+
+/// A kernel launched with programmatic dependent launch may start before the kernel ahead
+/// of it finishes, so it must run `griddepcontrol.wait` before any instruction that touches
+/// global memory or the copy engines.
+#[test]
+fn programmatic_launches_wait_before_touching_memory() {
+    // Global memory and the copy engines; TMEM allocation and shared-memory barrier set-up
+    // may come first.
+    const MEMORY: [&str; 7] = [
+        "ld.global",
+        "st.global",
+        "cp.async",
+        "cp.reduce",
+        "red.global",
+        "atom.global",
+        "prefetch",
+    ];
+    let mut programmatic = 0;
+    for k in moegen_kernels::kernels() {
+        if !k.launch.programmatic {
+            continue;
+        }
+        let at = k.ptx.find("griddepcontrol.wait");
+        let Some(at) = at else { panic!("{}: launched programmatically without a wait", k.name) };
+        programmatic += 1;
+        let code = k.ptx[..at].lines().map(|l| l.split("//").next().unwrap_or(""));
+        for line in code {
+            for m in MEMORY {
+                assert!(!line.contains(m), "{}: `{m}` before griddepcontrol.wait", k.name);
+            }
+        }
+    }
+    assert!(programmatic > 0, "the GEMMs are launched programmatically");
+}

@@ -81,6 +81,12 @@ pub struct LaunchFacts {
     /// CTAs resident per SM that a persistent grid is sized for (1 but for Hopper GEMMs
     /// that share their SM: `abi::sm90_residency`).
     pub ctas_per_sm: u32,
+    /// Launched with programmatic stream serialization (programmatic dependent launch): the
+    /// kernel may start while the kernel before it in the stream finishes, because it runs
+    /// `griddepcontrol.wait` before it touches global memory (only its own set-up comes
+    /// before). The GEMMs: their barrier initialization and register split overlap the
+    /// previous kernel's tail.
+    pub programmatic: bool,
 }
 
 fn simt(threads: u32, fixed: u32, per_local_expert: u32, grid: GridRule) -> LaunchFacts {
@@ -91,6 +97,7 @@ fn simt(threads: u32, fixed: u32, per_local_expert: u32, grid: GridRule) -> Laun
         tmem_columns: 0,
         grid,
         ctas_per_sm: 1,
+        programmatic: false,
     }
 }
 
@@ -108,6 +115,7 @@ pub fn gemm_launch_facts(key: &GemmKey) -> Result<LaunchFacts, DescError> {
         tmem_columns: budget.tmem_alloc_columns,
         grid: GridRule::Persistent,
         ctas_per_sm: budget.ctas_per_sm,
+        programmatic: true,
     })
 }
 
@@ -181,6 +189,7 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                 tmem_columns: 0,
                 grid,
                 ctas_per_sm: 1,
+                programmatic: false,
             }
         }
     })

@@ -425,11 +425,24 @@ impl Backend for CudaBackend {
         // the launch is enqueued (or recorded into a graph).
         let mut held: Vec<ArgStorage> = args.iter().map(ArgStorage::new).collect();
         let mut ptrs: Vec<*mut std::ffi::c_void> = held.iter_mut().map(ArgStorage::ptr).collect();
-        let mut attr = zeroed_attribute();
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = shape.cluster;
-        attr.value.clusterDim.y = 1;
-        attr.value.clusterDim.z = 1;
+        let mut attrs = [zeroed_attribute(), zeroed_attribute()];
+        let mut used = 0;
+        if shape.cluster > 1 {
+            let a = &mut attrs[used];
+            a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            a.value.clusterDim.x = shape.cluster;
+            a.value.clusterDim.y = 1;
+            a.value.clusterDim.z = 1;
+            used += 1;
+        }
+        if info.launch.programmatic {
+            // The kernel waits (griddepcontrol.wait) before it reads what the previous
+            // kernel wrote, so it may be scheduled while that kernel drains.
+            let a = &mut attrs[used];
+            a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            a.value.programmaticStreamSerializationAllowed = 1;
+            used += 1;
+        }
         let cfg = sys::CUlaunchConfig {
             gridDimX: shape.grid,
             gridDimY: 1,
@@ -439,14 +452,14 @@ impl Backend for CudaBackend {
             blockDimZ: 1,
             sharedMemBytes: shape.dynamic_smem,
             hStream: self.stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: u32::from(shape.cluster > 1),
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: used as u32,
         };
         self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         // SAFETY: `ptrs` holds one pointer per kernel parameter, in the kernel's ABI order
         // (count checked above), each to storage of the parameter's size (u32/u64
         // little-endian, or a 64-byte aligned CUtensorMap) that lives until this call
-        // returns, by which time the driver has copied the values; `cfg` and `attr` outlive
+        // returns, by which time the driver has copied the values; `cfg` and `attrs` outlive
         // the call; the function belongs to this context.
         let r = unsafe {
             sys::cuLaunchKernelEx(&cfg, f.cu_function(), ptrs.as_mut_ptr(), std::ptr::null_mut())
