@@ -73,6 +73,13 @@ fn wide_hopper_tactics_apply_to_dimensions_that_are_multiples_of_the_granule() {
     assert!(g2.fits_n(512));
     let h = GemmTactic::new_sm90(GemmKind::Gemm2, 16, 256).unwrap();
     assert!(h.fits_n(2880) && h.fits_n(64) && !h.fits_n(2880 + 32) && !h.fits_n(0));
+    // The launch's work units count the partial block: ⌈2880 / 256⌉ = 12 per tile for
+    // GEMM2, ⌈5760 / 256⌉ = 23 for GEMM1.
+    for (kind, per_tile) in [(GemmKind::Gemm2, 12), (GemmKind::Gemm1, 23)] {
+        let g = GemmTactic::new_sm90(kind, 16, 256).unwrap();
+        let key = KernelDescBuilder::new(g).target(Target::Sm90a).build().unwrap().key();
+        assert_eq!(abi::persistent_units(&key, 3, 2880, 2880), Some(3 * per_tile), "{g}");
+    }
 }
 
 #[test]
