@@ -109,9 +109,6 @@ class HummingPeer:
         dev = x.device
         valid_shape_m = math.ceil(N * K * self.L / self.E)
         b1, b2 = self.block_size("w13", valid_shape_m), self.block_size("w2", valid_shape_m)
-        local = ids.long() - self.O
-        slot_row = torch.where((local >= 0) & (local < self.L),
-                               torch.arange(N * K, device=dev).view(N, K), -1).to(torch.int32)
         all_rows = torch.full((1,), N * K, dtype=torch.int32, device=dev)
         # rows of non-local routes are never written; zeroed once so the activation reads finite data
         gate_up = torch.zeros(N * K, 2 * self.I, dtype=torch.bfloat16, device=dev)
@@ -121,8 +118,10 @@ class HummingPeer:
         common = {"compute_config": self.compute_config, "valid_shape_m": valid_shape_m}
 
         def layer_fn():
-            s1, e1, p1 = pk.align_block_size(torch, ids, self.O, self.L, b1)
-            s2, e2, p2 = (s1, e1, p1) if b2 == b1 else pk.align_block_size(torch, ids, self.O, self.L, b2)
+            r1 = pk.align_routes(torch, ids, self.O, self.L, b1)
+            r2 = r1 if b2 == b1 else pk.align_routes(torch, ids, self.O, self.L, b2)
+            s1, e1, p1 = r1["sorted_ids"], r1["expert_ids"], r1["num_tokens_padded"]
+            s2, e2, p2 = r2["sorted_ids"], r2["expert_ids"], r2["num_tokens_padded"]
             a, a_scale = M.may_quant_input(layer=self.layer, inputs=x, sublayer_name="w13")
             M.forward_layer(layer=self.layer, inputs=a, input_scale=a_scale, outputs=gate_up, sublayer_name="w13",
                             sorted_ids=s1, expert_ids=e1, num_tokens_padded=p1, top_k=K,
@@ -132,7 +131,7 @@ class HummingPeer:
             M.forward_layer(layer=self.layer, inputs=h, input_scale=h_scale, outputs=down, sublayer_name="w2",
                             sorted_ids=s2, expert_ids=e2, num_tokens_padded=p2, top_k=1,
                             tuning_config=self.tuning_str["w2"], **common)
-            return pk.weighted_combine(down, slot_row, w, out)
+            return pk.weighted_combine(down, w, out, ids=ids, O=self.O, L=self.L)
 
         return layer_fn, (lambda o, ref: rel_l2(torch, o, ref)), {
             "rows": N, "valid_shape_m": valid_shape_m, "block_m_gemm1": b1, "block_m_gemm2": b2}

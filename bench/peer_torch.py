@@ -41,13 +41,14 @@ class TorchBf16Peer:
     def layer(self, x, ids, w):
         torch, I, H = self.torch, self.I, self.H
         N, K = ids.shape
-        _, order, offs, n_valid, slot_row = pk.sort_local_routes(torch, ids, self.O, self.L)
-        src = (order // K).to(torch.int32)
-        xs = pk.gather_rows(x, src, n_valid, torch.empty(N * K, H, dtype=torch.bfloat16, device=x.device))
+        # block 1: the local routes compacted in expert order, pad_end = the grouped GEMMs' offsets
+        rt = pk.align_routes(torch, ids, self.O, self.L, 1, with_slots=True)
+        n_valid, offs = rt["num_tokens_padded"], rt["pad_end"]
+        xs = pk.gather_rows(x, rt["sorted_ids"], K, n_valid, torch.empty(N * K, H, dtype=torch.bfloat16, device=x.device))
         a = torch._grouped_mm(xs, self.w1t, offs=offs)
         h = pk.swiglu(a, n_valid, torch.empty(N * K, I, dtype=torch.bfloat16, device=x.device), pk.LAYOUT_MOEGEN)
         y = torch._grouped_mm(h, self.w2t, offs=offs)
-        return pk.weighted_combine(y, slot_row, w, torch.empty(N, H, dtype=torch.bfloat16, device=x.device))
+        return pk.weighted_combine(y, w, torch.empty(N, H, dtype=torch.bfloat16, device=x.device), slot=rt["slot"])
 
     def case(self, x, ids, w):
         torch = self.torch
@@ -84,11 +85,12 @@ class TorchFp8GemmsPeer:
     def case(self, x, ids, w):
         torch, ctx, L, I = self.torch, self.ctx, self.L, self.I
         N, K = ids.shape
-        valid, order, offs, n_valid, _ = pk.sort_local_routes(torch, ids, self.O, L)
-        m = int(n_valid.item())
+        rt = pk.align_routes(torch, ids, self.O, L, 1)
+        offs = rt["pad_end"]
+        m = int(rt["num_tokens_padded"].item())
         if m == 0:
             return None, None, {"rows": 0}
-        tok = (order[:m] // K)
+        tok = rt["sorted_ids"][:m].long() // K
         xs = x.index_select(0, tok)
         xq, xsc = quant_rows(torch, xs)
         # FC2's operand: the fp32 u*silu(g) of the fp32 FC1, per expert (setup, not timed)

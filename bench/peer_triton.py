@@ -12,6 +12,7 @@ fused, FC2 `matmul_ogs` with the router weights (gammas) and the scatter/reduce 
   dispatch and the combine back to token order are communication and are not timed.
 """
 
+import peer_kernels as pk
 from peer_io import need
 from peer_numerics import up_gate_rows, rel_l2
 
@@ -80,21 +81,10 @@ class TritonPeer:
         """vLLM's make_routing_data for topk_ids already mapped through expert_map (-1 = not local)."""
         from triton_kernels.matmul_ogs import RoutingData, GatherIndx, ScatterIndx
         from triton_kernels.tensor import Bitmatrix, BIT, SparseMatrix, make_ragged_tensor_metadata
-        torch, L, O = self.torch, self.L, self.O
+        torch, L = self.torch, self.L
         N, K = ids.shape
-        local = ids.long() - O
-        valid = (local >= 0) & (local < L)
-        indx = torch.where(valid, local, -1).to(torch.int16)
-        words = (L + 31) // 32
-        # bitmatrix [N, L] (bit e of row n: token n routes to local expert e), stored transposed as
-        # triton_kernels' topk stores it; ids are distinct per token, so the sum of bits is their OR.
-        word = torch.where(valid, local // 32, 0)
-        bit = torch.where(valid, torch.ones_like(local) << (local % 32), 0)
-        acc = torch.zeros(N, words, dtype=torch.int64, device=ids.device).scatter_add_(1, word, bit)
-        acc = torch.where(acc >= 2**31, acc - 2**32, acc).to(torch.int32)
-        store = torch.empty(words, (N + 31) // 32 * 32, dtype=torch.int32, device=ids.device)
+        indx, store = pk.pack_routes(torch, ids, self.O, L)
         bits = store.t()[:N]
-        bits.copy_(acc)
         mask = Bitmatrix(bits.view(torch.uint32), dtype=BIT, shape=[N, L], shape_max=[N, None])
         md = SparseMatrix(indx=indx, vals=w, mask=mask).mask_metadata
         combine, dispatch = md.col_sorted_indx, md.row_sorted_indx
