@@ -62,7 +62,6 @@ def rel_l2(torch, out, ref):
     return (num / den).item()
 
 
-
 def weight_bytes(fmt, H, I):
     """Bytes of one expert's W1 [2I, H] + W2 [H, I]."""
     n = 2 * I * H + H * I
@@ -78,8 +77,6 @@ def weight_bytes(fmt, H, I):
 def fmt_of_variant(v):
     v = str(v).lower()
     return "mxfp4" if "mxfp4" in v else "nvfp4" if "nvfp4" in v else None
-
-
 
 
 def fp8_weight_bytes(H, I):

@@ -49,7 +49,6 @@ def fmt_num(v, digits):
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
-
 def humming_version(allow_mismatch):
     try:
         import humming
