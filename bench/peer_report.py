@@ -59,18 +59,33 @@ def humming_version(allow_mismatch):
     return humming.__version__
 
 
-def print_table(results, peer_names, lower_bounds, primary, iters, warmup):
-    """One row per token count: moegen, every peer, the fastest layer peer and its ratio to moegen."""
-    cols = ["tokens", "routes", "moegen ms"] + [f"{p} ms" for p in peer_names] + ["fastest peer", "peer/moegen"]
+def fastest_by_class(row, classes, lower_bounds):
+    """The fastest passing layer peer of each activation class ('a16', 'a8'): {class: {"peer", "ms"}}."""
+    best = {}
+    for name, p in row["peers"].items():
+        if p.get("status") != "ok" or name in lower_bounds:
+            continue
+        c = classes[name]
+        if c not in best or p["ms"] < best[c]["ms"]:
+            best[c] = {"peer": name, "ms": p["ms"]}
+    return best
+
+
+def print_table(results, peer_names, classes, lower_bounds, primary, iters, warmup):
+    """One row per token count: moegen, every peer, and per activation class the fastest layer peer
+    with its ratio to moegen's chosen variant."""
+    cols = (["tokens", "routes", "moegen ms"] + [f"{p} ms" for p in peer_names]
+            + ["fastest a16 peer", "a16/moegen", "fastest a8 peer", "a8/moegen"])
     lines = []
     for r in results:
         m = r.get("moegen")
-        ok = {p: v for p, v in r["peers"].items() if v.get("status") == "ok" and p not in lower_bounds}
-        best = min(ok, key=lambda p: ok[p]["ms"]) if ok else None
-        ratio = None if best is None or m is None else ok[best]["ms"] / m["ms"]
+        best = r["fastest_peer"]
+        cells = []
+        for c in ("a16", "a8"):
+            b = best.get(c)
+            cells += ["n/a" if b is None else b["peer"], fmt_num(None if b is None or m is None else b["ms"] / m["ms"], 2)]
         lines.append([str(r["tokens"]), str(r["local_routes"]), "n/a" if m is None else f"{m['ms']:.4f}"]
-                     + [fmt_ms(r["peers"].get(p)) for p in peer_names]
-                     + ["n/a" if best is None else best, fmt_num(ratio, 2)])
+                     + [fmt_ms(r["peers"].get(p)) for p in peer_names] + cells)
     errs = [[str(r["tokens"])] + [fmt_err(r["peers"].get(p)) for p in peer_names] for r in results]
     for head, body in ((cols, lines), (["tokens"] + [f"{p} err" for p in peer_names], errs)):
         widths = [max(len(h), *(len(l[i]) for l in body)) for i, h in enumerate(head)]
@@ -80,9 +95,10 @@ def print_table(results, peer_names, lower_bounds, primary, iters, warmup):
         for l in body:
             print(" | ".join(v.rjust(wd) for v, wd in zip(l, widths)))
     lb = ", ".join(sorted(lower_bounds)) or "none"
-    print(f"(median of {iters} CUDA-graph replays after {warmup}; ratio = fastest layer peer ms / moegen ms for "
-          f"'{primary}' (> 1: moegen faster); LOWER BOUNDS, not layers, excluded from 'fastest': {lb}; "
-          "err = relative L2 error against the fp32 reference (GEMM outputs for lower bounds))")
+    print(f"(median of {iters} CUDA-graph replays after {warmup}; a16 / a8 = peers with bf16 / FP8 activations; "
+          f"ratio = that class's fastest layer peer ms / moegen ms for '{primary}' (> 1: moegen faster); LOWER "
+          f"BOUNDS, not layers, never 'fastest': {lb}; err = relative L2 error against the fp32 reference "
+          "(GEMM outputs for lower bounds))")
 
 
 def fmt_err(p):

@@ -23,7 +23,7 @@ import types
 
 from peer_io import BenchError, need, SHAPE_KEYS, load_inputs, load_moegen, load_npy
 from peer_numerics import dequant_experts, reference, rel_l2, weight_bytes, fmt_of_variant, fp8_weight_bytes
-from peer_report import device_facts, triton_kernels_source, humming_version, print_table
+from peer_report import device_facts, triton_kernels_source, humming_version, print_table, fastest_by_class
 
 PEERS = ("triton-dispatched", "triton-allgather", "torch-bf16", "torch-fp8-gemms", "humming-w4a16", "humming-w4a8")
 
@@ -196,6 +196,7 @@ def main():
         peers[name] = make_peer(name, ctx)
         print(f"{name}: {peers[name].info['mode']}; {peers[name].info['engine']}")
     lower_bounds = {n for n, p in peers.items() if p.lower_bound}
+    classes = {n: "a8" if getattr(p, "a_bits", 16) == 8 else "a16" for n, p in peers.items()}
 
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev) if args.flush_l2 else None
     results, any_fail = [], False
@@ -223,12 +224,14 @@ def main():
                 print(f"tokens {N}: {name} {rec['status'].upper()}: "
                       + (rec.get("error") or f"rel L2 error {rec['rel_l2_err']:.4%} > {rec['gate']:.2%}"))
             row["peers"][name] = rec
+        row["fastest_peer"] = fastest_by_class(row, classes, lower_bounds)
         any_fail |= moegen_rows(torch, np, args, row, moegen, primary, ref, N, H, I, touched, act_bytes, flops, dev)
         results.append(row)
 
-    print_table(results, list(peers), lower_bounds, primary, args.iters, args.warmup)
+    print_table(results, list(peers), classes, lower_bounds, primary, args.iters, args.warmup)
     doc = {"device": device, "versions": versions, "triton_kernels_source": tk_source,
-           "peers": {n: {**p.info, "lower_bound": p.lower_bound} for n, p in peers.items()},
+           "peers": {n: {**p.info, "lower_bound": p.lower_bound, "activation_class": classes[n]}
+                     for n, p in peers.items()},
            "shape": shape, "seed": seed, "iters": args.iters, "warmup": args.warmup, "flush_l2": args.flush_l2,
            "max_rel_err": args.max_rel_err, "max_rel_err_a8": args.max_rel_err_a8,
            "moegen_device": None if moegen is None else moegen.get("device"),
