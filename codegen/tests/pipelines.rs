@@ -83,7 +83,7 @@ fn a_party_of_another_ring_is_a_build_error() {
     let mut b = KernelBuilder::new("k");
     let smem = b.smem_addr(0);
     let p = ring.producer(&mut b, &producer, smem);
-    p.commit(&mut b, Tx { bytes: 64, only: None });
+    p.commit(&mut b, Tx { bytes: 64.into(), only: None });
     let c = ring.consumer(&mut b, &consumer, smem);
     let group = moegen_codegen::ptx::CtaGroup::One;
     c.release(&mut b, CommitAt { group, mask: None });

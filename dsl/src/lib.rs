@@ -31,7 +31,7 @@ pub use options::{ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput};
 pub use resources::{KernelBudget, ResourceError, plan_gemm};
 pub use tactic::{
     Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_gemms,
-    nvfp4_tactics, sm90_tactics, tactics_for,
+    nvfp4_tactics, sm90_n_granule, sm90_tactics, tactics_for,
 };
 pub use target::Target;
 

@@ -134,6 +134,18 @@ pub enum Arch {
 /// N values of the Hopper GEMMs: weight rows per CTA (64 per wgmma M).
 pub const SM90_MMA_N: [u32; 3] = [64, 128, 256];
 
+/// What a Hopper GEMM's N dimension must be a multiple of for every N of [`SM90_MMA_N`] to
+/// apply: GEMM2's 64-row weight tile (one wgmma M), GEMM1's 128 rows of one consumer (an up
+/// block and its gate block). The last N block of an expert may be partial, a whole number
+/// of these: its producer copies only the tiles that exist and its epilogues store nothing
+/// past the dimension (docs/hopper.md, "Schedule").
+pub const fn sm90_n_granule(kind: GemmKind) -> u32 {
+    match kind {
+        GemmKind::Gemm1 => 128,
+        GemmKind::Gemm2 => 64,
+    }
+}
+
 /// One GEMM's tiling: `[routing rows, output columns]` per tile (on SM100 the MMA's M and N;
 /// on Hopper the swap-AB wgmma's N and the CTA's weight rows), cluster shape, raster order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -254,9 +266,10 @@ impl GemmTactic {
     /// Whether a grid over `n_dim` output columns can be covered by this tactic's clusters:
     /// the N-tile count must be a positive multiple of the cluster N (a cluster never
     /// straddles the grid's edge, and a 2-wide multicast needs two real N tiles). Hopper
-    /// tiles cover whole weight-row blocks: `n_dim` must be a multiple of N.
+    /// blocks cover whole weight-row tiles, the last one possibly partial: `n_dim` must be
+    /// a multiple of [`sm90_n_granule`], whatever N is.
     pub fn fits_n(&self, n_dim: u64) -> bool {
-        if self.arch == Arch::Sm90 && !n_dim.is_multiple_of(u64::from(self.mma_n)) {
+        if self.arch == Arch::Sm90 && !n_dim.is_multiple_of(u64::from(sm90_n_granule(self.kind))) {
             return false;
         }
         let n_tiles = n_dim.div_ceil(u64::from(self.mma_n));

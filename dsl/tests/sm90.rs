@@ -44,6 +44,44 @@ fn the_hopper_space_has_24_tactics_whose_wgmma_n_is_the_routing_tile() {
     );
 }
 
+/// Hopper N blocks may end partial: every N applies once the dimension is a multiple of the
+/// granule (GEMM2 64 rows, GEMM1 one consumer's 128), so gpt-oss (H = I = 2880) gets the
+/// wide tactics; SM100 keeps its own rule.
+#[test]
+fn wide_hopper_tactics_apply_to_dimensions_that_are_multiples_of_the_granule() {
+    assert_eq!(sm90_n_granule(GemmKind::Gemm1), 128);
+    assert_eq!(sm90_n_granule(GemmKind::Gemm2), 64);
+    let ts = sm90_tactics();
+    // gpt-oss: 2I = 5760 = 22 · 256 + 128, H = 2880 = 11 · 256 + 64 = 22 · 128 + 64.
+    let gpt_oss = tactic::applicable_tactics(&ts, |_| 4, 2880, 2880);
+    assert_eq!(gpt_oss.len(), 24);
+    assert!(
+        gpt_oss.iter().any(|t| t.gemm1().mma_tiler()[1] == 256 && t.gemm2().mma_tiler()[1] == 256)
+    );
+    // H = 320, I = 192: 2I = 384 = 256 + 128 and H = 256 + 64.
+    assert_eq!(tactic::applicable_tactics(&ts, |_| 1, 192, 320).len(), 24);
+    // Below the granule nothing applies: H = 352 is not a multiple of 64, and I = 96 makes
+    // 2I = 192 half a consumer short.
+    assert!(tactic::applicable_tactics(&ts, |_| 1, 192, 352).is_empty());
+    assert!(tactic::applicable_tactics(&ts, |_| 1, 96, 320).is_empty());
+    // No routing tile: nothing applies.
+    assert!(tactic::applicable_tactics(&ts, |_| 0, 2880, 2880).is_empty());
+    // SM100 tiles still round up to whole N tiles split by the cluster N: H = 384 is 3 tiles
+    // of 128, which a 2-wide GEMM2 cluster cannot split.
+    let g2 = GemmTactic::new(GemmKind::Gemm2, [128, 128], [1, 2], Raster::AlongN).unwrap();
+    assert!(!g2.fits_n(384));
+    assert!(g2.fits_n(512));
+    let h = GemmTactic::new_sm90(GemmKind::Gemm2, 16, 256).unwrap();
+    assert!(h.fits_n(2880) && h.fits_n(64) && !h.fits_n(2880 + 32) && !h.fits_n(0));
+    // The launch's work units count the partial block: ⌈2880 / 256⌉ = 12 per tile for
+    // GEMM2, ⌈5760 / 256⌉ = 23 for GEMM1.
+    for (kind, per_tile) in [(GemmKind::Gemm2, 12), (GemmKind::Gemm1, 23)] {
+        let g = GemmTactic::new_sm90(kind, 16, 256).unwrap();
+        let key = KernelDescBuilder::new(g).target(Target::Sm90a).build().unwrap().key();
+        assert_eq!(abi::persistent_units(&key, 3, 2880, 2880), Some(3 * per_tile), "{g}");
+    }
+}
+
 #[test]
 fn every_hopper_kernel_fits_and_is_named_by_its_options() {
     for t in sm90_tactics() {

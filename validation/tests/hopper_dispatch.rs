@@ -4,7 +4,8 @@
 //! among all applicable tactics). Under the B200 model (no software dequantization) the
 //! Hopper layer took T16 at every N, 5.7× slower than tuned at 16384 tokens (docs/perf.md).
 
-use moegen_dsl::Arch;
+use moegen_dsl::plan::MoeShape;
+use moegen_dsl::{Arch, MoeTactic};
 use moegen_runtime::layer::{DeviceModel, DispatchTable, KernelSet, LayerConfig, MoeLayer};
 use moegen_validation::bench::{BenchShape, VARIANTS};
 
@@ -40,7 +41,14 @@ fn the_h200_model_picks_what_the_h200_tuner_picked() {
         for (tokens, variant, tuned) in tuned_rows(file) {
             let v = VARIANTS.iter().find(|v| v.name == variant).unwrap();
             let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
-            let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format);
+            // The records were tuned when a Hopper N had to divide its dimension: the
+            // tuner chose among those tactics only (gpt-oss's 2880 allowed GEMM1 N 128 and
+            // GEMM2 N 64), so the model is held to the same candidates.
+            let tactics: Vec<_> =
+                MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format)
+                    .into_iter()
+                    .filter(|t| divides_its_dimension(t, &ms))
+                    .collect();
             assert!(tactics.len() > 1, "{variant}: a choice to make");
             let table =
                 DispatchTable::analytic(&ms, max, &tactics, &DeviceModel::for_arch(Arch::Sm90))
@@ -60,6 +68,37 @@ fn the_h200_model_picks_what_the_h200_tuner_picked() {
         }
     }
     assert_eq!(checked, 5 + 6 * 3 - 1, "every tuned row of both records but one");
+}
+
+/// Whether each GEMM's N divides its dimension (2I, H): the Hopper rule before partial N
+/// blocks.
+fn divides_its_dimension(t: &MoeTactic, ms: &MoeShape) -> bool {
+    let n = |g: &moegen_dsl::GemmTactic| g.mma_tiler()[1] as usize;
+    (2 * ms.intermediate).is_multiple_of(n(t.gemm1())) && ms.hidden.is_multiple_of(n(t.gemm2()))
+}
+
+/// With partial N blocks the wide tactics apply to gpt-oss (H = I = 2880) and the model
+/// prefers them: one wide unit dequantizes with two consumers at the cost of one narrow
+/// unit. What the H200's tuner chooses among them is for the next benchmark record.
+#[test]
+fn the_h200_model_takes_the_wide_tactics_for_gpt_oss() {
+    let kernels = KernelSet::builtin();
+    let shape = BenchShape::gpt_oss();
+    let ms = shape.moe_shape().unwrap();
+    let max = *shape.tokens.iter().max().unwrap() as u64;
+    for v in VARIANTS {
+        let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
+        let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format);
+        assert!(tactics.iter().any(|t| !divides_its_dimension(t, &ms)), "{}", v.name);
+        let dev = DeviceModel::for_arch(Arch::Sm90);
+        let table = DispatchTable::analytic(&ms, max, &tactics, &dev).unwrap();
+        for &tokens in &shape.tokens {
+            let (_, picked) = table.choose(tokens as u64).unwrap();
+            let [_, n1] = picked.gemm1().mma_tiler();
+            let [_, n2] = picked.gemm2().mma_tiler();
+            assert!(n1 == 256 && n2 >= 128, "{} N={tokens}: {picked}", v.name);
+        }
+    }
 }
 
 #[test]

@@ -116,10 +116,24 @@ fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
-    let rows = check_tactics(&mut sim, &p, None).unwrap();
-    // H 320 and I 192 are not multiples of 128: the tactics with GEMM1 N 128 and GEMM2
-    // N 64 serve them, at every tile size.
-    assert_eq!(rows.len(), 4);
+    // H 320 = 256 + 64 and 2I 384 = 256 + 128 are multiples of the granules, not of the
+    // wide Ns: all 24 tactics apply, the wide ones with a partial last N block. Five of them
+    // (evenly spaced in the tactic order) cover every kind of partial block: GEMM1 N 256
+    // with its second consumer past 2I (t16, t32), GEMM2 N 128 with the consumer's second
+    // m64 block past H (t16, t128), GEMM2 N 256 with the first consumer half and the second
+    // wholly past H (t64).
+    let rows = check_tactics(&mut sim, &p, Some(5)).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.tactic.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "t16:gemm1_sm90_t16n128:gemm2_sm90_t16n64",
+            "t16:gemm1_sm90_t16n256:gemm2_sm90_t16n128",
+            "t32:gemm1_sm90_t32n256:gemm2_sm90_t32n64",
+            "t64:gemm1_sm90_t64n128:gemm2_sm90_t64n256",
+            "t128:gemm1_sm90_t128n128:gemm2_sm90_t128n128",
+        ]
+    );
     for r in &rows {
         assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
     }

@@ -8,7 +8,8 @@ use super::sync::{mbar_init, mbar_wait};
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
 use crate::ptx::instrs::{
-    BulkStore, BulkWait, CpAsync, CpAsyncArrive, MbarArrive, MbarExpectTx, Shfl, TmaLoad, TmaStore,
+    BulkStore, BulkWait, Bytes, CpAsync, CpAsyncArrive, MbarArrive, MbarExpectTx, Shfl, TmaLoad,
+    TmaStore,
 };
 use crate::ptx::ops::memory::{ld, st};
 use crate::ptx::ops::{
@@ -23,7 +24,7 @@ use crate::ptx::{
 /// `mbarrier.arrive{.expect_tx}.shared::cta.b64` on a local barrier (no ordering
 /// qualifiers).
 fn arrive(bar: Reg, expect_tx: Option<u32>) -> MbarArrive {
-    MbarArrive { bar, remote: false, order: None, expect_tx }
+    MbarArrive { bar, remote: false, order: None, expect_tx: expect_tx.map(Bytes::from) }
 }
 
 /// A 2-D tensor tile load at `(c0, c1)` completing on a CTA-local barrier.

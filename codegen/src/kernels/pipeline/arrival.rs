@@ -4,7 +4,7 @@
 //! emit the arrival its ring declared for it.
 
 use super::super::sync::map_to_rank;
-use crate::ptx::instrs::{CpAsyncArrive, MbarArrive, Tcgen05Commit};
+use crate::ptx::instrs::{Bytes, CpAsyncArrive, MbarArrive, Tcgen05Commit};
 use crate::ptx::types::{Scope, Sem};
 use crate::ptx::{CtaGroup, Guard, KernelBuilder, Reg};
 
@@ -30,7 +30,7 @@ pub struct ExpectTx;
 #[derive(Clone, Copy, Debug)]
 pub struct Tx {
     /// Bytes the phase's complete_tx operations deliver.
-    pub bytes: u32,
+    pub bytes: Bytes,
     /// Guard.
     pub only: Option<Reg>,
 }

@@ -39,7 +39,7 @@
 //! # let mut b = KernelBuilder::new("k");
 //! # let smem = b.smem_addr(0);
 //! let consumer = ring.consumer(&mut b, &mma, smem);
-//! consumer.release(&mut b, Tx { bytes: 64, only: None });
+//! consumer.release(&mut b, Tx { bytes: 64.into(), only: None });
 //! ```
 //!
 //! Nor can a consumer party make a producer's handle (and commit), nor a role with no
@@ -65,7 +65,7 @@
 //! # let mut b = KernelBuilder::new("k");
 //! # let smem = b.smem_addr(0);
 //! let relay = ring.waiter(&mut b, smem);
-//! relay.commit(&mut b, Tx { bytes: 64, only: None });
+//! relay.commit(&mut b, Tx { bytes: 64.into(), only: None });
 //! ```
 
 mod arrival;

@@ -23,9 +23,15 @@ pub enum NBlocks {
         /// N ranks per cluster.
         cn: u32,
     },
-    /// `n` divides the dimension (Hopper: the tactic's applicability guard), whole blocks
-    /// only.
+    /// `n` divides the dimension (Hopper N blocks of one granule, `sm90_n_granule`, which
+    /// the applicability guard makes divide it), whole blocks only.
     Exact {
+        /// Block width.
+        n: u32,
+    },
+    /// Rounded up to whole `n`-wide blocks, the last one possibly partial (wider Hopper N
+    /// blocks: their producer and epilogues predicate on the dimension).
+    Ceil {
         /// Block width.
         n: u32,
     },
@@ -149,6 +155,10 @@ impl TileScheduler {
                 b.div_u32(n_tiles, cn)
             }
             NBlocks::Exact { n } => b.div_u32(n_dim, n),
+            NBlocks::Ceil { n } => {
+                let n_pad = b.add_u32(n_dim, n - 1);
+                b.div_u32(n_pad, n)
+            }
         };
         let max_tiles = b.ld_scalar(Scalar::MaxTiles);
         let total_units = b.mul_u32(max_tiles, units_n);

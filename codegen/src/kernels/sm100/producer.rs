@@ -86,7 +86,7 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &
             let kq = b.shl_b32(kk, 2u32);
             ab.acquire_unless(b, ready);
             let bytes = l.budget.tma_tx_bytes_per_stage;
-            let full = ab.commit(b, Tx { bytes, only: Some(is_leader) });
+            let full = ab.commit(b, Tx { bytes: bytes.into(), only: Some(is_leader) });
             // 2-CTA: both CTAs' bytes complete on the leader's barrier (its shared::cluster
             // address; CUTLASS gets the same address by clearing the peer bit 24).
             let bar = if l.cm == 2 { ab.full_in(b, full, c.target.leader_rank) } else { full };

@@ -3,16 +3,18 @@
 //! staging tile [T tokens][its weight rows] bf16; then thread t < T bulk-reduce-adds token
 //! t's staged row (the consumer's 64 or 128 output columns, contiguous) into
 //! `out[token]`, or — deterministic — bulk-copies it into the route's scratch row. Padding
-//! tokens (row ≥ mn_limit) are neither read nor written.
+//! tokens (row ≥ mn_limit) are neither read nor written, nor are output columns ≥ H in an
+//! expert's partial last N block.
 
 use moegen_dsl::FinalizeMode;
+use moegen_dsl::abi::sm90_weights::TILE_ROWS;
 use moegen_dsl::abi::{Buffer, Scalar};
 
 use super::Sm90;
 use super::accum::elements;
 use super::epilogue_swiglu::consumer_barrier;
 use super::mainloop::Consumer;
-use super::prologue::Common;
+use super::prologue::{Common, ends_partial};
 use crate::kernels::skeleton::Unit;
 use crate::ptx::instrs::{BulkStore, BulkWait};
 use crate::ptx::ops::memory::{ld, st};
@@ -33,6 +35,8 @@ pub(super) struct FinalizeParams {
     /// Token t's staged row (thread t < T issues its bulk operation).
     own_row: Reg,
     issuer: Reg,
+    /// H, where the unit's last N block may be partial (rows past it are not stored).
+    hidden: Option<Reg>,
 }
 
 /// Bytes of one staged token row.
@@ -63,7 +67,8 @@ pub(super) fn finalize_params(
     let slot = b.mad_u32(k.r0, 2u32, at);
     let own_row = b.mad_u32(k.t, staged_row_bytes(g), stg);
     let issuer = b.setp_u32(Cmp::Lt, k.t, g.l.tile);
-    FinalizeParams { alpha, weights, out, p2e, top_k, row_bytes, slot, own_row, issuer }
+    let hidden = ends_partial(&g.l).then_some(hidden);
+    FinalizeParams { alpha, weights, out, p2e, top_k, row_bytes, slot, own_row, issuer, hidden }
 }
 
 /// The route of permuted row `prow` (0 when invalid).
@@ -149,8 +154,39 @@ pub(super) fn epilogue_finalize(
         FinalizeMode::Deterministic => None,
     };
     let store = BulkStore { dst, src: p.own_row, bytes: row, reduce_add };
-    b.push_if(Guard::when(valid), store);
+    match p.hidden {
+        None => b.push_if(Guard::when(valid), store),
+        Some(hidden) => partial_store(b, g, k, u, hidden, valid, store),
+    }
     b.emit_if(Guard::when(p.issuer), Bulk::CommitGroup, vec![]);
+}
+
+/// The bulk store of a kernel whose last N block may be partial: the consumer's rows start
+/// at n·N + ci·rows; all of them are stored when they end at or before H, the first 64 (the
+/// staged row's first 128 bytes) when H falls in the middle of a 128-row consumer, nothing
+/// when they start at or past H (H is a multiple of 64, `sm90_n_granule`).
+fn partial_store(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    k: &Consumer,
+    u: &Unit,
+    hidden: Reg,
+    valid: Reg,
+    store: BulkStore,
+) {
+    let rows = g.l.rows_per_consumer;
+    let first = b.mul_u32(u.n, g.l.n);
+    let first = b.mad_u32(k.ci, rows, first);
+    let end = b.add_u32(first, rows);
+    let whole = b.setp_u32(Cmp::Ge, hidden, end);
+    let whole = b.and_pred(valid, whole);
+    b.push_if(Guard::when(whole), store);
+    if rows > TILE_ROWS as u32 {
+        let end = b.add_u32(first, TILE_ROWS as u32);
+        let half = b.setp_u32(Cmp::Eq, end, hidden);
+        let half = b.and_pred(valid, half);
+        b.push_if(Guard::when(half), BulkStore { bytes: TILE_ROWS as u32 * 2, ..store });
+    }
 }
 
 /// Before the consumer leaves: its last bulk operations have completed.

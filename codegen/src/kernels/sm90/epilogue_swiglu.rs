@@ -13,7 +13,8 @@
 //! Values go to the consumer's staging tile [T tokens][64 columns] bf16 (16-byte chunks
 //! XOR-swizzled by token % 8, so the 2-byte stores of a warp hit distinct banks), then the
 //! warpgroup copies valid token rows out with 16-byte stores: 128 contiguous bytes per row
-//! of h `[permuted rows, I]`.
+//! of h `[permuted rows, I]`. In an expert's partial last N block, a consumer whose 64 h
+//! columns lie past I computed on stale weight tiles and stores nothing.
 
 use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::{ActivationFormat, SwigluInput};
@@ -22,7 +23,7 @@ use super::Sm90;
 use super::accum::{Element, elements};
 use super::layout::Sm90Layout;
 use super::mainloop::Consumer;
-use super::prologue::Common;
+use super::prologue::{Common, ends_partial};
 use crate::kernels::epilogue_math::{
     BlockScale, e2m1_code_sw, e2m1_times, nvfp4_block_scale, round_bf16, swiglu,
 };
@@ -50,6 +51,9 @@ pub(super) struct SwigluParams {
     copy_src: Reg,
     copy_col: Reg,
     copy_tok: Reg,
+    /// I / 64, the h column blocks that exist, where the unit's last N block may be
+    /// partial (its consumers past them store nothing).
+    h_blocks: Option<Reg>,
 }
 
 /// Loads parameters and places this thread's staging slots.
@@ -64,6 +68,7 @@ pub(super) fn swiglu_params(
     let out = b.ld_buffer(Buffer::Gemm1OutputBf16);
     let inter = b.ld_scalar(Scalar::Intermediate);
     let out_row_bytes = b.shl_b32(inter, 1u32);
+    let h_blocks = ends_partial(l).then(|| b.shr_u32(inter, 6u32));
     let gs = match l.key.activations {
         ActivationFormat::Nvfp4 => {
             let p = b.ld_buffer(Buffer::Fc2InputScale);
@@ -92,7 +97,7 @@ pub(super) fn swiglu_params(
     let src = b.mad_u32(copy_tok, ROW_BYTES, stg);
     let copy_src = b.mad_u32(sw, 16u32, src);
     let copy_col = b.shl_b32(ch, 4u32);
-    SwigluParams { alpha, out, out_row_bytes, g: gs, slots, copy_src, copy_col, copy_tok }
+    SwigluParams { alpha, out, out_row_bytes, g: gs, slots, copy_src, copy_col, copy_tok, h_blocks }
 }
 
 /// `bar.sync id, 128`: the consumer warpgroup's own barrier.
@@ -189,6 +194,7 @@ pub(super) fn epilogue_swiglu(
     // Copy-out: 128 threads, 8 per token row, T/16 rows each.
     let ub = b.mul_u32(u.n, l.consumers);
     let ub = b.add_u32(ub, k.ci);
+    let exists = p.h_blocks.map(|blocks| b.setp_u32(Cmp::Lt, ub, blocks));
     let col_bytes = b.shl_b32(ub, 7u32);
     let col_bytes = b.add_u32(col_bytes, p.copy_col);
     for it in 0..l.tile / 16 {
@@ -199,7 +205,10 @@ pub(super) fn epilogue_swiglu(
         );
         let tok = b.add_u32(p.copy_tok, it * 16);
         let prow = b.add_u32(u.row0, tok);
-        let valid = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
+        let mut valid = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
+        if let Some(e) = exists {
+            valid = b.and_pred(valid, e);
+        }
         let row_off = b.mul_wide_u32(prow, p.out_row_bytes);
         let dst = b.add_u64(p.out, row_off);
         let col = b.cvt_u64_u32(col_bytes);

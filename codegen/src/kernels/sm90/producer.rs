@@ -4,6 +4,12 @@
 //! for GEMM2, the TMA load of the T × 64 activation tile. For GEMM1 all 128 threads gather
 //! the tile's activation rows (permuted → expanded → token) with 16-byte `cp.async` into the
 //! 128B-swizzled tile, zero-filling rows at or past mn_limit.
+//!
+//! Where an expert's last N block may be partial (N wider than `sm90_n_granule`), the
+//! tile count, both copy sizes and the announced bytes are computed per unit from the tiles
+//! the block really has: the block never reads the next k block's tiles, the next expert's
+//! or past the buffer, and the barrier completes on exactly what arrives. The consumers'
+//! fragment tiles past the end keep a previous stage's data; their results are not stored.
 
 use moegen_dsl::ActivationFormat;
 use moegen_dsl::GemmKind;
@@ -12,10 +18,10 @@ use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
 
 use super::Sm90;
 use super::layout::{ACT_ROW_BYTES, Sm90Layout};
-use super::prologue::Common;
+use super::prologue::{Common, ends_partial};
 use crate::kernels::pipeline::{ExpectTx, Producer, Tx};
 use crate::kernels::skeleton::{Needs, TokenRow, Unit, token_of_row};
-use crate::ptx::instrs::{BulkLoad, CpAsync, TmaLoad};
+use crate::ptx::instrs::{BulkLoad, Bytes, CpAsync, TmaLoad};
 use crate::ptx::ops::CacheOp;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg};
 
@@ -24,19 +30,43 @@ const CHUNK: u32 = 16;
 /// Chunks per 128-byte activation row.
 const CHUNKS_PER_ROW: u32 = ACT_ROW_BYTES / CHUNK;
 
-/// Where one expert's weights and this unit's N block start in global memory.
+/// Where one expert's weights and this unit's N block start in global memory, and the
+/// bytes each stage of the unit brings.
 struct WeightBase {
     values: Reg,
     scales: Reg,
     /// Bytes from one k block's tiles to the next (rows / 64 tiles).
     value_k_stride: Reg,
     scale_k_stride: Reg,
+    /// The block's fragment tiles, scale tiles and everything its full barrier receives:
+    /// fixed, or for a kernel whose last block may be partial ([`ends_partial`]) computed
+    /// from the tiles the block really has.
+    value_bytes: Bytes,
+    scale_bytes: Bytes,
+    tx_bytes: Bytes,
 }
 
 /// The expert's fragment and scale tiles for this CTA's N block at k block 0.
 fn weight_base(b: &mut KernelBuilder, g: &Sm90, c: &WeightParams, u: &Unit) -> WeightBase {
     let l = &g.l;
-    let blocks = b.mul_u32(u.n, l.n / TILE_ROWS as u32);
+    let per_block = l.n / TILE_ROWS as u32;
+    let blocks = b.mul_u32(u.n, per_block);
+    let (value_bytes, scale_bytes, tx_bytes) = if ends_partial(l) {
+        // The expert's rows end inside the last block: copy only its tiles, never the next
+        // k block's (or, at the last one, the next expert's or past the buffer).
+        let left = b.sub_u32(c.row_tiles, blocks);
+        let tiles = b.min_u32(left, per_block);
+        let v = b.mul_u32(tiles, TILE_BYTES as u32);
+        let s = b.mul_u32(tiles, SCALE_TILE_BYTES as u32);
+        let w = b.add_u32(v, s);
+        let tx = match l.kind {
+            GemmKind::Gemm1 => w,
+            GemmKind::Gemm2 => b.add_u32(w, l.act_bytes()),
+        };
+        (v.into(), s.into(), tx.into())
+    } else {
+        (l.value_bytes().into(), l.scale_bytes().into(), l.tx_bytes().into())
+    };
     let e_values = b.mul_wide_u32(u.expert, c.expert_value_bytes);
     let v = b.add_u64(c.values, e_values);
     let off = b.mul_wide_u32(blocks, TILE_BYTES as u32);
@@ -50,6 +80,9 @@ fn weight_base(b: &mut KernelBuilder, g: &Sm90, c: &WeightParams, u: &Unit) -> W
         scales,
         value_k_stride: c.value_k_stride,
         scale_k_stride: c.scale_k_stride,
+        value_bytes,
+        scale_bytes,
+        tx_bytes,
     }
 }
 
@@ -61,6 +94,8 @@ struct WeightParams {
     expert_scale_bytes: Reg,
     value_k_stride: Reg,
     scale_k_stride: Reg,
+    /// 64-row tiles of one k block of the expert's matrix.
+    row_tiles: Reg,
 }
 
 fn weight_params(b: &mut KernelBuilder, l: &Sm90Layout) -> WeightParams {
@@ -94,6 +129,7 @@ fn weight_params(b: &mut KernelBuilder, l: &Sm90Layout) -> WeightParams {
         expert_scale_bytes,
         value_k_stride,
         scale_k_stride,
+        row_tiles,
     }
 }
 
@@ -107,8 +143,7 @@ fn issue_stage(
     w: &WeightBase,
     act: Option<(Reg, Reg)>,
 ) {
-    let l = &g.l;
-    let full = issuer.commit(b, Tx { bytes: l.tx_bytes(), only: None });
+    let full = issuer.commit(b, Tx { bytes: w.tx_bytes, only: None });
     let st = g.smem.stage_base(b, c.smem, issuer.cursor().index);
     if let Some((map, row0)) = act {
         let k0 = b.shl_b32(kk, 6u32);
@@ -116,8 +151,8 @@ fn issue_stage(
         b.push(TmaLoad { dst: st, map, coords, bar: full, multicast: None, cta_group: None });
     }
     for (dst_off, base, stride, bytes) in [
-        (g.smem.values, w.values, w.value_k_stride, l.value_bytes()),
-        (g.smem.scales, w.scales, w.scale_k_stride, l.scale_bytes()),
+        (g.smem.values, w.values, w.value_k_stride, w.value_bytes),
+        (g.smem.scales, w.scales, w.scale_k_stride, w.scale_bytes),
     ] {
         let off = b.mul_wide_u32(kk, stride);
         let src = b.add_u64(base, off);

@@ -3,8 +3,10 @@
 //! (CTA c takes units c, c + #CTAs, …: no clusters).
 
 use moegen_dsl::resources::SM90_K_STAGE;
+use moegen_dsl::sm90_n_granule;
 
 use super::Sm90;
+use super::layout::Sm90Layout;
 use crate::kernels::skeleton::{
     self, NBlocks, ProblemShape, Threads, TileScheduler, init_barriers, threads,
 };
@@ -12,6 +14,14 @@ use crate::ptx::{KernelBuilder, SReg};
 
 /// What every Hopper role reads (nothing beyond the skeleton's).
 pub(super) type Common = skeleton::Common<()>;
+
+/// Whether an expert's last N block may be partial: N is wider than the granule the
+/// applicability guard makes divide the dimension (`sm90_n_granule`). The producer then
+/// copies only the tiles that exist and the epilogues store nothing past the dimension;
+/// narrower kernels stay as they were.
+pub(super) fn ends_partial(l: &Sm90Layout) -> bool {
+    l.n > sm90_n_granule(l.kind)
+}
 
 /// Barrier initialization and the values every role reads.
 pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm90) -> Common {
@@ -23,8 +33,9 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm90) -> Common {
     init_barriers(b, &t, |b| g.rings.stage.init(b, smem));
     b.bar_sync(0u32);
 
-    let shape =
-        ProblemShape { kind: l.kind, k_stage: SM90_K_STAGE, n_blocks: NBlocks::Exact { n: l.n } };
+    let n_blocks =
+        if ends_partial(l) { NBlocks::Ceil { n: l.n } } else { NBlocks::Exact { n: l.n } };
+    let shape = ProblemShape { kind: l.kind, k_stage: SM90_K_STAGE, n_blocks };
     let sched = TileScheduler::load(b, &shape, cta, ctas, l.tile, None);
     Common { tid, warp, lane, smem, sched, target: () }
 }

@@ -1,6 +1,7 @@
 //! The mbarrier instructions: initialization, arrivals (local, remote, with transaction
 //! bytes, on cp.async completion), announcing bytes, and the phase tests.
 
+use super::tma::Bytes;
 use super::{Check, OperandError, TypedInstr};
 use crate::ptx::operand::Operand;
 use crate::ptx::ops::{Mbarrier, Memory, Op};
@@ -42,14 +43,16 @@ pub struct MbarArrive {
     /// `.sem.scope`, when the arrival must order more than the CTA's own accesses.
     pub order: Option<(Sem, Scope)>,
     /// Transaction bytes announced with the arrival.
-    pub expect_tx: Option<u32>,
+    pub expect_tx: Option<Bytes>,
 }
 
 impl TypedInstr for MbarArrive {
     fn lower(self) -> Result<(Op, Vec<Operand>), OperandError> {
         let c = Check("mbarrier.arrive");
         let mut ops = vec![Operand::Sink, c.shared("bar", self.bar)?];
-        ops.extend(self.expect_tx.map(Operand::from));
+        if let Some(tx) = self.expect_tx {
+            ops.push(tx.operand(&c, "expect_tx")?);
+        }
         let space = if self.remote { Space::SharedCluster } else { Space::SharedCta };
         let op = Mbarrier::Arrive { expect_tx: self.expect_tx.is_some(), order: self.order, space };
         Ok((op.into(), ops))

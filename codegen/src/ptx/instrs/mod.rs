@@ -19,7 +19,7 @@ mod wgmma;
 pub use cp_async::CpAsync;
 pub use mbarrier::{CpAsyncArrive, MbarArrive, MbarExpectTx, MbarInit, MbarWait, WaitKind};
 pub use tcgen05::{Tcgen05Alloc, Tcgen05Commit, Tcgen05Cp, Tcgen05Dealloc, Tcgen05Ld, Tcgen05Mma};
-pub use tma::{BulkLoad, BulkStore, BulkWait, TmaLoad, TmaStore};
+pub use tma::{BulkLoad, BulkStore, BulkWait, Bytes, TmaLoad, TmaStore};
 pub use tmem::TmemAddr;
 pub use warp::{Elect, Shfl};
 pub use wgmma::{SetMaxNReg, WgmmaMma, WgmmaWait};

@@ -18,12 +18,46 @@ fn tensor(c: &Check, map: Reg, coords: Vec<Operand>) -> Result<(u8, Operand), Op
     Ok((dims, Operand::tensor(map, coords)))
 }
 
-/// A bulk size: a positive multiple of 16 bytes.
-fn bulk_bytes(c: &Check, bytes: u32) -> Result<Operand, OperandError> {
-    if bytes > 0 && bytes.is_multiple_of(16) {
-        Ok(Operand::from(bytes))
-    } else {
-        Err(c.range("bytes", i64::from(bytes), "a positive multiple of 16"))
+/// A byte count: fixed when the kernel is generated, or computed on the device (a `.b32`
+/// register: e.g. the tiles a partial Hopper N block really has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bytes {
+    /// Known at generation time.
+    Fixed(u32),
+    /// In a `.b32` register; the kernel keeps it a positive multiple of 16 where a bulk copy
+    /// needs that (the simulator checks every value).
+    Reg(Reg),
+}
+
+impl From<u32> for Bytes {
+    fn from(v: u32) -> Self {
+        Bytes::Fixed(v)
+    }
+}
+
+impl From<Reg> for Bytes {
+    fn from(r: Reg) -> Self {
+        Bytes::Reg(r)
+    }
+}
+
+impl Bytes {
+    /// The operand: the immediate, or the register if it is a `.b32` one.
+    pub(super) fn operand(self, c: &Check, field: &'static str) -> Result<Operand, OperandError> {
+        match self {
+            Bytes::Fixed(v) => Ok(Operand::from(v)),
+            Bytes::Reg(r) => c.reg(field, r, &[RegClass::B32]),
+        }
+    }
+}
+
+/// A bulk size: a positive multiple of 16 bytes (checked here when fixed).
+fn bulk_bytes(c: &Check, bytes: Bytes) -> Result<Operand, OperandError> {
+    match bytes {
+        Bytes::Fixed(b) if b == 0 || !b.is_multiple_of(16) => {
+            Err(c.range("bytes", i64::from(b), "a positive multiple of 16"))
+        }
+        _ => bytes.operand(c, "bytes"),
     }
 }
 
@@ -71,8 +105,8 @@ pub struct BulkLoad {
     pub dst: Reg,
     /// Source (global address).
     pub src: Reg,
-    /// Bytes: a multiple of 16.
-    pub bytes: u32,
+    /// Bytes: a positive multiple of 16.
+    pub bytes: Bytes,
     /// The mbarrier receiving the bytes.
     pub bar: Reg,
 }
@@ -131,7 +165,7 @@ impl TypedInstr for BulkStore {
         let ops = vec![
             c.global("dst", self.dst)?,
             c.shared("src", self.src)?,
-            bulk_bytes(&c, self.bytes)?,
+            bulk_bytes(&c, Bytes::Fixed(self.bytes))?,
         ];
         let op = match self.reduce_add {
             Some(ty) => Bulk::ReduceAdd { ty },
