@@ -45,29 +45,53 @@ fn mul_bf16x2(b: &mut KernelBuilder, a: Reg, k: impl Into<Operand>) -> Reg {
     b.op(RegClass::B32, Alu::Float(FloatOp::Mul(Rnd::Rn), Ty::Bf16x2), vec![a.into(), k.into()])
 }
 
-/// The bf16x2 {scale, scale} of byte `j` of `word` (a row's four K16-step scale codes).
-/// `zero` is a register holding 0.
-pub fn scale_splat(
-    b: &mut KernelBuilder,
-    format: WeightFormat,
-    word: Reg,
-    j: u32,
-    zero: Reg,
-) -> Reg {
-    // Byte j of `word` into bytes 0 and 2, zeros (byte 4 = `zero`'s byte 0) elsewhere.
-    let pair = prmt(b, word, zero, j | (4 << 4) | (j << 8) | (4 << 12));
+/// The bf16 scales of one row for the stage's four K16 steps, from its scale word (byte j:
+/// step j), as 16-bit halves: entry j is step j's scale. Converted once per row and stage;
+/// the per-step splat `{s, s}` costs nothing (see [`splat`]).
+pub fn row_scales(b: &mut KernelBuilder, format: WeightFormat, word: Reg) -> [Reg; 4] {
     match format {
         WeightFormat::Nvfp4 => {
-            let bits = b.shl_b32(pair, 4u32);
+            // Bytes 0 and 2 (steps 0, 2) and bytes 1 and 3 (steps 1, 3) each to bits 4–10
+            // of a bf16 half; the mask drops the (always clear) sign bit and the neighbour
+            // byte's bits.
             let k = b.mov_u32(Operand::Hex(BF16X2_2P120));
-            mul_bf16x2(b, bits, k)
+            let even = b.shl_b32(word, 4u32);
+            let even = b.and_b32(even, Operand::Hex(0x07F0_07F0));
+            let odd = b.shr_u32(word, 4u32);
+            let odd = b.and_b32(odd, Operand::Hex(0x07F0_07F0));
+            let even = mul_bf16x2(b, even, k);
+            let odd = mul_bf16x2(b, odd, k);
+            let (s0, s2) = unpack(b, even);
+            let (s1, s3) = unpack(b, odd);
+            [s0, s1, s2, s3]
         }
         WeightFormat::Mxfp4 => {
-            let bits = b.shl_b32(pair, 7u32);
+            // Bytes 0 (steps 0, 1: one 32-block) and 2 (steps 2, 3) into the bf16 exponents.
+            let bits = b.shl_b32(word, 7u32);
+            let bits = b.and_b32(bits, Operand::Hex(0x7F80_7F80));
             let floor = b.mov_u32(Operand::Hex(BF16X2_2M127));
-            b.op(RegClass::B32, Alu::Int(IntOp::Max, Ty::U16x2), vec![bits.into(), floor.into()])
+            let pair = b.op(
+                RegClass::B32,
+                Alu::Int(IntOp::Max, Ty::U16x2),
+                vec![bits.into(), floor.into()],
+            );
+            let (s01, s23) = unpack(b, pair);
+            [s01, s01, s23, s23]
         }
     }
+}
+
+/// `mov.b32 {lo, hi}, v`: the two 16-bit halves.
+fn unpack(b: &mut KernelBuilder, v: Reg) -> (Reg, Reg) {
+    let (lo, hi) = (b.reg(RegClass::B16), b.reg(RegClass::B16));
+    b.emit(Alu::Mov(Ty::B32), vec![Operand::regs(&[lo, hi]), v.into()]);
+    (lo, hi)
+}
+
+/// `mov.b32 d, {h, h}`: ptxas folds it into the multiply that reads it as the `.H0_H0` /
+/// `.H1_H1` operand selector of `HMUL2`, so it is no instruction of its own.
+pub fn splat(b: &mut KernelBuilder, h: Reg) -> Reg {
+    b.mov_b32(RegClass::B32, Operand::regs(&[h, h]))
 }
 
 /// The four A registers of one K16 step from the fragment word `w`, with the scales of the
