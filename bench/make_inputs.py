@@ -18,6 +18,8 @@ import sys
 PRESETS = {
     # the gpt-oss-like shape of bench/gpt_oss_shape.md: gpt-oss-20b's MoE layer, all 32 experts on one rank
     "gpt-oss": dict(hidden=2880, intermediate=2880, experts=32, local_experts=32, expert_offset=0, top_k=4),
+    # DeepSeek-V3's MoE layer sliced for one of 8 EP ranks, as moe-bench's `deepseek` shape
+    "deepseek-slice": dict(hidden=7168, intermediate=2048, experts=256, local_experts=32, expert_offset=0, top_k=8),
     # gpt-oss-120b's MoE layer (128 experts, top-4) on one rank
     "gpt-oss-120b": dict(hidden=2880, intermediate=2880, experts=128, local_experts=128, expert_offset=0, top_k=4),
     # a small shape for quick checks
