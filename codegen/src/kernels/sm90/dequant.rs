@@ -1,27 +1,33 @@
 //! Weights into wgmma A registers: per K16 step each consumer thread holds one 32-bit word
-//! of eight E2M1 codes — exactly its A fragment (`abi::sm90_weights`): codes 2k and 2k+1
-//! fill register k (low and high bf16 half) — and the scale bytes of its two rows (r, r+8).
-//! Every value becomes the exact bf16 of e2m1 · scale:
+//! of eight E2M1 codes — exactly its A fragment (`abi::sm90_weights`): register k takes
+//! nibble k (low bf16 half) and nibble k + 4 (high half) — and the scale words of its two
+//! rows (r, r+8). Every value becomes the exact bf16 of e2m1 · scale:
 //!
-//! 1. `ev = w & 0x0F0F0F0F`, `od = (w >> 4) & 0x0F0F0F0F`: code 2k in byte k of `ev`, code
-//!    2k+1 in byte k of `od` (3 instructions per word).
-//! 2. Per register k: `r = prmt(ev, od, [k, 0, 4+k, 0])` puts code 2k at bits 0–3 and code
-//!    2k+1 at bits 16–19 (the zero bytes replicate the clear sign bit of `od`'s top byte);
-//!    `r · 0x1040` = `r << 6 | r << 12` (the two copies do not overlap, so the product
-//!    carries nothing), and `& 0x81C081C0` keeps each half's magnitude bits at bf16 bits
-//!    6–8 and its sign at bit 15: the bf16 2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a
-//!    bf16 subnormal). `mul.rn.bf16x2` by 2^126 makes it the E2M1 value exactly, and a second
-//!    one by the splatted scale gives e2m1 · scale, exact because it is a bf16 (validated
-//!    by the runtime). 5 instructions per register.
-//! 3. Scales, per K16 step and row: `prmt` splats the step's byte into both halves; NVFP4:
-//!    `<< 4` puts the UE4M3 bits at bf16 bits 4–10 (2^(e−127)·(1 + m/8), or the E4M3
-//!    subnormal m/8·2^−126) and `mul.rn.bf16x2` by 2^120 makes it the E4M3 value; MXFP4:
-//!    `<< 7` puts the UE8M0 code in the bf16 exponent, and `max.u16x2` with 0x0040 turns
-//!    code 0 (2^−127, which the exponent field alone cannot say) into the bf16 subnormal
-//!    2^−127. 3 instructions per row and step.
+//! 1. Per register k: `c = src & (0xF000F << 4·(k % 2))`, with `src = w` for k < 2 and
+//!    `w >> 8` for k ≥ 2 (one shift per word), isolates the register's two codes 16 bits
+//!    apart; `c · 0x1040` (k even) or `c · 0x0104` (k odd) is `c << 6 | c << 12` or
+//!    `c << 2 | c << 8` (the copies do not overlap, so the product carries nothing), and
+//!    `& 0x81C081C0` keeps each half's magnitude bits at bf16 bits 6–8 and its sign at bit
+//!    15: the bf16 2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a bf16 subnormal).
+//!    `mul.rn.bf16x2` by 2^126 makes it the E2M1 value exactly, and a second one by the
+//!    splatted scale gives e2m1 · scale, exact because it is a bf16 (validated by the
+//!    runtime). 1 + 4 × 3 placing instructions per word, 2 multiplies per register.
+//! 2. Scales, once per row and stage (the word's byte j is step j's scale): NVFP4:
+//!    `(s << 4) & 0x07F007F0` and `(s >> 4) & 0x07F007F0` put bytes 0, 2 and 1, 3 at bf16
+//!    bits 4–10 (2^(e−127)·(1 + m/8), or the E4M3 subnormal m/8·2^−126; the mask drops the
+//!    clear sign bit), and `mul.rn.bf16x2` by 2^120 makes them the E4M3 values: 6
+//!    instructions for four scales. MXFP4 (bytes 0, 1 and 2, 3 are the same 32-block's
+//!    UE8M0): `(s << 7) & 0x7F807F80` puts bytes 0 and 2 in the bf16 exponents and
+//!    `max.u16x2` with 0x0040 turns code 0 (2^−127, which the exponent field alone cannot
+//!    say) into the bf16 subnormal 2^−127: 3 instructions for four steps.
+//! 3. The scale multiply reads its step's half as `{h, h}` (`mov.b32` from a `.b16`
+//!    pair), which ptxas folds into `HMUL2`'s `.H0_H0`/`.H1_H1` operand selector: the
+//!    splat costs no instruction.
 //!
-//! Per K16 step and m64 block: 1 shared load, 3 + 4 × 5 + 2 × 3 = 29 ALU instructions for
-//! 8 values (≈ 3.6 per value), 12 of them `HMUL2`/`IMAD` on the FMA pipe.
+//! Per K16 step and m64 block: 1 shared load, 13 + 8 multiplies + the scales' share (NVFP4
+//! 2 × 6 / 4 = 3, MXFP4 2 × 3 / 4 = 1.5) = 24 / 22.5 ALU instructions for 8 values (was 29
+//! with a per-step scale splat and an even/odd nibble split); docs/hopper.md has the SASS
+//! counts.
 
 use moegen_dsl::abi::WeightFormat;
 
@@ -34,11 +40,6 @@ const BF16X2_2P126: u32 = 0x7E80_7E80;
 const BF16X2_2P120: u32 = 0x7B80_7B80;
 /// bf16x2 2^−127 (the subnormal 0x0040) twice: UE8M0 code 0.
 const BF16X2_2M127: u32 = 0x0040_0040;
-
-/// `prmt.b32 d, a, b, sel`.
-pub fn prmt(b: &mut KernelBuilder, a: Reg, c: Reg, sel: u32) -> Reg {
-    b.op(RegClass::B32, Alu::Int(IntOp::Prmt, Ty::B32), vec![a.into(), c.into(), sel.into()])
-}
 
 /// `mul.rn.bf16x2 d, a, k` with a constant pair.
 fn mul_bf16x2(b: &mut KernelBuilder, a: Reg, k: impl Into<Operand>) -> Reg {
@@ -97,18 +98,19 @@ pub fn splat(b: &mut KernelBuilder, h: Reg) -> Reg {
 /// The four A registers of one K16 step from the fragment word `w`, with the scales of the
 /// thread's rows r (`s_lo`, registers 0 and 2) and r+8 (`s_hi`, registers 1 and 3).
 pub fn dequant_step(b: &mut KernelBuilder, w: Reg, s_lo: Reg, s_hi: Reg) -> [Reg; 4] {
-    let ev = b.and_b32(w, Operand::Hex(0x0F0F_0F0F));
-    let od = b.shr_u32(w, 4u32);
-    let od = b.and_b32(od, Operand::Hex(0x0F0F_0F0F));
+    // Nibbles 2, 6 and 3, 7 to where nibbles 0, 4 and 1, 5 are.
+    let upper = b.shr_u32(w, 8u32);
     let k126 = b.mov_u32(Operand::Hex(BF16X2_2P126));
     std::array::from_fn(|k| {
-        let k = k as u32;
-        // Selector nibbles: byte k of ev, zero, byte k of od, zero (0xF: the sign of od's
-        // byte 3, always clear).
-        let r = prmt(b, ev, od, k | (0xF << 4) | ((4 + k) << 8) | (0xF << 12));
-        let spread = b.mul_u32(r, 0x1040u32);
+        let src = if k < 2 { w } else { upper };
+        // Codes at bits 0–3 and 16–19 (even k) or 4–7 and 20–23 (odd k): copies to the
+        // magnitude position (<< 6 or << 2) and the sign position (<< 12 or << 8).
+        let (mask, spread) =
+            if k % 2 == 0 { (0x000F_000F, 0x1040u32) } else { (0x00F0_00F0, 0x0104u32) };
+        let c = b.and_b32(src, Operand::Hex(mask));
+        let spread = b.mul_u32(c, spread);
         let bits = b.and_b32(spread, Operand::Hex(0x81C0_81C0));
         let e2m1 = mul_bf16x2(b, bits, k126);
-        mul_bf16x2(b, e2m1, if k.is_multiple_of(2) { s_lo } else { s_hi })
+        mul_bf16x2(b, e2m1, if k % 2 == 0 { s_lo } else { s_hi })
     })
 }
