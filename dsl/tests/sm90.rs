@@ -164,8 +164,10 @@ fn thread_words_hold_the_wgmma_a_fragment() {
     // 32 + 2 and +1, +8, +9.
     let want = [(17, 34), (17, 35), (25, 34), (25, 35), (17, 42), (17, 43), (25, 42), (25, 43)];
     for (i, (r, c)) in want.into_iter().enumerate() {
+        // Register i / 2's two values are nibbles i / 2 and i / 2 + 4 (low and high half).
+        let n = i / 2 + 4 * (i % 2);
         let (byte, nibble) = value_position(64, 64, r, c).unwrap();
-        assert_eq!((byte, nibble), ((2 * 128 + 37) * 4 + i / 2, (i % 2) as u32), "a{i}");
+        assert_eq!((byte, nibble), ((2 * 128 + 37) * 4 + n / 2, (n % 2) as u32), "a{i}");
     }
 }
 

@@ -14,7 +14,7 @@
 
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
-use crate::kernels::sm90::{act_desc, dequant_step, issue_step, scale_splat, wait_groups};
+use crate::kernels::sm90::{act_desc, dequant_step, issue_step, row_scales, splat, wait_groups};
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{Access, Memory};
 use crate::ptx::{
@@ -79,17 +79,16 @@ pub fn build() -> KernelBuilder {
     let lane = b.and_b32(t, 31u32);
     let quad = b.shr_u32(lane, 2u32);
     let r0 = b.mad_u32(warp, 16u32, quad);
-    let scales: Vec<Reg> = [0u32, 8]
+    let scales: Vec<[Reg; 4]> = [0u32, 8]
         .iter()
         .map(|&dr| {
             let row = b.add_u32(r0, dr);
             let i = b.mad_u32(row, 4u32, 2048u32);
             let a = b.index_addr(w, i, 1);
             let s = b.ld_global(Ty::U32, RegClass::B32, a);
-            b.and_b32(s, Operand::Hex(0x7F7F_7F7F))
+            row_scales(&mut b, WeightFormat::Nvfp4, s)
         })
         .collect();
-    let zero = b.mov_u32(0u32);
     let acc = b.regs(RegClass::F32, TOKENS / 2);
     for &r in &acc {
         b.assign_f32(r, f32::NAN);
@@ -104,8 +103,8 @@ pub fn build() -> KernelBuilder {
     let accs = [acc.clone()];
     for (j, &word) in words.iter().enumerate() {
         let j = j as u32;
-        let s_lo = scale_splat(&mut b, WeightFormat::Nvfp4, scales[0], j, zero);
-        let s_hi = scale_splat(&mut b, WeightFormat::Nvfp4, scales[1], j, zero);
+        let s_lo = splat(&mut b, scales[0][j as usize]);
+        let s_hi = splat(&mut b, scales[1][j as usize]);
         let frag = dequant_step(&mut b, word, s_lo, s_hi);
         for (k, &r) in frag.iter().enumerate() {
             b.emit(

@@ -9,9 +9,13 @@
 //!
 //! Inside a 2048-byte value tile, word `j · 128 + t` (K step j of 4, thread t of 128) holds
 //! the fragment of warp `w = t / 32`, lane `l = t % 32`: with `r = 16w + l/4` and
-//! `c = 16j + 2·(l%4)`, nibbles 0‥7 are (r, c), (r, c+1), (r+8, c), (r+8, c+1), (r, c+8),
-//! (r, c+9), (r+8, c+8), (r+8, c+9) — the A-fragment order of `wgmma.m64nNk16` (as
-//! `mma.m16n8k16`'s per warp), low nibble first. A 256-byte scale tile holds, for each of
+//! `c = 16j + 2·(l%4)`, fragment values 0‥7 are (r, c), (r, c+1), (r+8, c), (r+8, c+1),
+//! (r, c+8), (r, c+9), (r+8, c+8), (r+8, c+9) — the A-fragment order of `wgmma.m64nNk16`
+//! (as `mma.m16n8k16`'s per warp): A register `i / 2` takes value `i` in its low bf16 half
+//! when `i` is even, in its high half when odd. Value `i` sits in nibble `i / 2 + 4·(i % 2)`
+//! of the word (nibble n: bits 4n‥4n+3): register k's two values are nibbles k and k + 4,
+//! 16 bits apart like the halves they become, which is what lets the dequantization place
+//! both with one multiply (`codegen`'s `sm90/dequant.rs`). A 256-byte scale tile holds, for each of
 //! its 64 rows, the scale bytes of its four K steps (`row · 4 + j`): one byte per 16 values
 //! (UE4M3 for NVFP4; for MXFP4 each UE8M0 scale appears for both 16-halves of its 32-block).
 
@@ -43,7 +47,8 @@ pub fn value_position(rows: usize, k_dim: usize, row: usize, k: usize) -> Option
     let t = w * 32 + lane;
     let i = (cc % 2) + 2 * (rr / 8) + 4 * (cc / 8);
     let word = j * 128 + t;
-    Some((tile(rows, row, k) * TILE_BYTES + word * 4 + i / 2, (i % 2) as u32))
+    let nibble = i / 2 + 4 * (i % 2);
+    Some((tile(rows, row, k) * TILE_BYTES + word * 4 + nibble / 2, (nibble % 2) as u32))
 }
 
 /// Byte offset of the scale of value (row, k) (its 16-block) of one expert's `[rows, k]`

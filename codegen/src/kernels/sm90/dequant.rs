@@ -1,27 +1,33 @@
 //! Weights into wgmma A registers: per K16 step each consumer thread holds one 32-bit word
-//! of eight E2M1 codes — exactly its A fragment (`abi::sm90_weights`): codes 2k and 2k+1
-//! fill register k (low and high bf16 half) — and the scale bytes of its two rows (r, r+8).
-//! Every value becomes the exact bf16 of e2m1 · scale:
+//! of eight E2M1 codes — exactly its A fragment (`abi::sm90_weights`): register k takes
+//! nibble k (low bf16 half) and nibble k + 4 (high half) — and the scale words of its two
+//! rows (r, r+8). Every value becomes the exact bf16 of e2m1 · scale:
 //!
-//! 1. `ev = w & 0x0F0F0F0F`, `od = (w >> 4) & 0x0F0F0F0F`: code 2k in byte k of `ev`, code
-//!    2k+1 in byte k of `od` (3 instructions per word).
-//! 2. Per register k: `r = prmt(ev, od, [k, 0, 4+k, 0])` puts code 2k at bits 0–3 and code
-//!    2k+1 at bits 16–19 (the zero bytes replicate the clear sign bit of `od`'s top byte);
-//!    `r · 0x1040` = `r << 6 | r << 12` (the two copies do not overlap, so the product
-//!    carries nothing), and `& 0x81C081C0` keeps each half's magnitude bits at bf16 bits
-//!    6–8 and its sign at bit 15: the bf16 2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a
-//!    bf16 subnormal). `mul.rn.bf16x2` by 2^126 makes it the E2M1 value exactly, and a second
-//!    one by the splatted scale gives e2m1 · scale, exact because it is a bf16 (validated
-//!    by the runtime). 5 instructions per register.
-//! 3. Scales, per K16 step and row: `prmt` splats the step's byte into both halves; NVFP4:
-//!    `<< 4` puts the UE4M3 bits at bf16 bits 4–10 (2^(e−127)·(1 + m/8), or the E4M3
-//!    subnormal m/8·2^−126) and `mul.rn.bf16x2` by 2^120 makes it the E4M3 value; MXFP4:
-//!    `<< 7` puts the UE8M0 code in the bf16 exponent, and `max.u16x2` with 0x0040 turns
-//!    code 0 (2^−127, which the exponent field alone cannot say) into the bf16 subnormal
-//!    2^−127. 3 instructions per row and step.
+//! 1. Per register k: `c = src & (0xF000F << 4·(k % 2))`, with `src = w` for k < 2 and
+//!    `w >> 8` for k ≥ 2 (one shift per word), isolates the register's two codes 16 bits
+//!    apart; `c · 0x1040` (k even) or `c · 0x0104` (k odd) is `c << 6 | c << 12` or
+//!    `c << 2 | c << 8` (the copies do not overlap, so the product carries nothing), and
+//!    `& 0x81C081C0` keeps each half's magnitude bits at bf16 bits 6–8 and its sign at bit
+//!    15: the bf16 2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a bf16 subnormal).
+//!    `mul.rn.bf16x2` by 2^126 makes it the E2M1 value exactly, and a second one by the
+//!    splatted scale gives e2m1 · scale, exact because it is a bf16 (validated by the
+//!    runtime). 1 + 4 × 3 placing instructions per word, 2 multiplies per register.
+//! 2. Scales, once per row and stage (the word's byte j is step j's scale): NVFP4:
+//!    `(s << 4) & 0x07F007F0` and `(s >> 4) & 0x07F007F0` put bytes 0, 2 and 1, 3 at bf16
+//!    bits 4–10 (2^(e−127)·(1 + m/8), or the E4M3 subnormal m/8·2^−126; the mask drops the
+//!    clear sign bit), and `mul.rn.bf16x2` by 2^120 makes them the E4M3 values: 6
+//!    instructions for four scales. MXFP4 (bytes 0, 1 and 2, 3 are the same 32-block's
+//!    UE8M0): `(s << 7) & 0x7F807F80` puts bytes 0 and 2 in the bf16 exponents and
+//!    `max.u16x2` with 0x0040 turns code 0 (2^−127, which the exponent field alone cannot
+//!    say) into the bf16 subnormal 2^−127: 3 instructions for four steps.
+//! 3. The scale multiply reads its step's half as `{h, h}` (`mov.b32` from a `.b16`
+//!    pair), which ptxas folds into `HMUL2`'s `.H0_H0`/`.H1_H1` operand selector: the
+//!    splat costs no instruction.
 //!
-//! Per K16 step and m64 block: 1 shared load, 3 + 4 × 5 + 2 × 3 = 29 ALU instructions for
-//! 8 values (≈ 3.6 per value), 12 of them `HMUL2`/`IMAD` on the FMA pipe.
+//! Per K16 step and m64 block: 1 shared load, 13 + 8 multiplies + the scales' share (NVFP4
+//! 2 × 6 / 4 = 3, MXFP4 2 × 3 / 4 = 1.5) = 24 / 22.5 ALU instructions for 8 values (was 29
+//! with a per-step scale splat and an even/odd nibble split); docs/hopper.md has the SASS
+//! counts.
 
 use moegen_dsl::abi::WeightFormat;
 
@@ -35,56 +41,76 @@ const BF16X2_2P120: u32 = 0x7B80_7B80;
 /// bf16x2 2^−127 (the subnormal 0x0040) twice: UE8M0 code 0.
 const BF16X2_2M127: u32 = 0x0040_0040;
 
-/// `prmt.b32 d, a, b, sel`.
-pub fn prmt(b: &mut KernelBuilder, a: Reg, c: Reg, sel: u32) -> Reg {
-    b.op(RegClass::B32, Alu::Int(IntOp::Prmt, Ty::B32), vec![a.into(), c.into(), sel.into()])
-}
-
 /// `mul.rn.bf16x2 d, a, k` with a constant pair.
 fn mul_bf16x2(b: &mut KernelBuilder, a: Reg, k: impl Into<Operand>) -> Reg {
     b.op(RegClass::B32, Alu::Float(FloatOp::Mul(Rnd::Rn), Ty::Bf16x2), vec![a.into(), k.into()])
 }
 
-/// The bf16x2 {scale, scale} of byte `j` of `word` (a row's four K16-step scale codes).
-/// `zero` is a register holding 0.
-pub fn scale_splat(
-    b: &mut KernelBuilder,
-    format: WeightFormat,
-    word: Reg,
-    j: u32,
-    zero: Reg,
-) -> Reg {
-    // Byte j of `word` into bytes 0 and 2, zeros (byte 4 = `zero`'s byte 0) elsewhere.
-    let pair = prmt(b, word, zero, j | (4 << 4) | (j << 8) | (4 << 12));
+/// The bf16 scales of one row for the stage's four K16 steps, from its scale word (byte j:
+/// step j), as 16-bit halves: entry j is step j's scale. Converted once per row and stage;
+/// the per-step splat `{s, s}` costs nothing (see [`splat`]).
+pub fn row_scales(b: &mut KernelBuilder, format: WeightFormat, word: Reg) -> [Reg; 4] {
     match format {
         WeightFormat::Nvfp4 => {
-            let bits = b.shl_b32(pair, 4u32);
+            // Bytes 0 and 2 (steps 0, 2) and bytes 1 and 3 (steps 1, 3) each to bits 4–10
+            // of a bf16 half; the mask drops the (always clear) sign bit and the neighbour
+            // byte's bits.
             let k = b.mov_u32(Operand::Hex(BF16X2_2P120));
-            mul_bf16x2(b, bits, k)
+            let even = b.shl_b32(word, 4u32);
+            let even = b.and_b32(even, Operand::Hex(0x07F0_07F0));
+            let odd = b.shr_u32(word, 4u32);
+            let odd = b.and_b32(odd, Operand::Hex(0x07F0_07F0));
+            let even = mul_bf16x2(b, even, k);
+            let odd = mul_bf16x2(b, odd, k);
+            let (s0, s2) = unpack(b, even);
+            let (s1, s3) = unpack(b, odd);
+            [s0, s1, s2, s3]
         }
         WeightFormat::Mxfp4 => {
-            let bits = b.shl_b32(pair, 7u32);
+            // Bytes 0 (steps 0, 1: one 32-block) and 2 (steps 2, 3) into the bf16 exponents.
+            let bits = b.shl_b32(word, 7u32);
+            let bits = b.and_b32(bits, Operand::Hex(0x7F80_7F80));
             let floor = b.mov_u32(Operand::Hex(BF16X2_2M127));
-            b.op(RegClass::B32, Alu::Int(IntOp::Max, Ty::U16x2), vec![bits.into(), floor.into()])
+            let pair = b.op(
+                RegClass::B32,
+                Alu::Int(IntOp::Max, Ty::U16x2),
+                vec![bits.into(), floor.into()],
+            );
+            let (s01, s23) = unpack(b, pair);
+            [s01, s01, s23, s23]
         }
     }
+}
+
+/// `mov.b32 {lo, hi}, v`: the two 16-bit halves.
+fn unpack(b: &mut KernelBuilder, v: Reg) -> (Reg, Reg) {
+    let (lo, hi) = (b.reg(RegClass::B16), b.reg(RegClass::B16));
+    b.emit(Alu::Mov(Ty::B32), vec![Operand::regs(&[lo, hi]), v.into()]);
+    (lo, hi)
+}
+
+/// `mov.b32 d, {h, h}`: ptxas folds it into the multiply that reads it as the `.H0_H0` /
+/// `.H1_H1` operand selector of `HMUL2`, so it is no instruction of its own.
+pub fn splat(b: &mut KernelBuilder, h: Reg) -> Reg {
+    b.mov_b32(RegClass::B32, Operand::regs(&[h, h]))
 }
 
 /// The four A registers of one K16 step from the fragment word `w`, with the scales of the
 /// thread's rows r (`s_lo`, registers 0 and 2) and r+8 (`s_hi`, registers 1 and 3).
 pub fn dequant_step(b: &mut KernelBuilder, w: Reg, s_lo: Reg, s_hi: Reg) -> [Reg; 4] {
-    let ev = b.and_b32(w, Operand::Hex(0x0F0F_0F0F));
-    let od = b.shr_u32(w, 4u32);
-    let od = b.and_b32(od, Operand::Hex(0x0F0F_0F0F));
+    // Nibbles 2, 6 and 3, 7 to where nibbles 0, 4 and 1, 5 are.
+    let upper = b.shr_u32(w, 8u32);
     let k126 = b.mov_u32(Operand::Hex(BF16X2_2P126));
     std::array::from_fn(|k| {
-        let k = k as u32;
-        // Selector nibbles: byte k of ev, zero, byte k of od, zero (0xF: the sign of od's
-        // byte 3, always clear).
-        let r = prmt(b, ev, od, k | (0xF << 4) | ((4 + k) << 8) | (0xF << 12));
-        let spread = b.mul_u32(r, 0x1040u32);
+        let src = if k < 2 { w } else { upper };
+        // Codes at bits 0–3 and 16–19 (even k) or 4–7 and 20–23 (odd k): copies to the
+        // magnitude position (<< 6 or << 2) and the sign position (<< 12 or << 8).
+        let (mask, spread) =
+            if k % 2 == 0 { (0x000F_000F, 0x1040u32) } else { (0x00F0_00F0, 0x0104u32) };
+        let c = b.and_b32(src, Operand::Hex(mask));
+        let spread = b.mul_u32(c, spread);
         let bits = b.and_b32(spread, Operand::Hex(0x81C0_81C0));
         let e2m1 = mul_bf16x2(b, bits, k126);
-        mul_bf16x2(b, e2m1, if k.is_multiple_of(2) { s_lo } else { s_hi })
+        mul_bf16x2(b, e2m1, if k % 2 == 0 { s_lo } else { s_hi })
     })
 }

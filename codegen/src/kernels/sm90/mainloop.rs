@@ -12,11 +12,10 @@
 //! tile's last stage is handed back after the final `wait_group 0`.
 
 use moegen_dsl::GemmKind;
-use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
 
 use super::Sm90;
-use super::dequant::{dequant_step, scale_splat};
+use super::dequant::{dequant_step, row_scales, splat};
 use super::prologue::Common;
 use crate::kernels::pipeline::{self, Local, Waiter};
 use crate::ptx::instrs::{WgmmaMma, WgmmaWait};
@@ -56,8 +55,6 @@ pub(super) struct Consumer {
     pub col0: Reg,
     /// One lane of the warp (for the stage hand-back).
     pub elected: Reg,
-    /// Zero, for `prmt`'s second source.
-    pub zero: Reg,
 }
 
 /// The 64-bit descriptor of the activation tile at `tile`, `step` K16 steps in.
@@ -143,7 +140,7 @@ pub(super) fn mainloop(
                     d
                 })
                 .collect();
-            let s: Vec<Reg> = [0u32, 8]
+            let s: Vec<[Reg; 4]> = [0u32, 8]
                 .iter()
                 .map(|&dr| {
                     let at = blk * SCALE_TILE_BYTES as u32 + dr * 4;
@@ -152,13 +149,7 @@ pub(super) fn mainloop(
                         ld(Space::Shared, Ty::U32),
                         vec![d.into(), Operand::Reg(sp).at(i64::from(at))],
                     );
-                    // UE4M3 scales have a clear sign bit; dropping it keeps the bf16
-                    // exponent field clean whatever the byte holds.
-                    if l.key.format == WeightFormat::Nvfp4 {
-                        b.and_b32(d, Operand::Hex(0x7F7F_7F7F))
-                    } else {
-                        d
-                    }
+                    row_scales(b, l.key.format, d)
                 })
                 .collect();
             words.push(w);
@@ -177,8 +168,8 @@ pub(super) fn mainloop(
             }
             let frags: Vec<[Reg; 4]> = (0..blocks as usize)
                 .map(|blk| {
-                    let s_lo = scale_splat(b, l.key.format, scales[blk][0], j, k.zero);
-                    let s_hi = scale_splat(b, l.key.format, scales[blk][1], j, k.zero);
+                    let s_lo = splat(b, scales[blk][0][j as usize]);
+                    let s_hi = splat(b, scales[blk][1][j as usize]);
                     dequant_step(b, words[blk][j as usize], s_lo, s_hi)
                 })
                 .collect();

@@ -25,7 +25,7 @@ mod prologue;
 pub mod rings;
 pub mod smem;
 
-pub use dequant::{dequant_step, scale_splat};
+pub use dequant::{dequant_step, row_scales, splat};
 pub use mainloop::{DESC_HI_SW128, DESC_LO_LBO, act_desc, issue_step, wait_groups};
 
 use moegen_dsl::abi::roles::Sm90Roles;
@@ -98,8 +98,7 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
     let pair = b.and_b32(c.lane, 3u32);
     let col0 = b.shl_b32(pair, 1u32);
     let elected = b.elect();
-    let zero = b.mov_u32(0u32);
-    let k = Consumer { ci, t, lane: c.lane, cw, r0, col0, elected, zero };
+    let k = Consumer { ci, t, lane: c.lane, cw, r0, col0, elected };
     let acc: Vec<Vec<Reg>> = (0..l.blocks).map(|_| b.regs(RegClass::F32, l.tile / 2)).collect();
     let ring = &g.rings.stage;
     let cur = ring.waiter(b, c.smem);
