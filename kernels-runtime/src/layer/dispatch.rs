@@ -113,7 +113,7 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
         let units = live_tiles * (n_dim / f64::from(n)).ceil() / cn;
-        let per_sm = f64::from(ctas_per_sm(&g));
+        let per_sm = f64::from(ctas_per_sm(g));
         let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
         let waves = (units / clusters).ceil();
         // One unit: T × N·cn × K MACs on `ctas` SMs.
