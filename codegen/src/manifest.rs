@@ -74,6 +74,12 @@ pub struct ManifestEntry {
     pub tmem_columns: u32,
     /// How the grid is sized.
     pub grid: GridRule,
+    /// CTAs resident per SM that a persistent grid is sized for (SMs × this, at most one
+    /// per work unit).
+    pub ctas_per_sm: u32,
+    /// Launched with programmatic stream serialization (the kernel waits with
+    /// `griddepcontrol.wait` before it touches global memory).
+    pub programmatic: bool,
 }
 
 /// The manifest entry of a kernel.
@@ -108,5 +114,7 @@ pub fn entry(k: &crate::kernel_set::GeneratedKernel) -> ManifestEntry {
         dynamic_smem: k.launch.smem,
         tmem_columns: k.launch.tmem_columns,
         grid: k.launch.grid,
+        ctas_per_sm: k.launch.ctas_per_sm,
+        programmatic: k.launch.programmatic,
     }
 }
