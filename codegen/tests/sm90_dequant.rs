@@ -1,34 +1,24 @@
 //! The integer and bf16 steps of the Hopper dequantization (`kernels/sm90/dequant.rs`),
 //! replayed on the CPU: every E2M1 code and every scale code gives the exact weight the CPU
-//! reference uses, and the byte/nibble shuffling puts each code of a fragment word in its A
-//! register half. (The H200 ran the PTX itself: docs/hopper.md.)
+//! reference uses, and the nibble placement puts nibble k of a fragment word in the low half
+//! of A register k and nibble k + 4 in its high half (`abi::sm90_weights::value_position`).
+//! (The H200 ran the PTX itself: docs/hopper.md.)
 
 use moegen_dsl::formats::{e2m1_to_f32, e4m3_to_f32, ue8m0_to_f32};
-
-/// `prmt.b32` in its default mode.
-fn prmt(a: u32, b: u32, sel: u32) -> u32 {
-    let pool = u64::from(a) | (u64::from(b) << 32);
-    (0..4).fold(0, |acc, i| {
-        let s = (sel >> (4 * i)) & 0xF;
-        let byte = ((pool >> (8 * (s & 7))) & 0xFF) as u32;
-        let byte = if s & 8 != 0 { if byte & 0x80 != 0 { 0xFF } else { 0 } } else { byte };
-        acc | (byte << (8 * i))
-    })
-}
 
 /// A bf16 bit pattern as f32 (exact, subnormals included).
 fn bf16(bits: u32) -> f32 {
     f32::from_bits((bits & 0xFFFF) << 16)
 }
 
-/// The four A registers of a fragment word, before the ×2^126 and ×scale multiplies.
+/// The four A registers of a fragment word, before the ×2^126 and ×scale multiplies: as
+/// the kernel places them (one shared `w >> 8`, then per register `and`, `mul.lo`, `and`).
 fn placed(w: u32) -> [u32; 4] {
-    let ev = w & 0x0F0F_0F0F;
-    let od = (w >> 4) & 0x0F0F_0F0F;
+    let upper = w >> 8;
     std::array::from_fn(|k| {
-        let k = k as u32;
-        let r = prmt(ev, od, k | (0xF << 4) | ((4 + k) << 8) | (0xF << 12));
-        r.wrapping_mul(0x1040) & 0x81C0_81C0
+        let src = if k < 2 { w } else { upper };
+        let (mask, spread) = if k % 2 == 0 { (0x000F_000F, 0x1040) } else { (0x00F0_00F0, 0x0104) };
+        (src & mask).wrapping_mul(spread) & 0x81C0_81C0
     })
 }
 
@@ -42,7 +32,7 @@ fn every_code_lands_in_its_half_as_the_e2m1_value_times_2_pow_minus_126() {
         x ^= x << 5;
         let regs = placed(x);
         for (k, &r) in regs.iter().enumerate() {
-            for (half, nib) in [(0, 2 * k), (1, 2 * k + 1)] {
+            for (half, nib) in [(0, k), (1, k + 4)] {
                 let code = ((x >> (4 * nib)) & 0xF) as u8;
                 let v = f64::from(bf16(r >> (16 * half))) * two126;
                 let want = f64::from(e2m1_to_f32(code));
@@ -52,18 +42,49 @@ fn every_code_lands_in_its_half_as_the_e2m1_value_times_2_pow_minus_126() {
     }
 }
 
+/// A word with `code` in byte `j` and the other bytes `fill`.
+fn word(code: u32, j: u32, fill: u32) -> u32 {
+    let mask = 0xFFu32 << (8 * j);
+    (fill & !mask) | (code << (8 * j))
+}
+
 #[test]
-fn scale_bits_times_the_bias_are_the_scale() {
+fn nvfp4_scale_words_become_the_four_steps_scales() {
     let two120 = f64::from(f32::from_bits(0x7B80_0000));
-    for s in 0u32..0x7F {
-        // NVFP4: UE4M3 at bf16 bits 4–10, × 2^120.
-        let splat = prmt(s, 0, 4 << 4 | 4 << 12) << 4;
-        assert_eq!(splat >> 16, splat & 0xFFFF, "both halves");
-        assert_eq!(f64::from(bf16(splat)) * two120, f64::from(e4m3_to_f32(s as u8)), "{s:#x}");
+    // Bytes 0, 2 from `(s << 4) & 0x07F007F0`, bytes 1, 3 from `(s >> 4) & 0x07F007F0`,
+    // each half × 2^120; whatever the neighbouring bytes hold (sign bits included).
+    for fill in [0u32, 0x7F7F_7F7F, 0xFFFF_FFFF, 0x8037_6A15] {
+        for code in 0u32..0x80 {
+            for j in 0..4 {
+                let s = word(code, j, fill);
+                let even = (s << 4) & 0x07F0_07F0;
+                let odd = (s >> 4) & 0x07F0_07F0;
+                let pair = if j % 2 == 0 { even } else { odd };
+                let half = pair >> (16 * (j / 2));
+                let got = f64::from(bf16(half)) * two120;
+                assert_eq!(got, f64::from(e4m3_to_f32(code as u8)), "{code:#x} in byte {j}");
+            }
+        }
     }
-    for e in 0u32..0xFF {
-        // MXFP4: UE8M0 in the bf16 exponent, code 0 as the subnormal 2^-127.
-        let bits = (e << 7).max(0x40);
-        assert_eq!(bf16(bits), ue8m0_to_f32(e as u8), "{e:#x}");
+}
+
+#[test]
+fn mxfp4_scale_words_become_the_two_blocks_scales() {
+    // Bytes 0 and 2 (steps 0–1 and 2–3: one 32-block each) into the bf16 exponents, code 0
+    // as the subnormal 2^-127 by `max.u16x2` with 0x0040.
+    let max_u16x2 = |a: u32, b: u32| {
+        let lo = (a & 0xFFFF).max(b & 0xFFFF);
+        let hi = (a >> 16).max(b >> 16);
+        lo | (hi << 16)
+    };
+    for fill in [0u32, 0xFFFF_FFFF, 0x1234_5678] {
+        for code in 0u32..=0xFE {
+            for j in [0, 2] {
+                let s = word(code, j, fill);
+                let pair = max_u16x2((s << 7) & 0x7F80_7F80, 0x0040_0040);
+                let half = pair >> (16 * (j / 2));
+                assert_eq!(bf16(half), ue8m0_to_f32(code as u8), "{code:#x} in byte {j}");
+            }
+        }
     }
 }

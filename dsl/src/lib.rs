@@ -2,8 +2,8 @@
 //!
 //! - [`formats`]: E2M1, E4M3, UE8M0 codecs bit-exact to the PTX `cvt` forms, NVFP4/MXFP4
 //!   block quantization, the 128x4 and linear scale layouts.
-//! - [`tactic`]: the tactic space, built so that a kernel's MMA M always equals the routing
-//!   tile size.
+//! - [`tactic`] (and [`sm90_tactics`], Hopper's corner of it): the tactic space, built so
+//!   that a kernel's MMA M always equals the routing tile size.
 //! - [`resources`]: the per-target shared-memory/TMEM model that fixes pipeline depths.
 //! - [`options`]: the option enums of a GEMM kernel (format, activations, SwiGLU input,
 //!   epilogue recipe, finalize mode); a leaf that imports nothing from the crate.
@@ -23,15 +23,17 @@ pub mod kernel_desc;
 pub mod options;
 pub mod plan;
 pub mod resources;
+pub mod sm90_tactics;
 pub mod tactic;
 pub mod target;
 
 pub use kernel_desc::{DescError, Epilogue, KernelDesc, KernelDescBuilder};
 pub use options::{ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput};
 pub use resources::{KernelBudget, ResourceError, plan_gemm};
+pub use sm90_tactics::{sm90_n_granule, sm90_tactics};
 pub use tactic::{
     Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_gemms,
-    nvfp4_tactics, sm90_n_granule, sm90_tactics, tactics_for,
+    nvfp4_tactics, tactics_for,
 };
 pub use target::Target;
 

@@ -190,8 +190,9 @@ fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resour
     // One-consumer kernels (N ≤ 128) run the most CTAs per SM whose consumers keep the
     // registers they need and whose rings keep SM90_SHARED_STAGES stages; two-consumer
     // kernels (N 256) keep a whole SM, with the deepest ring. So the tuner chooses the
-    // residency with the N width: sharing made DeepSeek-slice layers 12–15 % faster at 128
-    // and 1024 tokens but one at 16 tokens 30 % slower (docs/perf.md, 2026-12-02).
+    // residency with the N width: in the first cut (N 256 shared too) DeepSeek-slice layers
+    // were 12 % and 8 % faster at 128 and 1024 tokens but 32 % slower at 16, gpt-oss 15–30 %
+    // faster throughout (docs/perf.md, 2026-12-02).
     let roles = sm90_roles_for(n);
     let need = if roles.consumers > 1 {
         u32::MAX

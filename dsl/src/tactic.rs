@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use crate::sm90_tactics::{SM90_MMA_N, sm90_n_granule, sm90_tactics};
+
 /// Rows of a routing tile.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -129,21 +131,6 @@ pub enum Arch {
     Sm100,
     /// Hopper (sm_90a): wgmma with weights in registers (swap-AB), wgmma N = the routing tile.
     Sm90,
-}
-
-/// N values of the Hopper GEMMs: weight rows per CTA (64 per wgmma M).
-pub const SM90_MMA_N: [u32; 3] = [64, 128, 256];
-
-/// What a Hopper GEMM's N dimension must be a multiple of for every N of [`SM90_MMA_N`] to
-/// apply: GEMM2's 64-row weight tile (one wgmma M), GEMM1's 128 rows of one consumer (an up
-/// block and its gate block). The last N block of an expert may be partial, a whole number
-/// of these: its producer copies only the tiles that exist and its epilogues store nothing
-/// past the dimension (docs/hopper.md, "Schedule").
-pub const fn sm90_n_granule(kind: GemmKind) -> u32 {
-    match kind {
-        GemmKind::Gemm1 => 128,
-        GemmKind::Gemm2 => 64,
-    }
 }
 
 /// One GEMM's tiling: `[routing rows, output columns]` per tile (on SM100 the MMA's M and N;
@@ -379,27 +366,6 @@ pub fn nvfp4_tactics() -> Vec<MoeTactic> {
                     {
                         out.push(t);
                     }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The Hopper tactic space: T ∈ {16, 32, 64, 128} tokens per routing tile (the wgmma N);
-/// GEMM1 N ∈ {128, 256} weight rows per CTA; GEMM2 N ∈ {64, 128, 256}. 4 · 2 · 3 = 24
-/// tactics, in a fixed order (tile, GEMM1 N, GEMM2 N).
-pub fn sm90_tactics() -> Vec<MoeTactic> {
-    let mut out = Vec::with_capacity(24);
-    for tile in TileSize::SM90 {
-        for n1 in [128, 256] {
-            for n2 in SM90_MMA_N {
-                let g1 = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), n1);
-                let g2 = GemmTactic::new_sm90(GemmKind::Gemm2, tile.rows(), n2);
-                if let (Ok(g1), Ok(g2)) = (g1, g2)
-                    && let Ok(t) = MoeTactic::new(tile, g1, g2)
-                {
-                    out.push(t);
                 }
             }
         }

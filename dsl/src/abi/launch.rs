@@ -84,7 +84,7 @@ pub struct LaunchFacts {
     /// Launched with programmatic stream serialization (programmatic dependent launch): the
     /// kernel may start while the kernel before it in the stream finishes, because it runs
     /// `griddepcontrol.wait` before it touches global memory (only its own set-up comes
-    /// before). The GEMMs: their barrier initialization and register split overlap the
+    /// before). The GEMMs: their thread coordinates and barrier initialization overlap the
     /// previous kernel's tail.
     pub programmatic: bool,
 }

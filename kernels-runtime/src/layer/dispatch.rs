@@ -62,8 +62,9 @@ impl DeviceModel {
     pub fn b200() -> Self {
         Self { gpu: Gpu::B200, software_dequant: None }
     }
-    /// An H200 ([`Gpu::H200`]). Dequantization takes 29 thread instructions per 8 weights
-    /// (docs/hopper.md); a consumer warpgroup has one warp per scheduler, whose dependent ALU
+    /// An H200 ([`Gpu::H200`]). Dequantization was calibrated at 29 thread instructions per
+    /// 8 weights (before issue 15's 24 / 22.5, docs/hopper.md; the record of 2026-12-02 holds
+    /// the model as it is, validation/tests/hopper_dispatch.rs); a consumer warpgroup has one warp per scheduler, whose dependent ALU
     /// chains issue about every other clock: 4 · 32 / 2 / 3.625 ≈ 17.7 weights per clock per
     /// warpgroup, plus 32 clocks per K16 step; the four schedulers of an SM issuing every
     /// clock cap the SM at 4 · 32 / 3.625 ≈ 35.3. A model, checked by what it picks: the H200
