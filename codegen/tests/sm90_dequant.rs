@@ -54,7 +54,8 @@ fn nvfp4_scale_words_become_the_four_steps_scales() {
     // Bytes 0, 2 from `(s << 4) & 0x07F007F0`, bytes 1, 3 from `(s >> 4) & 0x07F007F0`,
     // each half × 2^120; whatever the neighbouring bytes hold (sign bits included).
     for fill in [0u32, 0x7F7F_7F7F, 0xFFFF_FFFF, 0x8037_6A15] {
-        for code in 0u32..0x80 {
+        // 0x7F is E4M3 NaN, which the runtime refuses as a scale.
+        for code in 0u32..0x7F {
             for j in 0..4 {
                 let s = word(code, j, fill);
                 let even = (s << 4) & 0x07F0_07F0;
