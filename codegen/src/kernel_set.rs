@@ -10,7 +10,8 @@ use moegen_dsl::{
 };
 
 use crate::kernels::{
-    corpus, corpus_mufu, corpus_wgmma, finalize_reduce, moe_sort, qdq, quantize, sm90, sm100,
+    corpus, corpus_mufu, corpus_wgmma, finalize_reduce, moe_sort, qdq, quant_fp8, quantize, sm90,
+    sm100,
 };
 use crate::ptx::{KernelBuilder, ModuleHeader, RenderError, render_module};
 
@@ -120,6 +121,7 @@ pub fn simt_kernel(
         SimtFamily::QuantizeNvfp4 => quantize::build(target),
         SimtFamily::FinalizeReduce => finalize_reduce::build(target),
         SimtFamily::QdqNvfp4 => qdq::build(target),
+        SimtFamily::QuantFp8Tokens | SimtFamily::QuantFp8Rows => quant_fp8::build(family, target),
     };
     finish(k, KernelId::Simt { family, target }, family.name())
 }
@@ -163,8 +165,8 @@ pub struct Sm90Gemms {
 
 impl Sm90Gemms {
     /// What generated/ holds: NVFP4 weights with both activation formats for all 24
-    /// tactics, and MXFP4 weights with bf16 activations for the tactics of
-    /// [`sm90_mxfp4_tactics`] (docs/hopper.md, "What ships").
+    /// tactics, and MXFP4 weights with bf16 (A16) and FP8 (A8) activations for the tactics
+    /// of [`sm90_mxfp4_tactics`] (docs/hopper.md, "What ships").
     pub fn default_set() -> Vec<Sm90Gemms> {
         vec![
             Sm90Gemms {
@@ -174,7 +176,7 @@ impl Sm90Gemms {
             },
             Sm90Gemms {
                 format: WeightFormat::Mxfp4,
-                activations: vec![ActivationFormat::Bf16],
+                activations: vec![ActivationFormat::Bf16, ActivationFormat::Fp8],
                 tactics: sm90_mxfp4_tactics(),
             },
         ]
@@ -183,7 +185,7 @@ impl Sm90Gemms {
 
 /// The MXFP4 tactics shipped by default, at every tile size: GEMM1 N 256 and GEMM2 N 128
 /// (the fast pair where H and I allow), and GEMM1 N 128 with GEMM2 N 64, which serve every H
-/// and I that are multiples of 64 (gpt-oss's 2880). MXFP4 checkpoints are served by A16 only.
+/// and I that are multiples of 64 (gpt-oss's 2880). MXFP4 checkpoints are served by A16 and A8.
 pub fn sm90_mxfp4_tactics() -> Vec<MoeTactic> {
     moegen_dsl::sm90_tactics()
         .into_iter()
@@ -313,9 +315,9 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
     let sm90_recipes = [Target::Sm90a.default_recipe()];
     for set in &spec.sm90 {
         for &a in &set.activations {
-            // bf16 SwiGLU inputs exist for A4 only; A16 keeps f32 (the description
-            // builder refuses the other combination).
-            if a == ActivationFormat::Bf16 && spec.swiglu_input != SwigluInput::F32 {
+            // bf16 SwiGLU inputs exist for A4 only; A16 and A8 keep f32 (the description
+            // builder refuses the other combinations).
+            if a != ActivationFormat::Nvfp4 && spec.swiglu_input != SwigluInput::F32 {
                 continue;
             }
             for t in &set.tactics {

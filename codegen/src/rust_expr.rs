@@ -50,6 +50,9 @@ fn grid_rule(g: &GridRule) -> String {
             "{ABI}::GridRule::GridStride {{ values_per_thread: {values_per_thread}, max_blocks: {max_blocks} }}"
         ),
         GridRule::OneCluster => format!("{ABI}::GridRule::OneCluster"),
+        GridRule::PerRows { rows, rows_per_block, max_blocks } => format!(
+            "{ABI}::GridRule::PerRows {{ rows: {ABI}::RowCount::{rows:?}, rows_per_block: {rows_per_block}, max_blocks: {max_blocks} }}"
+        ),
     }
 }
 

@@ -93,10 +93,8 @@ impl GemmKey {
             self.cluster_n
         );
         if self.arch() == Arch::Sm90 {
-            s.push_str(match self.activations {
-                ActivationFormat::Nvfp4 => "_a4",
-                ActivationFormat::Bf16 => "_a16",
-            });
+            s.push('_');
+            s.push_str(self.activations.tag());
         }
         if self.finalize == FinalizeMode::Deterministic {
             s.push_str("_det");

@@ -61,6 +61,29 @@ pub enum ActivationFormat {
     Nvfp4,
     /// bf16 (A16): Hopper only; GEMM1's output stays bf16.
     Bf16,
+    /// FP8 E4M3 (A8): Hopper only, MXFP4 weights. Each row of GEMM1's and GEMM2's input is
+    /// quantized to E4M3 with a power-of-two scale (docs/hopper.md, "W4A8"); the weights are
+    /// expanded to E4M3 in registers and multiplied on the FP8 tensor cores.
+    Fp8,
+}
+
+impl ActivationFormat {
+    /// Short tag used in kernel names and tables: `a4`, `a16`, `a8`.
+    pub const fn tag(self) -> &'static str {
+        match self {
+            ActivationFormat::Nvfp4 => "a4",
+            ActivationFormat::Bf16 => "a16",
+            ActivationFormat::Fp8 => "a8",
+        }
+    }
+    /// K elements of one Hopper pipeline stage: one 128-byte activation row (64 bf16 or
+    /// 128 E4M3 values).
+    pub const fn sm90_k_stage(self) -> u32 {
+        match self {
+            ActivationFormat::Fp8 => 128,
+            _ => 64,
+        }
+    }
 }
 
 /// Whether SwiGLU sees α·acc in f32 or rounded to bf16 first (TRT-LLM PR 17409 found the

@@ -6,6 +6,7 @@ use crate::abi::roles::sm90_roles_for;
 use crate::abi::sm90_residency::{
     MAX_CTAS_PER_SM, sm90_consumer_regs_needed, sm90_registers, sm90_smem_per_cta,
 };
+use crate::options::ActivationFormat;
 use crate::tactic::{Arch, GemmKind, GemmTactic};
 use crate::target::Target;
 
@@ -160,24 +161,40 @@ pub const SM90_K_STAGE: u32 = 64;
 
 /// Plans one GEMM kernel: the deepest A/B pipeline and accumulator buffering that fit.
 pub fn plan_gemm(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, ResourceError> {
+    plan_gemm_for(target, tactic, ActivationFormat::default())
+}
+
+/// [`plan_gemm`] for kernels over `activations`: Hopper's FP8 (A8) kernels take 128 K per
+/// stage (one 128-byte row of E4M3 activations), so their weight tiles are twice as large.
+pub fn plan_gemm_for(
+    target: Target,
+    tactic: &GemmTactic,
+    activations: ActivationFormat,
+) -> Result<KernelBudget, ResourceError> {
     if target.arch() != tactic.arch() {
         return Err(ResourceError::WrongArch { tactic: tactic.to_string(), target });
     }
     match target.arch() {
         Arch::Sm100 => plan_sm100(target, tactic),
-        Arch::Sm90 => plan_sm90(target, tactic),
+        Arch::Sm90 => plan_sm90(target, tactic, activations.sm90_k_stage()),
     }
 }
 
 /// Hopper (swap-AB): per stage, the routing tile's bf16 activations (T × 64 × 2 B), the
 /// CTA's FP4 weight rows in fragment order (N × 64 / 2 B) and one scale byte per 16
 /// weights; accumulators live in the consumer warpgroups' registers.
-fn plan_sm90(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, ResourceError> {
+fn plan_sm90(
+    target: Target,
+    tactic: &GemmTactic,
+    k_stage: u32,
+) -> Result<KernelBudget, ResourceError> {
     let limits = target.limits();
     let name = tactic.to_string();
     let [t, n] = tactic.mma_tiler();
+    // One 128-byte activation row per token, whatever the element size.
     let a = t * SM90_K_STAGE * 2;
-    let b = n * SM90_K_STAGE / 2;
+    let b = n * k_stage / 2;
+    // Four scale bytes per row and stage: one per K16 step (bf16) or K32 step (FP8).
     let sfb = n * SM90_K_STAGE / 16;
     // Padded so every stage's 128B-swizzled activation tile starts on a 1024-byte boundary.
     let stage_bytes = (a + b + sfb).next_multiple_of(1024);

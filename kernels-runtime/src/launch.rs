@@ -175,6 +175,8 @@ pub struct GridInputs {
     pub local_experts: u64,
     /// SMs to fill with persistent CTAs.
     pub sm_count: u32,
+    /// Rows of the permuted-row buffers (`max_tiles · T`).
+    pub permuted_rows: u64,
 }
 
 /// The launch shape of `k` for a problem: a persistent GEMM gets as many CTAs as the SMs
@@ -194,6 +196,13 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
             items.div_ceil(u64::from(f.threads.max(1))).min(u64::from(max_blocks))
         }
         GridRule::OneCluster => u64::from(f.cluster),
+        GridRule::PerRows { rows, rows_per_block, max_blocks } => {
+            let n = match rows {
+                RowCount::Tokens => g.tokens,
+                RowCount::PermutedRows => g.permuted_rows,
+            };
+            n.div_ceil(u64::from(rows_per_block.max(1))).min(u64::from(max_blocks))
+        }
         GridRule::Persistent => {
             let KernelId::Gemm(key) = k.id else {
                 return Err(fail("a persistent grid needs a GEMM".into()));

@@ -8,6 +8,7 @@ pub mod finalize_reduce;
 pub mod moe_sort;
 pub mod pipeline;
 pub mod qdq;
+pub mod quant_fp8;
 pub mod quantize;
 pub mod skeleton;
 pub mod sm100;

@@ -61,6 +61,11 @@ pub enum SimtFamily {
     FinalizeReduce,
     /// bf16 activations → NVFP4 → bf16 (e2m1 · scale, exact): Hopper's A4 input.
     QdqNvfp4,
+    /// bf16 activations → E4M3 per token, the scale to each local route's permuted row:
+    /// Hopper's A8 GEMM1 input.
+    QuantFp8Tokens,
+    /// GEMM1's bf16 output → E4M3 per permuted row: Hopper's A8 GEMM2 input.
+    QuantFp8Rows,
 }
 
 impl SimtFamily {
@@ -72,11 +77,11 @@ impl SimtFamily {
         SimtFamily::QuantizeNvfp4,
         SimtFamily::FinalizeReduce,
     ];
-    /// The families of a target: Hopper adds the A4 quantize-dequantize.
+    /// The families of a target: Hopper adds the A4 quantize-dequantize and the A8 quantizers.
     pub fn of(target: SimtTarget) -> Vec<SimtFamily> {
         let mut v = Self::ALL.to_vec();
         if target == SimtTarget::Sm90a {
-            v.push(SimtFamily::QdqNvfp4);
+            v.extend([SimtFamily::QdqNvfp4, SimtFamily::QuantFp8Tokens, SimtFamily::QuantFp8Rows]);
         }
         v
     }
@@ -89,6 +94,8 @@ impl SimtFamily {
             SimtFamily::QuantizeNvfp4 => "quantize_nvfp4",
             SimtFamily::FinalizeReduce => "finalize_reduce",
             SimtFamily::QdqNvfp4 => "qdq_nvfp4",
+            SimtFamily::QuantFp8Tokens => "quant_fp8_tokens",
+            SimtFamily::QuantFp8Rows => "quant_fp8_rows",
         }
     }
 }

@@ -20,6 +20,8 @@ pub const QUANTIZE_VALUES_PER_THREAD: u32 = 16;
 pub const FINALIZE_THREADS: u32 = 256;
 /// bf16 columns one finalize thread handles.
 pub const FINALIZE_COLUMNS_PER_THREAD: u32 = 2;
+/// Threads per block of the A8 row quantizers (one warp per row).
+pub const QUANT_FP8_THREADS: u32 = 128;
 /// Most blocks a grid-stride kernel is launched with.
 pub const GRID_STRIDE_MAX_BLOCKS: u32 = 4096;
 
@@ -63,6 +65,25 @@ pub enum GridRule {
     },
     /// One cluster (validation kernels).
     OneCluster,
+    /// Grid-stride over rows, `rows_per_block` per block at a time, at most `max_blocks`
+    /// blocks.
+    PerRows {
+        /// Which rows.
+        rows: RowCount,
+        /// Rows one block handles at once.
+        rows_per_block: u32,
+        /// Block cap.
+        max_blocks: u32,
+    },
+}
+
+/// The row count a [`GridRule::PerRows`] kernel covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum RowCount {
+    /// The launch's tokens.
+    Tokens,
+    /// The workspace's permuted rows (`max_tiles · T`).
+    PermutedRows,
 }
 
 /// Everything needed to launch a kernel besides its arguments.
@@ -149,6 +170,20 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                 0,
                 GridRule::GridStride {
                     values_per_thread: QUANTIZE_VALUES_PER_THREAD,
+                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
+                },
+            ),
+            SimtFamily::QuantFp8Tokens | SimtFamily::QuantFp8Rows => simt(
+                QUANT_FP8_THREADS,
+                0,
+                0,
+                GridRule::PerRows {
+                    rows: if *family == SimtFamily::QuantFp8Tokens {
+                        RowCount::Tokens
+                    } else {
+                        RowCount::PermutedRows
+                    },
+                    rows_per_block: QUANT_FP8_THREADS / 32,
                     max_blocks: GRID_STRIDE_MAX_BLOCKS,
                 },
             ),

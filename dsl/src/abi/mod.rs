@@ -29,7 +29,7 @@ pub use crate::gemm_key::GemmKey;
 pub use crate::options::WeightFormat;
 pub use identity::{CorpusKernel, KernelId, SimtFamily, SimtTarget};
 pub use info::KernelInfo;
-pub use launch::{GridRule, LaunchFacts, SmemRule, launch_facts, persistent_units};
+pub use launch::{GridRule, LaunchFacts, RowCount, SmemRule, launch_facts, persistent_units};
 pub use param::{Buffer, Param, ParamKind, ParamType, Scalar, TensorMap};
 pub use roles::{GemmRoles, gemm_roles};
 pub use tensor_map::{MapDims, TensorMapLayout, TmaElement};
@@ -46,11 +46,20 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
             (GemmKind::Gemm1, _) => match k.activations {
                 ActivationFormat::Bf16 => ("SM90_GEMM1_A16", s::SM90_GEMM1_A16),
                 ActivationFormat::Nvfp4 => ("SM90_GEMM1_A4", s::SM90_GEMM1_A4),
+                ActivationFormat::Fp8 => ("SM90_GEMM1_A8", s::SM90_GEMM1_A8),
             },
-            (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd) => ("SM90_GEMM2", s::SM90_GEMM2),
-            (GemmKind::Gemm2, FinalizeMode::Deterministic) => {
-                ("SM90_GEMM2_DETERMINISTIC", s::SM90_GEMM2_DETERMINISTIC)
-            }
+            (GemmKind::Gemm2, finalize) => match (k.activations, finalize) {
+                (ActivationFormat::Fp8, FinalizeMode::BulkReduceAdd) => {
+                    ("SM90_GEMM2_A8", s::SM90_GEMM2_A8)
+                }
+                (ActivationFormat::Fp8, FinalizeMode::Deterministic) => {
+                    ("SM90_GEMM2_A8_DETERMINISTIC", s::SM90_GEMM2_A8_DETERMINISTIC)
+                }
+                (_, FinalizeMode::BulkReduceAdd) => ("SM90_GEMM2", s::SM90_GEMM2),
+                (_, FinalizeMode::Deterministic) => {
+                    ("SM90_GEMM2_DETERMINISTIC", s::SM90_GEMM2_DETERMINISTIC)
+                }
+            },
         },
         KernelId::Gemm(k) => match (k.gemm, k.finalize) {
             (GemmKind::Gemm1, _) => ("GEMM1", s::GEMM1),
@@ -66,6 +75,8 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
             SimtFamily::QuantizeNvfp4 => ("QUANTIZE_NVFP4", s::QUANTIZE_NVFP4),
             SimtFamily::FinalizeReduce => ("FINALIZE_REDUCE", s::FINALIZE_REDUCE),
             SimtFamily::QdqNvfp4 => ("QDQ_NVFP4", s::QDQ_NVFP4),
+            SimtFamily::QuantFp8Tokens => ("QUANT_FP8_TOKENS", s::QUANT_FP8_TOKENS),
+            SimtFamily::QuantFp8Rows => ("QUANT_FP8_ROWS", s::QUANT_FP8_ROWS),
         },
         KernelId::Corpus(c) => match c {
             CorpusKernel::Alu => ("CORPUS_ALU", s::CORPUS_ALU),

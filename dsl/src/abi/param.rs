@@ -128,6 +128,21 @@ pub enum Buffer {
     Output,
     /// bf16 [tokens·top_k, H] per-route rows of the deterministic finalize.
     FinalizeScratch,
+    /// e4m3 [tokens, Hp] activations quantized per token (Hopper A8; Hp = H rounded up to
+    /// 128, the tail zero).
+    ActivationsFp8,
+    /// f32 [max permuted rows] the power-of-two scale of each valid permuted row's
+    /// quantized token (A8).
+    ActivationRowScales,
+    /// e4m3 [max permuted rows, Ip] GEMM1's output quantized per row (A8; Ip = I rounded up
+    /// to 128, the tail zero).
+    Gemm1OutputFp8,
+    /// f32 [max permuted rows] the power-of-two scale of each row of `Gemm1OutputFp8`.
+    Gemm1OutputRowScales,
+    /// f32 [L, 2I] the power-of-two factor of each W1 row (A8 weights; fragment row order).
+    W1RowScales,
+    /// f32 [L, H] the power-of-two factor of each W2 row (A8 weights).
+    W2RowScales,
 }
 
 impl Scalar {
@@ -150,7 +165,7 @@ impl Scalar {
 
 impl Buffer {
     /// Every buffer.
-    pub const ALL: [Buffer; 27] = [
+    pub const ALL: [Buffer; 33] = [
         Buffer::RoutedExperts,
         Buffer::RouterWeights,
         Buffer::SortBlockCounts,
@@ -178,6 +193,12 @@ impl Buffer {
         Buffer::Alpha2,
         Buffer::Output,
         Buffer::FinalizeScratch,
+        Buffer::ActivationsFp8,
+        Buffer::ActivationRowScales,
+        Buffer::Gemm1OutputFp8,
+        Buffer::Gemm1OutputRowScales,
+        Buffer::W1RowScales,
+        Buffer::W2RowScales,
     ];
 
     /// The name the workspace plan and the manifest use.
@@ -210,6 +231,12 @@ impl Buffer {
             Buffer::Alpha2 => "alpha2",
             Buffer::Output => "output",
             Buffer::FinalizeScratch => "finalize_scratch",
+            Buffer::ActivationsFp8 => "activations_fp8",
+            Buffer::ActivationRowScales => "activation_row_scales",
+            Buffer::Gemm1OutputFp8 => "gemm1_output_fp8",
+            Buffer::Gemm1OutputRowScales => "gemm1_output_row_scales",
+            Buffer::W1RowScales => "w1_row_scales",
+            Buffer::W2RowScales => "w2_row_scales",
         }
     }
 }
@@ -240,6 +267,9 @@ pub enum TensorMap {
     W2Scales,
     /// Hopper: GEMM1's bf16 output as GEMM2's activation operand (T rows × 64 K, 128B swizzle).
     Gemm1HiddenLoad,
+    /// Hopper A8: GEMM1's output quantized to E4M3 as GEMM2's activation operand (T rows ×
+    /// 128 K, 128B swizzle).
+    Gemm1HiddenFp8Load,
 }
 
 /// What a parameter carries.

@@ -339,6 +339,55 @@ pub const SM90_GEMM1_A4: &[Param] = routing_tail!(
     buffer("out_global_scale", B::Fc2InputScale, "fc2_input_scale: f32 [1] (device)"),
 );
 
+/// Hopper GEMM1 over E4M3 activations (A8, MXFP4 weights expanded to E4M3): bf16 h.
+pub const SM90_GEMM1_A8: &[Param] = routing_tail!(
+    buffer("w1", B::W1, "W1 [L, 2I, Hp] e2m1 in the A8 fragment order (abi::sm90_weights)"),
+    buffer(
+        "w1_sf",
+        B::W1Scales,
+        "W1 block tables: one byte per row and 32 (the E4M3 table's offset), fragment order"
+    ),
+    buffer("w1_rows", B::W1RowScales, "f32 [L, 2I]: 2^ρ of each W1 row"),
+    buffer("x", B::ActivationsFp8, "e4m3 [tokens, Hp], gathered per routed row"),
+    buffer("x_scales", B::ActivationRowScales, "f32 [max_permuted_rows]: 2^e per row"),
+    buffer("out", B::Gemm1OutputBf16, "h bf16 [max_permuted_rows, I]"),
+    buffer("alpha", B::Alpha1, "α1 f32 [L]"),
+);
+
+/// The Hopper A8 GEMM2 parameters before the output.
+macro_rules! sm90_gemm2_a8 {
+    ($out:expr) => {
+        routing_tail!(
+            map(
+                "tmap_a",
+                M::Gemm1HiddenFp8Load,
+                "h e4m3 [max_permuted_rows, Ip]: UINT8, dims {Ip, rows}, box {128, T}, SWIZZLE_128B",
+            ),
+            buffer("w2", B::W2, "W2 [L, H, Ip] e2m1 in the A8 fragment order (abi::sm90_weights)"),
+            buffer("w2_sf", B::W2Scales, "W2 block tables: one byte per row and 32, fragment order"),
+            buffer("w2_rows", B::W2RowScales, "f32 [L, H]: 2^ρ of each W2 row"),
+            buffer("h_scales", B::Gemm1OutputRowScales, "f32 [max_permuted_rows]: 2^e per row"),
+            buffer("alpha", B::Alpha2, "α2 f32 [L]"),
+            buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),
+            $out,
+        )
+    };
+}
+
+/// Hopper A8 GEMM2 with the bulk reduce-add finalize.
+pub const SM90_GEMM2_A8: &[Param] = sm90_gemm2_a8!(buffer(
+    "out",
+    B::Output,
+    "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"
+));
+
+/// Hopper A8 GEMM2 writing per-route rows for the deterministic finalize.
+pub const SM90_GEMM2_A8_DETERMINISTIC: &[Param] = sm90_gemm2_a8!(buffer(
+    "out",
+    B::FinalizeScratch,
+    "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
+));
+
 /// The Hopper GEMM2 parameters before the output.
 macro_rules! sm90_gemm2 {
     ($out:expr) => {
@@ -383,4 +432,32 @@ pub const QDQ_NVFP4: &[Param] = &[
     ),
     scalar("tokens", S::Tokens, "rows"),
     scalar("hidden", S::Hidden, "H, a multiple of 16"),
+];
+
+/// bf16 activations → E4M3 per token (Hopper A8): row n's scale is the least power of two
+/// 2^e with max|x[n]| ≤ 448 · 2^e; values are x · 2^−e rounded to nearest E4M3; the scale
+/// goes to the permuted row of each of the token's local routes.
+pub const QUANT_FP8_TOKENS: &[Param] = &[
+    buffer("x", B::ActivationsBf16, "activations bf16 [tokens, H]"),
+    buffer("out", B::ActivationsFp8, "e4m3 [tokens, Hp]; the tail past H is zero"),
+    buffer(
+        "expanded_idx_to_permuted_idx",
+        B::ExpandedIdxToPermutedIdx,
+        "i32 [tokens·top_k]: each route's permuted row, −1 if not local",
+    ),
+    buffer("scales", B::ActivationRowScales, "f32 [max permuted rows]: 2^e per local route's row"),
+    scalar("tokens", S::Tokens, "rows"),
+    scalar("hidden", S::Hidden, "H, a multiple of 64"),
+    scalar("top_k", S::TopK, "routes per token"),
+];
+
+/// GEMM1's bf16 output → E4M3 per permuted row (Hopper A8), as [`QUANT_FP8_TOKENS`] does per
+/// token, for the rows of the live tiles.
+pub const QUANT_FP8_ROWS: &[Param] = &[
+    buffer("x", B::Gemm1OutputBf16, "h bf16 [max permuted rows, I]"),
+    buffer("out", B::Gemm1OutputFp8, "e4m3 [max permuted rows, Ip]; the tail past I is zero"),
+    buffer("total_num_padded_tokens", B::TotalNumPaddedTokens, "i32 [1]: rows of the live tiles"),
+    buffer("scales", B::Gemm1OutputRowScales, "f32 [max permuted rows]: 2^e per row"),
+    scalar("max_rows", S::MaxPermutedRows, "rows the grid covers"),
+    scalar("intermediate", S::Intermediate, "I, a multiple of 64"),
 ];

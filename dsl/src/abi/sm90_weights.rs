@@ -71,3 +71,111 @@ pub fn value_bytes(rows: usize, k_dim: usize) -> usize {
 pub fn scale_bytes(rows: usize, k_dim: usize) -> usize {
     rows * k_dim / 16
 }
+
+/// The A8 (FP8 activations) form of the layout: the kernels expand E2M1 codes to E4M3 in
+/// registers for `wgmma.m64nNk32.e4m3`, one K32 step per 8-bit A fragment.
+///
+/// Per expert, a `[rows, k]` matrix (rows a multiple of 64; k padded with zero codes to a
+/// multiple of 128) is cut into 64 × 128 tiles, stored k-block-major like the A16 form. A
+/// 4096-byte value tile holds, for half `h` (K32 steps 2h, 2h+1) and thread `t` (warp
+/// `w = t/32`, lane `l`), 16 bytes at `h · 2048 + t · 16`: words (step 2h, row r), (2h, r+8),
+/// (2h+1, r), (2h+1, r+8), with `r = 16w + l/4` — one conflict-free `ld.shared.v4` per half.
+/// The word of (step j, row ρ) holds ρ's 8 values of A registers `a0`/`a1` (k = 32j + c + i)
+/// and `a2`/`a3` (k = 32j + 16 + c + i), `c = 4·(l%4)`, i = 0‥3, placed so that one mask, two
+/// `prmt` lookups and two sign merges expand them: value (a0, i) has its magnitude (code
+/// bits 0–2) at bits 4i‥4i+2 and its sign at bit 8i + 7; value (a2, i) its magnitude at
+/// bits 16 + 4i‥ and its sign at bit 8i + 3.
+///
+/// A 256-byte scale tile holds, per row and K32 step j, the byte at `row · 4 + j`: the
+/// block's table code `c` in 1‥12, the E4M3 table `|e2m1| · 2^(c − 6)` the kernel builds
+/// with two multiply-adds (`A8_TABLE_*`). The row's factor 2^ρ (`ρ = s_max − 6`, s_max the
+/// row's largest UE8M0 exponent) is applied to the accumulator in the epilogue, so a block
+/// of exponent s has `c = s − s_max + 12`; blocks more than 11 binades below their row's
+/// largest take c = 1 with their codes requantized to E2M1 (round to nearest even), the one
+/// inexact step of the A8 weight preparation.
+pub mod a8 {
+    /// Rows of a tile.
+    pub const TILE_ROWS: usize = 64;
+    /// K of a tile (one pipeline stage: 128 E4M3 activations per 128-byte row).
+    pub const TILE_K: usize = 128;
+    /// Bytes of a value tile (64 × 128 E2M1).
+    pub const TILE_BYTES: usize = TILE_ROWS * TILE_K / 2;
+    /// Bytes of a scale tile (64 rows × 4 K32 steps).
+    pub const SCALE_TILE_BYTES: usize = TILE_ROWS * TILE_K / 32;
+    /// Smallest table code.
+    pub const MIN_CODE: u8 = 1;
+    /// Largest table code (6 · 2^6 = 384 ≤ 448: no overflow).
+    pub const MAX_CODE: u8 = 12;
+    /// Table bytes 0‥3 (|e2m1| codes 0‥3) at code c: `c · A8_TABLE_LO_MUL + A8_TABLE_LO_ADD`.
+    pub const TABLE_LO_MUL: u32 = 0x0808_0800;
+    /// See [`TABLE_LO_MUL`].
+    pub const TABLE_LO_ADD: u32 = 0x0C08_0000;
+    /// Table bytes 4‥7 (|e2m1| codes 4‥7) at code c: `c · A8_TABLE_HI_MUL + A8_TABLE_HI_ADD`.
+    pub const TABLE_HI_MUL: u32 = 0x0808_0808;
+    /// See [`TABLE_HI_MUL`].
+    pub const TABLE_HI_ADD: u32 = 0x1C18_1410;
+
+    /// K padded to whole tiles.
+    pub fn padded_k(k: usize) -> usize {
+        k.next_multiple_of(TILE_K)
+    }
+
+    fn tile(rows: usize, row: usize, k: usize) -> usize {
+        (k / TILE_K) * (rows / TILE_ROWS) + row / TILE_ROWS
+    }
+
+    /// Byte offset and bit of the magnitude (3 bits) and the bit of the sign of value
+    /// (row, k) of one expert's `[rows, padded k]` matrix, or `None` outside it or when
+    /// `rows` is not a multiple of 64: `(byte of the word, magnitude shift, sign shift)`
+    /// within the little-endian 32-bit word at the returned word offset.
+    pub fn value_position(
+        rows: usize,
+        k_dim: usize,
+        row: usize,
+        k: usize,
+    ) -> Option<(usize, u32, u32)> {
+        if row >= rows || k >= padded_k(k_dim) || !rows.is_multiple_of(TILE_ROWS) {
+            return None;
+        }
+        let (r, c) = (row % TILE_ROWS, k % TILE_K);
+        let (j, cc) = (c / 32, c % 32);
+        let (w, rr) = (r / 16, r % 16);
+        let upper = cc >= 16;
+        let i = cc % 4;
+        let lane = (rr % 8) * 4 + (cc % 16) / 4;
+        let t = w * 32 + lane;
+        let (h, jj) = (j / 2, j % 2);
+        let word = h * 512 + t * 4 + jj * 2 + rr / 8;
+        let (mag, sign) = if upper { (16 + 4 * i, 8 * i + 3) } else { (4 * i, 8 * i + 7) };
+        Some((tile(rows, row, k) * TILE_BYTES + word * 4, mag as u32, sign as u32))
+    }
+
+    /// Byte offset of the table code of value (row, k)'s K32 block, or `None` outside.
+    pub fn scale_position(rows: usize, k_dim: usize, row: usize, k: usize) -> Option<usize> {
+        if row >= rows || k >= padded_k(k_dim) || !rows.is_multiple_of(TILE_ROWS) {
+            return None;
+        }
+        let (r, c) = (row % TILE_ROWS, k % TILE_K);
+        Some(tile(rows, row, k) * SCALE_TILE_BYTES + r * 4 + c / 32)
+    }
+
+    /// Bytes of one expert's values.
+    pub fn value_bytes(rows: usize, k_dim: usize) -> usize {
+        rows * padded_k(k_dim) / 2
+    }
+
+    /// Bytes of one expert's table codes.
+    pub fn scale_bytes(rows: usize, k_dim: usize) -> usize {
+        rows * padded_k(k_dim) / 32
+    }
+
+    /// The E4M3 byte the kernel's table gives |e2m1| code `m` (0‥7) at table code `c`.
+    pub fn table_byte(c: u8, m: u8) -> u8 {
+        let (mul, add, at) = if m < 4 {
+            (TABLE_LO_MUL, TABLE_LO_ADD, m)
+        } else {
+            (TABLE_HI_MUL, TABLE_HI_ADD, m - 4)
+        };
+        (u32::from(c).wrapping_mul(mul).wrapping_add(add) >> (8 * u32::from(at))) as u8
+    }
+}

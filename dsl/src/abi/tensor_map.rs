@@ -115,5 +115,16 @@ pub fn layout(map: TensorMap, key: &GemmKey, d: &MapDims) -> TensorMapLayout {
             box_dims: vec![64, key.tile.rows()],
             swizzle: 128,
         },
+        TensorMap::Gemm1HiddenFp8Load => {
+            let ip = i.next_multiple_of(128);
+            TensorMapLayout {
+                buffer: Buffer::Gemm1OutputFp8,
+                element: TmaElement::U8,
+                dims: vec![ip, rows],
+                strides: vec![ip],
+                box_dims: vec![128, key.tile.rows()],
+                swizzle: 128,
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 use super::{DescError, KernelDesc};
 use crate::gemm_key::GemmKey;
 use crate::options::{ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, WeightFormat};
-use crate::resources::plan_gemm;
+use crate::resources::plan_gemm_for;
 use crate::tactic::{Arch, GemmKind, GemmTactic, Raster};
 use crate::target::Target;
 
@@ -109,7 +109,7 @@ impl KernelDescBuilder {
         if self.tactic.raster() != Raster::AlongN {
             return Err(self.unsupported("raster AlongM (the persistent schedule walks N fastest)"));
         }
-        let planned = plan_gemm(self.target, &self.tactic)?;
+        let planned = plan_gemm_for(self.target, &self.tactic, self.activations)?;
         let mut budget = planned;
         if let Some((ab, acc)) = self.depths {
             budget = budget.with_depths(&self.tactic, ab, acc)?;
@@ -167,11 +167,20 @@ impl KernelDescBuilder {
                 self.unsupported("bf16 activations (the block-scaled MMA takes NVFP4 activations)")
             );
         }
+        if self.activations == ActivationFormat::Fp8 && !hopper {
+            return Err(self.unsupported(
+                "FP8 activations on SM100 (the block-scaled MMA takes NVFP4 activations)",
+            ));
+        }
+        if self.activations == ActivationFormat::Fp8 && self.format != WeightFormat::Mxfp4 {
+            // E2M1 · UE8M0 is an E4M3 value times a power of two; E2M1 · UE4M3 is not.
+            return Err(self.unsupported("FP8 activations with NVFP4 weights (A8 takes MXFP4)"));
+        }
         if hopper
-            && self.activations == ActivationFormat::Bf16
+            && self.activations != ActivationFormat::Nvfp4
             && self.swiglu_input != SwigluInput::F32
         {
-            return Err(self.unsupported("bf16 SwiGLU inputs with bf16 activations"));
+            return Err(self.unsupported("bf16 SwiGLU inputs with bf16 or FP8 activations"));
         }
         Ok(())
     }

@@ -45,6 +45,9 @@ pub struct ProblemShape {
     pub kind: GemmKind,
     /// K elements per stage (a power of two).
     pub k_stage: u32,
+    /// Whether a K that is not a multiple of `k_stage` ends in a partial stage (its operands
+    /// zero-padded to whole stages: Hopper A8); otherwise K is a whole number of stages.
+    pub k_ceil: bool,
     /// How N splits.
     pub n_blocks: NBlocks,
 }
@@ -140,6 +143,7 @@ impl TileScheduler {
             GemmKind::Gemm1 => Scalar::Hidden,
             GemmKind::Gemm2 => Scalar::Intermediate,
         });
+        let k_dim = if shape.k_ceil { b.add_u32(k_dim, shape.k_stage - 1) } else { k_dim };
         let k_tiles = b.shr_u32(k_dim, shape.k_stage.trailing_zeros());
         let n_dim = match shape.kind {
             GemmKind::Gemm1 => {

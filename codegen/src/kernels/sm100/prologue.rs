@@ -60,6 +60,7 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm100) -> Common {
         kind: l.kind,
         k_stage: K_STAGE,
         n_blocks: NBlocks::RoundUp { n: l.n, cn: l.cn },
+        k_ceil: false,
     };
     let place = ClusterPlace { cn: l.cn, n_rank, m_rank, cta_rows: CTA_ROWS };
     let sched = TileScheduler::load(b, &shape, cluster_id, clusters, l.tile, Some(place));

@@ -12,6 +12,7 @@ use moegen_dsl::abi::{Buffer, Scalar};
 
 use super::Sm90;
 use super::accum::elements;
+use super::epilogue_a8::{A8Params, a8_params, a8_unit};
 use super::epilogue_swiglu::consumer_barrier;
 use super::mainloop::Consumer;
 use super::prologue::{Common, ends_partial};
@@ -37,6 +38,8 @@ pub(super) struct FinalizeParams {
     issuer: Reg,
     /// H, where the unit's last N block may be partial (rows past it are not stored).
     hidden: Option<Reg>,
+    /// The A8 factors' buffers.
+    a8: Option<A8Params>,
 }
 
 /// Bytes of one staged token row.
@@ -68,7 +71,8 @@ pub(super) fn finalize_params(
     let own_row = b.mad_u32(k.t, staged_row_bytes(g), stg);
     let issuer = b.setp_u32(Cmp::Lt, k.t, g.l.tile);
     let hidden = ends_partial(&g.l).then_some(hidden);
-    FinalizeParams { alpha, weights, out, p2e, top_k, row_bytes, slot, own_row, issuer, hidden }
+    let a8 = a8_params(b, g);
+    FinalizeParams { alpha, weights, out, p2e, top_k, row_bytes, slot, own_row, issuer, hidden, a8 }
 }
 
 /// The route of permuted row `prow` (0 when invalid).
@@ -95,11 +99,13 @@ pub(super) fn epilogue_finalize(
     let l = &g.l;
     let al_addr = b.index_addr(p.alpha, u.expert, 4);
     let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+    let a8 = p.a8.as_ref().map(|a| a8_unit(b, g, k, u, a));
     // The previous unit's bulk operations have read the staging tile.
     b.push_if(Guard::when(p.issuer), BulkWait { pending: 0, read: true });
     consumer_barrier(b, k);
     let row = staged_row_bytes(g);
     for i in 0..l.tile / 8 {
+        let tau = a8.as_ref().map(|a| a.tau(b, i));
         for v0 in 0..2u32 {
             let tok = b.add_u32(k.col0, 8 * i + v0);
             let prow = b.add_u32(u.row0, tok);
@@ -116,7 +122,11 @@ pub(super) fn epilogue_finalize(
             let scale = b.mul_f32(al, w);
             for (blk, regs) in acc.iter().enumerate() {
                 for e in elements(l.tile).filter(|e| e.i == i && e.v0 == v0) {
-                    let v = b.mul_f32(regs[e.index], scale);
+                    let mut acc = regs[e.index];
+                    if let (Some(a), Some(t)) = (&a8, tau) {
+                        acc = a.apply(b, acc, blk, e.v1, t[v0 as usize]);
+                    }
+                    let v = b.mul_f32(acc, scale);
                     let h = b.cvt(
                         RegClass::B16,
                         Cvt::round(Rnd::Rn, Ty::Bf16, Ty::F32),

@@ -21,6 +21,7 @@ use moegen_dsl::{ActivationFormat, SwigluInput};
 
 use super::Sm90;
 use super::accum::{Element, elements};
+use super::epilogue_a8::{A8Params, a8_params, a8_unit};
 use super::layout::Sm90Layout;
 use super::mainloop::Consumer;
 use super::prologue::{Common, ends_partial};
@@ -54,6 +55,8 @@ pub(super) struct SwigluParams {
     /// I / 64, the h column blocks that exist, where the unit's last N block may be
     /// partial (its consumers past them store nothing).
     h_blocks: Option<Reg>,
+    /// The A8 factors' buffers.
+    a8: Option<A8Params>,
 }
 
 /// Loads parameters and places this thread's staging slots.
@@ -74,8 +77,9 @@ pub(super) fn swiglu_params(
             let p = b.ld_buffer(Buffer::Fc2InputScale);
             Some(b.ld_global(Ty::F32, RegClass::F32, p))
         }
-        ActivationFormat::Bf16 => None,
+        ActivationFormat::Bf16 | ActivationFormat::Fp8 => None,
     };
+    let a8 = a8_params(b, g);
     let base = b.mad_u32(k.ci, g.smem.staging_stride, g.smem.staging.offset);
     let stg = b.add_u32(c.smem, base);
     let quad = b.shr_u32(k.lane, 2u32);
@@ -97,7 +101,18 @@ pub(super) fn swiglu_params(
     let src = b.mad_u32(copy_tok, ROW_BYTES, stg);
     let copy_src = b.mad_u32(sw, 16u32, src);
     let copy_col = b.shl_b32(ch, 4u32);
-    SwigluParams { alpha, out, out_row_bytes, g: gs, slots, copy_src, copy_col, copy_tok, h_blocks }
+    SwigluParams {
+        alpha,
+        out,
+        out_row_bytes,
+        g: gs,
+        slots,
+        copy_src,
+        copy_col,
+        copy_tok,
+        h_blocks,
+        a8,
+    }
 }
 
 /// `bar.sync id, 128`: the consumer warpgroup's own barrier.
@@ -167,15 +182,27 @@ pub(super) fn epilogue_swiglu(
     };
     let al_addr = b.index_addr(p.alpha, u.expert, 4);
     let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+    let a8 = p.a8.as_ref().map(|a| a8_unit(b, g, k, u, a));
     // The previous unit's copy-out has read the staging tile.
     consumer_barrier(b, k);
     let all: Vec<Element> = elements(l.tile).collect();
-    for pair in all.chunks_exact(4) {
+    for (i, pair) in (0u32..).zip(all.chunks_exact(4)) {
+        let tau = a8.as_ref().map(|a| a.tau(b, i));
         // Elements (v1, v0) of one n8 block: for each token (v0), rows r0 and r0 + 8.
         for v0 in 0..2u32 {
             let es: Vec<Element> = pair.iter().copied().filter(|e| e.v0 == v0).collect();
-            let h: Vec<Reg> =
-                es.iter().map(|e| h_value(b, l, al, up[e.index], gate[e.index])).collect();
+            let h: Vec<Reg> = es
+                .iter()
+                .map(|e| {
+                    let (mut up, mut gate) = (up[e.index], gate[e.index]);
+                    if let (Some(a), Some(t)) = (&a8, tau) {
+                        // Block 0 holds the up rows, block 1 the gate rows.
+                        up = a.apply(b, up, 0, e.v1, t[v0 as usize]);
+                        gate = a.apply(b, gate, 1, e.v1, t[v0 as usize]);
+                    }
+                    h_value(b, l, al, up, gate)
+                })
+                .collect();
             let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
                 (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => requantize_pair(b, gs, hv).to_vec(),
                 _ => h,

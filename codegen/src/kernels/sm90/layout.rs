@@ -5,11 +5,12 @@
 use moegen_dsl::abi::GemmKey;
 use moegen_dsl::abi::roles::{WARPGROUP_WARPS, sm90_roles};
 use moegen_dsl::abi::sm90_residency::{Sm90Registers, sm90_registers};
-use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS};
+use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS, a8};
 use moegen_dsl::resources::SM90_K_STAGE;
-use moegen_dsl::{GemmKind, KernelBudget, KernelDesc};
+use moegen_dsl::{ActivationFormat, GemmKind, KernelBudget, KernelDesc};
 
-/// Bytes of one K stage of one token row of activations (64 bf16: one 128-byte swizzle row).
+/// Bytes of one K stage of one token row of activations (64 bf16 or 128 E4M3: one 128-byte
+/// swizzle row).
 pub const ACT_ROW_BYTES: u32 = SM90_K_STAGE * 2;
 
 /// Everything a Hopper GEMM builder needs. The kernel's options (weight format,
@@ -37,6 +38,14 @@ pub struct Sm90Layout {
     pub threads: u32,
     /// CTAs per SM and the register split (`.maxnreg`, `setmaxnreg`) that follows.
     pub regs: Sm90Registers,
+    /// FP8 activations (A8): E4M3 wgmmas over 128-K stages.
+    pub a8: bool,
+    /// K elements per stage (64, or 128 for A8).
+    pub k_stage: u32,
+    /// Bytes of one m64 × stage fragment tile.
+    pub tile_bytes: u32,
+    /// Bytes of one m64 × stage scale tile.
+    pub scale_tile_bytes: u32,
 }
 
 impl Sm90Layout {
@@ -55,6 +64,18 @@ impl Sm90Layout {
             budget: *desc.budget(),
             threads: roles.warps * 32,
             regs: sm90_registers(&roles, desc.budget().ctas_per_sm),
+            a8: key.activations == ActivationFormat::Fp8,
+            k_stage: key.activations.sm90_k_stage(),
+            tile_bytes: if key.activations == ActivationFormat::Fp8 {
+                a8::TILE_BYTES as u32
+            } else {
+                TILE_BYTES as u32
+            },
+            scale_tile_bytes: if key.activations == ActivationFormat::Fp8 {
+                a8::SCALE_TILE_BYTES as u32
+            } else {
+                SCALE_TILE_BYTES as u32
+            },
         }
     }
 
@@ -70,11 +91,11 @@ impl Sm90Layout {
 
     /// FP4 value bytes of one stage (N/64 fragment tiles).
     pub fn value_bytes(&self) -> u32 {
-        self.n / TILE_ROWS as u32 * TILE_BYTES as u32
+        self.n / TILE_ROWS as u32 * self.tile_bytes
     }
     /// Scale bytes of one stage (N/64 scale tiles).
     pub fn scale_bytes(&self) -> u32 {
-        self.n / TILE_ROWS as u32 * SCALE_TILE_BYTES as u32
+        self.n / TILE_ROWS as u32 * self.scale_tile_bytes
     }
     /// Activation bytes of one stage (T rows × 128 B).
     pub fn act_bytes(&self) -> u32 {

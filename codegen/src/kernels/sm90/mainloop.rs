@@ -16,12 +16,13 @@ use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
 
 use super::Sm90;
 use super::dequant::{dequant_step, row_scales, splat};
+use super::dequant_fp8::dequant_step_fp8;
 use super::prologue::Common;
 use crate::kernels::pipeline::{self, Local, Waiter};
-use crate::ptx::instrs::{WgmmaMma, WgmmaWait};
-use crate::ptx::ops::Wgmma;
+use crate::ptx::instrs::{WgmmaMma, WgmmaMmaE4m3, WgmmaWait};
 use crate::ptx::ops::memory::ld;
-use crate::ptx::{Accumulate, Cmp, KernelBuilder, Operand, Reg, RegClass, Space, Ty};
+use crate::ptx::ops::{Access, Memory, Wgmma};
+use crate::ptx::{Accumulate, Cmp, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
 
 /// K16 steps per 64-wide K stage.
 pub const STEPS: u32 = 4;
@@ -92,6 +93,22 @@ pub fn issue_step(
     b.emit(Wgmma::CommitGroup, vec![]);
 }
 
+/// [`issue_step`] for A8: one `wgmma.m64nTk32.e4m3` per m64 block.
+pub fn issue_step_fp8(
+    b: &mut KernelBuilder,
+    n: u32,
+    acc: &[Vec<Reg>],
+    a: &[[Reg; 4]],
+    desc: Reg,
+    scale_d: Accumulate,
+) {
+    b.emit(Wgmma::Fence, vec![]);
+    for (d, &a) in acc.iter().zip(a) {
+        b.push(WgmmaMmaE4m3 { n, d: d.clone(), a, b_desc: desc, scale_d });
+    }
+    b.emit(Wgmma::CommitGroup, vec![]);
+}
+
 /// `wgmma.wait_group n`.
 pub fn wait_groups(b: &mut KernelBuilder, n: u32) {
     b.push(WgmmaWait { pending: n });
@@ -109,6 +126,9 @@ pub(super) fn mainloop(
     rel: &pipeline::Consumer<'_, Local>,
 ) {
     let l = &g.l;
+    if l.a8 {
+        return mainloop_fp8(b, g, c, k, acc, cur, rel);
+    }
     let blocks = l.blocks;
     // This thread's fragment words and scale rows within the stage, for block 0.
     let first_tile = b.mul_u32(k.ci, blocks);
@@ -176,6 +196,85 @@ pub(super) fn mainloop(
             let desc = act_desc(b, st, j);
             let scale_d = if j == 0 { Accumulate::When(first) } else { Accumulate::Always };
             issue_step(b, l.tile, acc, &frags, desc, scale_d);
+        }
+        cur.advance(b);
+    });
+    wait_groups(b, 0);
+    rel.release(b, Some(k.elected));
+    rel.advance(b);
+}
+
+/// [`mainloop`] for A8: per 128-K stage each thread loads its 16 fragment bytes of each
+/// half (`ld.shared.v4`: steps 2h and 2h+1, rows r and r+8) and its rows' scale words; per
+/// K32 step it expands them to E4M3 (`dequant_fp8`) and issues one `wgmma…k32.e4m3` per m64
+/// block, B advancing 32 bytes (32 E4M3) per step in the same 128B-swizzled rows.
+pub(super) fn mainloop_fp8(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    c: &Common,
+    k: &Consumer,
+    acc: &[Vec<Reg>],
+    cur: &Waiter<'_>,
+    rel: &pipeline::Consumer<'_, Local>,
+) {
+    let l = &g.l;
+    let blocks = l.blocks;
+    let first_tile = b.mul_u32(k.ci, blocks);
+    let v_off = b.mad_u32(first_tile, l.tile_bytes, g.smem.values);
+    let v_off = b.mad_u32(k.t, 16u32, v_off);
+    let s_off = b.mad_u32(first_tile, l.scale_tile_bytes, g.smem.scales);
+    let s_off = b.mad_u32(k.r0, 4u32, s_off);
+    c.sched.k_loop(b, &mut |b, kk| {
+        cur.wait(b);
+        if l.kind == GemmKind::Gemm1 {
+            b.fence_proxy_async();
+        }
+        let st = g.smem.stage_base(b, c.smem, cur.cursor().index);
+        let vt = b.add_u32(st, v_off);
+        let sp = b.add_u32(st, s_off);
+        // words[blk][h]: (2h, r), (2h, r+8), (2h+1, r), (2h+1, r+8).
+        let mut words: Vec<[Vec<Reg>; 2]> = Vec::with_capacity(blocks as usize);
+        let mut scales: Vec<[Reg; 2]> = Vec::with_capacity(blocks as usize);
+        for blk in 0..blocks {
+            let halves = [0u32, 1].map(|h| {
+                let w = b.regs(RegClass::B32, 4);
+                let at = blk * l.tile_bytes + h * (l.tile_bytes / 2);
+                b.emit(
+                    Memory::Ld(Access::vector(Space::Shared, VecWidth::V4, Ty::B32)),
+                    vec![Operand::regs(&w), Operand::Reg(vt).at(i64::from(at))],
+                );
+                w
+            });
+            let s = [0u32, 8].map(|dr| {
+                let at = blk * l.scale_tile_bytes + dr * 4;
+                let d = b.reg(RegClass::B32);
+                b.emit(
+                    ld(Space::Shared, Ty::U32),
+                    vec![d.into(), Operand::Reg(sp).at(i64::from(at))],
+                );
+                d
+            });
+            words.push(halves);
+            scales.push(s);
+        }
+        let first = b.setp_u32(Cmp::Ne, kk, 0u32);
+        for j in 0..STEPS {
+            wait_groups(b, 3);
+            if j == STEPS - 1 {
+                let arrive = b.and_pred(first, k.elected);
+                rel.release(b, Some(arrive));
+                rel.advance_if(b, first);
+            }
+            let (h, jj) = ((j / 2) as usize, (j % 2) as usize * 2);
+            let frags: Vec<[Reg; 4]> = (0..blocks as usize)
+                .map(|blk| {
+                    let w = &words[blk][h];
+                    dequant_step_fp8(b, [w[jj], w[jj + 1]], scales[blk], j)
+                })
+                .collect();
+            let desc = act_desc(b, st, j);
+            let scale_d = if j == 0 { Accumulate::When(first) } else { Accumulate::Always };
+            issue_step_fp8(b, l.tile, acc, &frags, desc, scale_d);
         }
         cur.advance(b);
     });

@@ -16,6 +16,8 @@
 
 mod accum;
 mod dequant;
+mod dequant_fp8;
+mod epilogue_a8;
 mod epilogue_finalize;
 mod epilogue_swiglu;
 pub mod layout;

@@ -13,7 +13,7 @@
 
 use moegen_dsl::ActivationFormat;
 use moegen_dsl::GemmKind;
-use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS};
+use moegen_dsl::abi::sm90_weights::TILE_ROWS;
 use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
 
 use super::Sm90;
@@ -56,8 +56,8 @@ fn weight_base(b: &mut KernelBuilder, g: &Sm90, c: &WeightParams, u: &Unit) -> W
         // k block's (or, at the last one, the next expert's or past the buffer).
         let left = b.sub_u32(c.row_tiles, blocks);
         let tiles = b.min_u32(left, per_block);
-        let v = b.mul_u32(tiles, TILE_BYTES as u32);
-        let s = b.mul_u32(tiles, SCALE_TILE_BYTES as u32);
+        let v = b.mul_u32(tiles, l.tile_bytes);
+        let s = b.mul_u32(tiles, l.scale_tile_bytes);
         let w = b.add_u32(v, s);
         let tx = match l.kind {
             GemmKind::Gemm1 => w,
@@ -69,11 +69,11 @@ fn weight_base(b: &mut KernelBuilder, g: &Sm90, c: &WeightParams, u: &Unit) -> W
     };
     let e_values = b.mul_wide_u32(u.expert, c.expert_value_bytes);
     let v = b.add_u64(c.values, e_values);
-    let off = b.mul_wide_u32(blocks, TILE_BYTES as u32);
+    let off = b.mul_wide_u32(blocks, l.tile_bytes);
     let values = b.add_u64(v, off);
     let e_scales = b.mul_wide_u32(u.expert, c.expert_scale_bytes);
     let s = b.add_u64(c.scales, e_scales);
-    let off = b.mul_wide_u32(blocks, SCALE_TILE_BYTES as u32);
+    let off = b.mul_wide_u32(blocks, l.scale_tile_bytes);
     let scales = b.add_u64(s, off);
     WeightBase {
         values,
@@ -113,15 +113,28 @@ fn weight_params(b: &mut KernelBuilder, l: &Sm90Layout) -> WeightParams {
         GemmKind::Gemm1 => b.shl_b32(inter, 1u32),
         GemmKind::Gemm2 => hidden,
     };
-    let (expert_value_bytes, expert_scale_bytes) = match l.kind {
+    let plain = (!l.a8).then(|| match l.kind {
         // 2·I·H values: I·H bytes, I·H / 8 scale bytes.
         GemmKind::Gemm1 => (ih, b.shr_u32(ih, 3u32)),
         // I·H values: I·H / 2 bytes, I·H / 16 scale bytes.
         GemmKind::Gemm2 => (b.shr_u32(ih, 1u32), b.shr_u32(ih, 4u32)),
-    };
+    });
     let row_tiles = b.shr_u32(rows, (TILE_ROWS as u32).trailing_zeros());
-    let value_k_stride = b.mul_u32(row_tiles, TILE_BYTES as u32);
-    let scale_k_stride = b.mul_u32(row_tiles, SCALE_TILE_BYTES as u32);
+    let value_k_stride = b.mul_u32(row_tiles, l.tile_bytes);
+    let scale_k_stride = b.mul_u32(row_tiles, l.scale_tile_bytes);
+    let (expert_value_bytes, expert_scale_bytes) = match plain {
+        Some(bytes) => bytes,
+        None => {
+            // A8: K padded to whole 128-wide stages, k blocks × one k block's tiles.
+            let k_dim = match l.kind {
+                GemmKind::Gemm1 => hidden,
+                GemmKind::Gemm2 => inter,
+            };
+            let k_pad = b.add_u32(k_dim, l.k_stage - 1);
+            let k_blocks = b.shr_u32(k_pad, l.k_stage.trailing_zeros());
+            (b.mul_u32(k_blocks, value_k_stride), b.mul_u32(k_blocks, scale_k_stride))
+        }
+    };
     WeightParams {
         values,
         scales,
@@ -146,7 +159,8 @@ fn issue_stage(
     let full = issuer.commit(b, Tx { bytes: w.tx_bytes, only: None });
     let st = g.smem.stage_base(b, c.smem, issuer.cursor().index);
     if let Some((map, row0)) = act {
-        let k0 = b.shl_b32(kk, 6u32);
+        // The activation tile's K coordinate in elements (64 bf16 or 128 E4M3 per stage).
+        let k0 = b.shl_b32(kk, g.l.k_stage.trailing_zeros());
         let coords = vec![k0.into(), row0.into()];
         b.push(TmaLoad { dst: st, map, coords, bar: full, multicast: None, cta_group: None });
     }
@@ -172,7 +186,11 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &L
             let one = b.elect();
             b.bra_unless(one, end);
             let wp = weight_params(b, l);
-            let map = b.tensor_map_addr(TensorMap::Gemm1HiddenLoad);
+            let map = b.tensor_map_addr(if l.a8 {
+                TensorMap::Gemm1HiddenFp8Load
+            } else {
+                TensorMap::Gemm1HiddenLoad
+            });
             let issuer = g.rings.stage.producer(b, &g.rings.issuer, c.smem);
             c.sched.units(b, Needs::ALL, &mut |b, u| {
                 let w = weight_base(b, g, &wp, u);
@@ -207,11 +225,18 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     let x = b.ld_buffer(match l.key.activations {
         ActivationFormat::Bf16 => Buffer::ActivationsBf16,
         ActivationFormat::Nvfp4 => Buffer::ActivationsDequantized,
+        ActivationFormat::Fp8 => Buffer::ActivationsFp8,
     });
     let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
     let top_k = b.ld_scalar(Scalar::TopK);
     let hidden = b.ld_scalar(Scalar::Hidden);
-    let row_bytes = b.shl_b32(hidden, 1u32);
+    // bf16 rows are 2H bytes; E4M3 rows H rounded up to whole 128-byte stages.
+    let row_bytes = if l.a8 {
+        let h_pad = b.add_u32(hidden, 127u32);
+        b.and_b32(h_pad, !127u32)
+    } else {
+        b.shl_b32(hidden, 1u32)
+    };
     // This thread's row within the 128B-swizzled tile: 16-byte chunk j of row r lives at
     // chunk j ^ (r % 8) (the tile is 1024-aligned, so the pattern starts at row 0).
     let dst_row = b.mul_u32(row, ACT_ROW_BYTES);

@@ -2,7 +2,6 @@
 //! barrier initialization, a CTA barrier that publishes it, then the skeleton's schedule
 //! (CTA c takes units c, c + #CTAs, …: no clusters).
 
-use moegen_dsl::resources::SM90_K_STAGE;
 use moegen_dsl::sm90_n_granule;
 
 use super::Sm90;
@@ -35,7 +34,7 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm90) -> Common {
 
     let n_blocks =
         if ends_partial(l) { NBlocks::Ceil { n: l.n } } else { NBlocks::Exact { n: l.n } };
-    let shape = ProblemShape { kind: l.kind, k_stage: SM90_K_STAGE, n_blocks };
+    let shape = ProblemShape { kind: l.kind, k_stage: l.k_stage, k_ceil: l.a8, n_blocks };
     let sched = TileScheduler::load(b, &shape, cta, ctas, l.tile, None);
     Common { tid, warp, lane, smem, sched, target: () }
 }

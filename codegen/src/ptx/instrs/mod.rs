@@ -22,7 +22,7 @@ pub use tcgen05::{Tcgen05Alloc, Tcgen05Commit, Tcgen05Cp, Tcgen05Dealloc, Tcgen0
 pub use tma::{BulkLoad, BulkStore, BulkWait, Bytes, TmaLoad, TmaStore};
 pub use tmem::TmemAddr;
 pub use warp::{Elect, Shfl};
-pub use wgmma::{SetMaxNReg, WgmmaMma, WgmmaWait};
+pub use wgmma::{SetMaxNReg, WgmmaMma, WgmmaMmaE4m3, WgmmaWait};
 
 use super::operand::Operand;
 use super::ops::Op;

@@ -29,6 +29,40 @@ pub struct WgmmaMma {
     pub transpose_b: bool,
 }
 
+/// `wgmma.mma_async…m64nNk32.f32.e4m3.e4m3` with A (E4M3, four per register) from
+/// registers and B from a descriptor: no negation or transpose operands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WgmmaMmaE4m3 {
+    /// N: 8 to 256 in steps of 8.
+    pub n: u32,
+    /// The accumulator (`.f32`, n/2 registers).
+    pub d: Vec<Reg>,
+    /// A's fragment (`.b32`, four E4M3 each).
+    pub a: [Reg; 4],
+    /// B's shared-memory descriptor (`.b64`).
+    pub b_desc: Reg,
+    /// Whether D is added to (false: overwritten).
+    pub scale_d: Accumulate,
+}
+
+impl TypedInstr for WgmmaMmaE4m3 {
+    fn lower(self) -> Result<(Op, Vec<Operand>), OperandError> {
+        let c = Check("wgmma.mma_async (e4m3)");
+        if !(8..=256).contains(&self.n) || !self.n.is_multiple_of(8) {
+            return Err(c.range("n", i64::from(self.n), "8 to 256 in steps of 8"));
+        }
+        let ops = vec![
+            c.regs("d", &self.d, self.n as usize / 2, &[RegClass::F32])?,
+            c.regs("a", &self.a, 4, &[RegClass::B32])?,
+            c.reg("b_desc", self.b_desc, &[RegClass::B64])?,
+            c.accumulate("scale_d", self.scale_d)?,
+            Operand::Imm(1),
+            Operand::Imm(1),
+        ];
+        Ok((Wgmma::MmaE4m3RegA { n: self.n }.into(), ops))
+    }
+}
+
 impl TypedInstr for WgmmaMma {
     fn lower(self) -> Result<(Op, Vec<Operand>), OperandError> {
         let c = Check("wgmma.mma_async");

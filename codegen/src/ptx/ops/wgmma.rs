@@ -18,6 +18,14 @@ pub enum Wgmma {
         /// N: 8 ..= 256 in steps of 8.
         n: u32,
     },
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 d, a, b-desc, scale-d,
+    /// imm-scale-a, imm-scale-b`: D ← A (64 × 32 E4M3, four b32 registers per thread) · B
+    /// (32 × n E4M3, K-major in shared memory) + D when scale-d holds (no transpose
+    /// operand: 8-bit B is K-major only).
+    MmaE4m3RegA {
+        /// N: 8 ..= 256 in steps of 8.
+        n: u32,
+    },
     /// `wgmma.commit_group.sync.aligned`: closes a group of the wgmmas issued so far.
     CommitGroup,
     /// `wgmma.wait_group.sync.aligned N`: waits until at most N groups are pending.
@@ -36,6 +44,9 @@ impl fmt::Display for Wgmma {
             Wgmma::Fence => f.write_str("wgmma.fence.sync.aligned"),
             Wgmma::MmaBf16RegA { n } => {
                 write!(f, "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16")
+            }
+            Wgmma::MmaE4m3RegA { n } => {
+                write!(f, "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3")
             }
             Wgmma::CommitGroup => f.write_str("wgmma.commit_group.sync.aligned"),
             Wgmma::WaitGroup => f.write_str("wgmma.wait_group.sync.aligned"),
