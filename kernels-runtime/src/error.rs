@@ -99,6 +99,14 @@ pub enum RuntimeError {
         /// What does not match.
         reason: &'static str,
     },
+    /// An activation format the called routine does not compute with the given weights.
+    #[error("{what}: {reason}")]
+    UnsupportedActivations {
+        /// The routine or input at fault.
+        what: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
     /// A format routine rejected its input.
     #[error(transparent)]
     Format(#[from] FormatError),

@@ -197,6 +197,7 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
         }
         GridRule::OneCluster => u64::from(f.cluster),
         GridRule::PerRows { rows, rows_per_block, max_blocks } => {
+            use moegen_dsl::abi::RowCount;
             let n = match rows {
                 RowCount::Tokens => g.tokens,
                 RowCount::PermutedRows => g.permuted_rows,

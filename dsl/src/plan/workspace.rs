@@ -126,6 +126,9 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
         let values = s.tokens.checked_mul(h).ok_or(overflow.clone())?;
         if s.arch == Arch::Sm90 {
             specs.push((Buffer::ActivationsDequantized, "bf16", values, 2));
+            // A8: E4M3 rows padded to whole 128-wide K stages.
+            let padded = s.tokens.checked_mul(h.next_multiple_of(128)).ok_or(overflow.clone())?;
+            specs.push((Buffer::ActivationsFp8, "e4m3", padded, 1));
         } else {
             specs.push((Buffer::Activations, "e2m1x2", values / 2, 1));
             specs.push((Buffer::ActivationScales, "ue4m3 (linear)", values / 16, 1));
@@ -139,8 +142,14 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
     if let Some(i) = s.intermediate {
         let overflow = PlanError::Overflow { what: "GEMM1 output size" };
         if s.arch == Arch::Sm90 {
-            let values = s.rows.checked_mul(i).ok_or(overflow)?;
+            let values = s.rows.checked_mul(i).ok_or(overflow.clone())?;
             specs.push((Buffer::Gemm1OutputBf16, "bf16", values, 2));
+            // A8: h in E4M3 (rows padded to whole 128-wide K stages) and both GEMMs' row
+            // scales.
+            let padded = s.rows.checked_mul(i.next_multiple_of(128)).ok_or(overflow)?;
+            specs.push((Buffer::Gemm1OutputFp8, "e4m3", padded, 1));
+            specs.push((Buffer::Gemm1OutputRowScales, "f32", s.rows, 4));
+            specs.push((Buffer::ActivationRowScales, "f32", s.rows, 4));
         } else {
             let packed = s.rows.checked_mul(i / 2).ok_or(overflow.clone())?;
             let rows = usize::try_from(s.rows).map_err(|_| overflow.clone())?;

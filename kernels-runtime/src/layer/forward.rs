@@ -91,9 +91,11 @@ pub struct MoeLayer {
     dispatch: DispatchTable,
     resolved: Vec<Resolved>,
     simt: [&'static KernelInfo; 4],
-    /// The activation step: NVFP4 quantization (SM100), quantize-dequantize (Hopper A4), or
-    /// none (Hopper A16).
+    /// The activation step: NVFP4 quantization (SM100), quantize-dequantize (Hopper A4),
+    /// E4M3 per token (Hopper A8), or none (Hopper A16).
     activation_kernel: Option<&'static KernelInfo>,
+    /// Between the GEMMs: h to E4M3 per row (Hopper A8).
+    hidden_kernel: Option<&'static KernelInfo>,
     print_tactic: bool,
     printed: Mutex<BTreeSet<u64>>,
 }
@@ -224,11 +226,21 @@ impl MoeLayer {
             (Arch::Sm100, ActivationFormat::Nvfp4) => Some(simt_kernel(SimtFamily::QuantizeNvfp4)?),
             (Arch::Sm90, ActivationFormat::Nvfp4) => Some(simt_kernel(SimtFamily::QdqNvfp4)?),
             (Arch::Sm90, ActivationFormat::Bf16) => None,
+            (Arch::Sm90, ActivationFormat::Fp8) => Some(simt_kernel(SimtFamily::QuantFp8Tokens)?),
             (Arch::Sm100, ActivationFormat::Bf16) => {
                 return Err(LayerError::NoTactic(
                     "bf16 activations need Hopper: the SM100 MMA takes NVFP4".into(),
                 ));
             }
+            (Arch::Sm100, ActivationFormat::Fp8) => {
+                return Err(LayerError::NoTactic(
+                    "FP8 activations (A8) need Hopper: the SM100 kernels take NVFP4".into(),
+                ));
+            }
+        };
+        let hidden_kernel = match config.activations {
+            ActivationFormat::Fp8 => Some(simt_kernel(SimtFamily::QuantFp8Rows)?),
+            _ => None,
         };
         Ok(Self {
             config,
@@ -237,6 +249,7 @@ impl MoeLayer {
             resolved,
             simt,
             activation_kernel,
+            hidden_kernel,
             print_tactic: std::env::var_os("MOEGEN_PRINT_TACTIC").is_some_and(|v| v != "0"),
             printed: Mutex::new(BTreeSet::new()),
         })
@@ -410,6 +423,7 @@ impl MoeLayer {
             max_tiles: tiles,
             local_experts: w.local() as u64,
             sm_count: b.sm_count(),
+            permuted_rows: rows,
         };
         let run = |b: &mut dyn Backend, k: &'static KernelInfo| -> Result<(), LayerError> {
             let args = kernel_args(b, k, &bind)?;
@@ -429,6 +443,9 @@ impl MoeLayer {
             b.memset(io.output.ptr, 0, io.tokens * s.hidden * 2)?;
         }
         run(b, r.gemm1)?;
+        if let Some(k) = self.hidden_kernel {
+            run(b, k)?;
+        }
         run(b, r.gemm2)?;
         if self.config.finalize == FinalizeMode::Deterministic {
             run(b, finalize)?;

@@ -79,6 +79,12 @@ impl Sm90Weights {
             Ok(out)
         };
         let (alpha1, alpha2) = match activations {
+            ActivationFormat::Fp8 => {
+                return Err(RuntimeError::UnsupportedActivations {
+                    what: "NVFP4 weights",
+                    reason: "FP8 activations (A8) take MXFP4 weights",
+                });
+            }
             ActivationFormat::Nvfp4 => (w.alpha1.clone(), w.alpha2.clone()),
             ActivationFormat::Bf16 => (
                 w.w1_global_scale.iter().map(|g| 1.0 / g).collect(),
@@ -137,7 +143,7 @@ impl Sm90Weights {
             out.w2_scales.extend(per16(&down_s));
             let (a1, a2) = match activations {
                 ActivationFormat::Nvfp4 => (1.0 / input_scale, 1.0 / fc2_input_scale),
-                ActivationFormat::Bf16 => (1.0, 1.0),
+                ActivationFormat::Bf16 | ActivationFormat::Fp8 => (1.0, 1.0),
             };
             out.alpha1.push(a1);
             out.alpha2.push(a2);
@@ -244,6 +250,10 @@ pub fn sm90_activations(
 ) -> Result<Vec<bf16>> {
     check_len("activations", x.len(), tokens * hidden)?;
     match activations {
+        ActivationFormat::Fp8 => Err(RuntimeError::UnsupportedActivations {
+            what: "sm90_activations",
+            reason: "FP8 activations are quantized per row (reference::sm90_a8)",
+        }),
         ActivationFormat::Bf16 => Ok(x.to_vec()),
         ActivationFormat::Nvfp4 => {
             let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
@@ -274,7 +284,10 @@ pub struct Sm90Gemm1Output {
 /// `fc2_input_scale` and dequantized to bf16 (A4).
 fn gemm1_row_output(hrow: &[f32], w: &Sm90Weights) -> Vec<bf16> {
     match w.activations {
-        ActivationFormat::Bf16 => hrow.iter().map(|&v| bf16::from_f32(v)).collect(),
+        // A8's h is bf16 here too; its per-row quantization follows (reference::sm90_a8).
+        ActivationFormat::Bf16 | ActivationFormat::Fp8 => {
+            hrow.iter().map(|&v| bf16::from_f32(v)).collect()
+        }
         ActivationFormat::Nvfp4 => hrow
             .chunks_exact(16)
             .flat_map(|block| {
