@@ -74,17 +74,21 @@ def fastest_by_class(row, classes, lower_bounds):
 def print_table(results, peer_names, classes, lower_bounds, primary, iters, warmup):
     """One row per token count: moegen, every peer, and per activation class the fastest layer peer
     with its ratio to moegen's chosen variant."""
-    cols = (["tokens", "routes", "moegen ms"] + [f"{p} ms" for p in peer_names]
+    cols = (["tokens", "routes", "moegen ms", "moegen a8 ms"] + [f"{p} ms" for p in peer_names]
             + ["fastest a16 peer", "a16/moegen", "fastest a8 peer", "a8/moegen"])
     lines = []
     for r in results:
         m = r.get("moegen")
+        m8 = r.get("moegen_a8")
         best = r["fastest_peer"]
         cells = []
         for c in ("a16", "a8"):
             b = best.get(c)
-            cells += ["n/a" if b is None else b["peer"], fmt_num(None if b is None or m is None else b["ms"] / m["ms"], 2)]
-        lines.append([str(r["tokens"]), str(r["local_routes"]), "n/a" if m is None else f"{m['ms']:.4f}"]
+            # a8 peers are compared with moegen's FP8-activation variant when it ran.
+            mc = m8 if c == "a8" and m8 is not None else m
+            cells += ["n/a" if b is None else b["peer"], fmt_num(None if b is None or mc is None else b["ms"] / mc["ms"], 2)]
+        lines.append([str(r["tokens"]), str(r["local_routes"]), "n/a" if m is None else f"{m['ms']:.4f}",
+                      "n/a" if m8 is None else f"{m8['ms']:.4f}"]
                      + [fmt_ms(r["peers"].get(p)) for p in peer_names] + cells)
     errs = [[str(r["tokens"])] + [fmt_err(r["peers"].get(p)) for p in peer_names] for r in results]
     for head, body in ((cols, lines), (["tokens"] + [f"{p} err" for p in peer_names], errs)):
@@ -96,7 +100,7 @@ def print_table(results, peer_names, classes, lower_bounds, primary, iters, warm
             print(" | ".join(v.rjust(wd) for v, wd in zip(l, widths)))
     lb = ", ".join(sorted(lower_bounds)) or "none"
     print(f"(median of {iters} CUDA-graph replays after {warmup}; a16 / a8 = peers with bf16 / FP8 activations; "
-          f"ratio = that class's fastest layer peer ms / moegen ms for '{primary}' (> 1: moegen faster); LOWER "
+          f"ratio = that class's fastest layer peer ms / moegen ms for '{primary}' (a8: moegen's fastest -a8 variant when run; > 1: moegen faster); LOWER "
           f"BOUNDS, not layers, never 'fastest': {lb}; err = relative L2 error against the fp32 reference "
           "(GEMM outputs for lower bounds))")
 

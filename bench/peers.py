@@ -265,6 +265,11 @@ def moegen_rows(torch, np, args, row, moegen, primary, ref, N, H, I, touched, ac
             failed = True
             print(f"tokens {N}: moegen {r['variant']} FAILS the accuracy gate: rel L2 error {merr:.4%} > {gate:.2%}")
     row["moegen_rows"] = mrows
+    # Per activation class, the moegen figure the class's peers are compared with: the primary
+    # variant for a16 (and for a8 when moegen.json has no FP8-activation variant), the fastest
+    # passing '-a8' variant for a8.
+    a8 = [r for r in mrows if str(r["variant"]).endswith("-a8") and r.get("output_check") == "ok"]
+    row["moegen_a8"] = None if not a8 else {k: min(a8, key=lambda r: r["ms"])[k] for k in ("variant", "ms", "tactic")}
     prim = [r for r in mrows if str(r["variant"]) == primary]
     row["moegen"] = None
     if prim:

@@ -128,11 +128,11 @@ pub fn disassemble(cubin: &[u8]) -> Result<String, PtxasError> {
 }
 
 /// Instruction families counted in SASS: the tensor-core (UTCOMMA on SM100, HGMMA: Hopper
-/// wgmma) and copy families by opcode prefix, and the facts that tell latency-bound code from throughput-bound code: calls
+/// bf16 wgmma, QGMMA: Hopper FP8 wgmma) and copy families by opcode prefix, and the facts that tell latency-bound code from throughput-bound code: calls
 /// (`div.rn`'s slow path), reconvergence points, MUFU, packed f32 arithmetic, memory
 /// barriers by scope (a `MEMBAR.*.GPU` waits for every outstanding access of the thread to
 /// reach the whole GPU), async-proxy fences and tensor-map prefetches.
-pub const SASS_FAMILIES: [&str; 20] = [
+pub const SASS_FAMILIES: [&str; 21] = [
     "UTCOMMA",
     "UTCCP",
     "UTMALDG",
@@ -142,6 +142,7 @@ pub const SASS_FAMILIES: [&str; 20] = [
     "UBLKCP",
     "SYNCS",
     "HGMMA",
+    "QGMMA",
     "CALL",
     "BSSY",
     "MUFU",

@@ -6,7 +6,7 @@ use moegen_dsl::abi::roles::sm90_consumers;
 use moegen_dsl::gpu::Gpu;
 use moegen_dsl::plan::{MoeShape, TokenBuckets, max_tiles};
 use moegen_dsl::resources::plan_gemm;
-use moegen_dsl::{Arch, GemmTactic, MoeTactic, Target, TileSize};
+use moegen_dsl::{ActivationFormat, Arch, GemmTactic, MoeTactic, Target, TileSize};
 
 use super::error::LayerError;
 
@@ -79,12 +79,34 @@ impl DeviceModel {
             }),
         }
     }
+    /// An H200 running the A8 kernels (FP8 activations): the E4M3 wgmma does twice the
+    /// MACs per clock of the bf16 one, and the expansion to E4M3 costs 22 thread
+    /// instructions per 16 weights (docs/hopper.md, "W4A8") against the A16 model's 3.625
+    /// per weight; `step_clocks` stays per K16 of work (a K32 step costs two).
+    pub fn h200_a8() -> Self {
+        let mut m = Self::h200();
+        m.gpu.macs_per_clock_per_sm *= 2.0;
+        m.software_dequant = Some(SoftwareDequant {
+            weights_per_clock_per_warpgroup: 64.0 / 1.375,
+            step_clocks: 16.0,
+            weights_per_clock_per_sm: 128.0 / 1.375,
+        });
+        m
+    }
     /// The model of a GPU generation: [`DeviceModel::b200`] for SM100,
     /// [`DeviceModel::h200`] for Hopper.
     pub fn for_arch(arch: Arch) -> Self {
         match arch {
             Arch::Sm100 => Self::b200(),
             Arch::Sm90 => Self::h200(),
+        }
+    }
+    /// The model of a GPU generation for kernels over `activations`: [`Self::h200_a8`] for
+    /// Hopper's FP8 activations, else [`Self::for_arch`].
+    pub fn for_layer(arch: Arch, activations: ActivationFormat) -> Self {
+        match (arch, activations) {
+            (Arch::Sm90, ActivationFormat::Fp8) => Self::h200_a8(),
+            _ => Self::for_arch(arch),
         }
     }
     /// The same device with `sms` SMs.
