@@ -67,7 +67,10 @@ pub struct LayerCase {
 impl LayerCase {
     /// A short label: `a16 mxfp4 det N=5`.
     pub fn label(&self) -> String {
-        let a = self.activations.tag();
+        let a = match self.activations {
+            ActivationFormat::Nvfp4 => "a4",
+            ActivationFormat::Bf16 => "a16",
+        };
         let f = match self.format {
             WeightFormat::Nvfp4 => "nvfp4",
             WeightFormat::Mxfp4 => "mxfp4",
@@ -237,17 +240,12 @@ fn setup(
         let n = tactics.len();
         tactics = (0..m).map(|j| tactics[j * n / m]).collect();
     }
-    let weights = match (arch, c.activations) {
-        (Arch::Sm100, _) => LayerWeights::upload(b, &c.shape, &p.prepared, p.input_scale),
-        (Arch::Sm90, ActivationFormat::Fp8) => {
-            LayerWeights::upload_sm90_a8(b, &c.shape, &p.sm90_a8_weights()?)
-        }
-        (Arch::Sm90, _) => {
-            LayerWeights::upload_sm90(b, &c.shape, &p.sm90_weights()?, p.input_scale)
-        }
+    let weights = match arch {
+        Arch::Sm100 => LayerWeights::upload(b, &c.shape, &p.prepared, p.input_scale),
+        Arch::Sm90 => LayerWeights::upload_sm90(b, &c.shape, &p.sm90_weights()?, p.input_scale),
     }
     .map_err(|e| layer_err(c, e))?;
-    let dev = DeviceModel::for_layer(arch, c.activations).with_sms(b.sm_count());
+    let dev = DeviceModel::for_arch(arch).with_sms(b.sm_count());
     let table = DispatchTable::analytic(&c.shape, planned as u64, &tactics, &dev)
         .map_err(|e| layer_err(c, e))?;
     let layer = MoeLayer::new(b, config, weights, &kernels, table).map_err(|e| layer_err(c, e))?;

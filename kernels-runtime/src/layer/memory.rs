@@ -12,7 +12,7 @@ use super::error::LayerError;
 use crate::backend::{Backend, DevicePtr};
 use crate::error::RuntimeError;
 use crate::error_record::{RecordError, decode};
-use crate::reference::{PreparedWeights, Sm90A8Weights, Sm90Weights, validate_weights};
+use crate::reference::{PreparedWeights, Sm90Weights, validate_weights};
 
 /// A device buffer and its size in bytes; the engine's memory or the backend's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,36 +252,6 @@ impl LayerWeights {
         Ok(out)
     }
 
-    /// Uploads Hopper A8 weights (`reference::Sm90A8Weights`: MXFP4 expanded to E4M3 in
-    /// the kernels, per-row factors) in the A8 kernels' fragment layout.
-    pub fn upload_sm90_a8(
-        b: &mut dyn Backend,
-        shape: &MoeShape,
-        w: &Sm90A8Weights,
-    ) -> Result<Self, LayerError> {
-        let [w1, s1, w2, s2] = w.fragment_layout(shape)?;
-        let parts =
-            [(Buffer::W1, w1), (Buffer::W1Scales, s1), (Buffer::W2, w2), (Buffer::W2Scales, s2)];
-        let mut out = Self {
-            shape: *shape,
-            buffers: Vec::new(),
-            owned: true,
-            arch: Arch::Sm90,
-            format: WeightFormat::Mxfp4,
-            activations: ActivationFormat::Fp8,
-        };
-        let (r1, r2) = w.row_factors();
-        let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-        out.push_all(b, parts, &w.alpha1, &w.alpha2, 1.0, 1.0)?;
-        let rows = [(Buffer::W1RowScales, f32s(&r1)), (Buffer::W2RowScales, f32s(&r2))];
-        let bytes: Vec<&[u8]> = rows.iter().map(|(_, v)| v.as_slice()).collect();
-        let ptrs = b.upload_all(&bytes)?;
-        for ((buf, v), ptr) in rows.iter().zip(ptrs) {
-            out.buffers.push((*buf, DeviceSlice::new(ptr, v.len() as u64)));
-        }
-        Ok(out)
-    }
-
     fn push_all(
         &mut self,
         b: &mut dyn Backend,
@@ -324,7 +294,7 @@ impl LayerWeights {
         activations: ActivationFormat,
         buffers: &[(Buffer, DeviceSlice)],
     ) -> Result<Self, LayerError> {
-        let need = Self::sizes_for(shape, arch, activations)?;
+        let need = Self::sizes(shape, arch)?;
         let mut out = Vec::with_capacity(need.len());
         for (buf, bytes) in need {
             let slice = buffers.iter().find(|(b, _)| *b == buf).map(|(_, s)| *s).ok_or(
@@ -336,37 +306,7 @@ impl LayerWeights {
         Ok(Self { shape: *shape, buffers: out, owned: false, arch, format, activations })
     }
 
-    /// The buffers a layer's weights consist of on `arch` for kernels over `activations`,
-    /// with their sizes in bytes: Hopper's A8 weights pad K to whole 128-wide stages, keep
-    /// one table code per 32 values and add the per-row factors
-    /// (`abi::sm90_weights::a8`).
-    pub fn sizes_for(
-        shape: &MoeShape,
-        arch: Arch,
-        activations: ActivationFormat,
-    ) -> Result<Vec<(Buffer, u64)>, LayerError> {
-        if arch != Arch::Sm90 || activations != ActivationFormat::Fp8 {
-            return Self::sizes(shape, arch);
-        }
-        use moegen_dsl::abi::sm90_weights::a8;
-        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts() as u64);
-        let n = |v: usize| v as u64;
-        Ok(vec![
-            (Buffer::W1, l * n(a8::value_bytes(2 * i, h))),
-            (Buffer::W1Scales, l * n(a8::scale_bytes(2 * i, h))),
-            (Buffer::W2, l * n(a8::value_bytes(h, i))),
-            (Buffer::W2Scales, l * n(a8::scale_bytes(h, i))),
-            (Buffer::Alpha1, 4 * l),
-            (Buffer::Alpha2, 4 * l),
-            (Buffer::Fc2InputScale, 4),
-            (Buffer::ActivationGlobalScale, 4),
-            (Buffer::W1RowScales, 4 * l * n(2 * i)),
-            (Buffer::W2RowScales, 4 * l * n(h)),
-        ])
-    }
-
-    /// The buffers a layer's weights consist of on `arch` (A16 and A4 on Hopper), with their
-    /// sizes in bytes.
+    /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes.
     pub fn sizes(shape: &MoeShape, arch: Arch) -> Result<Vec<(Buffer, u64)>, LayerError> {
         let (h, i, l) =
             (shape.hidden as u64, shape.intermediate as u64, shape.local_experts() as u64);
