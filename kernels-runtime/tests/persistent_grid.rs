@@ -28,6 +28,7 @@ fn inputs(max_tiles: u64) -> GridInputs {
         max_tiles,
         local_experts: 8,
         sm_count: 132,
+        permuted_rows: max_tiles * 128,
     }
 }
 

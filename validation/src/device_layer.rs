@@ -155,6 +155,7 @@ pub fn device_moe_layer(
         local_experts: l as u64,
         // `clusters` persistent clusters, or (0) one CTA per work unit.
         sm_count: if clusters == 0 { u32::MAX } else { clusters.saturating_mul(4) },
+        permuted_rows: rows as u64,
     };
     let gemm_grid = |k: &moegen_dsl::abi::KernelInfo| GridInputs {
         sm_count: if clusters == 0 { u32::MAX } else { clusters.saturating_mul(k.launch.cluster) },

@@ -67,10 +67,7 @@ pub struct LayerCase {
 impl LayerCase {
     /// A short label: `a16 mxfp4 det N=5`.
     pub fn label(&self) -> String {
-        let a = match self.activations {
-            ActivationFormat::Nvfp4 => "a4",
-            ActivationFormat::Bf16 => "a16",
-        };
+        let a = self.activations.tag();
         let f = match self.format {
             WeightFormat::Nvfp4 => "nvfp4",
             WeightFormat::Mxfp4 => "mxfp4",

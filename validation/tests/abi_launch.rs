@@ -119,6 +119,7 @@ fn every_launch_matches_its_ptx_and_the_manifest() {
             max_tiles: 12,
             local_experts: L,
             sm_count: 148,
+            permuted_rows: 12 * 128,
         };
         let shape = launch_shape(k, &grid).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(shape.block, k.launch.threads);
