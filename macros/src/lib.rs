@@ -36,9 +36,9 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 ///
-/// // 1 GEMM1, 2 GEMM2 (one per finalize mode), 5 SIMT kernels for sm_100f, 6 for sm_90a
-/// // (its A4 quantize-dequantize too).
-/// assert_eq!(kernels::KERNELS.len(), 1 + 2 + 5 + 6);
+/// // 1 GEMM1, 2 GEMM2 (one per finalize mode), 5 SIMT kernels for sm_100f, 8 for sm_90a
+/// // (its A4 quantize-dequantize and the two A8 activation quantizers too).
+/// assert_eq!(kernels::KERNELS.len(), 1 + 2 + 5 + 8);
 /// ```
 ///
 /// Every key is optional except `tile`, `gemm1`, `gemm2`, `mma` and `cluster` inside a

@@ -23,7 +23,9 @@ pub use approx::{ex2_approx_ftz_model, ex2_approx_model, rcp_approx_ftz_model, r
 pub use decode::Inst;
 pub use error::{SimError, TensorMapError, TmemError};
 pub use exec::tensor_map::{TensorMap, TmaDataType};
-pub use exec::{Arg, LaunchConfig, LaunchStats, launch, wgmma_k16_model};
+pub use exec::{
+    Arg, FP8_KEEP_BITS, LaunchConfig, LaunchStats, launch, wgmma_k16_model, wgmma_k32_e4m3_model,
+};
 pub use memory::Device;
 pub use parse::{Kernel, Module, ParamDecl, parse_module};
 pub use profile::{Category, Profile, WarpProfile};

@@ -267,7 +267,10 @@ fn unmodelled_opcodes_and_modifiers_are_refused_when_parsed() {
         // Warpgroup instructions outside the modelled forms.
         "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 {%r0, %r1}, %rd0, %rd1, 1, 1, 1, 0, 0;",
         "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {%r0, %r1, %r2, %r3}, %rd0, %rd1, 1, 1, 1;",
-        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%r0, %r1, %r2, %r3}, %rd0, %rd1, 1, 1, 1;",
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 {%r0, %r1, %r2, %r3}, %rd0, %rd1, 1, 1, 1;",
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2 {%r0, %r1, %r2, %r3}, %rd0, %rd1, 1, 1, 1;",
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.e4m3.e4m3 {%r0, %r1, %r2, %r3}, %rd0, %rd1, 1, 1, 1;",
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.bf16.bf16 {%r0, %r1, %r2, %r3}, %rd0, %rd1, 1, 1, 1, 0, 0;",
         "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16 {%r0, %r1, %r2, %r3}, %rd0, %rd1, %r4, 0, 1, 1, 1, 0, 0;",
         "wgmma.mma_async.sync.aligned.m64n12k16.f32.bf16.bf16 {%r0, %r1, %r2, %r3, %r4, %r5}, %rd0, %rd1, 1, 1, 1, 0, 0;",
         "wgmma.mma_async.sync.aligned.m64n8k16.bf16.f32.bf16 {%r0, %r1, %r2, %r3}, %rd0, %rd1, 1, 1, 1, 0, 0;",
@@ -341,6 +344,8 @@ fn unmodelled_opcodes_and_modifiers_are_refused_when_parsed() {
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r0, %r1, %r2, %r3}, {%r4, %r5, %r6, %r7}, %rd1, 1, 1, 1, 0, 0;",
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r0, %r1, %r2, %r3}, {%r3, %r5, %r6, %r7}, %rd1, 1, 1, 1, 0;",
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%r0, %r1, %r2, _}, %rd0, %rd1, 1, 1, 1, 0, 0;",
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%r0, %r1, %r2, %r3}, %rd0, %rd1, 1, 1, 1, 0, 0;",
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%r0, %r1, %r2}, %rd0, %rd1, 1, 1, 1;",
         "createpolicy.fractional.L2::evict_last.b64 %rd0, 0f3FC00000;",
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%r0], [%rd0, {%r1, %r2}], [%r3];",
     ] {

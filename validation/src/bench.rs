@@ -16,8 +16,8 @@ use moegen_runtime::layer::{
     MoeLayer, TuneOptions, Workspace, WorkspaceSpec, arch_of, autotune,
 };
 use moegen_runtime::reference::{
-    CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, SWIGLU_INTERLEAVE, Sm90Weights,
-    import_mxfp4,
+    CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, SWIGLU_INTERLEAVE, Sm90A8Weights,
+    Sm90Weights, import_mxfp4,
 };
 use moegen_runtime::routing::ExpertWindow;
 
@@ -101,7 +101,7 @@ impl BenchShape {
 /// A way of running the layer: weight format and activation format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
-    /// `mxfp4-a16`, `nvfp4-a16`, `nvfp4-a4`.
+    /// `mxfp4-a16`, `mxfp4-a8`, `nvfp4-a16`, `nvfp4-a4`.
     pub name: &'static str,
     /// Weights.
     pub format: WeightFormat,
@@ -110,14 +110,16 @@ pub struct Variant {
 }
 
 /// Every variant, by name.
-pub const VARIANTS: [Variant; 3] = [
+pub const VARIANTS: [Variant; 4] = [
     Variant { name: "mxfp4-a16", format: WeightFormat::Mxfp4, activations: ActivationFormat::Bf16 },
+    Variant { name: "mxfp4-a8", format: WeightFormat::Mxfp4, activations: ActivationFormat::Fp8 },
     Variant { name: "nvfp4-a16", format: WeightFormat::Nvfp4, activations: ActivationFormat::Bf16 },
     Variant { name: "nvfp4-a4", format: WeightFormat::Nvfp4, activations: ActivationFormat::Nvfp4 },
 ];
 
 impl Variant {
-    /// Whether a device of generation `arch` runs it (SM100: NVFP4 activations only).
+    /// Whether a device of generation `arch` runs it (SM100: NVFP4 activations only; Hopper:
+    /// all).
     pub fn runs_on(&self, arch: Arch) -> bool {
         arch == Arch::Sm90 || self.activations == ActivationFormat::Nvfp4
     }
@@ -198,6 +200,10 @@ fn upload_weights(
                     .and_then(|p| Sm90Weights::from_prepared(shape, &p, v.activations)),
             }
             .map_err(weights_err)?;
+            if v.activations == ActivationFormat::Fp8 {
+                let a8 = Sm90A8Weights::from_sm90(shape, &w).map_err(weights_err)?;
+                return LayerWeights::upload_sm90_a8(b, shape, &a8).map_err(upload_err);
+            }
             LayerWeights::upload_sm90(b, shape, &w, gs_x).map_err(upload_err)
         }
         Arch::Sm100 => {
@@ -248,7 +254,7 @@ pub fn bench_variant(
     if tactics.is_empty() {
         return Err(BenchError::NoTactic { shape: sn, variant: vn });
     }
-    let dev = DeviceModel::for_arch(arch).with_sms(b.sm_count());
+    let dev = DeviceModel::for_layer(arch, v.activations).with_sms(b.sm_count());
     let table = DispatchTable::analytic(&ms, max_tokens as u64, &tactics, &dev).map_err(s)?;
     let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(s)?;
     let mut tile_sizes: Vec<_> = tactics.iter().map(MoeTactic::tile).collect();

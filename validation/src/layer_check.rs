@@ -13,10 +13,10 @@ use moegen_runtime::layer::{
     LayerWeights, MoeLayer, Workspace, WorkspaceSpec, arch_of,
 };
 use moegen_runtime::reference::{
-    CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights, Routing, Sm90Weights,
-    finalize, gemm1_reference, gemm2_contributions, oracle_moe, prepare_weights,
-    quantize_activations, relative_l2_error, sm90_activations, sm90_gemm1_reference,
-    sm90_gemm2_contributions,
+    CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights, Routing,
+    Sm90A8Weights, Sm90Weights, finalize, gemm1_reference, gemm2_contributions, oracle_moe,
+    prepare_weights, quantize_activations, relative_l2_error, sm90_a8_gemm1_reference,
+    sm90_a8_gemm2_contributions, sm90_activations, sm90_gemm1_reference, sm90_gemm2_contributions,
 };
 use moegen_runtime::routing::moe_sort;
 
@@ -239,10 +239,13 @@ fn setup(
     }
     let weights = match arch {
         Arch::Sm100 => LayerWeights::upload(b, &c.shape, &p.prepared, p.input_scale),
+        Arch::Sm90 if c.activations == ActivationFormat::Fp8 => {
+            LayerWeights::upload_sm90_a8(b, &c.shape, &p.sm90_a8_weights()?)
+        }
         Arch::Sm90 => LayerWeights::upload_sm90(b, &c.shape, &p.sm90_weights()?, p.input_scale),
     }
     .map_err(|e| layer_err(c, e))?;
-    let dev = DeviceModel::for_arch(arch).with_sms(b.sm_count());
+    let dev = DeviceModel::for_layer(arch, c.activations).with_sms(b.sm_count());
     let table = DispatchTable::analytic(&c.shape, planned as u64, &tactics, &dev)
         .map_err(|e| layer_err(c, e))?;
     let layer = MoeLayer::new(b, config, weights, &kernels, table).map_err(|e| layer_err(c, e))?;

@@ -139,6 +139,37 @@ fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
     }
 }
 
+/// A8 (FP8 activations on the E4M3 tensor cores): both quantizers, both GEMMs with the
+/// E4M3 wgmma and the factors, against the A8 reference bit for bit, K ending in a partial
+/// 128-wide stage in both GEMMs (H 320, I 192).
+#[test]
+fn hopper_a8_layer_tactics_match_the_reference_bit_for_bit() {
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let case = LayerCase {
+        shape,
+        tokens: 37,
+        planned_tokens: 37,
+        activations: ActivationFormat::Fp8,
+        format: WeightFormat::Mxfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 17,
+        routes: RoutePattern::Spread,
+    };
+    let p = problem(case).unwrap();
+    let mut sim = SimBackend::hopper().with_sm_count(4);
+    let rows = check_tactics(&mut sim, &p, Some(3)).unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
+        // E4M3 activations cost a few percent against the unquantized oracle, no more.
+        assert!(r.rel_l2_vs_oracle < 0.3, "{}: {}", r.tactic, r.rel_l2_vs_oracle);
+    }
+    // The A16 reference of the same weights differs: the A8 arithmetic was checked.
+    let a16 = problem(LayerCase { activations: ActivationFormat::Bf16, ..case }).unwrap();
+    let want16 = a16.reference(moegen_dsl::Arch::Sm90, TileSize::T16).unwrap();
+    assert_ne!(want16, rows[0].output);
+}
+
 #[test]
 fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();

@@ -2,6 +2,7 @@
 //! the shared workspace, and a layer's weights.
 
 use moegen_dsl::ActivationFormat;
+use moegen_dsl::abi::sm90_weights::a8;
 use moegen_dsl::abi::{Buffer, SimtTarget, WeightFormat};
 use moegen_dsl::plan::{
     ERROR_WORDS, ExpertWindow, MoeShape, WorkspacePlan, WorkspaceRequest, plan_workspace,
@@ -12,7 +13,7 @@ use super::error::LayerError;
 use crate::backend::{Backend, DevicePtr};
 use crate::error::RuntimeError;
 use crate::error_record::{RecordError, decode};
-use crate::reference::{PreparedWeights, Sm90Weights, validate_weights};
+use crate::reference::{PreparedWeights, Sm90A8Weights, Sm90Weights, validate_weights};
 
 /// A device buffer and its size in bytes; the engine's memory or the backend's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,7 +226,7 @@ impl LayerWeights {
             format: WeightFormat::Nvfp4,
             activations: ActivationFormat::Nvfp4,
         };
-        out.push_all(b, parts, &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
+        out.push_all(b, parts.into(), &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
         Ok(out)
     }
 
@@ -248,14 +249,45 @@ impl LayerWeights {
             format: w.format,
             activations: w.activations,
         };
-        out.push_all(b, parts, &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
+        out.push_all(b, parts.into(), &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
+        Ok(out)
+    }
+
+    /// Uploads Hopper A8 weights (`reference::Sm90A8Weights`: MXFP4 prepared for FP8
+    /// activations) in the A8 kernels' layout, with their row factors. The A8 layer has no
+    /// global activation scales (its activations carry one power-of-two scale per row):
+    /// both uploaded scales are 1.
+    pub fn upload_sm90_a8(
+        b: &mut dyn Backend,
+        shape: &MoeShape,
+        w: &Sm90A8Weights,
+    ) -> Result<Self, LayerError> {
+        let [w1, s1, w2, s2] = w.fragment_layout(shape)?;
+        let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let parts = vec![
+            (Buffer::W1, w1),
+            (Buffer::W1Scales, s1),
+            (Buffer::W2, w2),
+            (Buffer::W2Scales, s2),
+            (Buffer::W1RowScales, f32s(&w.w1_rows)),
+            (Buffer::W2RowScales, f32s(&w.w2_rows)),
+        ];
+        let mut out = Self {
+            shape: *shape,
+            buffers: Vec::new(),
+            owned: true,
+            arch: Arch::Sm90,
+            format: WeightFormat::Mxfp4,
+            activations: ActivationFormat::Fp8,
+        };
+        out.push_all(b, parts, &w.alpha1, &w.alpha2, 1.0, 1.0)?;
         Ok(out)
     }
 
     fn push_all(
         &mut self,
         b: &mut dyn Backend,
-        parts: [(Buffer, Vec<u8>); 4],
+        parts: Vec<(Buffer, Vec<u8>)>,
         alpha1: &[f32],
         alpha2: &[f32],
         fc2_input_scale: f32,
@@ -285,8 +317,9 @@ impl LayerWeights {
     /// Weights already on the device (the engine's memory), each checked against `shape`:
     /// W1, W1 scales, W2, W2 scales, α1, α2, `fc2_input_scale` and the activation global
     /// scale, in the layout of `arch`'s kernels (SM100: `reference::PreparedWeights`;
-    /// Hopper: `Sm90Weights::fragment_layout`), with the scale encoding `format` and α for
-    /// `activations`.
+    /// Hopper: `Sm90Weights::fragment_layout`, or for FP8 activations
+    /// `Sm90A8Weights::fragment_layout` and the row factors `W1RowScales`, `W2RowScales`),
+    /// with the scale encoding `format` and α for `activations`.
     pub fn from_device(
         shape: &MoeShape,
         arch: Arch,
@@ -294,7 +327,14 @@ impl LayerWeights {
         activations: ActivationFormat,
         buffers: &[(Buffer, DeviceSlice)],
     ) -> Result<Self, LayerError> {
-        let need = Self::sizes(shape, arch)?;
+        if activations == ActivationFormat::Fp8 && format != WeightFormat::Mxfp4 {
+            return Err(RuntimeError::UnsupportedActivations {
+                what: "NVFP4 weights",
+                reason: "FP8 activations (A8) take MXFP4 weights",
+            }
+            .into());
+        }
+        let need = Self::sizes_for(shape, arch, activations)?;
         let mut out = Vec::with_capacity(need.len());
         for (buf, bytes) in need {
             let slice = buffers.iter().find(|(b, _)| *b == buf).map(|(_, s)| *s).ok_or(
@@ -306,8 +346,42 @@ impl LayerWeights {
         Ok(Self { shape: *shape, buffers: out, owned: false, arch, format, activations })
     }
 
-    /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes.
+    /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes (bf16
+    /// or NVFP4 activations; [`Self::sizes_for`] for any).
     pub fn sizes(shape: &MoeShape, arch: Arch) -> Result<Vec<(Buffer, u64)>, LayerError> {
+        Self::sizes_for(shape, arch, ActivationFormat::Bf16)
+    }
+
+    /// The buffers a layer's weights consist of on `arch` for `activations`, with their
+    /// sizes in bytes.
+    pub fn sizes_for(
+        shape: &MoeShape,
+        arch: Arch,
+        activations: ActivationFormat,
+    ) -> Result<Vec<(Buffer, u64)>, LayerError> {
+        if activations == ActivationFormat::Fp8 {
+            if arch != Arch::Sm90 {
+                return Err(RuntimeError::UnsupportedActivations {
+                    what: "LayerWeights",
+                    reason: "FP8 activations (A8) run on Hopper only",
+                }
+                .into());
+            }
+            let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts() as u64);
+            let bytes = |x: usize| x as u64;
+            return Ok(vec![
+                (Buffer::W1, l * bytes(a8::value_bytes(2 * i, h))),
+                (Buffer::W1Scales, l * bytes(a8::scale_bytes(2 * i, h))),
+                (Buffer::W2, l * bytes(a8::value_bytes(h, i))),
+                (Buffer::W2Scales, l * bytes(a8::scale_bytes(h, i))),
+                (Buffer::W1RowScales, 4 * l * bytes(2 * i)),
+                (Buffer::W2RowScales, 4 * l * bytes(h)),
+                (Buffer::Alpha1, 4 * l),
+                (Buffer::Alpha2, 4 * l),
+                (Buffer::Fc2InputScale, 4),
+                (Buffer::ActivationGlobalScale, 4),
+            ]);
+        }
         let (h, i, l) =
             (shape.hidden as u64, shape.intermediate as u64, shape.local_experts() as u64);
         let (s1, s2) = match arch {

@@ -9,7 +9,9 @@ mod gemm2;
 mod oracle;
 mod par;
 mod sm90;
+mod sm90_a8;
 mod weights;
+mod wgmma_fp8_model;
 mod wgmma_model;
 
 pub use checkpoint::{
@@ -24,10 +26,15 @@ pub use sm90::{
     Sm90Gemm1Output, Sm90ReferenceRun, Sm90Weights, moe_reference_sm90, sm90_activations,
     sm90_gemm1_reference, sm90_gemm2_contributions,
 };
+pub use sm90_a8::{
+    Sm90A8ReferenceRun, Sm90A8Weights, moe_reference_sm90_a8, quantize_fp8_row,
+    sm90_a8_gemm1_reference, sm90_a8_gemm2_contributions,
+};
 pub use weights::{
     Nvfp4Activations, PreparedWeights, prepare_weights, quantize_activations, validate_weights,
     w1_scale_layout, w2_scale_layout,
 };
+pub use wgmma_fp8_model::{wgmma_dot_e4m3, wgmma_step_e4m3};
 pub use wgmma_model::{wgmma_dot, wgmma_step};
 
 use half::bf16;

@@ -229,7 +229,11 @@ impl Sm90Weights {
 }
 
 /// The valid permuted rows grouped by local expert (ascending): `(row, token, slot)` each.
-fn rows_by_expert(sort: &SortOutputs, rows: usize, k: usize) -> Vec<(usize, Vec<[usize; 3]>)> {
+pub(super) fn rows_by_expert(
+    sort: &SortOutputs,
+    rows: usize,
+    k: usize,
+) -> Vec<(usize, Vec<[usize; 3]>)> {
     let mut groups: std::collections::BTreeMap<usize, Vec<[usize; 3]>> = Default::default();
     for row in 0..rows {
         if let Some((e, token, slot)) = sort.route_of_row(row, k) {

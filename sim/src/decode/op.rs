@@ -29,21 +29,32 @@ pub(crate) struct BulkLoad {
     pub multicast: Option<Src>,
 }
 
+/// The input type of `wgmma.mma_async` (A and B alike; mixed forms are not modelled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WgmmaIn {
+    /// `.m64nNk16.f32.bf16.bf16`.
+    Bf16,
+    /// `.m64nNk16.f32.f16.f16`.
+    F16,
+    /// `.m64nNk32.f32.e4m3.e4m3`.
+    E4m3,
+}
+
 /// The A operand of `wgmma.mma_async`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WgmmaA {
-    /// Four registers of bf16x2 / f16x2 per thread.
+    /// Four registers per thread: bf16x2 / f16x2, or four e4m3 bytes.
     Regs([u32; 4]),
     /// A shared-memory descriptor.
     Desc(Src),
 }
 
-/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}` operands.
+/// `wgmma.mma_async.sync.aligned.{m64nNk16.f32.{bf16,f16}|m64nNk32.f32.e4m3}` operands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Wgmma {
     pub n: u32,
-    /// bf16 inputs (else f16).
-    pub bf16: bool,
+    /// The input type (which fixes K: 16 for bf16/f16, 32 for e4m3).
+    pub ty: WgmmaIn,
     /// The N/2 accumulator registers.
     pub d: Vec<u32>,
     pub a: WgmmaA,

@@ -17,26 +17,40 @@
 //! - a wgmma using a register of an in-flight wgmma in another role (the PTX ISA orders only
 //!   accumulator accesses across wgmmas of the same shape; A fragments may be shared).
 //!
-//! Fragment layouts (PTX ISA "Register Fragments", m64nNk16; CUTLASS `ALayout_64x16`,
-//! `CLayout_64xN`): thread l of warp w of the warpgroup holds
-//! - A: register j (0..4), half h: row 16w + l/4 + 8·(j%2), column 2·(l%4) + h + 8·(j/2);
+//! Fragment layouts (PTX ISA "Register Fragments", m64nNk16 and m64nNk32; CUTLASS
+//! `ALayout_64x16`, `CLayout_64xN`): thread l of warp w of the warpgroup holds
+//! - A, 16-bit types: register j (0..4), half h: row 16w + l/4 + 8·(j%2), column
+//!   2·(l%4) + h + 8·(j/2);
+//! - A, e4m3: register j (0..4), byte i (little-endian): row 16w + l/4 + 8·(j%2), column
+//!   4·(l%4) + i + 16·(j/2) — the same bytes of the 32-byte K step as the 16-bit layout;
 //! - D: register i (0..N/2): row 16w + l/4 + 8·((i/2)%2), column 8·(i/4) + 2·(l%4) + i%2.
+//!
+//! Shared-memory operands (K-major) are read the same way for every type: a row is the 32
+//! bytes of one K step, two 16-byte chunks. The arithmetic is `wgmma_math.rs` (bf16, f16)
+//! and `wgmma_fp8.rs` (e4m3).
 
 use super::descriptors::{self, GmmaDesc};
 use super::spaces::bad;
 use super::state::{Cluster, State};
+use super::wgmma_fp8::{Fp8Row, dot_e4m3};
 use super::wgmma_math::{Row, dot};
 use crate::decode::Inst;
-use crate::decode::op::{Op, Src, Wgmma, WgmmaA};
+use crate::decode::op::{Op, Src, Wgmma, WgmmaA, WgmmaIn};
 use crate::error::SimError;
+
+/// The decoded rows of A (64) and B (N) of one wgmma, by input type.
+enum Operands {
+    Half(Vec<Row>, Vec<Row>),
+    E4m3(Vec<Fp8Row>, Vec<Fp8Row>),
+}
 
 /// What an in-flight wgmma uses a register for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
-    /// Accumulator of a wgmma with this N and input type (bf16 or not).
+    /// Accumulator of a wgmma with this N and input type (which fixes K).
     D {
         n: u32,
-        bf16: bool,
+        ty: WgmmaIn,
     },
     A,
 }
@@ -278,7 +292,9 @@ impl Cluster<'_> {
         }
     }
 
-    /// Rows `0..rows` of a K-major operand in shared memory: 16 elements each.
+    /// Rows `0..rows` of a K-major operand in shared memory: the 32 bytes of one K step
+    /// each (16 bf16/f16 elements or 32 e4m3 elements, little-endian, K in order), read as
+    /// two 16-byte chunks.
     fn operand_rows(
         &self,
         c: usize,
@@ -287,16 +303,14 @@ impl Cluster<'_> {
         smem: &mut Vec<(u32, u32)>,
         inst: &Inst,
         t: usize,
-    ) -> Result<Vec<[u16; 16]>, SimError> {
+    ) -> Result<Vec<[u8; 32]>, SimError> {
         let mut out = Vec::with_capacity(rows as usize);
         for r in 0..rows {
-            let mut row = [0u16; 16];
+            let mut row = [0u8; 32];
             for q in 0..2 {
                 let off = d.chunk(r, q);
                 let bytes = self.read_shared(c, off, 16, inst, t)?;
-                for k in 0..8 {
-                    row[8 * q as usize + k] = u16::from_le_bytes([bytes[2 * k], bytes[2 * k + 1]]);
-                }
+                row[16 * q as usize..16 * (q as usize + 1)].copy_from_slice(&bytes[..16]);
                 smem.push((off, 16));
             }
             out.push(row);
@@ -328,7 +342,7 @@ impl Cluster<'_> {
                 WgmmaA::Regs(r) => r.to_vec(),
                 WgmmaA::Desc(_) => Vec::new(),
             };
-            let role = Role::D { n: w.n, bf16: w.bf16 };
+            let role = Role::D { n: w.n, ty: w.ty };
             for (&r, is_d) in w.d.iter().map(|r| (r, true)).chain(a_regs.iter().map(|r| (r, false)))
             {
                 let name = || self.reg_name(r);
@@ -363,37 +377,59 @@ impl Cluster<'_> {
         let bdesc = descriptors::gmma(bdesc, "B", inst)?;
         let mut smem = Vec::new();
         let b_rows = self.operand_rows(c, &bdesc, w.n, &mut smem, inst, t0)?;
-        let a_rows: Vec<[u16; 16]> = match w.a {
+        let a_rows: Vec<[u8; 32]> = match w.a {
             WgmmaA::Desc(s) => {
                 let adesc = self.uniform(c, wgi, s, "a-desc", inst)?;
                 let adesc = descriptors::gmma(adesc, "A", inst)?;
                 self.operand_rows(c, &adesc, 64, &mut smem, inst, t0)?
             }
             WgmmaA::Regs(regs) => {
-                let mut rows = vec![[0u16; 16]; 64];
+                // Register j holds bytes 4·(l%4) + 16·(j/2) .. +4 of its row, little-endian:
+                // two 16-bit elements 2·(l%4) + 8·(j/2) (+1), or four e4m3 elements
+                // 4·(l%4) + 16·(j/2) (+0..4).
+                let mut rows = vec![[0u8; 32]; 64];
                 for t in threads.clone() {
                     let (warp, l) = ((t - t0) / 32, t % 32);
                     for (j, &r) in regs.iter().enumerate() {
-                        let v = self.ctas[c].threads[t].regs[r as usize];
+                        let v = self.ctas[c].threads[t].regs[r as usize] as u32;
                         let row = 16 * warp + l / 4 + 8 * (j % 2);
-                        let col = 2 * (l % 4) + 8 * (j / 2);
-                        rows[row][col] = v as u16;
-                        rows[row][col + 1] = (v >> 16) as u16;
+                        let byte = 4 * (l % 4) + 16 * (j / 2);
+                        rows[row][byte..byte + 4].copy_from_slice(&v.to_le_bytes());
                     }
                 }
                 rows
             }
         };
-        let a: Vec<Row> = a_rows.iter().map(|r| Row::new(r, w.bf16, w.neg_a)).collect();
-        let b: Vec<Row> = b_rows.iter().map(|r| Row::new(r, w.bf16, w.neg_b)).collect();
+        let outputs = match w.ty {
+            WgmmaIn::E4m3 => {
+                let a: Vec<Fp8Row> = a_rows.iter().map(|r| Fp8Row::new(r, w.neg_a)).collect();
+                let b: Vec<Fp8Row> = b_rows.iter().map(|r| Fp8Row::new(r, w.neg_b)).collect();
+                Operands::E4m3(a, b)
+            }
+            WgmmaIn::Bf16 | WgmmaIn::F16 => {
+                let bf16 = w.ty == WgmmaIn::Bf16;
+                let row = |bytes: &[u8; 32], neg: bool| {
+                    let h: [u16; 16] = std::array::from_fn(|k| {
+                        u16::from_le_bytes([bytes[2 * k], bytes[2 * k + 1]])
+                    });
+                    Row::new(&h, bf16, neg)
+                };
+                let a: Vec<Row> = a_rows.iter().map(|r| row(r, w.neg_a)).collect();
+                let b: Vec<Row> = b_rows.iter().map(|r| row(r, w.neg_b)).collect();
+                Operands::Half(a, b)
+            }
+        };
         for t in threads {
             let (warp, l) = ((t - t0) / 32, t % 32);
             for (i, &r) in w.d.iter().enumerate() {
                 let row = 16 * warp + l / 4 + 8 * ((i / 2) % 2);
                 let col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
                 let reg = &mut self.ctas[c].threads[t].regs[r as usize];
-                let old = f32::from_bits(*reg as u32);
-                let v = dot(&a[row], &b[col], scale_d.then_some(old));
+                let old = scale_d.then_some(f32::from_bits(*reg as u32));
+                let v = match &outputs {
+                    Operands::Half(a, b) => dot(&a[row], &b[col], old),
+                    Operands::E4m3(a, b) => dot_e4m3(&a[row], &b[col], old),
+                };
                 *reg = u64::from(if v.is_nan() { 0x7FFF_FFFF } else { v.to_bits() });
             }
         }
@@ -407,7 +443,7 @@ impl Cluster<'_> {
         let id = wg.next_id;
         wg.next_id = wg.next_id.wrapping_add(1).max(1);
         for &r in &w.d {
-            wg.marks[r as usize] = Mark { op: id, role: Role::D { n: w.n, bf16: w.bf16 } };
+            wg.marks[r as usize] = Mark { op: id, role: Role::D { n: w.n, ty: w.ty } };
         }
         if let WgmmaA::Regs(regs) = w.a {
             for r in regs {

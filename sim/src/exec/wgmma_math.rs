@@ -135,7 +135,7 @@ fn dot_finite(a: &Row, b: &Row, acc: f32) -> f32 {
 /// v · 2^q truncated toward zero to f32: 24 significant bits, then the subnormal grid
 /// (assumed); ±Inf from 2^128 on (assumed); +0 for 0, a zero of v's sign when v is below
 /// the smallest subnormal. |v| < 2^63, q ≥ −300.
-fn truncate_scaled(v: i64, q: i32) -> f32 {
+pub(super) fn truncate_scaled(v: i64, q: i32) -> f32 {
     if v == 0 {
         return 0.0;
     }

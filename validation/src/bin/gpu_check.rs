@@ -142,9 +142,10 @@ fn shape(
 
 /// The layer cases for a device of generation `arch`: `(case, simulate)`. Shapes with H and
 /// I not powers of two (and on Hopper not multiples of 128: gpt-oss's 2880), both activation
-/// modes and weight formats, both finalize modes, and the routing edge cases.
+/// modes and weight formats (on Hopper also FP8 activations), both finalize modes, and the
+/// routing edge cases.
 fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
-    use ActivationFormat::{Bf16, Nvfp4};
+    use ActivationFormat::{Bf16, Fp8, Nvfp4};
     use FinalizeMode::{BulkReduceAdd as Bulk, Deterministic as Det};
     use RoutePattern::{NoneLocal, OneExpert, SomeEmpty, Spread};
     use WeightFormat::{Mxfp4, Nvfp4 as W4};
@@ -178,6 +179,12 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
                 (planned(case(gpt_oss, 1, Bf16, Mxfp4, Bulk, 13, Spread), 16384), false),
                 (planned(case(gpt_oss, 1, Bf16, Mxfp4, Det, 15, Spread), 16384), false),
                 (planned(case(mid, 5, Nvfp4, W4, Det, 16, Spread), 4096), true),
+                // A8: FP8 activations on the E4M3 tensor cores (MXFP4 weights).
+                (case(small, 37, Fp8, Mxfp4, Det, 17, Spread), true),
+                (case(small, 29, Fp8, Mxfp4, Bulk, 18, OneExpert), true),
+                (case(mid, 150, Fp8, Mxfp4, Det, 19, SomeEmpty), false),
+                (case(gpt_oss, 48, Fp8, Mxfp4, Det, 20, Spread), false),
+                (planned(case(gpt_oss, 1, Fp8, Mxfp4, Det, 21, Spread), 16384), false),
             ]
         }
         Arch::Sm100 => {

@@ -31,7 +31,7 @@ struct Args {
     /// Token counts (default: the shape's own list).
     #[arg(long, value_delimiter = ',')]
     tokens: Option<Vec<usize>>,
-    /// Variants (default: every one the device runs): mxfp4-a16, nvfp4-a16, nvfp4-a4.
+    /// Variants (default: every one the device runs): mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4.
     #[arg(long, value_delimiter = ',')]
     variants: Option<Vec<String>>,
     /// Timed graph replays per token count (median reported).
@@ -89,7 +89,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .map(|n| {
                 VARIANTS.iter().copied().find(|v| v.name == n).ok_or_else(|| {
-                    format!("unknown variant {n:?} (mxfp4-a16, nvfp4-a16, nvfp4-a4)")
+                    format!("unknown variant {n:?} (mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4)")
                 })
             })
             .collect::<Result<_, _>>()?,

@@ -129,6 +129,14 @@ impl Problem {
         .map_err(|source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) })
     }
 
+    /// The case's MXFP4 weights prepared for FP8 activations (A8).
+    pub(super) fn sm90_a8_weights(&self) -> Result<Sm90A8Weights, LayerCheckError> {
+        let c = &self.case;
+        Sm90A8Weights::from_sm90(&c.shape, &self.sm90_weights()?).map_err(|source| {
+            LayerCheckError::Reference { case: c.label(), source: Box::new(source) }
+        })
+    }
+
     /// The CPU reference of `arch`'s arithmetic for a tactic of tile `tile`.
     pub fn reference(&self, arch: Arch, tile: TileSize) -> Result<Vec<bf16>, LayerCheckError> {
         self.reference_and_contributions(arch, tile).map(|(out, _)| out)
@@ -156,6 +164,11 @@ impl Problem {
                 let h = gemm1_reference(s, &acts, &self.prepared, &sort, SwigluInput::F32)
                     .map_err(e)?;
                 gemm2_contributions(s, &h, &self.prepared, &sort, r).map_err(e)?
+            }
+            Arch::Sm90 if c.activations == ActivationFormat::Fp8 => {
+                let w = self.sm90_a8_weights()?;
+                let h = sm90_a8_gemm1_reference(s, &self.x, &w, &sort).map_err(e)?;
+                sm90_a8_gemm2_contributions(s, &h, &w, &sort, r).map_err(e)?
             }
             Arch::Sm90 => {
                 let w = self.sm90_weights()?;

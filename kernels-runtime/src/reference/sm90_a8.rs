@@ -1,0 +1,349 @@
+//! The Hopper A8 pipeline's arithmetic on the CPU (docs/reference.md, "Hopper A8"): MXFP4
+//! weights prepared as E4M3 tables (`abi::sm90_weights::a8`), activations and GEMM1's output
+//! quantized per row to E4M3 with one power-of-two scale, each GEMM accumulated per K32 step
+//! as one FP8 `wgmma` does (`wgmma_fp8_model`), the factors 2^ρ · 2^e applied before α.
+
+use half::bf16;
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::abi::sm90_weights::a8;
+use moegen_dsl::epilogue_math::{round_to_bf16, swiglu_f32};
+use moegen_dsl::formats::{e2m1_to_f32, f32_to_e2m1, f32_to_e4m3, nibble_at};
+use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
+use moegen_dsl::{ActivationFormat, FinalizeMode, TileSize};
+
+use super::gemm1::check_sort;
+use super::gemm2::{Routing, finalize};
+use super::par::par_map;
+use super::sm90::{Sm90Weights, rows_by_expert};
+use super::wgmma_fp8_model::wgmma_dot_e4m3;
+use crate::error::{Result, RuntimeError, check_len};
+use crate::routing::{SortOutputs, moe_sort};
+
+/// Mantissa bits of 1.75 in an f32 (448 = 1.75 · 2^8).
+const MANT_1_75: u32 = 0x0060_0000;
+/// The least UE8M0 code a row factor 2^(s_max − 133) stays a normal f32 with.
+const MIN_ROW_CODE: u8 = 7;
+/// UE8M0 bias plus the table's top exponent: 2^ρ = 2^(s_max − ROW_BIAS).
+const ROW_BIAS: i32 = 133;
+
+/// One row of bf16 values quantized as the A8 kernels do (`quant_fp8_tokens`,
+/// `quant_fp8_rows`): the least power of two 2^e (e ≥ −126) with max|x| ≤ 448 · 2^e, each
+/// value x · 2^−e rounded once to E4M3 (nearest even, saturating), zeros up to
+/// `padded_len`. Returns the bytes and 2^e. A NaN anywhere makes the row's maximum NaN (its
+/// bits give e = 121) and that value's byte the E4M3 NaN.
+pub fn quantize_fp8_row(x: &[bf16], padded_len: usize) -> (Vec<u8>, f32) {
+    let amax = x.iter().fold(0f32, |m, v| {
+        let a = v.to_f32().abs();
+        if m.is_nan() || a.is_nan() { f32::from_bits(0x7FFF_FFFF) } else { m.max(a) }
+    });
+    let bits = amax.to_bits();
+    let field = ((bits >> 23) & 0xFF) as i32;
+    let e = (field + i32::from((bits & 0x7F_FFFF) > MANT_1_75) - 135).max(-126);
+    let scale = f32::from_bits(((e + 127) as u32) << 23);
+    let inv = f32::from_bits(((127 - e) as u32) << 23);
+    let mut q: Vec<u8> = x.iter().map(|v| f32_to_e4m3(v.to_f32() * inv)).collect();
+    q.resize(padded_len.max(x.len()), 0);
+    (q, scale)
+}
+
+/// MXFP4 weights prepared for the A8 kernels: per weight row a factor 2^ρ (ρ = s_max − 133,
+/// s_max the row's largest UE8M0 code, at least 7) and per 32-block a table code
+/// `c = s − s_max + 12` in 1‥12; blocks with c < 1 take c = 1 and their E2M1 codes
+/// requantized (nearest even) onto that table's grid. Weight (r, k) is
+/// `E4M3(|e2m1| · 2^(c − 6))` with the code's sign, times 2^ρ[r].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sm90A8Weights {
+    /// `[L, 2I, H/2]` E2M1 codes, kernel row order (up/gate interleaved in blocks of 64).
+    pub w1: Vec<u8>,
+    /// `[L, 2I, H/32]` table codes.
+    pub w1_codes: Vec<u8>,
+    /// `[L, 2I]` 2^ρ.
+    pub w1_rows: Vec<f32>,
+    /// `[L, H, I/2]` E2M1 codes.
+    pub w2: Vec<u8>,
+    /// `[L, H, I/32]` table codes.
+    pub w2_codes: Vec<u8>,
+    /// `[L, H]` 2^ρ.
+    pub w2_rows: Vec<f32>,
+    /// GEMM1's factor per expert.
+    pub alpha1: Vec<f32>,
+    /// GEMM2's factor per expert.
+    pub alpha2: Vec<f32>,
+}
+
+/// One matrix's codes, table codes and row factors.
+struct Prepared {
+    codes: Vec<u8>,
+    tables: Vec<u8>,
+    rows: Vec<f32>,
+}
+
+/// Prepares `[L·rows, k]` MXFP4 (codes packed, one UE8M0 code per 16 values, each 32-block's
+/// code repeated) for A8.
+fn prepare(values: &[u8], scales16: &[u8], rows: usize, k: usize) -> Prepared {
+    let blocks = k / 32;
+    let mut out = Prepared {
+        codes: vec![0u8; rows * k / 2],
+        tables: vec![0u8; rows * blocks],
+        rows: vec![0f32; rows],
+    };
+    for r in 0..rows {
+        let s = |b: usize| scales16[(r * k) / 16 + 2 * b];
+        let s_max = (0..blocks).map(s).max().unwrap_or(0).max(MIN_ROW_CODE);
+        out.rows[r] = f32::from_bits(((i32::from(s_max) - ROW_BIAS + 127) as u32) << 23);
+        for b in 0..blocks {
+            let c = i32::from(s(b)) - i32::from(s_max) + 12;
+            out.tables[r * blocks + b] = c.max(i32::from(a8::MIN_CODE)) as u8;
+            for j in 32 * b..32 * (b + 1) {
+                let at = r * k + j;
+                let code = nibble_at(values, at).unwrap_or(0);
+                let code = if c >= 1 {
+                    code
+                } else {
+                    // e2m1 · 2^(c − 1): the value on the c = 1 table's grid.
+                    f32_to_e2m1(e2m1_to_f32(code) * 2f32.powi(c - 1))
+                };
+                out.codes[at / 2] |= (code & 0xF) << (4 * (at % 2));
+            }
+        }
+    }
+    out
+}
+
+impl Sm90A8Weights {
+    /// From MXFP4 Hopper weights made for A8 (`Sm90Weights::from_mxfp4` with
+    /// `ActivationFormat::Fp8`): the same codes with per-row factors and table codes.
+    pub fn from_sm90(shape: &MoeShape, w: &Sm90Weights) -> Result<Self> {
+        if w.format != WeightFormat::Mxfp4 {
+            return Err(RuntimeError::UnsupportedActivations {
+                what: "NVFP4 weights",
+                reason: "FP8 activations (A8) take MXFP4 weights",
+            });
+        }
+        if w.activations != ActivationFormat::Fp8 {
+            return Err(RuntimeError::UnsupportedActivations {
+                what: "Sm90A8Weights::from_sm90",
+                reason: "the weights were made for another activation format",
+            });
+        }
+        w.validate(shape)?;
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        let p1 = prepare(&w.w1, &w.w1_scales, l * 2 * i, h);
+        let p2 = prepare(&w.w2, &w.w2_scales, l * h, i);
+        Ok(Self {
+            w1: p1.codes,
+            w1_codes: p1.tables,
+            w1_rows: p1.rows,
+            w2: p2.codes,
+            w2_codes: p2.tables,
+            w2_rows: p2.rows,
+            alpha1: w.alpha1.clone(),
+            alpha2: w.alpha2.clone(),
+        })
+    }
+
+    /// Checks sizes, table codes and factors.
+    pub fn validate(&self, shape: &MoeShape) -> Result<()> {
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        check_len("A8 W1", self.w1.len(), l * i * h)?;
+        check_len("A8 W1 table codes", self.w1_codes.len(), l * 2 * i * h / 32)?;
+        check_len("A8 W1 row factors", self.w1_rows.len(), l * 2 * i)?;
+        check_len("A8 W2", self.w2.len(), l * h * i / 2)?;
+        check_len("A8 W2 table codes", self.w2_codes.len(), l * h * i / 32)?;
+        check_len("A8 W2 row factors", self.w2_rows.len(), l * h)?;
+        check_len("alpha1", self.alpha1.len(), l)?;
+        check_len("alpha2", self.alpha2.len(), l)?;
+        for (what, codes) in
+            [("A8 W1 table codes", &self.w1_codes), ("A8 W2 table codes", &self.w2_codes)]
+        {
+            if let Some(offset) =
+                codes.iter().position(|c| !(a8::MIN_CODE..=a8::MAX_CODE).contains(c))
+            {
+                return Err(RuntimeError::NanScaleCode { what, offset });
+            }
+        }
+        let finite = |v: &[f32]| v.iter().all(|a| a.is_finite() && *a > 0.0);
+        if !finite(&self.w1_rows) || !finite(&self.w2_rows) {
+            return Err(RuntimeError::NonFinite { what: "A8 row factors" });
+        }
+        if self.alpha1.iter().chain(&self.alpha2).any(|a| !a.is_finite()) {
+            return Err(RuntimeError::NonFinite { what: "alpha" });
+        }
+        Ok(())
+    }
+
+    /// The weights in the A8 kernels' layout (`abi::sm90_weights::a8`, K padded to whole
+    /// 128-wide tiles with zero codes and table code 1): (W1, W1 table codes, W2, W2 table
+    /// codes), expert after expert.
+    pub fn fragment_layout(&self, shape: &MoeShape) -> Result<[Vec<u8>; 4]> {
+        self.validate(shape)?;
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        let shuffle = |codes: &[u8], tables: &[u8], rows: usize, k: usize| {
+            let (vb, sb) = (a8::value_bytes(rows, k), a8::scale_bytes(rows, k));
+            let mut v = vec![0u8; l * vb];
+            let mut s = vec![a8::MIN_CODE; l * sb];
+            let src = |e: usize, r: usize| (e * rows + r) * k;
+            for e in 0..l {
+                for r in 0..rows {
+                    for c in 0..k {
+                        let code = nibble_at(codes, src(e, r) + c).unwrap_or(0);
+                        if let Some((byte, mag, sign)) = a8::value_position(rows, k, r, c) {
+                            let word = u32::from(code & 7) << mag | u32::from(code >> 3) << sign;
+                            for (j, b) in word.to_le_bytes().iter().enumerate() {
+                                v[e * vb + byte + j] |= b;
+                            }
+                        }
+                        if c % 32 == 0
+                            && let Some(o) = a8::scale_position(rows, k, r, c)
+                        {
+                            s[e * sb + o] = tables[src(e, r) / 32 + c / 32];
+                        }
+                    }
+                }
+            }
+            (v, s)
+        };
+        let (w1, s1) = shuffle(&self.w1, &self.w1_codes, 2 * i, h);
+        let (w2, s2) = shuffle(&self.w2, &self.w2_codes, h, i);
+        Ok([w1, s1, w2, s2])
+    }
+
+    /// Row `r` (global over experts) of a `[·, k]` matrix as the E4M3 bytes the kernel's
+    /// tables give, zero-padded to `padded`.
+    fn row_e4m3(codes: &[u8], tables: &[u8], r: usize, k: usize, padded: usize) -> Vec<u8> {
+        let mut row: Vec<u8> = (0..k)
+            .map(|c| {
+                let code = nibble_at(codes, r * k + c).unwrap_or(0);
+                ((code >> 3) << 7) | a8::table_byte(tables[(r * k + c) / 32], code & 7)
+            })
+            .collect();
+        row.resize(padded, 0);
+        row
+    }
+
+    /// The real value of weight (r, k) of W1 (`gemm == 1`) or W2: what the A8 GEMMs multiply.
+    pub fn weight(&self, w1: bool, r: usize, c: usize, k: usize) -> f32 {
+        let (codes, tables, rows) = if w1 {
+            (&self.w1, &self.w1_codes, &self.w1_rows)
+        } else {
+            (&self.w2, &self.w2_codes, &self.w2_rows)
+        };
+        let code = nibble_at(codes, r * k + c).unwrap_or(0);
+        let t = i32::from(tables[(r * k + c) / 32]);
+        e2m1_to_f32(code) * 2f32.powi(t - 6) * rows[r]
+    }
+}
+
+/// Hopper A8 GEMM1 for every valid permuted row: bf16 h `[rows, I]` (padding rows zero).
+pub fn sm90_a8_gemm1_reference(
+    shape: &MoeShape,
+    x: &[bf16],
+    w: &Sm90A8Weights,
+    sort: &SortOutputs,
+) -> Result<Vec<bf16>> {
+    let (h, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
+    w.validate(shape)?;
+    let tokens = x.len() / h.max(1);
+    check_len("activations", x.len(), tokens * h)?;
+    check_sort(shape, sort, tokens)?;
+    let (hp, rows) = (a8::padded_k(h), sort.permuted_idx_to_expanded_idx.len());
+    let quantized: Vec<(Vec<u8>, f32)> = par_map(&(0..tokens).collect::<Vec<_>>(), |&t| {
+        quantize_fp8_row(&x[t * h..(t + 1) * h], hp)
+    });
+    let mut values = vec![bf16::ZERO; rows * i];
+    for (e, members) in rows_by_expert(sort, rows, k) {
+        let base = e * 2 * i;
+        let w1: Vec<Vec<u8>> = par_map(&(0..2 * i).collect::<Vec<_>>(), |&r| {
+            Sm90A8Weights::row_e4m3(&w.w1, &w.w1_codes, base + r, h, hp)
+        });
+        let alpha = w.alpha1[e];
+        let out = par_map(&members, |&[_, token, _]| {
+            let (xq, tau) = &quantized[token];
+            (0..i)
+                .map(|j| {
+                    let up_row =
+                        (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
+                    let gate_row = up_row + SWIGLU_INTERLEAVE;
+                    let v = |r: usize| wgmma_dot_e4m3(xq, &w1[r]) * (w.w1_rows[base + r] * tau);
+                    bf16::from_f32(swiglu_f32(alpha * v(up_row), alpha * v(gate_row)))
+                })
+                .collect::<Vec<bf16>>()
+        });
+        for (&[row, _, _], vals) in members.iter().zip(out) {
+            values[row * i..(row + 1) * i].copy_from_slice(&vals);
+        }
+    }
+    Ok(values)
+}
+
+/// Hopper A8 GEMM2: h's rows quantized as `quant_fp8_rows` does, then each route's
+/// `bf16(acc · (2^ρ · 2^e) · (α2[e] · w))`, `[N·k, H]`.
+pub fn sm90_a8_gemm2_contributions(
+    shape: &MoeShape,
+    h_in: &[bf16],
+    w: &Sm90A8Weights,
+    sort: &SortOutputs,
+    routing: &Routing,
+) -> Result<Vec<f32>> {
+    let (hid, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
+    w.validate(shape)?;
+    check_sort(shape, sort, routing.tokens)?;
+    check_len("router weights", routing.weights.len(), routing.tokens * k)?;
+    crate::routing::check_router_weights(&routing.weights, k)?;
+    let rows = sort.permuted_idx_to_expanded_idx.len();
+    check_len("GEMM1 output", h_in.len(), rows * i)?;
+    let ip = a8::padded_k(i);
+    let mut contrib = vec![0f32; routing.tokens * k * hid];
+    for (e, members) in rows_by_expert(sort, rows, k) {
+        let base = e * hid;
+        let w2: Vec<Vec<u8>> = par_map(&(0..hid).collect::<Vec<_>>(), |&r| {
+            Sm90A8Weights::row_e4m3(&w.w2, &w.w2_codes, base + r, i, ip)
+        });
+        let out = par_map(&members, |&[row, token, slot]| {
+            let (hq, tau) = quantize_fp8_row(&h_in[row * i..(row + 1) * i], ip);
+            let s = w.alpha2[e] * routing.weights[token * k + slot];
+            (0..hid)
+                .map(|r| {
+                    round_to_bf16(wgmma_dot_e4m3(&hq, &w2[r]) * (w.w2_rows[base + r] * tau) * s)
+                })
+                .collect::<Vec<f32>>()
+        });
+        for (&[_, token, slot], vals) in members.iter().zip(out) {
+            let at = (token * k + slot) * hid;
+            contrib[at..at + hid].copy_from_slice(&vals);
+        }
+    }
+    Ok(contrib)
+}
+
+/// Every intermediate of one Hopper A8 reference run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sm90A8ReferenceRun {
+    /// Routing sort outputs.
+    pub sort: SortOutputs,
+    /// GEMM1's bf16 output `[rows, I]`.
+    pub gemm1: Vec<bf16>,
+    /// Each route's contribution `[N·k, H]` (before the finalize sums them).
+    pub contributions: Vec<f32>,
+    /// `[tokens, H]` output.
+    pub output: Vec<bf16>,
+}
+
+/// The whole Hopper A8 layer on the CPU from the bf16 input. SwiGLU's inputs are f32 (the
+/// only recipe the A8 kernels have).
+pub fn moe_reference_sm90_a8(
+    shape: &MoeShape,
+    x: &[bf16],
+    w: &Sm90A8Weights,
+    routing: &Routing,
+    tile: TileSize,
+    finalize_mode: FinalizeMode,
+) -> Result<Sm90A8ReferenceRun> {
+    check_len("activations", x.len(), routing.tokens * shape.hidden)?;
+    let sort = moe_sort(&routing.experts, routing.tokens, &shape.window, tile)?;
+    let gemm1 = sm90_a8_gemm1_reference(shape, x, w, &sort)?;
+    let contributions = sm90_a8_gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
+    let output =
+        finalize(&contributions, routing.tokens, shape.top_k(), shape.hidden, finalize_mode)?;
+    Ok(Sm90A8ReferenceRun { sort, gemm1, contributions, output })
+}

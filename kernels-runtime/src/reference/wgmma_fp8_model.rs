@@ -1,0 +1,111 @@
+//! The Hopper tensor cores' FP8 accumulation, as measured on an H200 (docs/hopper.md, "The
+//! FP8 tensor cores' accumulation"): one `wgmma …k32.f32.e4m3.e4m3` step adds 32 products
+//! of E4M3 values to the f32 accumulator by
+//!
+//! 1. giving each term a nominal exponent: a product's is the sum of its operands'
+//!    exponents (a subnormal operand's is E4M3's least, −6), the accumulator's its own;
+//! 2. truncating every term toward zero to a multiple of 2^(emax − KEEP), emax the largest
+//!    nominal exponent among the non-zero terms;
+//! 3. summing the truncated terms exactly;
+//! 4. truncating the sum toward zero to f32.
+//!
+//! NaN operands give the canonical NaN 0x7FFFFFFF (E4M3 has no ∞: an ∞ only comes from the
+//! accumulator, and is kept).
+
+/// Bits kept below the largest nominal exponent (fitted on the H200).
+pub const KEEP: i32 = 13;
+
+/// A finite nonzero term: `m · 2^lsb`, its nominal exponent, its sign.
+#[derive(Clone, Copy, Debug)]
+struct Term {
+    m: u64,
+    lsb: i32,
+    nominal: i32,
+    negative: bool,
+}
+
+/// An E4M3 byte's (sign, significand, lsb exponent, nominal exponent); `Ok(None)` for zero,
+/// `Err(())` for NaN.
+fn e4m3_parts(b: u8) -> Result<Option<(bool, u64, i32, i32)>, ()> {
+    let (sign, exp, frac) = (b >> 7 == 1, i32::from((b >> 3) & 0xF), u64::from(b & 7));
+    match (exp, frac) {
+        (15, 7) => Err(()),
+        (0, 0) => Ok(None),
+        (0, f) => Ok(Some((sign, f, -6 - 3, -6))),
+        (e, f) => Ok(Some((sign, f | 8, e - 7 - 3, e - 7))),
+    }
+}
+
+/// One K32 step: `acc` plus the products `x[i]·w[i]` (E4M3 bytes; fewer than 32 pairs are
+/// the zero-padded rest).
+pub fn wgmma_step_e4m3(acc: f32, x: &[u8], w: &[u8]) -> f32 {
+    let mut terms: Vec<Term> = Vec::with_capacity(33);
+    for (&a, &b) in x.iter().zip(w) {
+        match (e4m3_parts(a), e4m3_parts(b)) {
+            (Err(()), _) | (_, Err(())) => return f32::from_bits(0x7FFF_FFFF),
+            (Ok(Some((sa, ma, la, na))), Ok(Some((sb, mb, lb, nb)))) => {
+                terms.push(Term { m: ma * mb, lsb: la + lb, nominal: na + nb, negative: sa != sb })
+            }
+            _ => {}
+        }
+    }
+    if acc.is_nan() {
+        return f32::from_bits(0x7FFF_FFFF);
+    }
+    if acc.is_infinite() {
+        return acc;
+    }
+    let bits = acc.to_bits();
+    let (sign, exp, frac) =
+        (bits >> 31 == 1, ((bits >> 23) & 0xFF) as i32, u64::from(bits & 0x7F_FFFF));
+    match (exp, frac) {
+        (0, 0) => {}
+        (0, f) => terms.push(Term { m: f, lsb: -149, nominal: -126, negative: sign }),
+        (e, f) => terms.push(Term {
+            m: f | 0x80_0000,
+            lsb: e - 127 - 23,
+            nominal: e - 127,
+            negative: sign,
+        }),
+    }
+    let Some(emax) = terms.iter().map(|t| t.nominal).max() else { return 0.0 };
+    let q = emax - KEEP;
+    // Every term is below 2^(emax + 2) with its lsb at most 23 places below its nominal
+    // exponent: in units of 2^q each fits KEEP + 2 bits, and 33 of them an i64.
+    let sum: i64 = terms
+        .iter()
+        .map(|t| {
+            let units = if t.lsb >= q {
+                t.m << (t.lsb - q)
+            } else {
+                t.m.checked_shr((q - t.lsb) as u32).unwrap_or(0)
+            };
+            if t.negative { -(units as i64) } else { units as i64 }
+        })
+        .sum();
+    truncate_to_f32(sum, q)
+}
+
+/// `sum · 2^q` truncated toward zero to an f32.
+fn truncate_to_f32(sum: i64, q: i32) -> f32 {
+    if sum == 0 {
+        return 0.0;
+    }
+    let mut mag = sum.unsigned_abs();
+    let mut lsb = q;
+    let width = 64 - mag.leading_zeros() as i32;
+    let keep_from = (lsb + width - 24).max(-149);
+    if keep_from > lsb {
+        mag = mag.checked_shr((keep_from - lsb) as u32).unwrap_or(0);
+        lsb = keep_from;
+    }
+    let v = mag as f64 * 2f64.powi(lsb);
+    let f = if v >= 2f64.powi(128) { f32::INFINITY } else { v as f32 };
+    if sum < 0 { -f } else { f }
+}
+
+/// A wgmma dot product over E4M3 bytes: [`wgmma_step_e4m3`] per 32-element K step, in K
+/// order, from 0 (the first step of a tile ignores the accumulator).
+pub fn wgmma_dot_e4m3(x: &[u8], w: &[u8]) -> f32 {
+    x.chunks(32).zip(w.chunks(32)).fold(0f32, |acc, (xs, ws)| wgmma_step_e4m3(acc, xs, ws))
+}
