@@ -248,3 +248,27 @@ fn a8_refuses_weights_made_for_something_else() {
     let other = MoeShape::new(320, 128, ExpertWindow::new(4, 0, 2, 2).unwrap()).unwrap();
     assert!(a8w.fragment_layout(&other).is_err());
 }
+
+/// The reference's FP8 step against 512 steps an H200 computed (the sample of
+/// docs/hopper.md's measurement, shared with moegen-sim's test).
+#[test]
+fn the_fp8_step_is_what_the_h200_computes() {
+    let data: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../sim/tests/data/h200_wgmma_e4m3_steps.bin"
+    ));
+    assert_eq!(data.len(), 512 * 73);
+    for r in data.chunks_exact(73) {
+        let word = |at: usize| u32::from_le_bytes(r[at..at + 4].try_into().unwrap());
+        // scale-d false (byte 64 = 0) ignores the accumulator: a zero one adds no term.
+        let acc = if r[64] == 1 { f32::from_bits(word(65)) } else { 0.0 };
+        let got = wgmma_step_e4m3(acc, &r[..32], &r[32..64]);
+        assert_eq!(
+            got.to_bits(),
+            word(69),
+            "a {:02x?} b {:02x?} acc {acc:e}",
+            &r[..32],
+            &r[32..64]
+        );
+    }
+}

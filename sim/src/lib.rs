@@ -24,7 +24,8 @@ pub use decode::Inst;
 pub use error::{SimError, TensorMapError, TmemError};
 pub use exec::tensor_map::{TensorMap, TmaDataType};
 pub use exec::{
-    Arg, FP8_KEEP_BITS, LaunchConfig, LaunchStats, launch, wgmma_k16_model, wgmma_k32_e4m3_model,
+    Arg, FP8_KEEP_BITS, FP8_RESULT_BITS, LaunchConfig, LaunchStats, launch, wgmma_k16_model,
+    wgmma_k32_e4m3_model,
 };
 pub use memory::Device;
 pub use parse::{Kernel, Module, ParamDecl, parse_module};

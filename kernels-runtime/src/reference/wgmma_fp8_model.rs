@@ -7,13 +7,20 @@
 //! 2. truncating every term toward zero to a multiple of 2^(emax − KEEP), emax the largest
 //!    nominal exponent among the non-zero terms;
 //! 3. summing the truncated terms exactly;
-//! 4. truncating the sum toward zero to f32.
+//! 4. truncating the sum toward zero to 14 significant bits (the low 10 fraction bits of
+//!    every result are zero), never below 2^-149; ±∞ from 2^128 on.
 //!
-//! NaN operands give the canonical NaN 0x7FFFFFFF (E4M3 has no ∞: an ∞ only comes from the
-//! accumulator, and is kept).
+//! 1 572 864 random single and chained steps on an H200 (any finite E4M3 bytes, narrow and
+//! wide exponent ranges, weight-like operands, random accumulators, scale-d true and false)
+//! matched this model bit for bit; the exact sum rounded to nearest matched 7.9 %. Assumed,
+//! not measured (no kernel input reaches them): results in the subnormal range, sums past
+//! f32's range. NaN operands give the canonical NaN 0x7FFFFFFF (E4M3 has no ∞: an ∞ only
+//! comes from the accumulator, and is kept).
 
-/// Bits kept below the largest nominal exponent (fitted on the H200).
+/// Bits kept below the largest nominal exponent (measured on the H200).
 pub const KEEP: i32 = 13;
+/// Significant bits of a step's result (measured on the H200).
+pub const RESULT_BITS: i32 = 14;
 
 /// A finite nonzero term: `m · 2^lsb`, its nominal exponent, its sign.
 #[derive(Clone, Copy, Debug)]
@@ -86,7 +93,7 @@ pub fn wgmma_step_e4m3(acc: f32, x: &[u8], w: &[u8]) -> f32 {
     truncate_to_f32(sum, q)
 }
 
-/// `sum · 2^q` truncated toward zero to an f32.
+/// `sum · 2^q` truncated toward zero to [`RESULT_BITS`] significant bits, as an f32.
 fn truncate_to_f32(sum: i64, q: i32) -> f32 {
     if sum == 0 {
         return 0.0;
@@ -94,7 +101,7 @@ fn truncate_to_f32(sum: i64, q: i32) -> f32 {
     let mut mag = sum.unsigned_abs();
     let mut lsb = q;
     let width = 64 - mag.leading_zeros() as i32;
-    let keep_from = (lsb + width - 24).max(-149);
+    let keep_from = (lsb + width - RESULT_BITS).max(-149);
     if keep_from > lsb {
         mag = mag.checked_shr((keep_from - lsb) as u32).unwrap_or(0);
         lsb = keep_from;

@@ -32,7 +32,7 @@ mod wgmma_math;
 use self::state::{Cluster, Cta, State, Thread};
 use self::tmem::Tmem;
 use self::wgmma::Warpgroup;
-pub use self::wgmma_fp8::{FP8_KEEP_BITS, wgmma_k32_e4m3_model};
+pub use self::wgmma_fp8::{FP8_KEEP_BITS, FP8_RESULT_BITS, wgmma_k32_e4m3_model};
 pub use self::wgmma_math::wgmma_k16_model;
 use crate::error::SimError;
 use crate::memory::Device;

@@ -31,6 +31,8 @@ fn main() {
             "moegen_sm90_quantize_nvfp4",
             "moegen_sm90_finalize_reduce",
             "moegen_sm90_qdq_nvfp4",
+            "moegen_sm90_quant_fp8_tokens",
+            "moegen_sm90_quant_fp8_rows",
         ]
     );
     let gemm2 = kernels::kernel(names[1]).unwrap();
