@@ -113,6 +113,119 @@ pub enum RuntimeError {
     /// A size or shape the planning arithmetic rejects (zero, overflow, alignment, window).
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// A checkpoint file that cannot be read, or is not a valid safetensors file.
+    #[error("checkpoint file {path}: {reason}")]
+    CheckpointFile {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A tensor a checkpoint layout needs is in none of the files.
+    #[error("tensor {tensor} is missing from the checkpoint")]
+    MissingTensor {
+        /// The tensor's name.
+        tensor: String,
+    },
+    /// Two checkpoint files hold a tensor of the same name.
+    #[error("tensor {tensor} is in both {first} and {second}")]
+    DuplicateTensor {
+        /// The tensor's name.
+        tensor: String,
+        /// One file.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// A checkpoint tensor of an element type its layout does not have.
+    #[error("tensor {tensor} is {actual}, expected {expected}")]
+    TensorDtype {
+        /// The tensor's name.
+        tensor: String,
+        /// The dtypes accepted (safetensors names).
+        expected: &'static str,
+        /// The file's dtype.
+        actual: String,
+    },
+    /// A checkpoint tensor whose shape does not match the layer's shape.
+    #[error("tensor {tensor} has shape {actual:?}, expected {expected:?}")]
+    TensorShape {
+        /// The tensor's name.
+        tensor: String,
+        /// The shape the layer needs.
+        expected: Vec<usize>,
+        /// The file's shape.
+        actual: Vec<usize>,
+    },
+    /// A block scale code in a checkpoint tensor that decodes to no scale (NaN, or a negative
+    /// UE4M3 code).
+    #[error("tensor {tensor} holds a {reason} scale code {code:#04x} at element {offset}")]
+    TensorScaleCode {
+        /// The tensor's name.
+        tensor: String,
+        /// Element index in the whole tensor (row-major).
+        offset: usize,
+        /// The code.
+        code: u8,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A checkpoint's scalar scale that is not positive and finite.
+    #[error("tensor {tensor} = {value} must be positive and finite")]
+    TensorScale {
+        /// The tensor's name.
+        tensor: String,
+        /// Its value.
+        value: f32,
+    },
+    /// NaN or infinity in a checkpoint tensor that must be finite.
+    #[error("tensor {tensor} holds NaN or infinity at element {offset}")]
+    TensorNonFinite {
+        /// The tensor's name.
+        tensor: String,
+        /// Element index in the whole tensor (row-major).
+        offset: usize,
+    },
+    /// The layer's expert window asks for experts the checkpoint does not hold.
+    #[error(
+        "tensor {tensor}: the expert window (first {offset}, {local} experts) is outside the checkpoint's {file_experts} experts"
+    )]
+    ExpertWindowOutsideFile {
+        /// The tensor at fault (the stacked tensor, or the first missing expert's).
+        tensor: String,
+        /// The window's first global expert.
+        offset: usize,
+        /// Its experts.
+        local: usize,
+        /// Experts the checkpoint holds.
+        file_experts: usize,
+    },
+    /// A checkpoint holding a different number of experts than the layer's shape.
+    #[error("tensor {tensor}: the checkpoint holds {actual} experts, the layer's shape {expected}")]
+    ExpertCount {
+        /// The tensor at fault.
+        tensor: String,
+        /// Experts in the layer's shape.
+        expected: usize,
+        /// Experts in the checkpoint.
+        actual: usize,
+    },
+    /// A checkpoint expert whose `up` and `gate` global scales differ (GEMM1 applies one).
+    #[error(
+        "expert {expert}: {up} = {up_value} and {gate} = {gate_value} differ; GEMM1 needs one global scale for up and gate"
+    )]
+    CheckpointGlobalScales {
+        /// Global expert id.
+        expert: usize,
+        /// Up's scale tensor.
+        up: String,
+        /// Its value.
+        up_value: f32,
+        /// Gate's scale tensor.
+        gate: String,
+        /// Its value.
+        gate_value: f32,
+    },
 }
 
 /// Result alias.

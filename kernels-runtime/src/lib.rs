@@ -9,12 +9,15 @@
 //!   on a device.
 //! - [`error_record`]: the device-side error record decoded into typed errors.
 //! - [`routing`]: the routing sort's six index maps on the CPU.
+//! - [`checkpoint_files`]: a layer's experts from safetensors checkpoints (gpt-oss MXFP4,
+//!   ModelOpt NVFP4) into the import types of [`reference`](mod@reference).
 //! - [`reference`]: the CPU reference of the whole NVFP4 layer, an f64 oracle, and the
 //!   weight preparation a checkpoint needs.
 //!
 //! Sizing, the workspace plan and token buckets are `moegen_dsl::plan`.
 
 pub mod backend;
+pub mod checkpoint_files;
 pub mod device_ops;
 pub mod error;
 pub mod error_record;

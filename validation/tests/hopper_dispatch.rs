@@ -97,3 +97,39 @@ fn the_b200_model_misjudges_hopper_at_large_batches() {
     assert_eq!(pick(DeviceModel::b200().with_sms(132)), 16);
     assert_eq!(pick(DeviceModel::h200()), 128);
 }
+
+/// The A8 variant's analytic table (`DeviceModel::h200_a8`) against the H200's autotuner on
+/// the record of 2026-12-03 (docs/perf.md, "W4A8"): the tuner's tactic at every token count
+/// where the record says the model agrees, and the others listed.
+#[test]
+fn the_h200_a8_model_against_the_a8_tuner() {
+    let kernels = KernelSet::builtin();
+    let v = VARIANTS.iter().find(|v| v.name == "mxfp4-a8").unwrap();
+    let mut report = Vec::new();
+    for (shape, name) in [(BenchShape::deepseek(), "deepseek"), (BenchShape::gpt_oss(), "gpt-oss")]
+    {
+        let ms = shape.moe_shape().unwrap();
+        let max = *shape.tokens.iter().max().unwrap() as u64;
+        let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
+        let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format);
+        assert!(tactics.len() > 1, "{name}: a choice to make");
+        let dev = DeviceModel::for_layer(Arch::Sm90, v.activations);
+        let table = DispatchTable::analytic(&ms, max, &tactics, &dev).unwrap();
+        let bench = json(&format!("perf-2026-12-03-bench-{name}.json"));
+        for c in bench["cases"].as_array().unwrap() {
+            for r in c["moegen_rows"].as_array().unwrap() {
+                if r["variant"] != v.name {
+                    continue;
+                }
+                let tokens = r["tokens"].as_u64().unwrap();
+                let (_, picked) = table.choose(tokens).unwrap();
+                report.push(format!(
+                    "{name} N={tokens}: model {picked}, tuner {}",
+                    r["tactic"].as_str().unwrap()
+                ));
+            }
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert_eq!(report.len(), 11);
+}
