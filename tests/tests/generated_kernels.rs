@@ -48,6 +48,10 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         }
     }
     assert!(names.contains("moegen_sm90_qdq_nvfp4"), "the Hopper A4 quantize-dequantize");
+    for f in ["quant_fp8_tokens", "quant_fp8_rows"] {
+        let name = format!("moegen_sm90_{f}");
+        assert!(names.contains(name.as_str()), "{name}: the Hopper A8 quantizers");
+    }
     for f in ["alu", "warp", "pipeline", "tma", "cluster", "wgmma", "mufu"] {
         let name = format!("moegen_sm90_corpus_{f}");
         assert!(names.contains(name.as_str()), "{name} missing");
@@ -72,10 +76,12 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     assert_eq!(mx.len(), 8, "two MXFP4 tactics per tile size (N 256/128 and 128/64)");
     for t in &mx {
         hopper("mxfp4", "a16", t);
+        hopper("mxfp4", "a8", t);
     }
-    // MXFP4: 8 GEMM1 (4 tiles × N 128, 256) and 8 GEMM2 (4 tiles × N 64, 128) × 2 modes.
-    let sm90_gemms = 2 * (8 + 12 * 2) + 8 + 8 * 2;
-    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 10 + 1 + 7 + sm90_gemms);
+    // MXFP4, A16 and A8 each: 8 GEMM1 (4 tiles × N 128, 256) and 8 GEMM2 (4 tiles × N 64,
+    // 128) × 2 modes.
+    let sm90_gemms = 2 * (8 + 12 * 2) + 2 * (8 + 8 * 2);
+    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 10 + 1 + 2 + 7 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()
