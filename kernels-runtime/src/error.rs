@@ -226,6 +226,24 @@ pub enum RuntimeError {
         /// Its value.
         gate_value: f32,
     },
+    /// An A8 table code outside 1‥12 (`abi::sm90_weights::a8`).
+    #[error("{what}: byte {offset} holds table code {code}, outside 1..=12")]
+    BadTableCode {
+        /// Which tensor.
+        what: &'static str,
+        /// Byte offset.
+        offset: usize,
+        /// The code.
+        code: u8,
+    },
+    /// An MXFP4 scale given per 16 values whose two halves of a 32-block differ.
+    #[error("{what}: the scale codes at {offset} and {} differ; MXFP4 has one per 32 values", offset + 1)]
+    SplitMxfp4Scale {
+        /// Which tensor.
+        what: &'static str,
+        /// Byte offset of the first code of the pair.
+        offset: usize,
+    },
 }
 
 /// Result alias.

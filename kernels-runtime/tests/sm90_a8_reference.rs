@@ -100,7 +100,7 @@ fn a8_weights_are_the_mxfp4_values_but_for_blocks_far_below_their_row() {
                 let s = codes[c / 32];
                 let want =
                     e2m1_to_f32(nibble_at(&down.packed, row * i + c).unwrap()) * ue8m0_to_f32(s);
-                let got = a.weight(false, r, c, i);
+                let got = a.weight(&shape, false, r, c).unwrap();
                 let table = i32::from(s) - i32::from(s_max) + 12;
                 assert_eq!(i32::from(a.w2_codes[r * i / 32 + c / 32]), table.max(1));
                 if table >= 1 {
@@ -149,7 +149,7 @@ fn the_a8_fragment_layout_holds_every_value_where_the_abi_says() {
                         * if (word >> sign) & 1 == 1 { -1.0 } else { 1.0 };
                     if c < k {
                         let rows_f = if gemm1 { &a.w1_rows } else { &a.w2_rows };
-                        let want = a.weight(gemm1, e * rows + r, c, k);
+                        let want = a.weight(&shape, gemm1, e * rows + r, c).unwrap();
                         assert_eq!(
                             v * rows_f[e * rows + r],
                             want,
@@ -241,12 +241,43 @@ fn a8_refuses_weights_made_for_something_else() {
     let mut a8w =
         Sm90A8Weights::from_sm90(&shape, &sm90(&shape, &mats, ActivationFormat::Fp8)).unwrap();
     a8w.w1_codes[3] = 13;
-    assert!(matches!(a8w.validate(&shape), Err(RuntimeError::NanScaleCode { offset: 3, .. })));
+    assert!(matches!(
+        a8w.validate(&shape),
+        Err(RuntimeError::BadTableCode { what: "A8 W1 table codes", offset: 3, code: 13 })
+    ));
     a8w.w1_codes[3] = 1;
-    a8w.w2_rows[0] = f32::INFINITY;
-    assert!(matches!(a8w.validate(&shape), Err(RuntimeError::NonFinite { .. })));
+    for bad in [f32::INFINITY, 0.0, 3.0] {
+        a8w.w2_rows[0] = bad;
+        assert!(matches!(
+            a8w.validate(&shape),
+            Err(RuntimeError::NonFinite { what: "A8 W2 row factors" })
+        ));
+    }
+    a8w.w2_rows[0] = 1.0;
+    a8w.validate(&shape).unwrap();
     let other = MoeShape::new(320, 128, ExpertWindow::new(4, 0, 2, 2).unwrap()).unwrap();
     assert!(a8w.fragment_layout(&other).is_err());
+    // Outside the matrix: no value.
+    assert_eq!(a8w.weight(&shape, true, 0, 256), None);
+    assert_eq!(a8w.weight(&shape, false, 2 * 256, 0), None);
+    assert!(a8w.weight(&shape, false, 2 * 256 - 1, 127).is_some());
+    // MXFP4 given per 16 must repeat each 32-block's code.
+    let mut split = sm90(&shape, &mats, ActivationFormat::Fp8);
+    split.w2_scales[7] ^= 1;
+    assert!(matches!(
+        Sm90A8Weights::from_sm90(&shape, &split),
+        Err(RuntimeError::SplitMxfp4Scale { what: "W2 scales", offset: 6 })
+    ));
+    // H must fill whole 64-row tiles (W2's rows): 160 is a valid MXFP4 shape, not an A8 one.
+    let narrow = MoeShape::new(160, 128, ExpertWindow::new(4, 0, 2, 2).unwrap()).unwrap();
+    let w = sm90(&narrow, &mxfp4_experts(&narrow, 2, 4), ActivationFormat::Fp8);
+    assert!(matches!(
+        Sm90A8Weights::from_sm90(&narrow, &w),
+        Err(RuntimeError::Plan(moegen_dsl::plan::PlanError::Alignment { what: "hidden size", .. }))
+    ));
+    // Dot products of unequal lengths are refused.
+    assert!(wgmma_dot_e4m3(&[0x38; 33], &[0x38; 32]).is_err());
+    assert_eq!(wgmma_dot_e4m3(&[0x38; 33], &[0x38; 33]).unwrap(), 33.0);
 }
 
 /// The reference's FP8 step against 512 steps an H200 computed (the sample of
@@ -262,7 +293,8 @@ fn the_fp8_step_is_what_the_h200_computes() {
         let word = |at: usize| u32::from_le_bytes(r[at..at + 4].try_into().unwrap());
         // scale-d false (byte 64 = 0) ignores the accumulator: a zero one adds no term.
         let acc = if r[64] == 1 { f32::from_bits(word(65)) } else { 0.0 };
-        let got = wgmma_step_e4m3(acc, &r[..32], &r[32..64]);
+        let (x, w) = (r[..32].try_into().unwrap(), r[32..64].try_into().unwrap());
+        let got = wgmma_step_e4m3(acc, x, w);
         assert_eq!(
             got.to_bits(),
             word(69),

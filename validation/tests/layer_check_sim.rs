@@ -233,3 +233,47 @@ fn a_layer_planned_for_a_larger_batch_runs_a_small_one_exactly() {
         assert!(e.to_string().contains("planned for fewer tokens"), "{e}");
     }
 }
+
+/// A8's refusals: weights made for FP8 activations are not uploaded in the A16 layout, and a
+/// layer with more than 32 experts per token is refused (one lane per slot hands out a
+/// token's FP8 scale), each with a typed error naming what is at fault.
+#[test]
+fn a8_refuses_a16_uploads_and_more_than_32_slots() {
+    use moegen_runtime::RuntimeError;
+    use moegen_runtime::layer::{LayerError, LayerWeights};
+    let shape = MoeShape::new(256, 128, ExpertWindow::new(8, 0, 4, 2).unwrap()).unwrap();
+    let case = LayerCase {
+        shape,
+        tokens: 3,
+        planned_tokens: 3,
+        activations: ActivationFormat::Fp8,
+        format: WeightFormat::Mxfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 4,
+        routes: RoutePattern::Spread,
+    };
+    let p = problem(case).unwrap();
+    let mut sim = SimBackend::hopper();
+    let w = p.sm90_weights().unwrap();
+    let e = LayerWeights::upload_sm90(&mut sim, &shape, &w, 1.0).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LayerError::Input(RuntimeError::UnsupportedActivations {
+                what: "LayerWeights::upload_sm90",
+                ..
+            })
+        ),
+        "{e}"
+    );
+    LayerWeights::upload_sm90_a8(&mut sim, &shape, &p.sm90_a8_weights().unwrap()).unwrap();
+
+    let wide = MoeShape::new(256, 128, ExpertWindow::new(40, 0, 40, 33).unwrap()).unwrap();
+    let p = problem(LayerCase { shape: wide, ..case }).unwrap();
+    let e = check_tactics(&mut sim, &p, Some(1)).unwrap_err();
+    assert!(
+        matches!(&e, LayerCheckError::Layer { source, .. }
+            if matches!(**source, LayerError::Input(RuntimeError::UnsupportedActivations { what: "top_k", .. }))),
+        "{e}"
+    );
+}

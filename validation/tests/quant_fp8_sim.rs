@@ -42,7 +42,7 @@ fn token_rows_quantize_bit_for_bit_and_scales_reach_each_local_route() {
     let (tokens, hidden, top_k) = (9usize, 320usize, 2usize);
     let hp = hidden.next_multiple_of(128);
     let x = rows(tokens, hidden, 5);
-    // Route (t, s) → permuted row 2t + s for even t, not local (−1) for odd t's slot 1.
+    // Route r → permuted row 2r + 1, but odd tokens' slot 1, which is not local (−1).
     let e2p: Vec<i32> = (0..tokens * top_k)
         .map(|r| if (r / top_k) % 2 == 1 && r % top_k == 1 { -1 } else { (2 * r + 1) as i32 })
         .collect();

@@ -20,6 +20,7 @@ use super::error::LayerError;
 use super::kernel_set::KernelSet;
 use super::memory::{DeviceSlice, LayerWeights, Workspace};
 use crate::backend::{Backend, GraphId};
+use crate::error::RuntimeError;
 use crate::launch::{Bindings, GridInputs, kernel_args, launch_shape};
 
 /// The options of a layer's kernels.
@@ -226,7 +227,18 @@ impl MoeLayer {
             (Arch::Sm100, ActivationFormat::Nvfp4) => Some(simt_kernel(SimtFamily::QuantizeNvfp4)?),
             (Arch::Sm90, ActivationFormat::Nvfp4) => Some(simt_kernel(SimtFamily::QdqNvfp4)?),
             (Arch::Sm90, ActivationFormat::Bf16) => None,
-            (Arch::Sm90, ActivationFormat::Fp8) => Some(simt_kernel(SimtFamily::QuantFp8Tokens)?),
+            (Arch::Sm90, ActivationFormat::Fp8) => {
+                // quant_fp8_tokens hands a token's row scale to its routes' rows, one lane
+                // of the token's warp per slot.
+                if config.shape.top_k() > 32 {
+                    return Err(RuntimeError::UnsupportedActivations {
+                        what: "top_k",
+                        reason: "FP8 activations (A8) serve at most 32 experts per token",
+                    }
+                    .into());
+                }
+                Some(simt_kernel(SimtFamily::QuantFp8Tokens)?)
+            }
             (Arch::Sm100, ActivationFormat::Bf16) => {
                 return Err(LayerError::NoTactic(
                     "bf16 activations need Hopper: the SM100 MMA takes NVFP4".into(),

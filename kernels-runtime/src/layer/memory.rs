@@ -238,6 +238,13 @@ impl LayerWeights {
         w: &Sm90Weights,
         input_scale: f32,
     ) -> Result<Self, LayerError> {
+        if w.activations == ActivationFormat::Fp8 {
+            return Err(RuntimeError::UnsupportedActivations {
+                what: "LayerWeights::upload_sm90",
+                reason: "weights for FP8 activations (A8) go through Sm90A8Weights::from_sm90 and upload_sm90_a8",
+            }
+            .into());
+        }
         let [w1, s1, w2, s2] = w.fragment_layout(shape)?;
         let parts =
             [(Buffer::W1, w1), (Buffer::W1Scales, s1), (Buffer::W2, w2), (Buffer::W2Scales, s2)];

@@ -15,7 +15,7 @@ use super::gemm1::check_sort;
 use super::gemm2::{Routing, finalize};
 use super::par::par_map;
 use super::sm90::{Sm90Weights, rows_by_expert};
-use super::wgmma_fp8_model::wgmma_dot_e4m3;
+use super::wgmma_fp8_model::dot_padded;
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::{SortOutputs, moe_sort};
 
@@ -110,6 +110,31 @@ fn prepare(values: &[u8], scales16: &[u8], rows: usize, k: usize) -> Prepared {
     out
 }
 
+/// The A8 layout's shape rules: weight rows (2I and H) in whole 64-row tiles, K (H and I) in
+/// whole 32-blocks.
+fn check_a8_shape(shape: &MoeShape) -> Result<()> {
+    for (what, value, multiple, why) in [
+        ("hidden size", shape.hidden, 64, " (A8: W2's rows in 64-row tiles)"),
+        (
+            "intermediate size",
+            shape.intermediate,
+            32,
+            " (A8: MXFP4 blocks; W1's 2I rows in 64-row tiles)",
+        ),
+    ] {
+        if !value.is_multiple_of(multiple) {
+            return Err(moegen_dsl::plan::PlanError::Alignment {
+                what,
+                value: value as u64,
+                multiple: multiple as u64,
+                why,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 impl Sm90A8Weights {
     /// From MXFP4 Hopper weights made for A8 (`Sm90Weights::from_mxfp4` with
     /// `ActivationFormat::Fp8`): the same codes with per-row factors and table codes.
@@ -126,7 +151,13 @@ impl Sm90A8Weights {
                 reason: "the weights were made for another activation format",
             });
         }
+        check_a8_shape(shape)?;
         w.validate(shape)?;
+        for (what, s) in [("W1 scales", &w.w1_scales), ("W2 scales", &w.w2_scales)] {
+            if let Some(pair) = s.chunks_exact(2).position(|p| p[0] != p[1]) {
+                return Err(RuntimeError::SplitMxfp4Scale { what, offset: 2 * pair });
+            }
+        }
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         let p1 = prepare(&w.w1, &w.w1_scales, l * 2 * i, h);
         let p2 = prepare(&w.w2, &w.w2_scales, l * h, i);
@@ -144,6 +175,7 @@ impl Sm90A8Weights {
 
     /// Checks sizes, table codes and factors.
     pub fn validate(&self, shape: &MoeShape) -> Result<()> {
+        check_a8_shape(shape)?;
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         check_len("A8 W1", self.w1.len(), l * i * h)?;
         check_len("A8 W1 table codes", self.w1_codes.len(), l * 2 * i * h / 32)?;
@@ -159,12 +191,17 @@ impl Sm90A8Weights {
             if let Some(offset) =
                 codes.iter().position(|c| !(a8::MIN_CODE..=a8::MAX_CODE).contains(c))
             {
-                return Err(RuntimeError::NanScaleCode { what, offset });
+                return Err(RuntimeError::BadTableCode { what, offset, code: codes[offset] });
             }
         }
-        let finite = |v: &[f32]| v.iter().all(|a| a.is_finite() && *a > 0.0);
-        if !finite(&self.w1_rows) || !finite(&self.w2_rows) {
-            return Err(RuntimeError::NonFinite { what: "A8 row factors" });
+        // Powers of two in f32's normal range, as `from_sm90` makes them.
+        let power_of_two = |a: &f32| a.is_normal() && *a > 0.0 && a.to_bits() & 0x7F_FFFF == 0;
+        for (what, rows) in
+            [("A8 W1 row factors", &self.w1_rows), ("A8 W2 row factors", &self.w2_rows)]
+        {
+            if !rows.iter().all(power_of_two) {
+                return Err(RuntimeError::NonFinite { what });
+            }
         }
         if self.alpha1.iter().chain(&self.alpha2).any(|a| !a.is_finite()) {
             return Err(RuntimeError::NonFinite { what: "alpha" });
@@ -221,16 +258,22 @@ impl Sm90A8Weights {
         row
     }
 
-    /// The real value of weight (r, k) of W1 (`gemm == 1`) or W2: what the A8 GEMMs multiply.
-    pub fn weight(&self, w1: bool, r: usize, c: usize, k: usize) -> f32 {
-        let (codes, tables, rows) = if w1 {
-            (&self.w1, &self.w1_codes, &self.w1_rows)
+    /// The real value of weight (r, c) of W1 (`w1`) or W2 of `shape` — row r over all
+    /// experts, column c < K — what the A8 GEMMs multiply; `None` outside the matrix.
+    pub fn weight(&self, shape: &MoeShape, w1: bool, r: usize, c: usize) -> Option<f32> {
+        let (h, i) = (shape.hidden, shape.intermediate);
+        let (codes, tables, rows, k) = if w1 {
+            (&self.w1, &self.w1_codes, &self.w1_rows, h)
         } else {
-            (&self.w2, &self.w2_codes, &self.w2_rows)
+            (&self.w2, &self.w2_codes, &self.w2_rows, i)
         };
-        let code = nibble_at(codes, r * k + c).unwrap_or(0);
-        let t = i32::from(tables[(r * k + c) / 32]);
-        e2m1_to_f32(code) * 2f32.powi(t - 6) * rows[r]
+        if c >= k {
+            return None;
+        }
+        let at = r.checked_mul(k)?.checked_add(c)?;
+        let code = nibble_at(codes, at)?;
+        let t = i32::from(*tables.get(at / 32)?);
+        Some(e2m1_to_f32(code) * 2f32.powi(t - 6) * rows.get(r)?)
     }
 }
 
@@ -264,7 +307,7 @@ pub fn sm90_a8_gemm1_reference(
                     let up_row =
                         (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
                     let gate_row = up_row + SWIGLU_INTERLEAVE;
-                    let v = |r: usize| wgmma_dot_e4m3(xq, &w1[r]) * (w.w1_rows[base + r] * tau);
+                    let v = |r: usize| dot_padded(xq, &w1[r]) * (w.w1_rows[base + r] * tau);
                     bf16::from_f32(swiglu_f32(alpha * v(up_row), alpha * v(gate_row)))
                 })
                 .collect::<Vec<bf16>>()
@@ -288,12 +331,15 @@ pub fn sm90_a8_gemm2_contributions(
     let (hid, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
     w.validate(shape)?;
     check_sort(shape, sort, routing.tokens)?;
-    check_len("router weights", routing.weights.len(), routing.tokens * k)?;
+    let routes = routing.tokens.checked_mul(k).ok_or(RuntimeError::from(
+        moegen_dsl::plan::PlanError::Overflow { what: "tokens × top_k" },
+    ))?;
+    check_len("router weights", routing.weights.len(), routes)?;
     crate::routing::check_router_weights(&routing.weights, k)?;
     let rows = sort.permuted_idx_to_expanded_idx.len();
     check_len("GEMM1 output", h_in.len(), rows * i)?;
     let ip = a8::padded_k(i);
-    let mut contrib = vec![0f32; routing.tokens * k * hid];
+    let mut contrib = vec![0f32; routes * hid];
     for (e, members) in rows_by_expert(sort, rows, k) {
         let base = e * hid;
         let w2: Vec<Vec<u8>> = par_map(&(0..hid).collect::<Vec<_>>(), |&r| {
@@ -303,9 +349,7 @@ pub fn sm90_a8_gemm2_contributions(
             let (hq, tau) = quantize_fp8_row(&h_in[row * i..(row + 1) * i], ip);
             let s = w.alpha2[e] * routing.weights[token * k + slot];
             (0..hid)
-                .map(|r| {
-                    round_to_bf16(wgmma_dot_e4m3(&hq, &w2[r]) * (w.w2_rows[base + r] * tau) * s)
-                })
+                .map(|r| round_to_bf16(dot_padded(&hq, &w2[r]) * (w.w2_rows[base + r] * tau) * s))
                 .collect::<Vec<f32>>()
         });
         for (&[_, token, slot], vals) in members.iter().zip(out) {
@@ -339,7 +383,10 @@ pub fn moe_reference_sm90_a8(
     tile: TileSize,
     finalize_mode: FinalizeMode,
 ) -> Result<Sm90A8ReferenceRun> {
-    check_len("activations", x.len(), routing.tokens * shape.hidden)?;
+    let elements = routing.tokens.checked_mul(shape.hidden).ok_or(RuntimeError::from(
+        moegen_dsl::plan::PlanError::Overflow { what: "tokens × hidden size" },
+    ))?;
+    check_len("activations", x.len(), elements)?;
     let sort = moe_sort(&routing.experts, routing.tokens, &shape.window, tile)?;
     let gemm1 = sm90_a8_gemm1_reference(shape, x, w, &sort)?;
     let contributions = sm90_a8_gemm2_contributions(shape, &gemm1, w, &sort, routing)?;

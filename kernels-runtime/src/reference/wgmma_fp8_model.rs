@@ -13,9 +13,12 @@
 //! 1 572 864 random single and chained steps on an H200 (any finite E4M3 bytes, narrow and
 //! wide exponent ranges, weight-like operands, random accumulators, scale-d true and false)
 //! matched this model bit for bit; the exact sum rounded to nearest matched 7.9 %. Assumed,
-//! not measured (no kernel input reaches them): results in the subnormal range, sums past
-//! f32's range. NaN operands give the canonical NaN 0x7FFFFFFF (E4M3 has no ∞: an ∞ only
-//! comes from the accumulator, and is kept).
+//! not measured: results in the subnormal range, sums past f32's range, and NaN — a NaN
+//! operand (an activation row with a NaN quantizes it to 0x7F) is taken to give the
+//! canonical NaN 0x7FFFFFFF, as the bf16 steps do (E4M3 has no ∞: an ∞ only comes from the
+//! accumulator, and is kept).
+
+use crate::error::check_len;
 
 /// Bits kept below the largest nominal exponent (measured on the H200).
 pub const KEEP: i32 = 13;
@@ -43,9 +46,8 @@ fn e4m3_parts(b: u8) -> Result<Option<(bool, u64, i32, i32)>, ()> {
     }
 }
 
-/// One K32 step: `acc` plus the products `x[i]·w[i]` (E4M3 bytes; fewer than 32 pairs are
-/// the zero-padded rest).
-pub fn wgmma_step_e4m3(acc: f32, x: &[u8], w: &[u8]) -> f32 {
+/// One K32 step: `acc` plus the 32 products `x[i]·w[i]` (E4M3 bytes).
+pub fn wgmma_step_e4m3(acc: f32, x: &[u8; 32], w: &[u8; 32]) -> f32 {
     let mut terms: Vec<Term> = Vec::with_capacity(33);
     for (&a, &b) in x.iter().zip(w) {
         match (e4m3_parts(a), e4m3_parts(b)) {
@@ -112,7 +114,19 @@ fn truncate_to_f32(sum: i64, q: i32) -> f32 {
 }
 
 /// A wgmma dot product over E4M3 bytes: [`wgmma_step_e4m3`] per 32-element K step, in K
-/// order, from 0 (the first step of a tile ignores the accumulator).
-pub fn wgmma_dot_e4m3(x: &[u8], w: &[u8]) -> f32 {
-    x.chunks(32).zip(w.chunks(32)).fold(0f32, |acc, (xs, ws)| wgmma_step_e4m3(acc, xs, ws))
+/// order, from 0 (the first step of a tile ignores the accumulator); a last partial step is
+/// zero-padded, as the kernels pad K. `x` and `w` must have the same length.
+pub fn wgmma_dot_e4m3(x: &[u8], w: &[u8]) -> crate::error::Result<f32> {
+    check_len("wgmma_dot_e4m3 weights", w.len(), x.len())?;
+    Ok(dot_padded(x, w))
+}
+
+/// [`wgmma_dot_e4m3`] for slices of the same length.
+pub(super) fn dot_padded(x: &[u8], w: &[u8]) -> f32 {
+    x.chunks(32).zip(w.chunks(32)).fold(0f32, |acc, (xs, ws)| {
+        let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
+        a[..xs.len()].copy_from_slice(xs);
+        b[..ws.len()].copy_from_slice(ws);
+        wgmma_step_e4m3(acc, &a, &b)
+    })
 }

@@ -102,7 +102,8 @@ pub fn problem(case: LayerCase) -> Result<Problem, LayerCheckError> {
 }
 
 impl Problem {
-    pub(super) fn sm90_weights(&self) -> Result<Sm90Weights, LayerCheckError> {
+    /// The case's weights in the Hopper layout for its activation format.
+    pub fn sm90_weights(&self) -> Result<Sm90Weights, LayerCheckError> {
         let c = &self.case;
         match c.format {
             WeightFormat::Nvfp4 => {
@@ -130,7 +131,7 @@ impl Problem {
     }
 
     /// The case's MXFP4 weights prepared for FP8 activations (A8).
-    pub(super) fn sm90_a8_weights(&self) -> Result<Sm90A8Weights, LayerCheckError> {
+    pub fn sm90_a8_weights(&self) -> Result<Sm90A8Weights, LayerCheckError> {
         let c = &self.case;
         Sm90A8Weights::from_sm90(&c.shape, &self.sm90_weights()?).map_err(|source| {
             LayerCheckError::Reference { case: c.label(), source: Box::new(source) }
