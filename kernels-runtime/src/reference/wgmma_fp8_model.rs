@@ -18,21 +18,13 @@
 //! canonical NaN 0x7FFFFFFF, as the bf16 steps do (E4M3 has no ∞: an ∞ only comes from the
 //! accumulator, and is kept).
 
+use super::wgmma_model::{Term, aligned_sum};
 use crate::error::check_len;
 
 /// Bits kept below the largest nominal exponent (measured on the H200).
 pub const KEEP: i32 = 13;
 /// Significant bits of a step's result (measured on the H200).
 pub const RESULT_BITS: i32 = 14;
-
-/// A finite nonzero term: `m · 2^lsb`, its nominal exponent, its sign.
-#[derive(Clone, Copy, Debug)]
-struct Term {
-    m: u64,
-    lsb: i32,
-    nominal: i32,
-    negative: bool,
-}
 
 /// An E4M3 byte's (sign, significand, lsb exponent, nominal exponent); `Ok(None)` for zero,
 /// `Err(())` for NaN.
@@ -77,40 +69,7 @@ pub fn wgmma_step_e4m3(acc: f32, x: &[u8; 32], w: &[u8; 32]) -> f32 {
             negative: sign,
         }),
     }
-    let Some(emax) = terms.iter().map(|t| t.nominal).max() else { return 0.0 };
-    let q = emax - KEEP;
-    // Every term is below 2^(emax + 2) with its lsb at most 23 places below its nominal
-    // exponent: in units of 2^q each fits KEEP + 2 bits, and 33 of them an i64.
-    let sum: i64 = terms
-        .iter()
-        .map(|t| {
-            let units = if t.lsb >= q {
-                t.m << (t.lsb - q)
-            } else {
-                t.m.checked_shr((q - t.lsb) as u32).unwrap_or(0)
-            };
-            if t.negative { -(units as i64) } else { units as i64 }
-        })
-        .sum();
-    truncate_to_f32(sum, q)
-}
-
-/// `sum · 2^q` truncated toward zero to [`RESULT_BITS`] significant bits, as an f32.
-fn truncate_to_f32(sum: i64, q: i32) -> f32 {
-    if sum == 0 {
-        return 0.0;
-    }
-    let mut mag = sum.unsigned_abs();
-    let mut lsb = q;
-    let width = 64 - mag.leading_zeros() as i32;
-    let keep_from = (lsb + width - RESULT_BITS).max(-149);
-    if keep_from > lsb {
-        mag = mag.checked_shr((keep_from - lsb) as u32).unwrap_or(0);
-        lsb = keep_from;
-    }
-    let v = mag as f64 * 2f64.powi(lsb);
-    let f = if v >= 2f64.powi(128) { f32::INFINITY } else { v as f32 };
-    if sum < 0 { -f } else { f }
+    aligned_sum(&terms, KEEP, RESULT_BITS)
 }
 
 /// A wgmma dot product over E4M3 bytes: [`wgmma_step_e4m3`] per 32-element K step, in K

@@ -18,11 +18,11 @@
 
 /// A finite nonzero term: `m · 2^lsb`, its nominal exponent, its sign.
 #[derive(Clone, Copy, Debug)]
-struct Term {
-    m: u64,
-    lsb: i32,
-    nominal: i32,
-    negative: bool,
+pub(super) struct Term {
+    pub(super) m: u64,
+    pub(super) lsb: i32,
+    pub(super) nominal: i32,
+    pub(super) negative: bool,
 }
 
 /// Special values met in a step.
@@ -90,10 +90,18 @@ pub fn wgmma_step(acc: f32, x: &[u16], w: &[u16]) -> f32 {
     if sp.pos_inf || sp.neg_inf {
         return if sp.pos_inf { f32::INFINITY } else { f32::NEG_INFINITY };
     }
+    aligned_sum(&terms, 25, 24)
+}
+
+/// The tensor cores' sum of `terms` (both Hopper step models): each truncated toward zero
+/// to a multiple of 2^(emax − `keep`), emax the largest nominal exponent, summed exactly,
+/// the sum truncated toward zero to `result_bits` significant bits (never below 2^-149;
+/// ±∞ from 2^128); +0 for no term. Every term is below 2^(emax + 2), so in units of 2^q each
+/// truncated term is below 2^(keep + 2): for keep ≤ 25 and at most 33 terms the i64 sum
+/// cannot overflow.
+pub(super) fn aligned_sum(terms: &[Term], keep: i32, result_bits: i32) -> f32 {
     let Some(emax) = terms.iter().map(|t| t.nominal).max() else { return 0.0 };
-    let q = emax - 25;
-    // Every term is below 2^(emax + 2) with its lsb at most 25 places above q: in units of
-    // 2^q each fits 28 bits, and 17 of them an i64.
+    let q = emax - keep;
     let sum: i64 = terms
         .iter()
         .map(|t| {
@@ -105,19 +113,13 @@ pub fn wgmma_step(acc: f32, x: &[u16], w: &[u16]) -> f32 {
             if t.negative { -(units as i64) } else { units as i64 }
         })
         .sum();
-    truncate_to_f32(sum, q)
-}
-
-/// `sum · 2^q` truncated toward zero to an f32.
-fn truncate_to_f32(sum: i64, q: i32) -> f32 {
     if sum == 0 {
         return 0.0;
     }
     let mut mag = sum.unsigned_abs();
     let mut lsb = q;
     let width = 64 - mag.leading_zeros() as i32;
-    // Keep 24 significant bits, fewer below the normal range (lowest bit 2^-149).
-    let keep_from = (lsb + width - 24).max(-149);
+    let keep_from = (lsb + width - result_bits).max(-149);
     if keep_from > lsb {
         mag = mag.checked_shr((keep_from - lsb) as u32).unwrap_or(0);
         lsb = keep_from;
