@@ -282,16 +282,7 @@ fn every_shape_from_registers_and_descriptors() {
 #[test]
 fn every_layout_sign_and_scale_d() {
     let mut r = Rng(77);
-    let layouts = [
-        Layout::Swizzle { bytes: 128, k_offset: 0 },
-        Layout::Swizzle { bytes: 128, k_offset: 64 },
-        Layout::Swizzle { bytes: 128, k_offset: 96 },
-        Layout::Swizzle { bytes: 64, k_offset: 0 },
-        Layout::Swizzle { bytes: 64, k_offset: 32 },
-        Layout::Swizzle { bytes: 32, k_offset: 0 },
-        Layout::Interleave { lbo: 128, sbo: 256 },
-        Layout::Interleave { lbo: 8192, sbo: 128 },
-    ];
+    let layouts = common::LAYOUTS;
     for (i, layout) in layouts.into_iter().enumerate() {
         let mut case = Case::new([64, 24, 136, 256][i % 4], i % 2 == 0, &mut r);
         case.layout = layout;

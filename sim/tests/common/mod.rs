@@ -26,6 +26,19 @@ pub enum Layout {
     Interleave { lbo: usize, sbo: usize },
 }
 
+/// Every shared-memory layout the wgmma tests run: each swizzle with K offsets into its
+/// atom, and interleaved (no-swizzle) tiles with two strides.
+pub const LAYOUTS: [Layout; 8] = [
+    Layout::Swizzle { bytes: 128, k_offset: 0 },
+    Layout::Swizzle { bytes: 128, k_offset: 64 },
+    Layout::Swizzle { bytes: 128, k_offset: 96 },
+    Layout::Swizzle { bytes: 64, k_offset: 0 },
+    Layout::Swizzle { bytes: 64, k_offset: 32 },
+    Layout::Swizzle { bytes: 32, k_offset: 0 },
+    Layout::Interleave { lbo: 128, sbo: 256 },
+    Layout::Interleave { lbo: 8192, sbo: 128 },
+];
+
 /// Where A and B live in shared memory.
 pub const A_AT: usize = 0;
 pub const B_AT: usize = 16384;
