@@ -5,7 +5,7 @@
 use moegen_dsl::abi::roles::sm90_consumers;
 use moegen_dsl::gpu::Gpu;
 use moegen_dsl::plan::{MoeShape, TokenBuckets, max_tiles};
-use moegen_dsl::resources::plan_gemm;
+use moegen_dsl::resources::plan_gemm_for;
 use moegen_dsl::{ActivationFormat, Arch, GemmTactic, MoeTactic, Target, TileSize};
 
 use super::error::LayerError;
@@ -39,6 +39,9 @@ pub struct DeviceModel {
     /// Where the tensor cores cannot read the 4-bit weights (Hopper), the consumer
     /// warpgroups' dequantization; `None` where the MMA reads them directly (SM100).
     pub software_dequant: Option<SoftwareDequant>,
+    /// The activations the kernels read: on Hopper they set the K per pipeline stage, and so
+    /// how many CTAs share an SM.
+    pub activations: ActivationFormat,
 }
 
 /// The cost of dequantizing weights in registers before each wgmma (Hopper): every token
@@ -55,27 +58,38 @@ pub struct SoftwareDequant {
     /// ceiling that the consumer warpgroups resident on one SM (CTAs per SM × consumers per
     /// CTA) share.
     pub weights_per_clock_per_sm: f64,
+    /// The share of the dequantization and MMA time that stays visible when a GEMM is bound
+    /// by its weight traffic: each stage's dequantization starts only when its weights have
+    /// arrived, so a ring of a few stages hides most of it, not all. Without it the A8
+    /// model saw every tactic at a few tokens as equally weight-bound and took the list's
+    /// first (docs/perf.md, "A8 dispatch").
+    pub exposed: f64,
 }
 
 impl DeviceModel {
     /// A B200 ([`Gpu::B200`]): the MMA reads the 4-bit weights.
     pub fn b200() -> Self {
-        Self { gpu: Gpu::B200, software_dequant: None }
+        Self { gpu: Gpu::B200, software_dequant: None, activations: ActivationFormat::default() }
     }
     /// An H200 ([`Gpu::H200`]). Dequantization was calibrated at 29 thread instructions per
     /// 8 weights (before issue 15's 24 / 22.5, docs/hopper.md; the record of 2026-12-02 holds
     /// the model as it is, validation/tests/hopper_dispatch.rs); a consumer warpgroup has one warp per scheduler, whose dependent ALU
     /// chains issue about every other clock: 4 · 32 / 2 / 3.625 ≈ 17.7 weights per clock per
     /// warpgroup, plus 32 clocks per K16 step; the four schedulers of an SM issuing every
-    /// clock cap the SM at 4 · 32 / 3.625 ≈ 35.3. A model, checked by what it picks: the H200
-    /// autotuner's choices (validation/tests/hopper_dispatch.rs, docs/perf.md).
+    /// clock cap the SM at 4 · 32 / 3.625 ≈ 35.3; a fifth of the dequantization and MMA
+    /// time shows beside a weight-bound stream (the A8 tuner's small-N widths, and this
+    /// model's picks on the 2026-12-02 record unchanged by it). A model, checked by what it
+    /// picks: the H200 autotuner's choices (validation/tests/hopper_dispatch.rs,
+    /// docs/perf.md).
     pub fn h200() -> Self {
         Self {
             gpu: Gpu::H200,
+            activations: ActivationFormat::default(),
             software_dequant: Some(SoftwareDequant {
                 weights_per_clock_per_warpgroup: 64.0 / 3.625,
                 step_clocks: 32.0,
                 weights_per_clock_per_sm: 128.0 / 3.625,
+                exposed: 0.2,
             }),
         }
     }
@@ -86,10 +100,12 @@ impl DeviceModel {
     pub fn h200_a8() -> Self {
         let mut m = Self::h200();
         m.gpu.macs_per_clock_per_sm *= 2.0;
+        m.activations = ActivationFormat::Fp8;
         m.software_dequant = Some(SoftwareDequant {
             weights_per_clock_per_warpgroup: 64.0 / 1.375,
             step_clocks: 16.0,
             weights_per_clock_per_sm: 128.0 / 1.375,
+            exposed: 0.2,
         });
         m
     }
@@ -136,7 +152,7 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
         let units = live_tiles * (n_dim / f64::from(n)).ceil() / cn;
-        let per_sm = f64::from(ctas_per_sm(g));
+        let per_sm = f64::from(ctas_per_sm(g, dev.activations));
         let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
         let waves = (units / clusters).ceil();
         // One unit: T × N·cn × K MACs on `ctas` SMs.
@@ -159,19 +175,20 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let mma_s = waves * (unit_s + dequant_s);
         // Each touched expert's weights are read once (L2 keeps them across its tiles).
         let weight_s = touched * n_dim * k_dim * 0.5625 / dev.gpu.achievable_hbm_bytes_per_s();
-        total += mma_s.max(weight_s) * 1e6 + dev.gpu.launch_us;
+        let exposed = software.map_or(0.0, |d| d.exposed) * mma_s.min(weight_s);
+        total += (mma_s.max(weight_s) + exposed) * 1e6 + dev.gpu.launch_us;
     }
     total
 }
 
 /// CTAs of `g` resident per SM: the resource model's (1 for a GEMM it cannot plan, which
 /// never reaches a candidate list).
-fn ctas_per_sm(g: &GemmTactic) -> u32 {
+fn ctas_per_sm(g: &GemmTactic, activations: ActivationFormat) -> u32 {
     let target = match g.arch() {
         Arch::Sm100 => Target::Sm100f,
         Arch::Sm90 => Target::Sm90a,
     };
-    plan_gemm(target, g).map_or(1, |b| b.ctas_per_sm)
+    plan_gemm_for(target, g, activations).map_or(1, |b| b.ctas_per_sm)
 }
 
 impl DispatchTable {
