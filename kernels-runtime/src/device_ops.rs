@@ -161,6 +161,7 @@ pub fn device_moe_sort_buffers(
         .buffer(Buffer::SortBlockCounts, d_counts)
         .buffer(Buffer::ErrorFlags, d_flags)
         .scalar(Scalar::NumRoutes, routes as u64)?
+        .scalar(Scalar::TopK, window.top_k() as u64)?
         .scalar(Scalar::NumExperts, window.num_experts() as u64)?
         .scalar(Scalar::LocalOffset, window.offset() as u64)?
         .scalar(Scalar::LocalExperts, l as u64)?

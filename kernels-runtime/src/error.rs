@@ -26,6 +26,20 @@ pub enum RuntimeError {
         /// Slot within top_k.
         slot: usize,
     },
+    /// A token naming one expert at two of its slots (the sort would route it there twice).
+    #[error(
+        "token {token} slot {slot} routes to expert {expert}, which slot {earlier_slot} of the same token already names"
+    )]
+    DuplicateExpert {
+        /// Token.
+        token: usize,
+        /// The later slot.
+        slot: usize,
+        /// The earliest slot with the same id.
+        earlier_slot: usize,
+        /// The id given twice.
+        expert: i64,
+    },
     /// A buffer whose length does not match its shape.
     #[error("{what} holds {actual} elements, its shape needs {expected}")]
     BufferLength {

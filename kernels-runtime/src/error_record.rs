@@ -2,8 +2,10 @@
 //! errors the host-side checks raise for the same input.
 
 use moegen_dsl::abi::error_record::{
-    ALL_FLAGS, FLAG_EXPERT_OUT_OF_RANGE, FLAG_NON_FINITE_WEIGHT, FLAG_TILE_OVERFLOW,
-    WORD_BAD_EXPERT_ID, WORD_FIRST_BAD_EXPERT, WORD_FIRST_NON_FINITE_WEIGHT, WORD_FLAGS, WORDS,
+    ALL_FLAGS, FLAG_DUPLICATE_EXPERT, FLAG_EXPERT_OUT_OF_RANGE, FLAG_NON_FINITE_WEIGHT,
+    FLAG_TILE_OVERFLOW, WORD_BAD_EXPERT_ID, WORD_DUPLICATE_EARLIER_SLOT, WORD_DUPLICATE_EXPERT_ID,
+    WORD_FIRST_BAD_EXPERT, WORD_FIRST_DUPLICATE_EXPERT, WORD_FIRST_NON_FINITE_WEIGHT, WORD_FLAGS,
+    WORDS,
 };
 
 use crate::error::RuntimeError;
@@ -24,11 +26,15 @@ pub enum RecordError {
 }
 
 /// The value the runtime resets the record to before a forward.
-pub const RESET: [u32; WORDS] = [0, u32::MAX, u32::MAX, u32::MAX];
+pub const RESET: [u32; WORDS] = {
+    let mut r = [u32::MAX; WORDS];
+    r[WORD_FLAGS] = 0;
+    r
+};
 
 /// Decodes `words` (the record as downloaded) for a routing of `top_k` slots per token over
-/// `experts` experts. An out-of-range expert id wins over a non-finite weight (it is checked
-/// first on the host too).
+/// `experts` experts. An out-of-range expert id wins over a duplicate one, and that over a
+/// non-finite weight (the host checks in the same order).
 pub fn decode(words: &[u32], top_k: usize, experts: usize) -> Result<(), RecordError> {
     let mut w = [0u32; WORDS];
     for (dst, src) in w.iter_mut().zip(words) {
@@ -51,6 +57,17 @@ pub fn decode(words: &[u32], top_k: usize, experts: usize) -> Result<(), RecordE
         let (token, slot) = at(route);
         let expert = i64::from(w[WORD_BAD_EXPERT_ID] as i32);
         return Err(RuntimeError::ExpertOutOfRange { token, slot, expert, experts }.into());
+    }
+    if flags & FLAG_DUPLICATE_EXPERT != 0 {
+        let route = w[WORD_FIRST_DUPLICATE_EXPERT];
+        let (token, slot) = at(route);
+        let earlier_slot = w[WORD_DUPLICATE_EARLIER_SLOT] as usize;
+        // The earlier slot is one of the same token's, before this one.
+        if route == u32::MAX || earlier_slot >= slot {
+            return Err(undecodable);
+        }
+        let expert = i64::from(w[WORD_DUPLICATE_EXPERT_ID] as i32);
+        return Err(RuntimeError::DuplicateExpert { token, slot, earlier_slot, expert }.into());
     }
     if flags & FLAG_NON_FINITE_WEIGHT != 0 {
         let route = w[WORD_FIRST_NON_FINITE_WEIGHT];

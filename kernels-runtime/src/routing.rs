@@ -96,6 +96,7 @@ pub fn moe_sort(
         let e = e as usize;
         local_of.push(window.local_of(e));
     }
+    check_distinct_experts(experts, window.top_k())?;
     let mut counts = vec![0usize; window.local()];
     for l in local_of.iter().flatten() {
         counts[*l] += 1;
@@ -136,6 +137,28 @@ pub fn moe_sort(
         num_non_exiting_tiles: live_tiles as i32,
         total_num_padded_tokens: (live_tiles * t) as i32,
     })
+}
+
+/// The first route (in expanded order) whose expert id an earlier slot of the same token
+/// already names, with that earliest slot: the same error the device-side check reports.
+/// Checked after the ids' range, before the router weights (the device record's order).
+pub fn check_distinct_experts(experts: &[i32], top_k: usize) -> Result<()> {
+    if top_k == 0 {
+        return Err(RuntimeError::from(PlanError::Zero { what: "top_k" }));
+    }
+    for (token, ids) in experts.chunks(top_k).enumerate() {
+        for (slot, &e) in ids.iter().enumerate() {
+            if let Some(earlier_slot) = ids[..slot].iter().position(|&o| o == e) {
+                return Err(RuntimeError::DuplicateExpert {
+                    token,
+                    slot,
+                    earlier_slot,
+                    expert: i64::from(e),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The first route (in expanded order) whose router weight is NaN or infinite, named by token

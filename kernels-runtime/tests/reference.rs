@@ -306,7 +306,8 @@ fn run_layer(l: &Layer, swiglu_input: SwigluInput, finalize: FinalizeMode) -> Ve
 fn finalize_modes_coincide_for_two_routes_and_differ_for_more() {
     // With k = 2 both modes round c0 + c1 once (c0 is already bf16, and f32 is wide enough
     // that rounding through it is innocuous), so they agree bit for bit.
-    let l = layer(48, 6, |rng, _, _| 2 + (rng.next() % 4) as i32);
+    // Both routes local and distinct: slot 0 on expert 2 or 4, slot 1 on 3 or 5.
+    let l = layer(48, 6, |rng, _, slot| 2 + slot as i32 + 2 * (rng.next() % 2) as i32);
     let det = run_layer(&l, SwigluInput::F32, FinalizeMode::Deterministic);
     assert_eq!(run_layer(&l, SwigluInput::F32, FinalizeMode::BulkReduceAdd), det);
     // k = 4: per-add bf16 rounding differs from one rounding of the f32 sum.
@@ -360,6 +361,21 @@ fn bad_inputs_are_typed_errors() {
         moe_reference(&l.shape, &l.acts, &l.weights, &r, TileSize::T128, opts),
         Err(RuntimeError::ExpertOutOfRange { .. })
     ));
+    // A token naming one expert twice is refused by the reference and the oracle alike.
+    let k = l.shape.top_k();
+    let mut r = l.routing.clone();
+    r.experts[k + 1] = r.experts[k];
+    let dup = RuntimeError::DuplicateExpert {
+        token: 1,
+        slot: 1,
+        earlier_slot: 0,
+        expert: i64::from(r.experts[k]),
+    };
+    assert_eq!(
+        moe_reference(&l.shape, &l.acts, &l.weights, &r, TileSize::T128, opts).err(),
+        Some(dup.clone())
+    );
+    assert_eq!(oracle_moe(&l.shape, &l.x, &l.up, &l.gate, &l.down, &r).err(), Some(dup));
     let mut neg = l.weights.clone();
     neg.w1_scales[5] = 0xB8; // −1.0 in E4M3: the sign bit of an unsigned UE4M3 code
     assert!(matches!(

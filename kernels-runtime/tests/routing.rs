@@ -65,6 +65,23 @@ fn invalid_input_is_a_typed_error() {
         moe_sort(&[-1, 0], 1, &w, TileSize::T128),
         Err(RuntimeError::ExpertOutOfRange { .. })
     ));
+    // One expert at two slots of a token: the first such route, the earliest same slot.
+    let w4 = window(8, 0, 8, 4);
+    assert_eq!(
+        moe_sort(&[0, 1, 2, 3, 4, 5, 4, 5, 6, 6, 6, 7], 3, &w4, TileSize::T128),
+        Err(RuntimeError::DuplicateExpert { token: 1, slot: 2, earlier_slot: 0, expert: 4 })
+    );
+    // Non-local experts too (the routing is wrong whatever the rank).
+    let w_far = window(8, 0, 2, 4);
+    assert_eq!(
+        moe_sort(&[7, 0, 7, 1], 1, &w_far, TileSize::T128),
+        Err(RuntimeError::DuplicateExpert { token: 0, slot: 2, earlier_slot: 0, expert: 7 })
+    );
+    // An out-of-range id anywhere wins over a duplicate earlier in the routing.
+    assert!(matches!(
+        moe_sort(&[0, 0, 1, 2, 3, 4, 5, 9], 2, &w4, TileSize::T128),
+        Err(RuntimeError::ExpertOutOfRange { token: 1, slot: 3, .. })
+    ));
     assert!(matches!(
         moe_sort(&[0, 1, 2], 1, &w, TileSize::T128),
         Err(RuntimeError::BufferLength { .. })
@@ -137,13 +154,23 @@ proptest! {
         let offset = (seed as usize / 7) % (num_experts - local + 1);
         let w = ExpertWindow::new(num_experts, offset, local, k.min(num_experts)).unwrap();
         let mut x = seed | 1;
-        let experts: Vec<i32> = (0..tokens * w.top_k())
-            .map(|_| {
-                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-                // Skew half the routes onto one expert to exercise long runs.
-                if x % 2 == 0 { (offset + local / 2) as i32 } else { (x % num_experts as u64) as i32 }
-            })
-            .collect();
+        let mut next = || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x };
+        let mut experts: Vec<i32> = Vec::with_capacity(tokens * w.top_k());
+        for _ in 0..tokens {
+            // Half the tokens name one expert, to exercise long runs; a token's experts
+            // are distinct.
+            let mut chosen: Vec<i32> = Vec::with_capacity(w.top_k());
+            if next() % 2 == 0 {
+                chosen.push((offset + local / 2) as i32);
+            }
+            while chosen.len() < w.top_k() {
+                let c = (next() % num_experts as u64) as i32;
+                if !chosen.contains(&c) {
+                    chosen.push(c);
+                }
+            }
+            experts.extend(chosen);
+        }
         let tile = if big_tile { TileSize::T256 } else { TileSize::T128 };
         let s = moe_sort(&experts, tokens, &w, tile).unwrap();
         check_invariants(&experts, &w, &s);

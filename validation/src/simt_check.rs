@@ -101,18 +101,40 @@ fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, SimtCheckErr
             let w = ExpertWindow::new(experts, offset, local, k)
                 .map_err(|source| SimtCheckError::Window { case: label(case), source })?;
             let mut r = Rng(tokens as u64 * 31 + k as u64);
-            let ids: Vec<i32> = (0..tokens * k)
-                .map(|_| {
-                    if r.next().is_multiple_of(4) {
-                        offset as i32
-                    } else {
-                        (r.next() % experts as u64) as i32
+            // Distinct experts per token; a quarter of the tokens name the first local one.
+            let mut ids: Vec<i32> = Vec::with_capacity(tokens * k);
+            for _ in 0..tokens {
+                let mut chosen: Vec<i32> = Vec::with_capacity(k);
+                if r.next().is_multiple_of(4) {
+                    chosen.push(offset as i32);
+                }
+                while chosen.len() < k {
+                    let c = (r.next() % experts as u64) as i32;
+                    if !chosen.contains(&c) {
+                        chosen.push(c);
                     }
-                })
-                .collect();
+                }
+                ids.extend(chosen);
+            }
             let want = moe_sort(&ids, tokens, &w, tile).map_err(e)?;
             let got = device_moe_sort(b, &ids, tokens, &w, tile).map_err(dev)?;
-            Ok((format!("{got:?}").into_bytes(), format!("{want:?}").into_bytes()))
+            // Then the last token names its first expert again at its last slot, and the
+            // middle token too (where k > 1): both sides must name the middle one.
+            let (mut got_dup, mut want_dup) = (None, None);
+            if k > 1 {
+                let mut dup_ids = ids;
+                for t in [tokens - 1, tokens / 2] {
+                    dup_ids[t * k + k - 1] = dup_ids[t * k];
+                }
+                want_dup = moe_sort(&dup_ids, tokens, &w, tile).err();
+                got_dup = match device_moe_sort(b, &dup_ids, tokens, &w, tile) {
+                    Err(DeviceOpError::Input(x)) => Some(x),
+                    Err(other) => return Err(dev(other)),
+                    Ok(_) => None,
+                };
+            }
+            let got = format!("{got:?} {got_dup:?}");
+            Ok((got.into_bytes(), format!("{want:?} {want_dup:?}").into_bytes()))
         }
         SimtCase::Quantize(tokens, hidden) => {
             let mut r = Rng(hidden as u64 + 7);

@@ -15,13 +15,24 @@ use moegen_runtime::routing::{ExpertWindow, moe_sort};
 mod common;
 use common::Rng;
 
+/// Distinct experts per token; with `skew`, a third of the tokens name expert 3.
 fn routing(tokens: usize, k: usize, experts: usize, seed: u64, skew: bool) -> Vec<i32> {
     let mut r = Rng(seed);
-    (0..tokens * k)
-        .map(|_| {
-            if skew && r.next().is_multiple_of(3) { 3 } else { (r.next() % experts as u64) as i32 }
-        })
-        .collect()
+    let mut ids = Vec::with_capacity(tokens * k);
+    for _ in 0..tokens {
+        let mut chosen: Vec<i32> = Vec::with_capacity(k);
+        if skew && r.next().is_multiple_of(3) {
+            chosen.push(3);
+        }
+        while chosen.len() < k {
+            let c = (r.next() % experts as u64) as i32;
+            if !chosen.contains(&c) {
+                chosen.push(c);
+            }
+        }
+        ids.extend(chosen);
+    }
+    ids
 }
 
 #[test]
@@ -63,6 +74,54 @@ fn routing_sort_edge_cases() {
             slot: 0,
             expert: 9,
             experts: 8
+        }))
+    );
+}
+
+/// A token naming one expert at two slots is recorded by the kernels and decoded into the
+/// host sort's error: the first such route in expanded order, wherever its block runs, and
+/// the earliest slot with the same id.
+#[test]
+fn duplicate_experts_are_recorded_as_the_host_names_them() {
+    let (tokens, k, experts) = (700, 4, 16);
+    let w = ExpertWindow::new(experts, 4, 8, k).unwrap();
+    let good = routing(tokens, k, experts, 3, true);
+    // A duplicate in the second histogram block (route 1030: token 257, slots 0 and 2, and 3
+    // too), then one more in the first block (route 14), which must win.
+    let dups: [&[(usize, usize)]; 2] = [&[(1030, 1028)], &[(1030, 1028), (14, 12)]];
+    for set in dups {
+        let mut ids = good.clone();
+        for &(route, from) in set {
+            ids[route] = ids[from];
+            ids[route + 1] = ids[from];
+        }
+        let &(route, from) = set.last().unwrap();
+        let mut sim = SimBackend::new();
+        let got = device_moe_sort(&mut sim, &ids, tokens, &w, TileSize::T128).err();
+        let want = moe_sort(&ids, tokens, &w, TileSize::T128).err().unwrap();
+        assert_eq!(
+            want,
+            RuntimeError::DuplicateExpert {
+                token: route / k,
+                slot: route % k,
+                earlier_slot: from % k,
+                expert: i64::from(ids[from]),
+            }
+        );
+        assert_eq!(got, Some(DeviceOpError::Input(want)), "route {route}");
+    }
+    // Three slots with one id: the second names the first.
+    let mut ids = good.clone();
+    ids[4 * 5 + 1] = ids[4 * 5 + 3];
+    ids[4 * 5 + 2] = ids[4 * 5 + 3];
+    let mut sim = SimBackend::new();
+    assert_eq!(
+        device_moe_sort(&mut sim, &ids, tokens, &w, TileSize::T128).err(),
+        Some(DeviceOpError::Input(RuntimeError::DuplicateExpert {
+            token: 5,
+            slot: 2,
+            earlier_slot: 1,
+            expert: i64::from(ids[4 * 5 + 3]),
         }))
     );
 }

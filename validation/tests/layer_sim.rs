@@ -239,7 +239,29 @@ fn device_checked_inputs_are_decoded_into_the_host_errors() {
     let nan = moegen_runtime::RuntimeError::NonFiniteRouterWeight { token: 1, slot: 1 };
     assert_eq!(run(&mut s, &ids, &bad_w).0, Err(LayerError::Input(nan)));
     // Both at once: the expert id is reported, as the host reference does.
-    assert_eq!(run(&mut s, &bad_ids, &bad_w).0, Err(LayerError::Input(want)));
+    assert_eq!(run(&mut s, &bad_ids, &bad_w).0, Err(LayerError::Input(want.clone())));
+    // A token naming one expert twice: the first such route, its earliest same slot, the id.
+    let k = s.shape.top_k();
+    let mut dup_ids = ids.clone();
+    dup_ids[2 * k + 1] = dup_ids[2 * k];
+    dup_ids[3 * k + 1] = dup_ids[3 * k];
+    let dup = moegen_runtime::RuntimeError::DuplicateExpert {
+        token: 2,
+        slot: 1,
+        earlier_slot: 0,
+        expert: i64::from(dup_ids[2 * k]),
+    };
+    let (device, host) = run(&mut s, &dup_ids, &w);
+    assert_eq!(device, Err(LayerError::Input(dup.clone())));
+    assert_eq!(host, Some(dup.clone()), "the host check names the same route");
+    // The order of the checks: range, then duplicates, then weights.
+    assert_eq!(run(&mut s, &dup_ids, &bad_w).0, Err(LayerError::Input(dup)));
+    let mut both = dup_ids.clone();
+    both[tokens * k - 1] = 8;
+    assert!(matches!(
+        run(&mut s, &both, &w).0,
+        Err(LayerError::Input(moegen_runtime::RuntimeError::ExpertOutOfRange { expert: 8, .. }))
+    ));
     assert_eq!(run(&mut s, &ids, &w).0, Ok(()), "a good forward clears the record");
 }
 

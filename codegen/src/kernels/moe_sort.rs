@@ -10,12 +10,14 @@
 //! Rows within an expert come out in ascending expanded index, the CPU reference's order, so
 //! the outputs are identical to `moe_sort` bit for bit. Expert ids outside [0, experts) are
 //! treated as non-local and recorded in the error record (`abi::error_record`: the flag, the
-//! first such route and its id); non-finite router weights are recorded the same way. Nothing
-//! is written out of bounds.
+//! first such route and its id); non-finite router weights and a token naming one expert at
+//! two slots (the first such route, the earlier slot and the id) are recorded the same way.
+//! Nothing is written out of bounds.
 
 use moegen_dsl::abi::error_record::{
-    FLAG_EXPERT_OUT_OF_RANGE, FLAG_NON_FINITE_WEIGHT, FLAG_TILE_OVERFLOW, WORD_BAD_EXPERT_ID,
-    WORD_FIRST_BAD_EXPERT, WORD_FIRST_NON_FINITE_WEIGHT, byte_offset,
+    FLAG_DUPLICATE_EXPERT, FLAG_EXPERT_OUT_OF_RANGE, FLAG_NON_FINITE_WEIGHT, FLAG_TILE_OVERFLOW,
+    WORD_BAD_EXPERT_ID, WORD_DUPLICATE_EARLIER_SLOT, WORD_DUPLICATE_EXPERT_ID,
+    WORD_FIRST_BAD_EXPERT, WORD_FIRST_DUPLICATE_EXPERT, WORD_FIRST_NON_FINITE_WEIGHT, byte_offset,
 };
 use moegen_dsl::abi::launch::{ROUTES_PER_BLOCK, SORT_OFFSET_THREADS, SORT_THREADS};
 use moegen_dsl::abi::{Buffer, Scalar};
@@ -94,12 +96,68 @@ fn check_weight(b: &mut KernelBuilder, weights: Reg, i: Reg, flags: Reg) {
     b.emit_if(Guard::when(bad), keep_first(), vec![Operand::addr(first), i.into()]);
 }
 
+/// The first route of route `i`'s token (`i − i mod top_k`).
+fn token_start(b: &mut KernelBuilder, i: Reg, top_k: Reg) -> Reg {
+    let slot = b.rem_u32(i, top_k);
+    b.sub_u32(i, slot)
+}
+
+/// Flags route `i` (expert id `e`) when an earlier slot of its token names the same id: the
+/// sort would give that expert the token twice. top_k is small, so each route rereads its
+/// token's earlier ids (L1 hits) rather than staging them.
+fn check_duplicate(b: &mut KernelBuilder, experts: Reg, i: Reg, e: Reg, top_k: Reg, flags: Reg) {
+    let start = token_start(b, i, top_k);
+    let hits = b.mov_u32(0u32);
+    strided(b, start, i, 1, &mut |b, q| {
+        let a = b.index_addr(experts, q, 4);
+        let other = b.ld_global(Ty::U32, RegClass::B32, a);
+        let same = b.setp_u32(Cmp::Eq, other, e);
+        let inc = b.selp_u32(1u32, 0u32, same);
+        b.inc_u32(hits, inc);
+    });
+    let dup = b.setp_u32(Cmp::Ne, hits, 0u32);
+    b.emit_if(
+        Guard::when(dup),
+        set_flag(),
+        vec![Operand::addr(flags), FLAG_DUPLICATE_EXPERT.into()],
+    );
+    let first = record_word(b, flags, WORD_FIRST_DUPLICATE_EXPERT);
+    b.emit_if(Guard::when(dup), keep_first(), vec![Operand::addr(first), i.into()]);
+}
+
+/// The thread of the first duplicate route (word 4, final once the histogram pass is done)
+/// records the earliest slot of its token with the same id, and the id.
+fn record_duplicate(b: &mut KernelBuilder, experts: Reg, i: Reg, e: Reg, top_k: Reg, flags: Reg) {
+    let fa = record_word(b, flags, WORD_FIRST_DUPLICATE_EXPERT);
+    let first_dup = b.ld_global(Ty::U32, RegClass::B32, fa);
+    let is_first = b.setp_u32(Cmp::Eq, first_dup, i);
+    let done = b.new_label("dup_done");
+    b.bra_unless(is_first, &done);
+    let start = token_start(b, i, top_k);
+    let earliest = b.mov_u32(u32::MAX);
+    strided(b, start, i, 1, &mut |b, q| {
+        let a = b.index_addr(experts, q, 4);
+        let other = b.ld_global(Ty::U32, RegClass::B32, a);
+        let same = b.setp_u32(Cmp::Eq, other, e);
+        let slot = b.sub_u32(q, start);
+        let cand = b.selp_u32(slot, u32::MAX, same);
+        let m = b.min_u32(earliest, cand);
+        b.assign_u32(earliest, m);
+    });
+    let sa = record_word(b, flags, WORD_DUPLICATE_EARLIER_SLOT);
+    b.st_global(Ty::U32, sa, earliest);
+    let ia = record_word(b, flags, WORD_DUPLICATE_EXPERT_ID);
+    b.st_global(Ty::U32, ia, e);
+    b.label(&done);
+}
+
 /// Counts per block and local expert.
 pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortHistogram, target);
     let experts = b.ld_buffer(Buffer::RoutedExperts);
     let weights = b.ld_buffer(Buffer::RouterWeights);
     let routes = b.ld_scalar(Scalar::NumRoutes);
+    let top_k = b.ld_scalar(Scalar::TopK);
     let ne = b.ld_scalar(Scalar::NumExperts);
     let off = b.ld_scalar(Scalar::LocalOffset);
     let l = b.ld_scalar(Scalar::LocalExperts);
@@ -121,7 +179,8 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
         let skip = b.new_label("skip");
         b.bra_unless(inside, &skip);
         check_weight(&mut b, weights, i, flags);
-        let (le, _, _) = local_expert(&mut b, experts, i, ne, off, l, flags);
+        let (le, e, _) = local_expert(&mut b, experts, i, ne, off, l, flags);
+        check_duplicate(&mut b, experts, i, e, top_k, flags);
         let none = b.setp_s32(Cmp::Lt, le, 0i32);
         b.bra_if(none, &skip);
         let a = b.mad_u32(le, 4u32, hist);
@@ -293,6 +352,7 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortScatter, target);
     let experts = b.ld_buffer(Buffer::RoutedExperts);
     let routes = b.ld_scalar(Scalar::NumRoutes);
+    let top_k = b.ld_scalar(Scalar::TopK);
     let ne = b.ld_scalar(Scalar::NumExperts);
     let off = b.ld_scalar(Scalar::LocalOffset);
     let l = b.ld_scalar(Scalar::LocalExperts);
@@ -327,6 +387,7 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
             st(Space::Global, Ty::U32),
             vec![Operand::addr(ia), e.into()],
         );
+        record_duplicate(&mut b, experts, i, e, top_k, flags);
         b.label(&skip);
         let a = b.mad_u32(j, 4u32, local);
         b.st_shared(Ty::U32, a, le);

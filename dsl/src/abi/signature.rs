@@ -127,6 +127,7 @@ pub const MOE_SORT_HISTOGRAM: &[Param] = &[
     buffer("experts", B::RoutedExperts, "i32 [tokens·top_k] global expert ids"),
     buffer("router_weights", B::RouterWeights, "f32 [tokens·top_k]: checked finite"),
     scalar("num_routes", S::NumRoutes, "tokens·top_k"),
+    scalar("top_k", S::TopK, "routes per token: a token's slots must name distinct experts"),
     scalar("num_experts", S::NumExperts, "experts in the model"),
     scalar("local_offset", S::LocalOffset, "first local expert"),
     scalar("local_experts", S::LocalExperts, "L"),
@@ -135,7 +136,7 @@ pub const MOE_SORT_HISTOGRAM: &[Param] = &[
         B::SortBlockCounts,
         "i32 [ceil(routes/1024) · L] scratch: counts, then bases",
     ),
-    buffer("error_flags", B::ErrorFlags, "u32 [4]: the error record (abi::error_record)"),
+    buffer("error_flags", B::ErrorFlags, "u32 [7]: the error record (abi::error_record)"),
 ];
 
 /// The routing sort's second pass (one block).
@@ -154,13 +155,14 @@ pub const MOE_SORT_OFFSETS: &[Param] = &[
     ),
     buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1] out"),
     buffer("total_num_padded_tokens", B::TotalNumPaddedTokens, "i32 [1] out"),
-    buffer("error_flags", B::ErrorFlags, "u32 [4]: the error record (abi::error_record)"),
+    buffer("error_flags", B::ErrorFlags, "u32 [7]: the error record (abi::error_record)"),
 ];
 
 /// The routing sort's third pass.
 pub const MOE_SORT_SCATTER: &[Param] = &[
     buffer("experts", B::RoutedExperts, "i32 [tokens·top_k] global expert ids"),
     scalar("num_routes", S::NumRoutes, "tokens·top_k"),
+    scalar("top_k", S::TopK, "routes per token: a token's slots must name distinct experts"),
     scalar("num_experts", S::NumExperts, "experts in the model"),
     scalar("local_offset", S::LocalOffset, "first local expert"),
     scalar("local_experts", S::LocalExperts, "L"),
@@ -176,7 +178,7 @@ pub const MOE_SORT_SCATTER: &[Param] = &[
         "i32 [max_tiles·T] out (valid rows)",
     ),
     scalar("max_permuted_rows", S::MaxPermutedRows, "max_tiles·T: rows past it are never written"),
-    buffer("error_flags", B::ErrorFlags, "u32 [4]: the error record (abi::error_record)"),
+    buffer("error_flags", B::ErrorFlags, "u32 [7]: the error record (abi::error_record)"),
 ];
 
 /// bf16 activations → NVFP4 with linear scales.

@@ -35,6 +35,7 @@ pub fn oracle_moe<T: Copy + Into<f32> + Sync>(
             });
         }
     }
+    crate::routing::check_distinct_experts(&routing.experts, k)?;
     crate::routing::check_router_weights(&routing.weights, k)?;
     let f = |v: T| f64::from(v.into());
     // Tokens are independent: one output row each, on every core.
