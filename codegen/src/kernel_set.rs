@@ -5,8 +5,8 @@ use moegen_dsl::abi::{
     CorpusKernel, KernelId, LaunchFacts, Param, SimtFamily, SimtTarget, launch_facts, params,
 };
 use moegen_dsl::{
-    ActivationFormat, Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDesc,
-    KernelDescBuilder, MoeTactic, SwigluInput, Target,
+    ActivationFormat, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, GemmKind, GemmTactic,
+    KernelDesc, KernelDescBuilder, MoeTactic, SwigluInput, Target,
 };
 
 use crate::kernels::{
@@ -161,23 +161,29 @@ pub struct Sm90Gemms {
     pub activations: Vec<ActivationFormat>,
     /// Whole-layer Hopper tactics whose GEMMs are generated.
     pub tactics: Vec<MoeTactic>,
+    /// Epilogue functions, each generated for every tactic and activation format (GEMM1 per
+    /// activation and GEMM1 bias, GEMM2 per GEMM2 bias).
+    pub epilogues: Vec<EpilogueSpec>,
 }
 
 impl Sm90Gemms {
     /// What generated/ holds: NVFP4 weights with both activation formats for all 24
-    /// tactics, and MXFP4 weights with bf16 (A16) and FP8 (A8) activations for the tactics
-    /// of [`sm90_mxfp4_tactics`] (docs/hopper.md, "What ships").
+    /// tactics with plain SwiGLU, and MXFP4 weights with bf16 (A16) and FP8 (A8) activations
+    /// for the tactics of [`sm90_mxfp4_tactics`], with plain SwiGLU and with gpt-oss's
+    /// epilogue (clamped SwiGLU, both biases) (docs/hopper.md, "What ships").
     pub fn default_set() -> Vec<Sm90Gemms> {
         vec![
             Sm90Gemms {
                 format: WeightFormat::Nvfp4,
                 activations: vec![ActivationFormat::Bf16, ActivationFormat::Nvfp4],
                 tactics: moegen_dsl::sm90_tactics(),
+                epilogues: vec![EpilogueSpec::PLAIN],
             },
             Sm90Gemms {
                 format: WeightFormat::Mxfp4,
                 activations: vec![ActivationFormat::Bf16, ActivationFormat::Fp8],
                 tactics: sm90_mxfp4_tactics(),
+                epilogues: vec![EpilogueSpec::PLAIN, EpilogueSpec::GPT_OSS],
             },
         ]
     }
@@ -258,6 +264,7 @@ fn descs_of(
     format: WeightFormat,
     activations: ActivationFormat,
     recipes: &[EpilogueRecipe],
+    epilogue: EpilogueSpec,
 ) -> Result<Vec<KernelDesc>, GenerateError> {
     let variants: Vec<(FinalizeMode, Option<EpilogueRecipe>)> = match g.kind() {
         GemmKind::Gemm1 => {
@@ -272,8 +279,12 @@ fn descs_of(
             b = b.activations(activations);
         }
         b = match (g.kind(), recipe) {
-            (GemmKind::Gemm1, Some(r)) => b.swiglu_input(spec.swiglu_input).recipe(r),
-            _ => b.finalize(mode),
+            (GemmKind::Gemm1, Some(r)) => b
+                .swiglu_input(spec.swiglu_input)
+                .recipe(r)
+                .activation(epilogue.activation)
+                .bias(epilogue.gemm1_bias),
+            _ => b.finalize(mode).bias(epilogue.gemm2_bias),
         };
         if let Some(d) = spec.depths.iter().find(|d| d.gemm == *g) {
             b = b.depths(d.ab_stages, d.acc_stages);
@@ -308,6 +319,7 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
                 spec.format,
                 ActivationFormat::default(),
                 &recipes,
+                EpilogueSpec::PLAIN,
             )?);
         }
     }
@@ -320,9 +332,11 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
             if a != ActivationFormat::Nvfp4 && spec.swiglu_input != SwigluInput::F32 {
                 continue;
             }
-            for t in &set.tactics {
-                for g in [t.gemm1(), t.gemm2()] {
-                    add(descs_of(spec, g, Target::Sm90a, set.format, a, &sm90_recipes)?);
+            for &e in &set.epilogues {
+                for t in &set.tactics {
+                    for g in [t.gemm1(), t.gemm2()] {
+                        add(descs_of(spec, g, Target::Sm90a, set.format, a, &sm90_recipes, e)?);
+                    }
                 }
             }
         }

@@ -95,6 +95,8 @@ pub fn entry(k: &crate::kernel_set::GeneratedKernel) -> ManifestEntry {
             options: serde_json::json!({
                 "format": key.format,
                 "swiglu_input": key.swiglu_input,
+                "activation": key.activation,
+                "bias": key.bias,
                 "finalize": key.finalize,
                 "raster": key.raster,
             }),

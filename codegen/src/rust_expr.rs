@@ -14,6 +14,7 @@ pub fn kernel_id(id: &KernelId) -> String {
              gemm: ::moegen_dsl::GemmKind::{:?}, tile: ::moegen_dsl::TileSize::{:?}, \
              mma_n: {}, cluster_n: {}, raster: ::moegen_dsl::Raster::{:?}, \
              format: {ABI}::WeightFormat::{:?}, swiglu_input: ::moegen_dsl::SwigluInput::{:?}, \
+             activation: ::moegen_dsl::Activation::{:?}, bias: {}, \
              recipe: ::moegen_dsl::EpilogueRecipe::{:?}, finalize: ::moegen_dsl::FinalizeMode::{:?}, \
              activations: ::moegen_dsl::ActivationFormat::{:?}, ab_stages: {}, acc_stages: {}, \
              planned_depths: {} }})",
@@ -25,6 +26,8 @@ pub fn kernel_id(id: &KernelId) -> String {
             k.raster,
             k.format,
             k.swiglu_input,
+            k.activation,
+            k.bias,
             k.recipe,
             k.finalize,
             k.activations,

@@ -99,3 +99,60 @@ fn overridden_depths_are_part_of_the_kernels_name() {
     // A key rebuilds the description it came from.
     assert_eq!(shallow.key().desc().unwrap(), shallow);
 }
+
+/// GEMM1's activation and both GEMMs' biases: on Hopper each changes the kernel, its name and
+/// its parameters (GemmKey round-trips through them); SM100 refuses each by name; GEMM2
+/// refuses an activation.
+#[test]
+fn activations_and_biases_change_hopper_kernels_and_are_refused_elsewhere() {
+    use moegen_dsl::abi::{Buffer, KernelId, ParamKind, params};
+    use moegen_dsl::{Activation, ActivationFormat as A};
+    let has = |key, b: Buffer| {
+        params(&KernelId::Gemm(key)).iter().any(|p| p.kind == ParamKind::Buffer(b))
+    };
+    for acts in [A::Bf16, A::Nvfp4, A::Fp8] {
+        let format = if acts == A::Fp8 { WeightFormat::Mxfp4 } else { WeightFormat::Nvfp4 };
+        for kind in [GemmKind::Gemm1, GemmKind::Gemm2] {
+            let t = GemmTactic::new_sm90(kind, 64, 128).unwrap();
+            let b =
+                || KernelDescBuilder::new(t).target(Target::Sm90a).format(format).activations(acts);
+            let base = b().build().unwrap();
+            let base_ptx = ptx(b()).unwrap();
+            let bias = b().bias(true).build().unwrap();
+            assert!(bias.key().name().ends_with("_bias"), "{}", bias.key().name());
+            assert_ne!(ptx(b().bias(true)).unwrap(), base_ptx, "{kind} {acts:?}: bias");
+            let buffer = match kind {
+                GemmKind::Gemm1 => Buffer::Gemm1Bias,
+                GemmKind::Gemm2 => Buffer::Gemm2Bias,
+            };
+            assert!(has(bias.key(), buffer) && !has(base.key(), buffer));
+            assert_eq!(bias.key().desc().unwrap(), bias);
+            match kind {
+                GemmKind::Gemm1 => {
+                    let mut seen = vec![base_ptx.clone()];
+                    for a in [Activation::SwigluClamped, Activation::GegluTanh] {
+                        let d = b().activation(a).build().unwrap();
+                        assert!(d.key().name().contains(a.tag()), "{}", d.key().name());
+                        assert_eq!(d.key().desc().unwrap(), d);
+                        assert_eq!(has(d.key(), Buffer::ActivationParams), a.has_params());
+                        let text = ptx(b().activation(a)).unwrap();
+                        assert!(!seen.contains(&text), "{a:?} changed nothing");
+                        seen.push(text);
+                    }
+                }
+                GemmKind::Gemm2 => {
+                    let e = b().activation(Activation::GegluTanh).build().unwrap_err();
+                    assert!(e.to_string().contains("activation"), "{e}");
+                }
+            }
+        }
+    }
+    let t = tactic(GemmKind::Gemm1, Raster::AlongN);
+    let e = KernelDescBuilder::new(t).activation(Activation::SwigluClamped).build().unwrap_err();
+    assert!(matches!(e, DescError::Unsupported { .. }) && e.to_string().contains("activations"));
+    for kind in [GemmKind::Gemm1, GemmKind::Gemm2] {
+        let e =
+            KernelDescBuilder::new(tactic(kind, Raster::AlongN)).bias(true).build().unwrap_err();
+        assert!(e.to_string().contains("biases"), "{e}");
+    }
+}

@@ -10,6 +10,8 @@
 pub mod fast;
 pub mod mufu;
 
+use crate::options::Activation;
+
 /// log2(e) rounded to f32.
 pub const LOG2E: f32 = f32::from_bits(0x3FB8_AA3B);
 /// High part of ln 2 (few enough bits that n · LN2_HI is exact for |n| < 256).
@@ -57,6 +59,96 @@ pub fn silu_f32(g: f32) -> f32 {
 /// SwiGLU of one (up, gate) pair already multiplied by α: up · silu(gate).
 pub fn swiglu_f32(up: f32, gate: f32) -> f32 {
     up * silu_f32(gate)
+}
+
+/// 2·√(2/π) rounded to f32: GeGLU's tanh approximation as a sigmoid,
+/// ½·(1 + tanh(y)) = σ(2y).
+pub const GELU_C1: f32 = f32::from_bits(0x3FCC_422A);
+/// [`GELU_C1`] · 0.044715 rounded to f32.
+pub const GELU_C2: f32 = f32::from_bits(0x3D92_2279);
+
+/// The per-expert parameters of [`Activation::SwigluClamped`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ActivationParams {
+    /// The sigmoid's slope (gpt-oss: 1.702).
+    pub alpha: f32,
+    /// Added to the clamped up value (gpt-oss: 1).
+    pub beta: f32,
+    /// gate ≤ limit, −limit ≤ up ≤ limit (gpt-oss: 7).
+    pub limit: f32,
+}
+
+impl ActivationParams {
+    /// gpt-oss's values.
+    pub const GPT_OSS: ActivationParams = ActivationParams { alpha: 1.702, beta: 1.0, limit: 7.0 };
+}
+
+/// GEMM1's pre-activation of one accumulator: `α1 ·rn acc` without a bias,
+/// `fma.rn(α1, acc, bias)` with one (one rounding).
+pub fn pre_activation(alpha1: f32, acc: f32, bias: Option<f32>) -> f32 {
+    match bias {
+        None => alpha1 * acc,
+        Some(b) => alpha1.mul_add(acc, b),
+    }
+}
+
+/// h of one (up, gate) pre-activation pair, IEEE operations only, in this order:
+/// - SwiGLU: [`swiglu_f32`].
+/// - SwigluClamped: `g = min(gate, limit)`, `u = min(max(up, −limit), limit)` (`min`/`max`
+///   return the other operand for a NaN one, as PTX's do), `z = α ·rn g`,
+///   `s = g / (1 +rn exp_f32(−z))` (div.rn), `h = (u +rn β) ·rn s`.
+/// - GegluTanh: `t = g ·rn fma(GELU_C2, g ·rn g, GELU_C1)`, `s = g / (1 +rn exp_f32(−t))`,
+///   `h = up ·rn s`.
+///
+/// `params` is read by SwigluClamped only.
+pub fn activation_exact(kind: Activation, params: &ActivationParams, up: f32, gate: f32) -> f32 {
+    match kind {
+        Activation::Swiglu => swiglu_f32(up, gate),
+        Activation::SwigluClamped => {
+            let g = ptx_min(gate, params.limit);
+            let u = ptx_min(ptx_max(up, -params.limit), params.limit);
+            let z = params.alpha * g;
+            let s = g / (1.0 + exp_f32(-z));
+            (u + params.beta) * s
+        }
+        Activation::GegluTanh => {
+            let t = gate * GELU_C2.mul_add(gate * gate, GELU_C1);
+            let s = gate / (1.0 + exp_f32(-t));
+            up * s
+        }
+    }
+}
+
+/// `min.f32`: a NaN operand gives the other one; −0 < +0.
+pub fn ptx_min(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        return b;
+    }
+    if b.is_nan() || a < b || (a == b && a.is_sign_negative()) {
+        return a;
+    }
+    b
+}
+
+/// `max.f32`: a NaN operand gives the other one; −0 < +0.
+pub fn ptx_max(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        return b;
+    }
+    if b.is_nan() || a > b || (a == b && b.is_sign_negative()) {
+        return a;
+    }
+    b
+}
+
+/// GEMM2's value of one accumulator before its bf16 rounding: `acc ·rn (α2 ·rn w)` without
+/// a bias; `fma.rn(acc, α2, bias) ·rn w` with one (the bias is the expert's output's, so it
+/// is added before the router weight scales the row).
+pub fn gemm2_value(acc: f32, alpha2: f32, router_weight: f32, bias: Option<f32>) -> f32 {
+    match bias {
+        None => acc * (alpha2 * router_weight),
+        Some(b) => acc.mul_add(alpha2, b) * router_weight,
+    }
 }
 
 /// Rounds to the nearest bf16 (ties to even) and back, as `cvt.rn.bf16.f32` then widening.

@@ -2,7 +2,9 @@
 //! kernel it is looking at (the description, codegen's layouts, the ABI, the runtime's
 //! lookup) reads it from the key instead of keeping its own copy.
 
-use crate::options::{ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, WeightFormat};
+use crate::options::{
+    Activation, ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, WeightFormat,
+};
 use crate::tactic::{Arch, GemmKind, GemmTactic, Raster, TacticError, TileSize};
 use crate::target::Target;
 
@@ -28,6 +30,11 @@ pub struct GemmKey {
     pub format: WeightFormat,
     /// SwiGLU input precision (GEMM1; the default for GEMM2).
     pub swiglu_input: SwigluInput,
+    /// GEMM1's activation function (the default for GEMM2).
+    pub activation: Activation,
+    /// A per-expert bias: GEMM1's (f32 [L, 2I], added to the pre-activations) or GEMM2's
+    /// (f32 [L, H], added before the router weight scales the row).
+    pub bias: bool,
     /// Epilogue recipe (GEMM1; the target's default for GEMM2).
     pub recipe: EpilogueRecipe,
     /// Finalize mode (GEMM2; the default for GEMM1).
@@ -98,6 +105,13 @@ impl GemmKey {
         }
         if self.finalize == FinalizeMode::Deterministic {
             s.push_str("_det");
+        }
+        if self.activation != Activation::Swiglu {
+            s.push('_');
+            s.push_str(self.activation.tag());
+        }
+        if self.bias {
+            s.push_str("_bias");
         }
         if self.swiglu_input == SwigluInput::Bf16 {
             s.push_str("_bf16glu");

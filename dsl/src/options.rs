@@ -1,5 +1,6 @@
 //! The option enums a GEMM kernel's identity is made of: the weight format, what the
-//! activations are, the SwiGLU input precision, the epilogue recipe and the finalize mode.
+//! activations are, GEMM1's activation function and its input precision, the epilogue recipe
+//! and the finalize mode.
 //!
 //! A leaf: nothing here imports from (or links into) the rest of the crate, so the identity
 //! (`gemm_key`), the descriptions (`kernel_desc`), the ABI and the CPU reference can all name
@@ -84,6 +85,87 @@ impl ActivationFormat {
             _ => 64,
         }
     }
+}
+
+/// The function GEMM1's epilogue turns each (up, gate) pair of pre-activations into one
+/// value of h (`epilogue_math::activation_exact` defines each operation by operation). The
+/// per-expert parameters of [`Activation::SwigluClamped`] are runtime data (a buffer), not
+/// part of a kernel's identity.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub enum Activation {
+    /// SwiGLU: h = up · silu(gate) (default).
+    #[default]
+    Swiglu,
+    /// SwiGLU with per-expert (α, β, limit), FlashInfer's parameterisation (gpt-oss: α 1.702,
+    /// β 1, limit 7): gate = min(gate, limit), up = clamp(up, −limit, limit),
+    /// h = gate · σ(α·gate) · (up + β).
+    SwigluClamped,
+    /// GeGLU with the tanh approximation: h = up · gelu_tanh(gate), gelu_tanh(g) =
+    /// g · σ(2·√(2/π)·(g + 0.044715·g³)).
+    GegluTanh,
+}
+
+impl Activation {
+    /// Every activation.
+    pub const ALL: [Activation; 3] =
+        [Activation::Swiglu, Activation::SwigluClamped, Activation::GegluTanh];
+    /// Short tag used in kernel names and keys: `swiglu`, `swiglu_clamped`, `geglu_tanh`.
+    pub const fn tag(self) -> &'static str {
+        match self {
+            Activation::Swiglu => "swiglu",
+            Activation::SwigluClamped => "swiglu_clamped",
+            Activation::GegluTanh => "geglu_tanh",
+        }
+    }
+    /// Whether the activation reads per-expert parameters (α, β, limit).
+    pub const fn has_params(self) -> bool {
+        matches!(self, Activation::SwigluClamped)
+    }
+}
+
+/// A layer's epilogue functions: GEMM1's activation and which GEMMs add a per-expert bias.
+/// Each GEMM kernel carries its part in its key (`GemmKey::activation`, `GemmKey::bias`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct EpilogueSpec {
+    /// GEMM1's activation.
+    pub activation: Activation,
+    /// GEMM1 adds a per-expert bias to its pre-activations.
+    pub gemm1_bias: bool,
+    /// GEMM2 adds a per-expert bias before the router weight.
+    pub gemm2_bias: bool,
+}
+
+impl EpilogueSpec {
+    /// Plain SwiGLU, no biases (the default).
+    pub const PLAIN: EpilogueSpec =
+        EpilogueSpec { activation: Activation::Swiglu, gemm1_bias: false, gemm2_bias: false };
+    /// gpt-oss: clamped SwiGLU (α, β, limit per expert) and both biases.
+    pub const GPT_OSS: EpilogueSpec =
+        EpilogueSpec { activation: Activation::SwigluClamped, gemm1_bias: true, gemm2_bias: true };
 }
 
 /// Whether SwiGLU sees α·acc in f32 or rounded to bf16 first (TRT-LLM PR 17409 found the

@@ -12,7 +12,7 @@
 #[rustfmt::skip]
 pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n128_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"),
@@ -20,7 +20,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_exact.ptx"),
@@ -28,7 +28,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1.ptx"),
@@ -36,7 +36,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det.ptx"),
@@ -44,7 +44,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2.ptx"),
@@ -52,7 +52,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det.ptx"),
@@ -60,7 +60,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1.ptx"),
@@ -68,7 +68,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det.ptx"),
@@ -76,7 +76,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2.ptx"),
@@ -84,7 +84,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det.ptx"),
@@ -92,7 +92,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n256_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1.ptx"),
@@ -100,7 +100,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n256_c1x1_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1_exact.ptx"),
@@ -108,7 +108,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n128_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1.ptx"),
@@ -116,7 +116,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n128_c2x1_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1_exact.ptx"),
@@ -124,7 +124,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1.ptx"),
@@ -132,7 +132,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det.ptx"),
@@ -140,7 +140,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2.ptx"),
@@ -148,7 +148,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det.ptx"),
@@ -156,7 +156,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1.ptx"),
@@ -164,7 +164,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det.ptx"),
@@ -172,7 +172,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2.ptx"),
@@ -180,7 +180,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det.ptx"),
@@ -188,7 +188,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n256_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1.ptx"),
@@ -196,7 +196,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n256_c2x1_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1_exact.ptx"),
@@ -250,7 +250,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
 #[rustfmt::skip]
 pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16.ptx"),
@@ -258,7 +258,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16.ptx"),
@@ -266,7 +266,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
@@ -274,7 +274,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16.ptx"),
@@ -282,7 +282,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
@@ -290,7 +290,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16.ptx"),
@@ -298,7 +298,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16_det.ptx"),
@@ -306,7 +306,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a16.ptx"),
@@ -314,7 +314,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a16.ptx"),
@@ -322,7 +322,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16.ptx"),
@@ -330,7 +330,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
@@ -338,7 +338,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16.ptx"),
@@ -346,7 +346,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
@@ -354,7 +354,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16.ptx"),
@@ -362,7 +362,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16_det.ptx"),
@@ -370,7 +370,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a16.ptx"),
@@ -378,7 +378,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a16.ptx"),
@@ -386,7 +386,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16.ptx"),
@@ -394,7 +394,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
@@ -402,7 +402,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16.ptx"),
@@ -410,7 +410,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
@@ -418,7 +418,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16.ptx"),
@@ -426,7 +426,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16_det.ptx"),
@@ -434,7 +434,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a16.ptx"),
@@ -442,7 +442,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16.ptx"),
@@ -450,7 +450,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16.ptx"),
@@ -458,7 +458,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
@@ -466,7 +466,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16.ptx"),
@@ -474,7 +474,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
@@ -482,7 +482,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16.ptx"),
@@ -490,7 +490,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16_det.ptx"),
@@ -498,7 +498,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a16.ptx"),
@@ -506,7 +506,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4.ptx"),
@@ -514,7 +514,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4.ptx"),
@@ -522,7 +522,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_det.ptx"),
@@ -530,7 +530,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4.ptx"),
@@ -538,7 +538,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det.ptx"),
@@ -546,7 +546,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4.ptx"),
@@ -554,7 +554,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4_det.ptx"),
@@ -562,7 +562,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a4.ptx"),
@@ -570,7 +570,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a4.ptx"),
@@ -578,7 +578,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4.ptx"),
@@ -586,7 +586,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det.ptx"),
@@ -594,7 +594,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4.ptx"),
@@ -602,7 +602,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4_det.ptx"),
@@ -610,7 +610,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4.ptx"),
@@ -618,7 +618,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4_det.ptx"),
@@ -626,7 +626,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a4.ptx"),
@@ -634,7 +634,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a4.ptx"),
@@ -642,7 +642,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4.ptx"),
@@ -650,7 +650,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4_det.ptx"),
@@ -658,7 +658,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4.ptx"),
@@ -666,7 +666,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4_det.ptx"),
@@ -674,7 +674,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4.ptx"),
@@ -682,7 +682,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4_det.ptx"),
@@ -690,7 +690,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a4.ptx"),
@@ -698,7 +698,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4.ptx"),
@@ -706,7 +706,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4.ptx"),
@@ -714,7 +714,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4_det.ptx"),
@@ -722,7 +722,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4.ptx"),
@@ -730,7 +730,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4_det.ptx"),
@@ -738,7 +738,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4.ptx"),
@@ -746,7 +746,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4_det.ptx"),
@@ -754,7 +754,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a4.ptx"),
@@ -762,7 +762,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16.ptx"),
@@ -770,7 +770,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16.ptx"),
@@ -778,7 +778,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
@@ -786,7 +786,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16.ptx"),
@@ -794,7 +794,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16.ptx"),
@@ -802,7 +802,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
@@ -810,7 +810,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16.ptx"),
@@ -818,7 +818,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16.ptx"),
@@ -826,7 +826,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
@@ -834,7 +834,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16.ptx"),
@@ -842,7 +842,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16.ptx"),
@@ -850,7 +850,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
@@ -858,7 +858,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16.ptx"),
@@ -866,7 +866,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16.ptx"),
@@ -874,7 +874,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
@@ -882,7 +882,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16.ptx"),
@@ -890,7 +890,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16.ptx"),
@@ -898,7 +898,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
@@ -906,7 +906,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16.ptx"),
@@ -914,7 +914,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16.ptx"),
@@ -922,7 +922,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
@@ -930,7 +930,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16.ptx"),
@@ -938,7 +938,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16.ptx"),
@@ -946,7 +946,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
@@ -954,7 +954,199 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8.ptx"),
@@ -962,7 +1154,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 70656, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8.ptx"),
@@ -970,7 +1162,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det.ptx"),
@@ -978,7 +1170,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8.ptx"),
@@ -986,7 +1178,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219136, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8.ptx"),
@@ -994,7 +1186,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72704, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det.ptx"),
@@ -1002,7 +1194,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72704, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8.ptx"),
@@ -1010,7 +1202,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 71680, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8.ptx"),
@@ -1018,7 +1210,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det.ptx"),
@@ -1026,7 +1218,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8.ptx"),
@@ -1034,7 +1226,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 224256, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8.ptx"),
@@ -1042,7 +1234,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 75776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det.ptx"),
@@ -1050,7 +1242,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 75776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8.ptx"),
@@ -1058,7 +1250,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 113664, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8.ptx"),
@@ -1066,7 +1258,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det.ptx"),
@@ -1074,7 +1266,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8.ptx"),
@@ -1082,7 +1274,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8.ptx"),
@@ -1090,7 +1282,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det.ptx"),
@@ -1098,7 +1290,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8.ptx"),
@@ -1106,7 +1298,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8.ptx"),
@@ -1114,7 +1306,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 103424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det.ptx"),
@@ -1122,7 +1314,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 103424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8.ptx"),
@@ -1130,7 +1322,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 202752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8.ptx"),
@@ -1138,11 +1330,203 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 70656, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219136, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72704, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72704, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 71680, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 224256, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 75776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 75776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 113664, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 103424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 103424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 202752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use half::bf16;
+use moegen_dsl::epilogue_math::ActivationParams;
 use moegen_dsl::formats::{
     MxScaleRule, block_amax, e2m1_to_f32, e4m3_to_f32, nvfp4_global_scale, quantize_mxfp4,
     quantize_nvfp4, ue8m0_to_f32,
 };
-use moegen_dsl::{ActivationFormat, FinalizeMode, SwigluInput, TileSize};
+use moegen_dsl::{Activation, ActivationFormat, FinalizeMode, SwigluInput, TileSize};
 use moegen_runtime::RuntimeError;
 use moegen_runtime::checkpoint_files::{GptOssExperts, ModelOptNvfp4Experts, SafetensorsFiles};
 use moegen_runtime::reference::*;
@@ -342,8 +343,7 @@ fn gpt_oss_experts_run_the_layer_like_the_oracle() {
     let shape = shape();
     let loaded = GptOssExperts::load(&files, LAYER, &shape).unwrap();
     let tensors = loaded.tensors();
-    // The oracle from the test's own decoding of the file (biases: not part of moegen's
-    // layer yet, so not of the oracle either).
+    // The oracle from the test's own decoding of the file, first without the epilogue.
     let per_expert: Vec<_> = (2..5).map(|e| decode_gpt_oss(&t, e)).collect();
     let [up, gate, down] = stack(&per_expert);
     let b = batch(5);
@@ -379,6 +379,37 @@ fn gpt_oss_experts_run_the_layer_like_the_oracle() {
     );
     assert!(err16 < 0.01, "SM90 A16 vs oracle {err16}");
     assert!(err4 < 0.25 && err4q < 0.15, "SM100 A4 vs oracle {err4}, {err4q}");
+
+    // gpt-oss's own epilogue on Hopper: clamped SwiGLU and the file's biases, against the
+    // oracle given the biases as this test decodes them from the file.
+    let params = ActivationParams::GPT_OSS;
+    let ep = loaded.epilogue(&shape, params).unwrap();
+    let (mut b1, mut b2) = (Vec::new(), Vec::new());
+    for e in 2..5 {
+        let [bu, bg, bd] = decode_gpt_oss_biases(&t, e);
+        b1.extend(bu.iter().chain(&bg));
+        b2.extend(bd);
+    }
+    let own =
+        ExpertEpilogue::new(&shape, Activation::SwigluClamped, vec![params; 3], Some(b1), Some(b2))
+            .unwrap();
+    assert_eq!(ep, own, "the loader's epilogue is the file's biases, de-interleaved");
+    let oracle_ep = oracle_moe_epilogue(&shape, &b.x, &up, &gate, &down, &b.routing, &own).unwrap();
+    assert!(relative_l2_error(&oracle_ep, &oracle) > 0.05, "the epilogue matters here");
+    let w = w.with_epilogue(&shape, ep).unwrap();
+    let run = moe_reference_sm90(
+        &shape,
+        &xb,
+        gs_x,
+        &w,
+        &b.routing,
+        TileSize::T64,
+        SwigluInput::F32,
+        FinalizeMode::Deterministic,
+    )
+    .unwrap();
+    let err_ep = relative_l2_error(&to_f64(&run.output), &oracle_ep);
+    assert!(err_ep < 0.01, "SM90 A16 with gpt-oss's epilogue vs oracle {err_ep}");
 }
 
 fn gpt_err(test: &str, t: &Tensors, shape: &MoeShape) -> RuntimeError {

@@ -58,15 +58,21 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     }
     // Hopper: every tactic's GEMMs for NVFP4 weights with both activation formats, and the
     // MXFP4 subset with bf16 activations; each GEMM2 in both finalize modes.
-    let hopper = |format: &str, act: &str, t: &moegen_dsl::MoeTactic| {
+    let hopper_with = |format: &str, act: &str, t: &moegen_dsl::MoeTactic, g1: &str, g2: &str| {
         for g in [t.gemm1(), t.gemm2()] {
             let [m, n] = g.mma_tiler();
-            let name = format!("moegen_sm90_{format}_{}_t{m}_n{n}_c1x1_{act}", g.kind());
+            let suffix = if g.kind() == moegen_dsl::GemmKind::Gemm1 { g1 } else { g2 };
+            let base = format!("moegen_sm90_{format}_{}_t{m}_n{n}_c1x1_{act}", g.kind());
+            let name = format!("{base}{suffix}");
             assert!(names.contains(name.as_str()), "{name} missing");
             if g.kind() == moegen_dsl::GemmKind::Gemm2 {
-                assert!(names.contains(format!("{name}_det").as_str()), "{name}_det missing");
+                let det = format!("{base}_det{suffix}");
+                assert!(names.contains(det.as_str()), "{det} missing");
             }
         }
+    };
+    let hopper = |format: &str, act: &str, t: &moegen_dsl::MoeTactic| {
+        hopper_with(format, act, t, "", "");
     };
     for t in moegen_dsl::sm90_tactics() {
         hopper("nvfp4", "a16", &t);
@@ -75,12 +81,15 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     let mx = moegen_codegen::kernel_set::sm90_mxfp4_tactics();
     assert_eq!(mx.len(), 8, "two MXFP4 tactics per tile size (N 256/128 and 128/64)");
     for t in &mx {
-        hopper("mxfp4", "a16", t);
-        hopper("mxfp4", "a8", t);
+        for act in ["a16", "a8"] {
+            hopper("mxfp4", act, t);
+            // gpt-oss's epilogue: clamped SwiGLU and both biases.
+            hopper_with("mxfp4", act, t, "_swiglu_clamped_bias", "_bias");
+        }
     }
-    // MXFP4, A16 and A8 each: 8 GEMM1 (4 tiles × N 128, 256) and 8 GEMM2 (4 tiles × N 64,
-    // 128) × 2 modes.
-    let sm90_gemms = 2 * (8 + 12 * 2) + 2 * (8 + 8 * 2);
+    // MXFP4, A16 and A8 each, plain and with gpt-oss's epilogue: 8 GEMM1 (4 tiles × N 128,
+    // 256) and 8 GEMM2 (4 tiles × N 64, 128) × 2 modes.
+    let sm90_gemms = 2 * (8 + 12 * 2) + 2 * 2 * (8 + 8 * 2);
     assert_eq!(names.len(), 4 + 4 + 8 + 8 + 10 + 1 + 2 + 7 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]

@@ -6,17 +6,20 @@
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{MxScaleRule, block_amax, nvfp4_global_scale, quantize_mxfp4};
-use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, MoeTactic, SwigluInput, TileSize};
+use moegen_dsl::{
+    ActivationFormat, Arch, EpilogueSpec, FinalizeMode, MoeTactic, SwigluInput, TileSize,
+};
 use moegen_runtime::backend::{Backend, BackendError, DevicePtr};
 use moegen_runtime::layer::{
     DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerError,
     LayerWeights, MoeLayer, Workspace, WorkspaceSpec, arch_of,
 };
 use moegen_runtime::reference::{
-    CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights, Routing,
-    Sm90A8Weights, Sm90Weights, finalize, gemm1_reference, gemm2_contributions, oracle_moe,
-    prepare_weights, quantize_activations, relative_l2_error, sm90_a8_gemm1_reference,
-    sm90_a8_gemm2_contributions, sm90_activations, sm90_gemm1_reference, sm90_gemm2_contributions,
+    CheckpointScales, ExpertEpilogue, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights,
+    Routing, Sm90A8Weights, Sm90Weights, finalize, gemm1_reference, gemm2_contributions,
+    oracle_moe_epilogue, prepare_weights, quantize_activations, relative_l2_error,
+    sm90_a8_gemm1_reference, sm90_a8_gemm2_contributions, sm90_activations, sm90_gemm1_reference,
+    sm90_gemm2_contributions,
 };
 use moegen_runtime::routing::moe_sort;
 
@@ -62,6 +65,8 @@ pub struct LayerCase {
     pub seed: u64,
     /// How routes spread over experts.
     pub routes: RoutePattern,
+    /// GEMM1's activation and the biases (Hopper; SM100 runs plain SwiGLU only).
+    pub epilogue: EpilogueSpec,
 }
 
 impl LayerCase {
@@ -88,8 +93,20 @@ impl LayerCase {
         } else {
             String::new()
         };
+        let e = &self.epilogue;
+        let ep = if *e == EpilogueSpec::PLAIN {
+            String::new()
+        } else {
+            let bias = |on: bool, tag: &'static str| if on { tag } else { "" };
+            format!(
+                " {}{}{}",
+                e.activation.tag(),
+                bias(e.gemm1_bias, "+b1"),
+                bias(e.gemm2_bias, "+b2")
+            )
+        };
         format!(
-            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}{planned}{r}",
+            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}{planned}{r}{ep}",
             s.hidden,
             s.intermediate,
             s.window.num_experts(),
@@ -216,20 +233,21 @@ fn setup(
     b: &mut dyn Backend,
     p: &Problem,
     max_tactics: Option<usize>,
+    kernels: &KernelSet,
 ) -> Result<Bench, LayerCheckError> {
     let c = &p.case;
     let arch = arch_of(b);
     let config = LayerConfig {
         finalize: c.finalize,
         activations: c.activations,
+        epilogue: c.epilogue,
         ..LayerConfig::new(c.shape)
     };
-    let kernels = KernelSet::builtin();
     if c.planned_tokens < c.tokens {
         return Err(LayerCheckError::PlannedTooFew { case: c.label() });
     }
     let planned = c.planned_tokens;
-    let mut tactics = MoeLayer::candidates(&config, &kernels, planned as u64, arch, c.format);
+    let mut tactics = MoeLayer::candidates(&config, kernels, planned as u64, arch, c.format);
     if tactics.is_empty() {
         return Err(LayerCheckError::NoTactic { case: c.label(), arch });
     }
@@ -248,7 +266,7 @@ fn setup(
     let dev = DeviceModel::for_layer(arch, c.activations).with_sms(b.sm_count());
     let table = DispatchTable::analytic(&c.shape, planned as u64, &tactics, &dev)
         .map_err(|e| layer_err(c, e))?;
-    let layer = MoeLayer::new(b, config, weights, &kernels, table).map_err(|e| layer_err(c, e))?;
+    let layer = MoeLayer::new(b, config, weights, kernels, table).map_err(|e| layer_err(c, e))?;
     let spec = WorkspaceSpec {
         max_tokens: planned,
         top_k: c.shape.top_k(),
@@ -303,7 +321,7 @@ pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck
     if c.finalize != FinalizeMode::Deterministic {
         return Err(LayerCheckError::NotDeterministic { case: c.label() });
     }
-    let s = setup(b, p, None)?;
+    let s = setup(b, p, None, &KernelSet::builtin())?;
     b.memset(s.out, 0xFF, s.out_bytes).map_err(|e| backend(c, e))?;
     let before = b.stats();
     let tactic = s.layer.forward(b, &s.ws, &s.io).map_err(|e| layer_err(c, e))?;
@@ -347,7 +365,18 @@ pub fn check_tactics(
     p: &Problem,
     max_tactics: Option<usize>,
 ) -> Result<Vec<TacticRow>, LayerCheckError> {
-    let bench = setup(b, p, max_tactics)?;
+    check_tactics_in(b, p, max_tactics, &KernelSet::builtin())
+}
+
+/// [`check_tactics`] with the kernels of `kernels` (a build script's or `moe_kernels!`'s set,
+/// or kernels a test generates).
+pub fn check_tactics_in(
+    b: &mut dyn Backend,
+    p: &Problem,
+    max_tactics: Option<usize>,
+    kernels: &KernelSet,
+) -> Result<Vec<TacticRow>, LayerCheckError> {
+    let bench = setup(b, p, max_tactics, kernels)?;
     let rows = run_tactics(b, p, &bench)?;
     bench.release(b, &p.case)?;
     Ok(rows)

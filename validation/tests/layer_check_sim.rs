@@ -3,7 +3,7 @@
 
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::{ActivationFormat, FinalizeMode, TileSize};
+use moegen_dsl::{ActivationFormat, EpilogueSpec, FinalizeMode, TileSize};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
@@ -46,6 +46,7 @@ fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
         finalize: FinalizeMode::Deterministic,
         seed: 9,
         routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::PLAIN,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::new().with_sm_count(4);
@@ -80,6 +81,7 @@ fn routing_edge_cases_match_the_reference() {
             finalize,
             seed: 4,
             routes,
+            epilogue: EpilogueSpec::PLAIN,
         };
         let p = problem(case).unwrap();
         let local = |e: &i32| (2..6).contains(e);
@@ -113,6 +115,7 @@ fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
         finalize: FinalizeMode::Deterministic,
         seed: 3,
         routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::PLAIN,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -154,6 +157,7 @@ fn hopper_a8_layer_tactics_match_the_reference_bit_for_bit() {
         finalize: FinalizeMode::Deterministic,
         seed: 17,
         routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::PLAIN,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -182,6 +186,7 @@ fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
         finalize: FinalizeMode::Deterministic,
         seed: 4,
         routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::PLAIN,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -217,6 +222,7 @@ fn a_layer_planned_for_a_larger_batch_runs_a_small_one_exactly() {
             finalize: FinalizeMode::Deterministic,
             seed: 16,
             routes: RoutePattern::Spread,
+            epilogue: EpilogueSpec::PLAIN,
         };
         let p = problem(case).unwrap();
         let mut sim = if sm100 { SimBackend::new() } else { SimBackend::hopper() }.with_sm_count(4);
@@ -251,6 +257,7 @@ fn a8_refuses_a16_uploads_and_more_than_32_slots() {
         finalize: FinalizeMode::Deterministic,
         seed: 4,
         routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::PLAIN,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper();
@@ -276,4 +283,147 @@ fn a8_refuses_a16_uploads_and_more_than_32_slots() {
             if matches!(**source, LayerError::Input(RuntimeError::UnsupportedActivations { what: "top_k", .. }))),
         "{e}"
     );
+}
+
+/// gpt-oss's epilogue (clamped SwiGLU with per-expert α, β, limit; GEMM1 and GEMM2 biases)
+/// on both MXFP4 variants, with partial last N blocks in both GEMMs (H 320, I 192): the layer
+/// equals its reference bit for bit, the reference is near the f64 oracle, and each part of
+/// the epilogue changes the output (a layer run without it is far from this oracle).
+#[test]
+fn gpt_oss_epilogue_matches_the_reference_bit_for_bit() {
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    for (activations, finalize, seed) in [
+        (ActivationFormat::Bf16, FinalizeMode::Deterministic, 31),
+        (ActivationFormat::Fp8, FinalizeMode::BulkReduceAdd, 32),
+    ] {
+        let case = LayerCase {
+            shape,
+            tokens: 19,
+            planned_tokens: 19,
+            activations,
+            format: WeightFormat::Mxfp4,
+            finalize,
+            seed,
+            routes: RoutePattern::Spread,
+            epilogue: EpilogueSpec::GPT_OSS,
+        };
+        let p = problem(case).unwrap();
+        let mut sim = SimBackend::hopper().with_sm_count(4);
+        let rows = check_tactics(&mut sim, &p, Some(2)).unwrap();
+        assert_eq!(rows.len(), 2);
+        // The oracle has the unquantized weights: MXFP4 alone costs ~20 % here. With the
+        // epilogue the reference stays as close to its oracle as the plain layer does to
+        // its own; a misplaced bias or parameter would not.
+        let plain = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
+        let mut sim = SimBackend::hopper().with_sm_count(4);
+        let plain_err = check_tactics(&mut sim, &plain, Some(1)).unwrap()[0].reference_vs_oracle;
+        for r in &rows {
+            assert_eq!(r.beyond_slack, 0, "{}: max ulp {}", r.tactic, r.max_ulp);
+            if finalize == FinalizeMode::Deterministic {
+                assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
+            }
+            assert!(
+                r.reference_vs_oracle < 1.2 * plain_err,
+                "{}: {} (plain {plain_err})",
+                r.tactic,
+                r.reference_vs_oracle
+            );
+        }
+        // Without the epilogue data the same weights give another layer.
+        for other in [
+            EpilogueSpec::PLAIN,
+            EpilogueSpec { gemm1_bias: false, ..EpilogueSpec::GPT_OSS },
+            EpilogueSpec { gemm2_bias: false, ..EpilogueSpec::GPT_OSS },
+            EpilogueSpec { activation: moegen_dsl::Activation::Swiglu, ..EpilogueSpec::GPT_OSS },
+        ] {
+            let q = problem(LayerCase { epilogue: other, ..case }).unwrap();
+            let diff = moegen_runtime::reference::relative_l2_error(&q.oracle, &p.oracle);
+            assert!(diff > 0.01, "{other:?}: {diff}");
+        }
+    }
+}
+
+/// The epilogues the built-in set does not ship (GeGLU, one bias without the other, the A4
+/// path with activation parameters), generated here as a build script would and run through
+/// the layer in the simulator: bit for bit the reference.
+#[test]
+fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
+    use moegen_codegen::kernel_set::gemm_kernel;
+    use moegen_dsl::abi::{KernelId, KernelInfo};
+    use moegen_dsl::{Activation, GemmKind, GemmTactic, KernelDescBuilder, Target};
+    use moegen_runtime::layer::KernelSet;
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let variants = [
+        (
+            ActivationFormat::Bf16,
+            EpilogueSpec { activation: Activation::GegluTanh, ..EpilogueSpec::PLAIN },
+        ),
+        (
+            ActivationFormat::Nvfp4,
+            EpilogueSpec {
+                activation: Activation::SwigluClamped,
+                gemm1_bias: true,
+                gemm2_bias: false,
+            },
+        ),
+        (ActivationFormat::Bf16, EpilogueSpec { gemm2_bias: true, ..EpilogueSpec::PLAIN }),
+    ];
+    for (i, (activations, spec)) in variants.into_iter().enumerate() {
+        let mut extra: Vec<&'static KernelInfo> = Vec::new();
+        for (kind, n) in [(GemmKind::Gemm1, 128), (GemmKind::Gemm2, 64)] {
+            let t = GemmTactic::new_sm90(kind, 16, n).unwrap();
+            let b = KernelDescBuilder::new(t)
+                .target(Target::Sm90a)
+                .format(WeightFormat::Nvfp4)
+                .activations(activations);
+            let b = match kind {
+                GemmKind::Gemm1 => b.activation(spec.activation).bias(spec.gemm1_bias),
+                GemmKind::Gemm2 => b.finalize(FinalizeMode::Deterministic).bias(spec.gemm2_bias),
+            };
+            let g = gemm_kernel(&b.build().unwrap()).unwrap();
+            let KernelId::Gemm(_) = g.id else { unreachable!() };
+            extra.push(Box::leak(Box::new(KernelInfo {
+                id: g.id,
+                name: Box::leak(g.name.into_boxed_str()),
+                ptx_target: "sm_90a",
+                ptx: Box::leak(g.ptx.into_boxed_str()),
+                params: g.params,
+                launch: g.launch,
+            })));
+        }
+        let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+        let case = LayerCase {
+            shape,
+            tokens: 23,
+            planned_tokens: 23,
+            activations,
+            format: WeightFormat::Nvfp4,
+            finalize: FinalizeMode::Deterministic,
+            seed: 40 + i as u64,
+            routes: RoutePattern::Spread,
+            epilogue: spec,
+        };
+        let p = problem(case).unwrap();
+        let mut sim = SimBackend::hopper().with_sm_count(4);
+        let rows =
+            moegen_validation::layer_check::check_tactics_in(&mut sim, &p, None, &set).unwrap();
+        // As near its oracle as the plain layer is to its own (the 4-bit weights' cost).
+        let plain = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
+        let r = plain.reference(moegen_dsl::Arch::Sm90, TileSize::T16).unwrap();
+        let r: Vec<f64> = r.iter().map(|v| f64::from(v.to_f32())).collect();
+        let plain_err = moegen_runtime::reference::relative_l2_error(&r, &plain.oracle);
+        // Only tactics of the generated kernels (a built-in partner for the GEMM whose
+        // epilogue is plain).
+        assert!(!rows.is_empty(), "{spec:?}");
+        for r in &rows {
+            let generated = ["gemm1_sm90_t16n128", "gemm2_sm90_t16n64"];
+            assert!(generated.iter().any(|g| r.tactic.contains(g)), "{}", r.tactic);
+            assert_eq!(r.identical, r.elements, "{spec:?} {}: max ulp {}", r.tactic, r.max_ulp);
+            assert!(
+                r.reference_vs_oracle < 1.2 * plain_err + 0.01,
+                "{spec:?}: {} (plain {plain_err})",
+                r.reference_vs_oracle
+            );
+        }
+    }
 }

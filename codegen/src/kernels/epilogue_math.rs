@@ -2,10 +2,12 @@
 //! NVFP4 block quantization of `moegen_dsl::formats`: the same operations in the same order,
 //! with explicit `.rn` so ptxas cannot contract a multiply and an add into an fma.
 
-use moegen_dsl::SwigluInput;
 use moegen_dsl::epilogue_math::fast::NEG_LOG2E;
-use moegen_dsl::epilogue_math::{EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, LOG2E};
+use moegen_dsl::epilogue_math::{
+    EXP_HI, EXP_LO, EXP_POLY, GELU_C1, GELU_C2, LN2_HI, LN2_LO, LOG2E,
+};
 use moegen_dsl::formats::RCP_E2M1_MAX;
+use moegen_dsl::{Activation, SwigluInput};
 
 use crate::ptx::ops::Cvt;
 use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, Rnd, Ty};
@@ -40,6 +42,89 @@ pub fn swiglu(b: &mut KernelBuilder, up: Reg, gate: Reg) -> Reg {
     let den = b.add_f32(1f32, e);
     let s = b.div_f32(gate, den);
     b.mul_f32(up, s)
+}
+
+/// The registers of one unit's activation parameters (α, β, limit), for activations that
+/// read them.
+#[derive(Clone, Copy, Debug)]
+pub struct ActivationRegs {
+    /// α.
+    pub alpha: Reg,
+    /// β.
+    pub beta: Reg,
+    /// limit.
+    pub limit: Reg,
+}
+
+/// `pre_activation`: `α1 ·rn acc`, or `fma.rn(α1, acc, bias)`.
+pub fn pre_activation(b: &mut KernelBuilder, alpha1: Reg, acc: Reg, bias: Option<Reg>) -> Reg {
+    match bias {
+        None => b.mul_f32(alpha1, acc),
+        Some(bias) => b.fma_f32(alpha1, acc, bias),
+    }
+}
+
+/// `activation_exact` of `kind` (`params` is needed by SwigluClamped only; its absence there
+/// is a build error).
+pub fn activation(
+    b: &mut KernelBuilder,
+    kind: Activation,
+    params: Option<&ActivationRegs>,
+    up: Reg,
+    gate: Reg,
+) -> Reg {
+    match (kind, params) {
+        (Activation::Swiglu, _) => swiglu(b, up, gate),
+        (Activation::SwigluClamped, Some(p)) => {
+            let g = b.min_f32(gate, p.limit);
+            let nl = b.neg_f32(p.limit);
+            let u = b.max_f32(up, nl);
+            let u = b.min_f32(u, p.limit);
+            let z = b.mul_f32(p.alpha, g);
+            let s = sigmoid_times(b, g, z);
+            let ub = b.add_f32(u, p.beta);
+            b.mul_f32(ub, s)
+        }
+        (Activation::SwigluClamped, None) => {
+            let kernel = b.name.clone();
+            b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "activation parameters" });
+            up
+        }
+        (Activation::GegluTanh, _) => {
+            let g2 = b.mul_f32(gate, gate);
+            let p = b.fma_f32(GELU_C2, g2, GELU_C1);
+            let t = b.mul_f32(gate, p);
+            let s = sigmoid_times(b, gate, t);
+            b.mul_f32(up, s)
+        }
+    }
+}
+
+/// `x / (1 +rn exp_f32(−z))` (div.rn): x · σ(z).
+fn sigmoid_times(b: &mut KernelBuilder, x: Reg, z: Reg) -> Reg {
+    let nz = b.neg_f32(z);
+    let e = exp_f32(b, nz);
+    let den = b.add_f32(1f32, e);
+    b.div_f32(x, den)
+}
+
+/// `gemm2_value`: `acc ·rn scale` with `scale = α2 ·rn w` computed by the caller, or
+/// `fma.rn(acc, α2, bias) ·rn w`.
+pub fn gemm2_value(
+    b: &mut KernelBuilder,
+    acc: Reg,
+    alpha2: Reg,
+    weight: Reg,
+    scale: Reg,
+    bias: Option<Reg>,
+) -> Reg {
+    match bias {
+        None => b.mul_f32(acc, scale),
+        Some(bias) => {
+            let y = b.fma_f32(acc, alpha2, bias);
+            b.mul_f32(y, weight)
+        }
+    }
 }
 
 /// Rounds an f32 to bf16 and back (`cvt.rn.bf16.f32`, then widening).

@@ -43,23 +43,47 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
     use signature as s;
     match id {
         KernelId::Gemm(k) if k.target.arch() == Arch::Sm90 => match (k.gemm, k.finalize) {
-            (GemmKind::Gemm1, _) => match k.activations {
-                ActivationFormat::Bf16 => ("SM90_GEMM1_A16", s::SM90_GEMM1_A16),
-                ActivationFormat::Nvfp4 => ("SM90_GEMM1_A4", s::SM90_GEMM1_A4),
-                ActivationFormat::Fp8 => ("SM90_GEMM1_A8", s::SM90_GEMM1_A8),
-            },
-            (GemmKind::Gemm2, finalize) => match (k.activations, finalize) {
-                (ActivationFormat::Fp8, FinalizeMode::BulkReduceAdd) => {
-                    ("SM90_GEMM2_A8", s::SM90_GEMM2_A8)
+            (GemmKind::Gemm1, _) => {
+                use ActivationFormat as A;
+                match (k.activations, k.activation.has_params(), k.bias) {
+                    (A::Bf16, false, false) => ("SM90_GEMM1_A16", s::SM90_GEMM1_A16),
+                    (A::Bf16, true, false) => ("SM90_GEMM1_A16_ACT", s::SM90_GEMM1_A16_ACT),
+                    (A::Bf16, false, true) => ("SM90_GEMM1_A16_BIAS", s::SM90_GEMM1_A16_BIAS),
+                    (A::Bf16, true, true) => {
+                        ("SM90_GEMM1_A16_ACT_BIAS", s::SM90_GEMM1_A16_ACT_BIAS)
+                    }
+                    (A::Nvfp4, false, false) => ("SM90_GEMM1_A4", s::SM90_GEMM1_A4),
+                    (A::Nvfp4, true, false) => ("SM90_GEMM1_A4_ACT", s::SM90_GEMM1_A4_ACT),
+                    (A::Nvfp4, false, true) => ("SM90_GEMM1_A4_BIAS", s::SM90_GEMM1_A4_BIAS),
+                    (A::Nvfp4, true, true) => ("SM90_GEMM1_A4_ACT_BIAS", s::SM90_GEMM1_A4_ACT_BIAS),
+                    (A::Fp8, false, false) => ("SM90_GEMM1_A8", s::SM90_GEMM1_A8),
+                    (A::Fp8, true, false) => ("SM90_GEMM1_A8_ACT", s::SM90_GEMM1_A8_ACT),
+                    (A::Fp8, false, true) => ("SM90_GEMM1_A8_BIAS", s::SM90_GEMM1_A8_BIAS),
+                    (A::Fp8, true, true) => ("SM90_GEMM1_A8_ACT_BIAS", s::SM90_GEMM1_A8_ACT_BIAS),
                 }
-                (ActivationFormat::Fp8, FinalizeMode::Deterministic) => {
-                    ("SM90_GEMM2_A8_DETERMINISTIC", s::SM90_GEMM2_A8_DETERMINISTIC)
+            }
+            (GemmKind::Gemm2, finalize) => {
+                use FinalizeMode as F;
+                let a8 = k.activations == ActivationFormat::Fp8;
+                match (a8, finalize, k.bias) {
+                    (true, F::BulkReduceAdd, false) => ("SM90_GEMM2_A8", s::SM90_GEMM2_A8),
+                    (true, F::BulkReduceAdd, true) => ("SM90_GEMM2_A8_BIAS", s::SM90_GEMM2_A8_BIAS),
+                    (true, F::Deterministic, false) => {
+                        ("SM90_GEMM2_A8_DETERMINISTIC", s::SM90_GEMM2_A8_DETERMINISTIC)
+                    }
+                    (true, F::Deterministic, true) => {
+                        ("SM90_GEMM2_A8_DETERMINISTIC_BIAS", s::SM90_GEMM2_A8_DETERMINISTIC_BIAS)
+                    }
+                    (false, F::BulkReduceAdd, false) => ("SM90_GEMM2", s::SM90_GEMM2),
+                    (false, F::BulkReduceAdd, true) => ("SM90_GEMM2_BIAS", s::SM90_GEMM2_BIAS),
+                    (false, F::Deterministic, false) => {
+                        ("SM90_GEMM2_DETERMINISTIC", s::SM90_GEMM2_DETERMINISTIC)
+                    }
+                    (false, F::Deterministic, true) => {
+                        ("SM90_GEMM2_DETERMINISTIC_BIAS", s::SM90_GEMM2_DETERMINISTIC_BIAS)
+                    }
                 }
-                (_, FinalizeMode::BulkReduceAdd) => ("SM90_GEMM2", s::SM90_GEMM2),
-                (_, FinalizeMode::Deterministic) => {
-                    ("SM90_GEMM2_DETERMINISTIC", s::SM90_GEMM2_DETERMINISTIC)
-                }
-            },
+            }
         },
         KernelId::Gemm(k) => match (k.gemm, k.finalize) {
             (GemmKind::Gemm1, _) => ("GEMM1", s::GEMM1),

@@ -143,6 +143,13 @@ pub enum Buffer {
     W1RowScales,
     /// f32 [L, H] the power-of-two factor of each W2 row (A8 weights).
     W2RowScales,
+    /// f32 [L, 4] the activation's per-expert parameters (α, β, limit, 0) (GEMM1 of
+    /// `Activation::SwigluClamped`).
+    ActivationParams,
+    /// f32 [L, 2I] GEMM1's per-expert bias: the up rows' I values, then the gate rows'.
+    Gemm1Bias,
+    /// f32 [L, H] GEMM2's per-expert bias.
+    Gemm2Bias,
 }
 
 impl Scalar {
@@ -165,7 +172,7 @@ impl Scalar {
 
 impl Buffer {
     /// Every buffer.
-    pub const ALL: [Buffer; 33] = [
+    pub const ALL: [Buffer; 36] = [
         Buffer::RoutedExperts,
         Buffer::RouterWeights,
         Buffer::SortBlockCounts,
@@ -199,6 +206,9 @@ impl Buffer {
         Buffer::Gemm1OutputRowScales,
         Buffer::W1RowScales,
         Buffer::W2RowScales,
+        Buffer::ActivationParams,
+        Buffer::Gemm1Bias,
+        Buffer::Gemm2Bias,
     ];
 
     /// The name the workspace plan and the manifest use.
@@ -237,6 +247,9 @@ impl Buffer {
             Buffer::Gemm1OutputRowScales => "gemm1_output_row_scales",
             Buffer::W1RowScales => "w1_row_scales",
             Buffer::W2RowScales => "w2_row_scales",
+            Buffer::ActivationParams => "activation_params",
+            Buffer::Gemm1Bias => "gemm1_bias",
+            Buffer::Gemm2Bias => "gemm2_bias",
         }
     }
 }

@@ -17,6 +17,18 @@ const fn raw(name: &'static str, t: ParamType, meaning: &'static str) -> Param {
     Param { name, kind: ParamKind::Validation(t), meaning }
 }
 
+/// GEMM1's activation parameters (`Activation::has_params`).
+const ACTIVATION_PARAMS: Param =
+    buffer("activation_params", B::ActivationParams, "f32 [L, 4]: α, β, limit, 0 per expert");
+/// GEMM1's bias (`GemmKey::bias`).
+const GEMM1_BIAS: Param = buffer(
+    "bias",
+    B::Gemm1Bias,
+    "f32 [L, 2I]: per expert the up rows' I values, then the gate rows'",
+);
+/// GEMM2's bias (`GemmKey::bias`).
+const GEMM2_BIAS: Param = buffer("bias", B::Gemm2Bias, "f32 [L, H] per expert");
+
 /// GEMM1: gather + FC1 + SwiGLU + NVFP4 requantization.
 pub const GEMM1: &[Param] = &[
     map(
@@ -305,7 +317,9 @@ macro_rules! routing_tail {
 }
 
 /// Hopper GEMM1 over bf16 activations (A16): gather + FC1 + SwiGLU, bf16 h.
-pub const SM90_GEMM1_A16: &[Param] = routing_tail!(
+macro_rules! sm90_gemm1_a16 {
+    ($($extra:expr),* $(,)?) => {
+        routing_tail!(
     buffer("w1", B::W1, "W1 [L, 2I, H] e2m1 in wgmma A-fragment order (abi::sm90_weights)"),
     buffer(
         "w1_sf",
@@ -316,11 +330,25 @@ pub const SM90_GEMM1_A16: &[Param] = routing_tail!(
     buffer("out", B::Gemm1OutputBf16, "h bf16 [max_permuted_rows, I]"),
     buffer("alpha", B::Alpha1, "α1 f32 [L] (1 / weight global scale for A16)"),
     buffer("out_global_scale", B::Fc2InputScale, "fc2_input_scale: f32 [1] (unused for A16)"),
-);
+            $($extra,)*
+        )
+    };
+}
+
+/// Hopper GEMM1 over bf16 activations (A16): plain SwiGLU, no bias.
+pub const SM90_GEMM1_A16: &[Param] = sm90_gemm1_a16!();
+/// [`SM90_GEMM1_A16`] with the activation's parameters.
+pub const SM90_GEMM1_A16_ACT: &[Param] = sm90_gemm1_a16!(ACTIVATION_PARAMS);
+/// [`SM90_GEMM1_A16`] with GEMM1's bias.
+pub const SM90_GEMM1_A16_BIAS: &[Param] = sm90_gemm1_a16!(GEMM1_BIAS);
+/// [`SM90_GEMM1_A16`] with the activation's parameters and GEMM1's bias.
+pub const SM90_GEMM1_A16_ACT_BIAS: &[Param] = sm90_gemm1_a16!(ACTIVATION_PARAMS, GEMM1_BIAS);
 
 /// Hopper GEMM1 over NVFP4 activations dequantized exactly (A4): h requantized to NVFP4 and
 /// stored dequantized.
-pub const SM90_GEMM1_A4: &[Param] = routing_tail!(
+macro_rules! sm90_gemm1_a4 {
+    ($($extra:expr),* $(,)?) => {
+        routing_tail!(
     buffer("w1", B::W1, "W1 [L, 2I, H] e2m1 in wgmma A-fragment order (abi::sm90_weights)"),
     buffer(
         "w1_sf",
@@ -339,10 +367,24 @@ pub const SM90_GEMM1_A4: &[Param] = routing_tail!(
     ),
     buffer("alpha", B::Alpha1, "α1 f32 [L] (1 / (gs_x · gs_w1))"),
     buffer("out_global_scale", B::Fc2InputScale, "fc2_input_scale: f32 [1] (device)"),
-);
+            $($extra,)*
+        )
+    };
+}
+
+/// Hopper GEMM1 over NVFP4 activations (A4): plain SwiGLU, no bias.
+pub const SM90_GEMM1_A4: &[Param] = sm90_gemm1_a4!();
+/// [`SM90_GEMM1_A4`] with the activation's parameters.
+pub const SM90_GEMM1_A4_ACT: &[Param] = sm90_gemm1_a4!(ACTIVATION_PARAMS);
+/// [`SM90_GEMM1_A4`] with GEMM1's bias.
+pub const SM90_GEMM1_A4_BIAS: &[Param] = sm90_gemm1_a4!(GEMM1_BIAS);
+/// [`SM90_GEMM1_A4`] with the activation's parameters and GEMM1's bias.
+pub const SM90_GEMM1_A4_ACT_BIAS: &[Param] = sm90_gemm1_a4!(ACTIVATION_PARAMS, GEMM1_BIAS);
 
 /// Hopper GEMM1 over E4M3 activations (A8, MXFP4 weights expanded to E4M3): bf16 h.
-pub const SM90_GEMM1_A8: &[Param] = routing_tail!(
+macro_rules! sm90_gemm1_a8 {
+    ($($extra:expr),* $(,)?) => {
+        routing_tail!(
     buffer("w1", B::W1, "W1 [L, 2I, Hp] e2m1 in the A8 fragment order (abi::sm90_weights)"),
     buffer(
         "w1_sf",
@@ -354,11 +396,23 @@ pub const SM90_GEMM1_A8: &[Param] = routing_tail!(
     buffer("x_scales", B::ActivationRowScales, "f32 [max_permuted_rows]: 2^e per row"),
     buffer("out", B::Gemm1OutputBf16, "h bf16 [max_permuted_rows, I]"),
     buffer("alpha", B::Alpha1, "α1 f32 [L]"),
-);
+            $($extra,)*
+        )
+    };
+}
+
+/// Hopper GEMM1 over E4M3 activations (A8): plain SwiGLU, no bias.
+pub const SM90_GEMM1_A8: &[Param] = sm90_gemm1_a8!();
+/// [`SM90_GEMM1_A8`] with the activation's parameters.
+pub const SM90_GEMM1_A8_ACT: &[Param] = sm90_gemm1_a8!(ACTIVATION_PARAMS);
+/// [`SM90_GEMM1_A8`] with GEMM1's bias.
+pub const SM90_GEMM1_A8_BIAS: &[Param] = sm90_gemm1_a8!(GEMM1_BIAS);
+/// [`SM90_GEMM1_A8`] with the activation's parameters and GEMM1's bias.
+pub const SM90_GEMM1_A8_ACT_BIAS: &[Param] = sm90_gemm1_a8!(ACTIVATION_PARAMS, GEMM1_BIAS);
 
 /// The Hopper A8 GEMM2 parameters before the output.
 macro_rules! sm90_gemm2_a8 {
-    ($out:expr) => {
+    ($out:expr $(, $extra:expr)* $(,)?) => {
         routing_tail!(
             map(
                 "tmap_a",
@@ -372,6 +426,7 @@ macro_rules! sm90_gemm2_a8 {
             buffer("alpha", B::Alpha2, "α2 f32 [L]"),
             buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),
             $out,
+            $($extra,)*
         )
     };
 }
@@ -383,6 +438,12 @@ pub const SM90_GEMM2_A8: &[Param] = sm90_gemm2_a8!(buffer(
     "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"
 ));
 
+/// [`SM90_GEMM2_A8`] with GEMM2's bias.
+pub const SM90_GEMM2_A8_BIAS: &[Param] = sm90_gemm2_a8!(
+    buffer("out", B::Output, "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"),
+    GEMM2_BIAS
+);
+
 /// Hopper A8 GEMM2 writing per-route rows for the deterministic finalize.
 pub const SM90_GEMM2_A8_DETERMINISTIC: &[Param] = sm90_gemm2_a8!(buffer(
     "out",
@@ -390,9 +451,19 @@ pub const SM90_GEMM2_A8_DETERMINISTIC: &[Param] = sm90_gemm2_a8!(buffer(
     "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
 ));
 
+/// [`SM90_GEMM2_A8_DETERMINISTIC`] with GEMM2's bias.
+pub const SM90_GEMM2_A8_DETERMINISTIC_BIAS: &[Param] = sm90_gemm2_a8!(
+    buffer(
+        "out",
+        B::FinalizeScratch,
+        "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
+    ),
+    GEMM2_BIAS
+);
+
 /// The Hopper GEMM2 parameters before the output.
 macro_rules! sm90_gemm2 {
-    ($out:expr) => {
+    ($out:expr $(, $extra:expr)* $(,)?) => {
         routing_tail!(
             map(
                 "tmap_a",
@@ -404,6 +475,7 @@ macro_rules! sm90_gemm2 {
             buffer("alpha", B::Alpha2, "α2 f32 [L]"),
             buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),
             $out,
+            $($extra,)*
         )
     };
 }
@@ -415,12 +487,28 @@ pub const SM90_GEMM2: &[Param] = sm90_gemm2!(buffer(
     "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"
 ));
 
+/// [`SM90_GEMM2`] with GEMM2's bias.
+pub const SM90_GEMM2_BIAS: &[Param] = sm90_gemm2!(
+    buffer("out", B::Output, "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"),
+    GEMM2_BIAS
+);
+
 /// Hopper GEMM2 writing per-route rows for the deterministic finalize.
 pub const SM90_GEMM2_DETERMINISTIC: &[Param] = sm90_gemm2!(buffer(
     "out",
     B::FinalizeScratch,
     "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
 ));
+
+/// [`SM90_GEMM2_DETERMINISTIC`] with GEMM2's bias.
+pub const SM90_GEMM2_DETERMINISTIC_BIAS: &[Param] = sm90_gemm2!(
+    buffer(
+        "out",
+        B::FinalizeScratch,
+        "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
+    ),
+    GEMM2_BIAS
+);
 
 /// NVFP4 quantization and exact dequantization of bf16 activations (Hopper A4): each value
 /// becomes e2m1 · scale in bf16 (the global scale goes into α1).

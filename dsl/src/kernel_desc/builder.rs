@@ -3,7 +3,9 @@
 
 use super::{DescError, KernelDesc};
 use crate::gemm_key::GemmKey;
-use crate::options::{ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, WeightFormat};
+use crate::options::{
+    Activation, ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, WeightFormat,
+};
 use crate::resources::plan_gemm_for;
 use crate::tactic::{Arch, GemmKind, GemmTactic, Raster};
 use crate::target::Target;
@@ -18,9 +20,15 @@ impl GemmKey {
             .format(self.format)
             .activations(self.activations);
         match self.gemm {
-            GemmKind::Gemm1 => b = b.swiglu_input(self.swiglu_input).recipe(self.recipe),
+            GemmKind::Gemm1 => {
+                b = b
+                    .swiglu_input(self.swiglu_input)
+                    .recipe(self.recipe)
+                    .activation(self.activation)
+            }
             GemmKind::Gemm2 => b = b.finalize(self.finalize),
         }
+        b = b.bias(self.bias);
         if !self.planned_depths {
             b = b.depths(self.ab_stages, self.acc_stages);
         }
@@ -40,6 +48,8 @@ pub struct KernelDescBuilder {
     format: WeightFormat,
     activations: ActivationFormat,
     swiglu_input: SwigluInput,
+    activation: Activation,
+    bias: bool,
     recipe: Option<EpilogueRecipe>,
     finalize: FinalizeMode,
     depths: Option<(u32, u32)>,
@@ -54,6 +64,8 @@ impl KernelDescBuilder {
             format: WeightFormat::Nvfp4,
             activations: ActivationFormat::default(),
             swiglu_input: SwigluInput::default(),
+            activation: Activation::default(),
+            bias: false,
             recipe: None,
             finalize: FinalizeMode::default(),
             depths: None,
@@ -77,6 +89,17 @@ impl KernelDescBuilder {
     /// SwiGLU input precision (GEMM1 only).
     pub fn swiglu_input(mut self, v: SwigluInput) -> Self {
         self.swiglu_input = v;
+        self
+    }
+    /// GEMM1's activation function (GEMM1 only; default SwiGLU).
+    pub fn activation(mut self, v: Activation) -> Self {
+        self.activation = v;
+        self
+    }
+    /// A per-expert bias: GEMM1's before the activation, GEMM2's before the router weight
+    /// (default none).
+    pub fn bias(mut self, v: bool) -> Self {
+        self.bias = v;
         self
     }
     /// Epilogue recipe (GEMM1 only; default [`Target::default_recipe`]).
@@ -128,6 +151,9 @@ impl KernelDescBuilder {
                 if self.swiglu_input != SwigluInput::default() {
                     return Err(DescError::OptionForOtherGemm { option: "SwiGLU input", gemm });
                 }
+                if self.activation != Activation::default() {
+                    return Err(DescError::OptionForOtherGemm { option: "activation", gemm });
+                }
                 if self.recipe.is_some() {
                     return Err(DescError::OptionForOtherGemm { option: "epilogue recipe", gemm });
                 }
@@ -143,6 +169,8 @@ impl KernelDescBuilder {
             raster: self.tactic.raster(),
             format: self.format,
             swiglu_input,
+            activation: self.activation,
+            bias: self.bias,
             recipe,
             finalize,
             activations: self.activations,
@@ -175,6 +203,16 @@ impl KernelDescBuilder {
         if self.activations == ActivationFormat::Fp8 && self.format != WeightFormat::Mxfp4 {
             // E2M1 · UE8M0 is an E4M3 value times a power of two; E2M1 · UE4M3 is not.
             return Err(self.unsupported("FP8 activations with NVFP4 weights (A8 takes MXFP4)"));
+        }
+        // The SM100 epilogues implement plain SwiGLU without biases (the Fast recipe folds
+        // α1 into the block factors, which a clamp or a bias would break).
+        if !hopper && self.activation != Activation::Swiglu {
+            return Err(self.unsupported(
+                "activations other than plain SwiGLU on SM100 (the sm_90a kernels implement them)",
+            ));
+        }
+        if !hopper && self.bias {
+            return Err(self.unsupported("biases on SM100 (the sm_90a kernels implement them)"));
         }
         if hopper
             && self.activations != ActivationFormat::Nvfp4

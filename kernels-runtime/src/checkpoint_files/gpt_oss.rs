@@ -24,7 +24,9 @@ use safetensors::Dtype;
 use super::files::{SafetensorsFiles, check_shape};
 use super::{check_codes, experts_prefix, floats};
 use crate::error::{Result, RuntimeError};
-use crate::reference::{CheckpointScales, ExpertTensors, Mxfp4Tensor};
+use crate::reference::{CheckpointScales, ExpertEpilogue, ExpertTensors, Mxfp4Tensor};
+use moegen_dsl::Activation;
+use moegen_dsl::epilogue_math::ActivationParams;
 
 /// One layer's local experts from a gpt-oss checkpoint: MXFP4 matrices in moegen's layout
 /// and the projections' biases.
@@ -38,9 +40,8 @@ pub struct GptOssExperts {
     /// UE8M0 scales (`[rows, cols / 32]`).
     pub experts: Vec<ExpertTensors<Mxfp4Matrix>>,
     /// Per local expert the biases added to each projection's output: `up` and `gate` `[I]`
-    /// (de-interleaved like the weights), `down` `[H]`, as f32 (BF16 widens exactly). Not yet
-    /// consumed by moegen's layer (it computes no bias): returned so that nothing in the
-    /// checkpoint is dropped.
+    /// (de-interleaved like the weights), `down` `[H]`, as f32 (BF16 widens exactly). The
+    /// Hopper layer adds them ([`Self::epilogue`]).
     pub biases: Vec<ExpertTensors<Vec<f32>>>,
 }
 
@@ -159,6 +160,18 @@ impl GptOssExperts {
             });
         }
         Ok(Self { layer, first_expert: first, experts, biases })
+    }
+
+    /// gpt-oss's epilogue for `shape`: clamped SwiGLU with `params` for every expert
+    /// (`ActivationParams::GPT_OSS`: α 1.702, β 1, limit 7 — the model's config, not the
+    /// checkpoint's tensors) and this layer's GEMM1 and GEMM2 biases, for
+    /// [`crate::reference::Sm90Weights::with_epilogue`].
+    pub fn epilogue(&self, shape: &MoeShape, params: ActivationParams) -> Result<ExpertEpilogue> {
+        let b1: Vec<f32> =
+            self.biases.iter().flat_map(|b| b.up.iter().chain(&b.gate).copied()).collect();
+        let b2: Vec<f32> = self.biases.iter().flat_map(|b| b.down.iter().copied()).collect();
+        let params = vec![params; self.biases.len()];
+        ExpertEpilogue::new(shape, Activation::SwigluClamped, params, Some(b1), Some(b2))
     }
 
     /// The experts as [`crate::reference::import_mxfp4`] and

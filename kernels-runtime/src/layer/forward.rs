@@ -11,8 +11,8 @@ use moegen_dsl::abi::{Buffer, GemmKey, KernelId, KernelInfo, MapDims, Scalar, Si
 use moegen_dsl::abi::{SimtTarget, WeightFormat};
 use moegen_dsl::plan::{MoeShape, max_permuted_rows, max_tiles};
 use moegen_dsl::{
-    ActivationFormat, Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, KernelDescBuilder,
-    MoeTactic, SwigluInput, Target, tactics_for,
+    ActivationFormat, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, GemmKind, GemmTactic,
+    KernelDescBuilder, MoeTactic, SwigluInput, Target, tactics_for,
 };
 
 use super::dispatch::{DispatchTable, applicable};
@@ -35,6 +35,10 @@ pub struct LayerConfig {
     /// What the activations entering GEMM1 are: NVFP4 (quantized on the device; SM100's
     /// only choice) or bf16 (Hopper's A16).
     pub activations: ActivationFormat,
+    /// GEMM1's activation and which GEMMs add a per-expert bias (default plain SwiGLU, no
+    /// biases; others need Hopper). The weights must carry the matching data
+    /// (`Sm90Weights::with_epilogue`).
+    pub epilogue: EpilogueSpec,
     /// GEMM1's epilogue recipe; `None`: the target's default (`Fast` on SM100, the Hopper
     /// kernels' only one, `Exact`, on sm_90a). `Exact` uses IEEE operations only, so CPU,
     /// simulator and GPU agree bit for bit (docs/reference.md).
@@ -49,6 +53,7 @@ impl LayerConfig {
             swiglu_input: SwigluInput::F32,
             finalize: FinalizeMode::BulkReduceAdd,
             activations: ActivationFormat::Nvfp4,
+            epilogue: EpilogueSpec::PLAIN,
             recipe: None,
         }
     }
@@ -110,13 +115,16 @@ fn gemm_key(
     let mut d = KernelDescBuilder::new(*g).target(target).format(format).activations(c.activations);
     d = match g.kind() {
         GemmKind::Gemm1 => {
-            let d = d.swiglu_input(c.swiglu_input);
+            let d = d
+                .swiglu_input(c.swiglu_input)
+                .activation(c.epilogue.activation)
+                .bias(c.epilogue.gemm1_bias);
             match c.recipe {
                 Some(r) => d.recipe(r),
                 None => d,
             }
         }
-        GemmKind::Gemm2 => d.finalize(c.finalize),
+        GemmKind::Gemm2 => d.finalize(c.finalize).bias(c.epilogue.gemm2_bias),
     };
     d.build().map(|d| d.key()).map_err(|e| LayerError::MissingKernel(e.to_string()))
 }
@@ -187,6 +195,14 @@ impl MoeLayer {
                 reason: format!(
                     "the weights are laid out for {:?}, the device is {arch:?}",
                     weights.arch
+                ),
+            });
+        }
+        if weights.epilogue != config.epilogue {
+            return Err(LayerError::WorkspaceMismatch {
+                reason: format!(
+                    "the weights carry epilogue data for {:?}, the layer is configured for {:?}",
+                    weights.epilogue, config.epilogue
                 ),
             });
         }

@@ -7,13 +7,15 @@ use moegen_dsl::abi::{Buffer, SimtTarget, WeightFormat};
 use moegen_dsl::plan::{
     ERROR_WORDS, ExpertWindow, MoeShape, WorkspacePlan, WorkspaceRequest, plan_workspace,
 };
-use moegen_dsl::{Arch, TileSize};
+use moegen_dsl::{Arch, EpilogueSpec, TileSize};
 
 use super::error::LayerError;
 use crate::backend::{Backend, DevicePtr};
 use crate::error::RuntimeError;
 use crate::error_record::{RecordError, decode};
-use crate::reference::{PreparedWeights, Sm90A8Weights, Sm90Weights, validate_weights};
+use crate::reference::{
+    ExpertEpilogue, PreparedWeights, Sm90A8Weights, Sm90Weights, validate_weights,
+};
 
 /// A device buffer and its size in bytes; the engine's memory or the backend's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +183,24 @@ pub(crate) fn decode_errors(w: &[u32], window: &ExpertWindow) -> Result<(), Laye
     })
 }
 
+/// The device buffers of a layer's epilogue data: the activation's parameters and each
+/// bias its spec has (`ExpertEpilogue::device_bytes`).
+fn epilogue_parts(ep: &ExpertEpilogue) -> Vec<(Buffer, Vec<u8>)> {
+    let spec = ep.spec();
+    let [params, b1, b2] = ep.device_bytes();
+    let mut out = Vec::new();
+    if spec.activation.has_params() {
+        out.push((Buffer::ActivationParams, params));
+    }
+    if spec.gemm1_bias {
+        out.push((Buffer::Gemm1Bias, b1));
+    }
+    if spec.gemm2_bias {
+        out.push((Buffer::Gemm2Bias, b2));
+    }
+    out
+}
+
 /// A layer's weights on the device, uploaded once (or the engine's, by address), in the
 /// layout of one GPU generation's kernels. Not `Clone`: [`Self::release`] frees what it
 /// uploaded, so there is one handle to it.
@@ -193,6 +213,8 @@ pub struct LayerWeights {
     pub(crate) arch: Arch,
     pub(crate) format: WeightFormat,
     pub(crate) activations: ActivationFormat,
+    /// What the uploaded epilogue data serves (plain: none uploaded).
+    pub(crate) epilogue: EpilogueSpec,
 }
 
 impl LayerWeights {
@@ -225,6 +247,7 @@ impl LayerWeights {
             arch: Arch::Sm100,
             format: WeightFormat::Nvfp4,
             activations: ActivationFormat::Nvfp4,
+            epilogue: EpilogueSpec::PLAIN,
         };
         out.push_all(b, parts.into(), &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
         Ok(out)
@@ -246,8 +269,13 @@ impl LayerWeights {
             .into());
         }
         let [w1, s1, w2, s2] = w.fragment_layout(shape)?;
-        let parts =
-            [(Buffer::W1, w1), (Buffer::W1Scales, s1), (Buffer::W2, w2), (Buffer::W2Scales, s2)];
+        let mut parts = vec![
+            (Buffer::W1, w1),
+            (Buffer::W1Scales, s1),
+            (Buffer::W2, w2),
+            (Buffer::W2Scales, s2),
+        ];
+        parts.extend(epilogue_parts(&w.epilogue));
         let mut out = Self {
             shape: *shape,
             buffers: Vec::new(),
@@ -255,8 +283,9 @@ impl LayerWeights {
             arch: Arch::Sm90,
             format: w.format,
             activations: w.activations,
+            epilogue: w.epilogue.spec(),
         };
-        out.push_all(b, parts.into(), &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
+        out.push_all(b, parts, &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
         Ok(out)
     }
 
@@ -271,7 +300,7 @@ impl LayerWeights {
     ) -> Result<Self, LayerError> {
         let [w1, s1, w2, s2] = w.fragment_layout(shape)?;
         let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-        let parts = vec![
+        let mut parts = vec![
             (Buffer::W1, w1),
             (Buffer::W1Scales, s1),
             (Buffer::W2, w2),
@@ -279,6 +308,7 @@ impl LayerWeights {
             (Buffer::W1RowScales, f32s(&w.w1_rows)),
             (Buffer::W2RowScales, f32s(&w.w2_rows)),
         ];
+        parts.extend(epilogue_parts(&w.epilogue));
         let mut out = Self {
             shape: *shape,
             buffers: Vec::new(),
@@ -286,6 +316,7 @@ impl LayerWeights {
             arch: Arch::Sm90,
             format: WeightFormat::Mxfp4,
             activations: ActivationFormat::Fp8,
+            epilogue: w.epilogue.spec(),
         };
         out.push_all(b, parts, &w.alpha1, &w.alpha2, 1.0, 1.0)?;
         Ok(out)
@@ -350,7 +381,58 @@ impl LayerWeights {
             slice.check(buf.name(), bytes, 16)?;
             out.push((buf, slice));
         }
-        Ok(Self { shape: *shape, buffers: out, owned: false, arch, format, activations })
+        Ok(Self {
+            shape: *shape,
+            buffers: out,
+            owned: false,
+            arch,
+            format,
+            activations,
+            epilogue: EpilogueSpec::PLAIN,
+        })
+    }
+
+    /// These device weights with the engine's epilogue data for `spec`, each buffer checked
+    /// against the shape: `ActivationParams` f32 [L, 4] (α, β, limit, 0) for activations
+    /// with parameters, `Gemm1Bias` f32 [L, 2I] (up's I, then gate's I per expert) and
+    /// `Gemm2Bias` f32 [L, H] for the biases `spec` names. Only weights from
+    /// [`Self::from_device`] (the engine's memory) take them; uploaded weights carry theirs
+    /// from `Sm90Weights::with_epilogue`.
+    pub fn with_device_epilogue(
+        mut self,
+        spec: EpilogueSpec,
+        buffers: &[(Buffer, DeviceSlice)],
+    ) -> Result<Self, LayerError> {
+        if self.owned || self.epilogue != EpilogueSpec::PLAIN {
+            return Err(LayerError::WorkspaceMismatch {
+                reason: "epilogue buffers join engine weights (from_device) that carry none yet"
+                    .into(),
+            });
+        }
+        let (l, h, i) = (
+            self.shape.local_experts() as u64,
+            self.shape.hidden as u64,
+            self.shape.intermediate as u64,
+        );
+        let mut need = Vec::new();
+        if spec.activation.has_params() {
+            need.push((Buffer::ActivationParams, l * 16));
+        }
+        if spec.gemm1_bias {
+            need.push((Buffer::Gemm1Bias, l * 2 * i * 4));
+        }
+        if spec.gemm2_bias {
+            need.push((Buffer::Gemm2Bias, l * h * 4));
+        }
+        for (buf, bytes) in need {
+            let slice = buffers.iter().find(|(b, _)| *b == buf).map(|(_, s)| *s).ok_or(
+                LayerError::BufferTooSmall { buffer: buf.name(), needed: bytes, given: 0 },
+            )?;
+            slice.check(buf.name(), bytes, 16)?;
+            self.buffers.push((buf, slice));
+        }
+        self.epilogue = spec;
+        Ok(self)
     }
 
     /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes (bf16

@@ -74,7 +74,8 @@ pub struct TuneKey {
     pub device: String,
     /// H, I, experts, local experts, offset, top_k.
     pub shape: [usize; 6],
-    /// SwiGLU input, finalize mode, activation format, epilogue recipe and weight format.
+    /// SwiGLU input, finalize mode, activation format, epilogue recipe, weight format and
+    /// epilogue functions.
     pub options: String,
     /// The kernel set's checksum.
     pub kernel_set: String,
@@ -133,12 +134,13 @@ pub fn tune_key(b: &dyn Backend, layer: &MoeLayer, kernel_set: u64, max_tokens: 
             w.top_k(),
         ],
         options: format!(
-            "{:?}/{:?}/{:?}/{:?}/{:?}",
+            "{:?}/{:?}/{:?}/{:?}/{:?}/{:?}",
             c.swiglu_input,
             c.finalize,
             c.activations,
             c.recipe,
-            layer.weight_format()
+            layer.weight_format(),
+            c.epilogue
         ),
         kernel_set: format!("{kernel_set:016x}"),
         max_tokens,

@@ -3,6 +3,7 @@
 //! kernels (simulated or on hardware) and benchmarks have one thing to be checked against.
 
 mod checkpoint;
+mod epilogue;
 mod exact_dot;
 mod gemm1;
 mod gemm2;
@@ -17,11 +18,12 @@ mod wgmma_model;
 pub use checkpoint::{
     CheckpointScales, ExpertTensors, Mxfp4Tensor, Nvfp4Tensor, import_mxfp4, import_nvfp4,
 };
+pub use epilogue::ExpertEpilogue;
 pub use exact_dot::{DecodedRow, MMA_K, block_scaled_dot, fixed_to_f32};
 pub use gemm1::{Gemm1Options, Gemm1Output, gemm1_reference};
 pub use gemm2::{Routing, finalize, gemm2_contributions};
 pub use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
-pub use oracle::{oracle_moe, relative_l2_error};
+pub use oracle::{oracle_moe, oracle_moe_epilogue, relative_l2_error};
 pub use sm90::{
     Sm90Gemm1Output, Sm90ReferenceRun, Sm90Weights, moe_reference_sm90, sm90_activations,
     sm90_gemm1_reference, sm90_gemm2_contributions,

@@ -1,8 +1,11 @@
 //! An unquantized f64 oracle of the MoE layer, to measure what NVFP4 costs in accuracy.
 
+use super::epilogue::ExpertEpilogue;
 use super::gemm2::Routing;
 use super::par::par_map;
 use crate::error::{Result, RuntimeError, check_len};
+use moegen_dsl::Activation;
+use moegen_dsl::epilogue_math::ActivationParams;
 use moegen_dsl::plan::MoeShape;
 
 /// `out[t] = Σ_local routes w · down_e · (up_e·x ⊙ silu(gate_e·x))` in f64, from the
@@ -16,6 +19,41 @@ pub fn oracle_moe<T: Copy + Into<f32> + Sync>(
     down: &[T],
     routing: &Routing,
 ) -> Result<Vec<f64>> {
+    oracle_moe_epilogue(shape, x, up, gate, down, routing, &ExpertEpilogue::default())
+}
+
+/// The f64 activation, by its textbook definition (GeGLU through `tanh`), not the kernels'
+/// operation sequence.
+fn activation_f64(kind: Activation, p: &ActivationParams, u: f64, g: f64) -> f64 {
+    match kind {
+        Activation::Swiglu => u * g / (1.0 + (-g).exp()),
+        Activation::SwigluClamped => {
+            let limit = f64::from(p.limit);
+            let g = g.min(limit);
+            let u = u.clamp(-limit, limit);
+            g / (1.0 + (-f64::from(p.alpha) * g).exp()) * (u + f64::from(p.beta))
+        }
+        Activation::GegluTanh => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * g * (1.0 + (c * (g + 0.044715 * g * g * g)).tanh()) * u
+        }
+    }
+}
+
+/// [`oracle_moe`] with the epilogue functions and data of `ep`: GEMM1's bias added to the
+/// up and gate pre-activations, the activation, and GEMM2's bias added before the router
+/// weight: `out[t] = Σ w · (down_e · act(W1_e·x + b1_e) + b2_e)`.
+pub fn oracle_moe_epilogue<T: Copy + Into<f32> + Sync>(
+    shape: &MoeShape,
+    x: &[T],
+    up: &[T],
+    gate: &[T],
+    down: &[T],
+    routing: &Routing,
+    ep: &ExpertEpilogue,
+) -> Result<Vec<f64>> {
+    ep.validate(shape)?;
+    let kind = ep.spec().activation;
     let (h, i, k, l) = (shape.hidden, shape.intermediate, shape.top_k(), shape.local_experts());
     let n = routing.tokens;
     check_len("activations", x.len(), n * h)?;
@@ -57,12 +95,19 @@ pub fn oracle_moe<T: Copy + Into<f32> + Sync>(
                     u += f(up[at + c]) * f(xt[c]);
                     g += f(gate[at + c]) * f(xt[c]);
                 }
-                *a = u * g / (1.0 + (-g).exp());
+                if let Some((bu, bg)) = ep.gemm1_bias(shape, le, j) {
+                    u += f64::from(bu);
+                    g += f64::from(bg);
+                }
+                *a = activation_f64(kind, &ep.params(le), u, g);
             }
             let w = f64::from(routing.weights[t * k + s]);
             for (o, out) in row.iter_mut().enumerate() {
                 let at = (le * h + o) * i;
-                let d: f64 = (0..i).map(|j| f(down[at + j]) * act[j]).sum();
+                let mut d: f64 = (0..i).map(|j| f(down[at + j]) * act[j]).sum();
+                if let Some(b) = ep.gemm2_bias(shape, le, o) {
+                    d += f64::from(b);
+                }
                 *out += w * d;
             }
         }

@@ -8,7 +8,9 @@
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::{scale_bytes, scale_position, value_bytes, value_position};
-use moegen_dsl::epilogue_math::{round_to_bf16, swiglu_f32};
+use moegen_dsl::epilogue_math::{activation_exact, gemm2_value, pre_activation, round_to_bf16};
+
+use super::epilogue::ExpertEpilogue;
 use moegen_dsl::formats::{
     e2m1_to_f32, e4m3_to_f32, nibble_at, quantize_nvfp4, quantize_nvfp4_block, ue8m0_to_f32,
 };
@@ -48,6 +50,9 @@ pub struct Sm90Weights {
     pub alpha2: Vec<f32>,
     /// The global scale GEMM1 requantizes with (A4).
     pub fc2_input_scale: f32,
+    /// The activation's per-expert parameters and the biases (plain SwiGLU, none, by
+    /// default; [`Self::with_epilogue`]).
+    pub epilogue: ExpertEpilogue,
 }
 
 fn weight_value(format: WeightFormat, code: u8, scale: u8) -> Option<f32> {
@@ -101,6 +106,7 @@ impl Sm90Weights {
             alpha1,
             alpha2,
             fc2_input_scale: w.fc2_input_scale,
+            epilogue: ExpertEpilogue::default(),
         })
     }
 
@@ -125,6 +131,7 @@ impl Sm90Weights {
             alpha1: Vec::with_capacity(l),
             alpha2: Vec::with_capacity(l),
             fc2_input_scale,
+            epilogue: ExpertEpilogue::default(),
         };
         for x in experts {
             let (up, up_s) = mxfp4_linear("checkpoint up", &x.up, i, h)?;
@@ -152,8 +159,16 @@ impl Sm90Weights {
         Ok(out)
     }
 
+    /// The same weights with the epilogue data `epilogue` (checked against `shape`).
+    pub fn with_epilogue(mut self, shape: &MoeShape, epilogue: ExpertEpilogue) -> Result<Self> {
+        epilogue.validate(shape)?;
+        self.epilogue = epilogue;
+        Ok(self)
+    }
+
     /// Checks sizes, and that every weight dequantizes to a bf16 exactly.
     pub fn validate(&self, shape: &MoeShape) -> Result<()> {
+        self.epilogue.validate(shape)?;
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         check_len("W1", self.w1.len(), l * i * h)?;
         check_len("W1 scales", self.w1_scales.len(), l * i * h / 8)?;
@@ -303,6 +318,30 @@ fn gemm1_row_output(hrow: &[f32], w: &Sm90Weights) -> Vec<bf16> {
     }
 }
 
+/// h of expert `e`'s column `j` from its raw (up, gate) accumulators: the pre-activations
+/// (α1, the GEMM1 bias), optionally rounded to bf16, then the activation
+/// (`moegen_dsl::epilogue_math`), as every Hopper GEMM1 epilogue computes it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn h_of(
+    shape: &MoeShape,
+    ep: &ExpertEpilogue,
+    e: usize,
+    j: usize,
+    alpha1: f32,
+    up: f32,
+    gate: f32,
+    swiglu_input: SwigluInput,
+) -> f32 {
+    let bias = ep.gemm1_bias(shape, e, j);
+    let mut u = pre_activation(alpha1, up, bias.map(|b| b.0));
+    let mut g = pre_activation(alpha1, gate, bias.map(|b| b.1));
+    if swiglu_input == SwigluInput::Bf16 {
+        u = round_to_bf16(u);
+        g = round_to_bf16(g);
+    }
+    activation_exact(ep.spec().activation, &ep.params(e), u, g)
+}
+
 /// Hopper GEMM1 for every valid permuted row.
 pub fn sm90_gemm1_reference(
     shape: &MoeShape,
@@ -324,6 +363,7 @@ pub fn sm90_gemm1_reference(
         let (wv, ws) = (&w.w1[e * vb..(e + 1) * vb], &w.w1_scales[e * sb..(e + 1) * sb]);
         let w1 = w.matrix_bf16(wv, ws, 2 * i, h);
         let alpha = w.alpha1[e];
+        let ep = &w.epilogue;
         let out = par_map(&members, |&[_, token, _]| {
             let xr: Vec<u16> = x[token * h..(token + 1) * h].iter().map(|v| v.to_bits()).collect();
             let hrow: Vec<f32> = (0..i)
@@ -332,12 +372,7 @@ pub fn sm90_gemm1_reference(
                         (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
                     let up = wgmma_dot(&xr, &w1[up_row]);
                     let gate = wgmma_dot(&xr, &w1[up_row + SWIGLU_INTERLEAVE]);
-                    let (mut u, mut g) = (alpha * up, alpha * gate);
-                    if swiglu_input == SwigluInput::Bf16 {
-                        u = round_to_bf16(u);
-                        g = round_to_bf16(g);
-                    }
-                    swiglu_f32(u, g)
+                    h_of(shape, ep, e, j, alpha, up, gate, swiglu_input)
                 })
                 .collect();
             gemm1_row_output(&hrow, w)
@@ -349,7 +384,8 @@ pub fn sm90_gemm1_reference(
     Ok(Sm90Gemm1Output { rows, cols: i, values })
 }
 
-/// Hopper GEMM2: each route's `bf16(acc · (α2[e] · w))`, `[N·k, H]`.
+/// Hopper GEMM2: each route's `bf16(acc · (α2[e] · w))` (with a bias
+/// `bf16(fma(acc, α2[e], b2) · w)`), `[N·k, H]`.
 pub fn sm90_gemm2_contributions(
     shape: &MoeShape,
     h_in: &Sm90Gemm1Output,
@@ -372,8 +408,14 @@ pub fn sm90_gemm2_contributions(
         let out = par_map(&members, |&[row, token, slot]| {
             let a: Vec<u16> =
                 h_in.values[row * i..(row + 1) * i].iter().map(|v| v.to_bits()).collect();
-            let s = w.alpha2[e] * routing.weights[token * k + slot];
-            w2.iter().map(|wrow| round_to_bf16(wgmma_dot(&a, wrow) * s)).collect::<Vec<f32>>()
+            let rw = routing.weights[token * k + slot];
+            w2.iter()
+                .enumerate()
+                .map(|(c, wrow)| {
+                    let bias = w.epilogue.gemm2_bias(shape, e, c);
+                    round_to_bf16(gemm2_value(wgmma_dot(&a, wrow), w.alpha2[e], rw, bias))
+                })
+                .collect::<Vec<f32>>()
         });
         for (&[_, token, slot], vals) in members.iter().zip(out) {
             let at = (token * k + slot) * hid;

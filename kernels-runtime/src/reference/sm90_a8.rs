@@ -4,9 +4,13 @@
 //! as one FP8 `wgmma` does (`wgmma_fp8_model`), the factors 2^ρ · 2^e applied before α.
 
 use half::bf16;
+use moegen_dsl::SwigluInput;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::a8;
-use moegen_dsl::epilogue_math::{round_to_bf16, swiglu_f32};
+use moegen_dsl::epilogue_math::{gemm2_value, round_to_bf16};
+
+use super::epilogue::ExpertEpilogue;
+use super::sm90::h_of;
 use moegen_dsl::formats::{e2m1_to_f32, f32_to_e2m1, f32_to_e4m3, nibble_at};
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 use moegen_dsl::{ActivationFormat, FinalizeMode, TileSize};
@@ -69,6 +73,8 @@ pub struct Sm90A8Weights {
     pub alpha1: Vec<f32>,
     /// GEMM2's factor per expert.
     pub alpha2: Vec<f32>,
+    /// The activation's per-expert parameters and the biases (from the `Sm90Weights`).
+    pub epilogue: ExpertEpilogue,
 }
 
 /// One matrix's codes, table codes and row factors.
@@ -170,12 +176,14 @@ impl Sm90A8Weights {
             w2_rows: p2.rows,
             alpha1: w.alpha1.clone(),
             alpha2: w.alpha2.clone(),
+            epilogue: w.epilogue.clone(),
         })
     }
 
     /// Checks sizes, table codes and factors.
     pub fn validate(&self, shape: &MoeShape) -> Result<()> {
         check_a8_shape(shape)?;
+        self.epilogue.validate(shape)?;
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         check_len("A8 W1", self.w1.len(), l * i * h)?;
         check_len("A8 W1 table codes", self.w1_codes.len(), l * 2 * i * h / 32)?;
@@ -308,7 +316,17 @@ pub fn sm90_a8_gemm1_reference(
                         (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
                     let gate_row = up_row + SWIGLU_INTERLEAVE;
                     let v = |r: usize| dot_padded(xq, &w1[r]) * (w.w1_rows[base + r] * tau);
-                    bf16::from_f32(swiglu_f32(alpha * v(up_row), alpha * v(gate_row)))
+                    let (up, gate) = (v(up_row), v(gate_row));
+                    bf16::from_f32(h_of(
+                        shape,
+                        &w.epilogue,
+                        e,
+                        j,
+                        alpha,
+                        up,
+                        gate,
+                        SwigluInput::F32,
+                    ))
                 })
                 .collect::<Vec<bf16>>()
         });
@@ -347,9 +365,13 @@ pub fn sm90_a8_gemm2_contributions(
         });
         let out = par_map(&members, |&[row, token, slot]| {
             let (hq, tau) = quantize_fp8_row(&h_in[row * i..(row + 1) * i], ip);
-            let s = w.alpha2[e] * routing.weights[token * k + slot];
+            let rw = routing.weights[token * k + slot];
             (0..hid)
-                .map(|r| round_to_bf16(dot_padded(&hq, &w2[r]) * (w.w2_rows[base + r] * tau) * s))
+                .map(|r| {
+                    let acc = dot_padded(&hq, &w2[r]) * (w.w2_rows[base + r] * tau);
+                    let bias = w.epilogue.gemm2_bias(shape, e, r);
+                    round_to_bf16(gemm2_value(acc, w.alpha2[e], rw, bias))
+                })
                 .collect::<Vec<f32>>()
         });
         for (&[_, token, slot], vals) in members.iter().zip(out) {

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::plan::PlanError;
-use moegen_dsl::{ActivationFormat, Arch, FinalizeMode};
+use moegen_dsl::{ActivationFormat, Arch, EpilogueSpec, FinalizeMode};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::cuda::CudaBackend;
 use moegen_runtime::layer::arch_of;
@@ -158,8 +158,10 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
         finalize,
         seed,
         routes,
+        epilogue: EpilogueSpec::PLAIN,
     };
     let planned = |c: LayerCase, planned_tokens| LayerCase { planned_tokens, ..c };
+    let gpt = |c: LayerCase| LayerCase { epilogue: EpilogueSpec::GPT_OSS, ..c };
     Ok(match arch {
         Arch::Sm90 => {
             let small = shape(320, 192, 8, 2, 4, 2)?;
@@ -185,6 +187,13 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
                 (case(mid, 150, Fp8, Mxfp4, Det, 19, SomeEmpty), false),
                 (case(gpt_oss, 48, Fp8, Mxfp4, Det, 20, Spread), false),
                 (planned(case(gpt_oss, 1, Fp8, Mxfp4, Det, 21, Spread), 16384), false),
+                // gpt-oss's epilogue: clamped SwiGLU (per-expert α, β, limit) and both biases.
+                (gpt(case(small, 37, Bf16, Mxfp4, Det, 22, Spread)), true),
+                (gpt(case(small, 29, Fp8, Mxfp4, Bulk, 23, OneExpert)), true),
+                (gpt(case(mid, 150, Bf16, Mxfp4, Bulk, 24, SomeEmpty)), false),
+                (gpt(case(gpt_oss, 48, Bf16, Mxfp4, Det, 25, Spread)), false),
+                (gpt(case(gpt_oss, 48, Fp8, Mxfp4, Det, 26, Spread)), false),
+                (gpt(planned(case(gpt_oss, 1, Bf16, Mxfp4, Bulk, 27, Spread), 16384)), false),
             ]
         }
         Arch::Sm100 => {

@@ -35,8 +35,9 @@ pub enum LayerCheckError {
         /// The case's label.
         case: String,
     },
-    /// SM100's reference exists only for NVFP4 weights with NVFP4 activations.
-    #[error("{case}: SM100 runs NVFP4 weights with NVFP4 activations")]
+    /// SM100's reference exists only for NVFP4 weights with NVFP4 activations and plain
+    /// SwiGLU.
+    #[error("{case}: SM100 runs NVFP4 weights with NVFP4 activations and plain SwiGLU")]
     Sm100Format {
         /// The case's label.
         case: String,

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::rng::Rng;
+use moegen_dsl::epilogue_math::ActivationParams;
 
 /// The synthetic problem of a case: data, quantized weights, routing and the oracle.
 pub struct Problem {
@@ -18,8 +19,37 @@ pub struct Problem {
     pub prepared: PreparedWeights,
     /// MXFP4 codes per local expert: (up, gate, down), each (packed, linear ue8m0 scales).
     pub mxfp4: Vec<[(Vec<u8>, Vec<u8>); 3]>,
+    /// The activation's parameters and the biases of the case's epilogue.
+    pub epilogue: ExpertEpilogue,
     /// The f64 oracle's output `[tokens, H]`.
     pub oracle: Vec<f64>,
+}
+
+/// The case's epilogue data: per expert (α, β, limit) around gpt-oss's (α 1.6–1.8, β 0.5–1.5,
+/// limit 1–7: small limits make the clamps bite on these unit-scale values) and biases of
+/// magnitude ≤ 0.5 (GEMM1) and ≤ 0.05 (GEMM2, beside outputs of about that size).
+fn epilogue(r: &mut Rng, case: LayerCase) -> Result<ExpertEpilogue, LayerCheckError> {
+    let s = &case.shape;
+    let (l, h, i) = (s.local_experts(), s.hidden, s.intermediate);
+    let spec = case.epilogue;
+    let mut uniform =
+        |lo: f32, hi: f32| lo + (hi - lo) * ((r.next() >> 40) as f32 / (1u64 << 24) as f32);
+    let params = if spec.activation.has_params() {
+        (0..l)
+            .map(|_| ActivationParams {
+                alpha: uniform(1.6, 1.8),
+                beta: uniform(0.5, 1.5),
+                limit: uniform(1.0, 7.0),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let b1 = spec.gemm1_bias.then(|| (0..l * 2 * i).map(|_| uniform(-0.5, 0.5)).collect());
+    let b2 = spec.gemm2_bias.then(|| (0..l * h).map(|_| uniform(-0.05, 0.05)).collect());
+    ExpertEpilogue::new(s, spec.activation, params, b1, b2).map_err(|source| {
+        LayerCheckError::Reference { case: case.label(), source: Box::new(source) }
+    })
 }
 
 /// Distinct experts per token following the case's pattern.
@@ -97,8 +127,10 @@ pub fn problem(case: LayerCase) -> Result<Problem, LayerCheckError> {
             ]);
         }
     }
-    let oracle = oracle_moe(s, &xf, &up, &gate, &down, &routing).map_err(reference)?;
-    Ok(Problem { case, x, routing, input_scale, prepared, mxfp4, oracle })
+    let epilogue = epilogue(&mut r, case)?;
+    let oracle =
+        oracle_moe_epilogue(s, &xf, &up, &gate, &down, &routing, &epilogue).map_err(reference)?;
+    Ok(Problem { case, x, routing, input_scale, prepared, mxfp4, epilogue, oracle })
 }
 
 impl Problem {
@@ -127,6 +159,7 @@ impl Problem {
                 )
             }
         }
+        .and_then(|w| w.with_epilogue(&c.shape, self.epilogue.clone()))
         .map_err(|source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) })
     }
 
@@ -156,7 +189,10 @@ impl Problem {
         let sort = moe_sort(&r.experts, r.tokens, &s.window, tile).map_err(e)?;
         let contrib = match arch {
             Arch::Sm100 => {
-                if c.format != WeightFormat::Nvfp4 || c.activations != ActivationFormat::Nvfp4 {
+                if c.format != WeightFormat::Nvfp4
+                    || c.activations != ActivationFormat::Nvfp4
+                    || c.epilogue != EpilogueSpec::PLAIN
+                {
                     return Err(LayerCheckError::Sm100Format { case: c.label() });
                 }
                 let xf: Vec<f32> = self.x.iter().map(|v| v.to_f32()).collect();

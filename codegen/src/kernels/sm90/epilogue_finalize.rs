@@ -1,5 +1,6 @@
 //! GEMM2's epilogue (the MoE finalize): element (output column, token) of the accumulators
-//! becomes `bf16_rn(acc ·rn (α2[expert] ·rn router_weight[route]))` in the consumer's
+//! becomes `bf16_rn(acc ·rn (α2[expert] ·rn router_weight[route]))` — with a bias
+//! `bf16_rn(fma.rn(acc, α2, bias[expert][column]) ·rn router_weight)` — in the consumer's
 //! staging tile [T tokens][its weight rows] bf16; then thread t < T bulk-reduce-adds token
 //! t's staged row (the consumer's 64 or 128 output columns, contiguous) into
 //! `out[token]`, or — deterministic — bulk-copies it into the route's scratch row. Padding
@@ -16,6 +17,7 @@ use super::epilogue_a8::{A8Params, a8_params, a8_unit};
 use super::epilogue_swiglu::consumer_barrier;
 use super::mainloop::Consumer;
 use super::prologue::{Common, ends_partial};
+use crate::kernels::epilogue_math::gemm2_value;
 use crate::kernels::skeleton::Unit;
 use crate::ptx::instrs::{BulkStore, BulkWait};
 use crate::ptx::ops::memory::{ld, st};
@@ -40,6 +42,8 @@ pub(super) struct FinalizeParams {
     hidden: Option<Reg>,
     /// The A8 factors' buffers.
     a8: Option<A8Params>,
+    /// GEMM2's bias, f32 [L, H] (kernels with a bias), and H.
+    bias: Option<(Reg, Reg)>,
 }
 
 /// Bytes of one staged token row.
@@ -70,9 +74,23 @@ pub(super) fn finalize_params(
     let slot = b.mad_u32(k.r0, 2u32, at);
     let own_row = b.mad_u32(k.t, staged_row_bytes(g), stg);
     let issuer = b.setp_u32(Cmp::Lt, k.t, g.l.tile);
+    let bias = g.l.key.bias.then(|| (b.ld_buffer(Buffer::Gemm2Bias), hidden));
     let hidden = ends_partial(&g.l).then_some(hidden);
     let a8 = a8_params(b, g);
-    FinalizeParams { alpha, weights, out, p2e, top_k, row_bytes, slot, own_row, issuer, hidden, a8 }
+    FinalizeParams {
+        alpha,
+        weights,
+        out,
+        p2e,
+        top_k,
+        row_bytes,
+        slot,
+        own_row,
+        issuer,
+        hidden,
+        a8,
+        bias,
+    }
 }
 
 /// The route of permuted row `prow` (0 when invalid).
@@ -100,6 +118,7 @@ pub(super) fn epilogue_finalize(
     let al_addr = b.index_addr(p.alpha, u.expert, 4);
     let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
     let a8 = p.a8.as_ref().map(|a| a8_unit(b, g, k, u, a));
+    let bias = p.bias.map(|(base, hidden)| unit_bias(b, g, k, u, acc.len(), base, hidden));
     // The previous unit's bulk operations have read the staging tile.
     b.push_if(Guard::when(p.issuer), BulkWait { pending: 0, read: true });
     consumer_barrier(b, k);
@@ -126,7 +145,8 @@ pub(super) fn epilogue_finalize(
                     if let (Some(a), Some(t)) = (&a8, tau) {
                         acc = a.apply(b, acc, blk, e.v1, t[v0 as usize]);
                     }
-                    let v = b.mul_f32(acc, scale);
+                    let bias = bias.as_ref().map(|r| r[blk][e.v1 as usize]);
+                    let v = gemm2_value(b, acc, al, w, scale, bias);
                     let h = b.cvt(
                         RegClass::B16,
                         Cvt::round(Rnd::Rn, Ty::Bf16, Ty::F32),
@@ -169,6 +189,36 @@ pub(super) fn epilogue_finalize(
         Some(hidden) => partial_store(b, g, k, u, hidden, valid, store),
     }
     b.emit_if(Guard::when(p.issuer), Bulk::CommitGroup, vec![]);
+}
+
+/// This thread's GEMM2 bias per m64 block and row offset v1: output column
+/// n·N + ci·rows + 64·block + r0 + 8·v1 of the expert's row, clamped to H − 1 (columns past
+/// H, in an expert's partial last N block, are never stored).
+fn unit_bias(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    k: &Consumer,
+    u: &Unit,
+    blocks: usize,
+    base: Reg,
+    hidden: Reg,
+) -> Vec<[Reg; 2]> {
+    let first = b.mul_u32(u.n, g.l.n);
+    let first = b.mad_u32(k.ci, g.l.rows_per_consumer, first);
+    let first = b.add_u32(first, k.r0);
+    let last = b.sub_u32(hidden, 1u32);
+    let row = b.mul_u32(u.expert, hidden);
+    (0..blocks as u32)
+        .map(|blk| {
+            [0u32, 8].map(|dv| {
+                let col = b.add_u32(first, 64 * blk + dv);
+                let col = b.min_u32(col, last);
+                let i = b.add_u32(row, col);
+                let a = b.index_addr(base, i, 4);
+                b.ld_global(Ty::F32, RegClass::F32, a)
+            })
+        })
+        .collect()
 }
 
 /// The bulk store of a kernel whose last N block may be partial: the consumer's rows start

@@ -26,7 +26,8 @@ use super::layout::Sm90Layout;
 use super::mainloop::Consumer;
 use super::prologue::{Common, ends_partial};
 use crate::kernels::epilogue_math::{
-    BlockScale, e2m1_code_sw, e2m1_times, nvfp4_block_scale, round_bf16, swiglu,
+    ActivationRegs, BlockScale, activation, e2m1_code_sw, e2m1_times, nvfp4_block_scale,
+    pre_activation, round_bf16,
 };
 use crate::kernels::skeleton::Unit;
 use crate::ptx::instrs::Shfl;
@@ -57,6 +58,20 @@ pub(super) struct SwigluParams {
     h_blocks: Option<Reg>,
     /// The A8 factors' buffers.
     a8: Option<A8Params>,
+    /// I.
+    inter: Reg,
+    /// The activation's parameters, f32 [L, 4] (activations that read them).
+    act_params: Option<Reg>,
+    /// GEMM1's bias, f32 [L, 2I] (kernels with a bias).
+    bias: Option<Reg>,
+}
+
+/// What one unit's elements need beside their accumulators.
+struct UnitEpilogue {
+    alpha1: Reg,
+    act: Option<ActivationRegs>,
+    /// Per row offset v1: the (up, gate) bias of this thread's h column.
+    bias: Option<[[Reg; 2]; 2]>,
 }
 
 /// Loads parameters and places this thread's staging slots.
@@ -80,6 +95,8 @@ pub(super) fn swiglu_params(
         ActivationFormat::Bf16 | ActivationFormat::Fp8 => None,
     };
     let a8 = a8_params(b, g);
+    let act_params = l.key.activation.has_params().then(|| b.ld_buffer(Buffer::ActivationParams));
+    let bias = l.key.bias.then(|| b.ld_buffer(Buffer::Gemm1Bias));
     let base = b.mad_u32(k.ci, g.smem.staging_stride, g.smem.staging.offset);
     let stg = b.add_u32(c.smem, base);
     let quad = b.shr_u32(k.lane, 2u32);
@@ -112,7 +129,53 @@ pub(super) fn swiglu_params(
         copy_tok,
         h_blocks,
         a8,
+        inter,
+        act_params,
+        bias,
     }
+}
+
+/// Loads the unit's α1, activation parameters and this thread's biases. A thread's h column
+/// is (h block)·64 + r0 + 8·v1; in an expert's partial last N block it may lie past I, where
+/// the consumer stores nothing, so the bias index is clamped to the expert's row.
+fn unit_epilogue(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    k: &Consumer,
+    p: &SwigluParams,
+    u: &Unit,
+) -> UnitEpilogue {
+    let al_addr = b.index_addr(p.alpha, u.expert, 4);
+    let alpha1 = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+    let act = p.act_params.map(|base| {
+        let row = b.shl_b32(u.expert, 2u32);
+        let at = b.index_addr(base, row, 4);
+        let [alpha, beta, limit] = [0i64, 4, 8].map(|off| {
+            let a = b.add_u64(at, off);
+            b.ld_global(Ty::F32, RegClass::F32, a)
+        });
+        ActivationRegs { alpha, beta, limit }
+    });
+    let bias = p.bias.map(|base| {
+        let ub = b.mul_u32(u.n, g.l.consumers);
+        let ub = b.add_u32(ub, k.ci);
+        let col0 = b.shl_b32(ub, 6u32);
+        let col0 = b.add_u32(col0, k.r0);
+        let last = b.sub_u32(p.inter, 1u32);
+        let two_i = b.shl_b32(p.inter, 1u32);
+        let expert_row = b.mul_u32(u.expert, two_i);
+        [0u32, 8].map(|dv| {
+            let col = b.add_u32(col0, dv);
+            let col = b.min_u32(col, last);
+            let up = b.add_u32(expert_row, col);
+            let gate = b.add_u32(up, p.inter);
+            [up, gate].map(|i| {
+                let a = b.index_addr(base, i, 4);
+                b.ld_global(Ty::F32, RegClass::F32, a)
+            })
+        })
+    });
+    UnitEpilogue { alpha1, act, bias }
 }
 
 /// `bar.sync id, 128`: the consumer warpgroup's own barrier.
@@ -121,15 +184,23 @@ pub(super) fn consumer_barrier(b: &mut KernelBuilder, k: &Consumer) {
     b.emit(Sync::Bar(Bar::Sync), vec![id.into(), Sm90Layout::warpgroup_threads().into()]);
 }
 
-/// h of one accumulator element pair.
-fn h_value(b: &mut KernelBuilder, l: &Sm90Layout, al: Reg, up: Reg, gate: Reg) -> Reg {
-    let mut u = b.mul_f32(al, up);
-    let mut gg = b.mul_f32(al, gate);
+/// h of one accumulator element pair at row offset `v1`.
+fn h_value(
+    b: &mut KernelBuilder,
+    l: &Sm90Layout,
+    ep: &UnitEpilogue,
+    v1: u32,
+    up: Reg,
+    gate: Reg,
+) -> Reg {
+    let bias = ep.bias.map(|rows| rows[v1 as usize]);
+    let mut u = pre_activation(b, ep.alpha1, up, bias.map(|r| r[0]));
+    let mut gg = pre_activation(b, ep.alpha1, gate, bias.map(|r| r[1]));
     if l.key.swiglu_input == SwigluInput::Bf16 {
         u = round_bf16(b, u);
         gg = round_bf16(b, gg);
     }
-    swiglu(b, u, gg)
+    activation(b, l.key.activation, ep.act.as_ref(), u, gg)
 }
 
 /// `cvt.rn.bf16.f32` into a b16 register.
@@ -180,8 +251,7 @@ pub(super) fn epilogue_swiglu(
         b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "up/gate accumulators" });
         return;
     };
-    let al_addr = b.index_addr(p.alpha, u.expert, 4);
-    let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+    let ep = unit_epilogue(b, g, k, p, u);
     let a8 = p.a8.as_ref().map(|a| a8_unit(b, g, k, u, a));
     // The previous unit's copy-out has read the staging tile.
     consumer_barrier(b, k);
@@ -200,7 +270,7 @@ pub(super) fn epilogue_swiglu(
                         up = a.apply(b, up, 0, e.v1, t[v0 as usize]);
                         gate = a.apply(b, gate, 1, e.v1, t[v0 as usize]);
                     }
-                    h_value(b, l, al, up, gate)
+                    h_value(b, l, &ep, e.v1, up, gate)
                 })
                 .collect();
             let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {

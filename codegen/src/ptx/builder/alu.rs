@@ -224,6 +224,10 @@ impl KernelBuilder {
     pub fn max_nan_f32(&mut self, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
         self.f(FloatOp::Max { nan: true }, vec![a.into(), b.into()])
     }
+    /// `max.f32` (a NaN input gives the other operand).
+    pub fn max_f32(&mut self, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+        self.f(FloatOp::Max { nan: false }, vec![a.into(), b.into()])
+    }
     /// `min.f32` (a NaN input gives the other operand).
     pub fn min_f32(&mut self, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
         self.f(FloatOp::Min { nan: false }, vec![a.into(), b.into()])
