@@ -100,11 +100,10 @@ fn overridden_depths_are_part_of_the_kernels_name() {
     assert_eq!(shallow.key().desc().unwrap(), shallow);
 }
 
-/// GEMM1's activation and both GEMMs' biases: on Hopper each changes the kernel, its name and
-/// its parameters (GemmKey round-trips through them); SM100 refuses each by name; GEMM2
-/// refuses an activation.
+/// GEMM1's activation and both GEMMs' biases: on both targets each changes the kernel, its
+/// name and its parameters (GemmKey round-trips through them); GEMM2 refuses an activation.
 #[test]
-fn activations_and_biases_change_hopper_kernels_and_are_refused_elsewhere() {
+fn activations_and_biases_change_the_kernels_of_both_targets() {
     use moegen_dsl::abi::{Buffer, KernelId, ParamKind, params};
     use moegen_dsl::{Activation, ActivationFormat as A};
     let has = |key, b: Buffer| {
@@ -147,12 +146,29 @@ fn activations_and_biases_change_hopper_kernels_and_are_refused_elsewhere() {
             }
         }
     }
-    let t = tactic(GemmKind::Gemm1, Raster::AlongN);
-    let e = KernelDescBuilder::new(t).activation(Activation::SwigluClamped).build().unwrap_err();
-    assert!(matches!(e, DescError::Unsupported { .. }) && e.to_string().contains("activations"));
-    for kind in [GemmKind::Gemm1, GemmKind::Gemm2] {
-        let e =
-            KernelDescBuilder::new(tactic(kind, Raster::AlongN)).bias(true).build().unwrap_err();
-        assert!(e.to_string().contains("biases"), "{e}");
+    // SM100, both recipes: each option changes the kernel; GEMM2 refuses an activation.
+    for recipe in [EpilogueRecipe::Fast, EpilogueRecipe::Exact] {
+        let t = tactic(GemmKind::Gemm1, Raster::AlongN);
+        let b = || KernelDescBuilder::new(t).recipe(recipe);
+        let mut seen = vec![ptx(b()).unwrap()];
+        for a in [Activation::SwigluClamped, Activation::GegluTanh] {
+            for bias in [false, true] {
+                let d = b().activation(a).bias(bias).build().unwrap();
+                assert_eq!(has(d.key(), Buffer::ActivationParams), a.has_params());
+                assert_eq!(has(d.key(), Buffer::Gemm1Bias), bias);
+                let text = ptx(b().activation(a).bias(bias)).unwrap();
+                assert!(!seen.contains(&text), "{recipe:?} {a:?} bias {bias} changed nothing");
+                seen.push(text);
+            }
+        }
+        let text = ptx(b().bias(true)).unwrap();
+        assert!(!seen.contains(&text), "{recipe:?}: GEMM1 bias changed nothing");
     }
+    let t = tactic(GemmKind::Gemm2, Raster::AlongN);
+    let d = KernelDescBuilder::new(t).bias(true).build().unwrap();
+    assert!(has(d.key(), Buffer::Gemm2Bias));
+    let plain = ptx(KernelDescBuilder::new(t)).unwrap();
+    assert_ne!(ptx(KernelDescBuilder::new(t).bias(true)).unwrap(), plain);
+    let e = KernelDescBuilder::new(t).activation(Activation::GegluTanh).build().unwrap_err();
+    assert!(e.to_string().contains("activation"), "{e}");
 }

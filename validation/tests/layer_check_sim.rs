@@ -427,3 +427,74 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
         }
     }
 }
+
+/// The epilogues on SM100 (tcgen05; both recipes' GEMM1, the Fast one unfolding α1 for a
+/// clamp or a bias), generated here as a build script would: the layer in the simulator
+/// equals the SM100 reference bit for bit, and stays as near its oracle as the plain layer.
+#[test]
+fn sm100_epilogues_match_the_reference_bit_for_bit() {
+    use moegen_codegen::kernel_set::gemm_kernel;
+    use moegen_dsl::abi::KernelInfo;
+    use moegen_dsl::{Activation, Arch, KernelDescBuilder};
+    use moegen_runtime::layer::KernelSet;
+    let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let tactic = moegen_dsl::tactics_for(Arch::Sm100)
+        .into_iter()
+        .find(|t| t.tile().rows() == 128 && t.gemm1().mma_tiler() == [128, 128])
+        .unwrap();
+    for (i, spec) in [
+        EpilogueSpec::GPT_OSS,
+        EpilogueSpec { activation: Activation::GegluTanh, gemm1_bias: true, gemm2_bias: false },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut extra: Vec<&'static KernelInfo> = Vec::new();
+        let g1 = KernelDescBuilder::new(*tactic.gemm1())
+            .activation(spec.activation)
+            .bias(spec.gemm1_bias);
+        let g2 = KernelDescBuilder::new(*tactic.gemm2())
+            .finalize(FinalizeMode::Deterministic)
+            .bias(spec.gemm2_bias);
+        for b in [g1, g2] {
+            let g = gemm_kernel(&b.build().unwrap()).unwrap();
+            extra.push(Box::leak(Box::new(KernelInfo {
+                id: g.id,
+                name: Box::leak(g.name.into_boxed_str()),
+                ptx_target: "sm_100f",
+                ptx: Box::leak(g.ptx.into_boxed_str()),
+                params: g.params,
+                launch: g.launch,
+            })));
+        }
+        let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+        let case = LayerCase {
+            shape,
+            tokens: 5,
+            planned_tokens: 5,
+            activations: ActivationFormat::Nvfp4,
+            format: WeightFormat::Nvfp4,
+            finalize: FinalizeMode::Deterministic,
+            seed: 50 + i as u64,
+            routes: RoutePattern::Spread,
+            epilogue: spec,
+        };
+        let p = problem(case).unwrap();
+        let plain = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
+        let r = plain.reference(Arch::Sm100, TileSize::T128).unwrap();
+        let r: Vec<f64> = r.iter().map(|v| f64::from(v.to_f32())).collect();
+        let plain_err = moegen_runtime::reference::relative_l2_error(&r, &plain.oracle);
+        let mut sim = SimBackend::new().with_sm_count(4);
+        let rows =
+            moegen_validation::layer_check::check_tactics_in(&mut sim, &p, None, &set).unwrap();
+        assert!(!rows.is_empty(), "{spec:?}");
+        for r in &rows {
+            assert_eq!(r.identical, r.elements, "{spec:?} {}: max ulp {}", r.tactic, r.max_ulp);
+            assert!(
+                r.reference_vs_oracle < 1.2 * plain_err + 0.01,
+                "{spec:?}: {} (plain {plain_err})",
+                r.reference_vs_oracle
+            );
+        }
+    }
+}

@@ -306,6 +306,60 @@ pub fn swiglu_fast(b: &mut KernelBuilder, f: &FastRegs, up: Reg, gate: Reg) -> R
     b.mul_f32(u, s)
 }
 
+/// `sigmoid_times_fast`: `t = z ·rn −log2e; e = ex2(t); r = rcp(1 +rn e); x ·rn r`.
+fn sigmoid_times_fast(b: &mut KernelBuilder, x: Reg, z: Reg) -> Reg {
+    let t = b.mul_f32(z, NEG_LOG2E);
+    let e = b.ex2_approx_ftz_f32(t);
+    let d = b.add_f32(1f32, e);
+    let r = b.rcp_approx_ftz_f32(d);
+    b.mul_f32(x, r)
+}
+
+/// `fast::activation_fast` of `kind` on true pre-activations (`params` for SwigluClamped).
+pub fn activation_fast(
+    b: &mut KernelBuilder,
+    kind: Activation,
+    params: Option<&ActivationRegs>,
+    up: Reg,
+    gate: Reg,
+) -> Reg {
+    match (kind, params) {
+        (Activation::Swiglu, _) => {
+            let s = sigmoid_times_fast(b, gate, gate);
+            b.mul_f32(up, s)
+        }
+        (Activation::SwigluClamped, Some(p)) => {
+            let g = b.min_f32(gate, p.limit);
+            let nl = b.neg_f32(p.limit);
+            let u = b.max_f32(up, nl);
+            let u = b.min_f32(u, p.limit);
+            let z = b.mul_f32(p.alpha, g);
+            let s = sigmoid_times_fast(b, g, z);
+            let ub = b.add_f32(u, p.beta);
+            b.mul_f32(ub, s)
+        }
+        (Activation::SwigluClamped, None) => {
+            let kernel = b.name.clone();
+            b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "activation parameters" });
+            up
+        }
+        (Activation::GegluTanh, _) => {
+            let g2 = b.mul_f32(gate, gate);
+            let p = b.fma_f32(GELU_C2, g2, GELU_C1);
+            let t = b.mul_f32(gate, p);
+            let s = sigmoid_times_fast(b, gate, t);
+            b.mul_f32(up, s)
+        }
+    }
+}
+
+/// The Fast block quantization of an unfolded epilogue (`FastFactors::unfolded`):
+/// `q = g`, `k = g ·rn (1/6)`.
+pub fn unfolded_block_quant(b: &mut KernelBuilder, g: Reg) -> BlockQuant {
+    let k = b.mul_f32(g, RCP_E2M1_MAX);
+    BlockQuant::Fast { q: g, k }
+}
+
 /// How a block's scale and factor are formed.
 #[derive(Clone, Copy, Debug)]
 pub enum BlockQuant {

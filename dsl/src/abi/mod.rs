@@ -85,11 +85,20 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
                 }
             }
         },
-        KernelId::Gemm(k) => match (k.gemm, k.finalize) {
-            (GemmKind::Gemm1, _) => ("GEMM1", s::GEMM1),
-            (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd) => ("GEMM2", s::GEMM2),
-            (GemmKind::Gemm2, FinalizeMode::Deterministic) => {
+        KernelId::Gemm(k) => match (k.gemm, k.finalize, k.activation.has_params(), k.bias) {
+            (GemmKind::Gemm1, _, false, false) => ("GEMM1", s::GEMM1),
+            (GemmKind::Gemm1, _, true, false) => ("GEMM1_ACT", s::GEMM1_ACT),
+            (GemmKind::Gemm1, _, false, true) => ("GEMM1_WITH_BIAS", s::GEMM1_WITH_BIAS),
+            (GemmKind::Gemm1, _, true, true) => ("GEMM1_ACT_BIAS", s::GEMM1_ACT_BIAS),
+            (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd, _, false) => ("GEMM2", s::GEMM2),
+            (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd, _, true) => {
+                ("GEMM2_WITH_BIAS", s::GEMM2_WITH_BIAS)
+            }
+            (GemmKind::Gemm2, FinalizeMode::Deterministic, _, false) => {
                 ("GEMM2_DETERMINISTIC", s::GEMM2_DETERMINISTIC)
+            }
+            (GemmKind::Gemm2, FinalizeMode::Deterministic, _, true) => {
+                ("GEMM2_DETERMINISTIC_BIAS", s::GEMM2_DETERMINISTIC_BIAS)
             }
         },
         KernelId::Simt { family, .. } => match family {

@@ -29,8 +29,10 @@ const GEMM1_BIAS: Param = buffer(
 /// GEMM2's bias (`GemmKey::bias`).
 const GEMM2_BIAS: Param = buffer("bias", B::Gemm2Bias, "f32 [L, H] per expert");
 
-/// GEMM1: gather + FC1 + SwiGLU + NVFP4 requantization.
-pub const GEMM1: &[Param] = &[
+/// GEMM1's parameters (SM100), then `extra`.
+macro_rules! gemm1_params {
+    ($($extra:expr),* $(,)?) => {
+        &[
     map(
         "tmap_b",
         M::W1,
@@ -67,11 +69,23 @@ pub const GEMM1: &[Param] = &[
     scalar("intermediate", S::Intermediate, "I"),
     scalar("top_k", S::TopK, "routes per token"),
     scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
-];
+            $($extra,)*
+        ]
+    };
+}
+
+/// GEMM1: gather + FC1 + SwiGLU + NVFP4 requantization.
+pub const GEMM1: &[Param] = gemm1_params!();
+/// [`GEMM1`] with the activation's parameters.
+pub const GEMM1_ACT: &[Param] = gemm1_params!(ACTIVATION_PARAMS);
+/// [`GEMM1`] with its bias.
+pub const GEMM1_WITH_BIAS: &[Param] = gemm1_params!(GEMM1_BIAS);
+/// [`GEMM1`] with the activation's parameters and its bias.
+pub const GEMM1_ACT_BIAS: &[Param] = gemm1_params!(ACTIVATION_PARAMS, GEMM1_BIAS);
 
 /// The GEMM2 parameters before the output (both finalize modes).
 macro_rules! gemm2_params {
-    ($out:expr) => {
+    ($out:expr $(, $extra:expr)* $(,)?) => {
         &[
             map(
                 "tmap_a",
@@ -116,6 +130,7 @@ macro_rules! gemm2_params {
             scalar("intermediate", S::Intermediate, "I"),
             scalar("top_k", S::TopK, "routes per token"),
             scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
+            $($extra,)*
         ]
     };
 }
@@ -133,6 +148,22 @@ pub const GEMM2_DETERMINISTIC: &[Param] = gemm2_params!(buffer(
     B::FinalizeScratch,
     "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
 ));
+
+/// [`GEMM2`] with its bias.
+pub const GEMM2_WITH_BIAS: &[Param] = gemm2_params!(
+    buffer("out", B::Output, "output bf16 [tokens, H], zeroed beforehand; rows are reduce-added"),
+    GEMM2_BIAS
+);
+
+/// [`GEMM2_DETERMINISTIC`] with its bias.
+pub const GEMM2_DETERMINISTIC_BIAS: &[Param] = gemm2_params!(
+    buffer(
+        "out",
+        B::FinalizeScratch,
+        "scratch bf16 [tokens·top_k, H]; local routes' rows are written"
+    ),
+    GEMM2_BIAS
+);
 
 /// The routing sort's first pass.
 pub const MOE_SORT_HISTOGRAM: &[Param] = &[

@@ -48,6 +48,57 @@ impl FastFactors {
     }
 }
 
+impl FastFactors {
+    /// The factors of an unfolded epilogue (any activation other than plain SwiGLU, or any
+    /// bias: a clamp or a bias needs the true pre-activations, so α1 is applied in the
+    /// element loop): `exp_scale = −log2 e`, `q = g`, `k = g · (1/6)`.
+    pub fn unfolded(global_scale: f32) -> Self {
+        FastFactors {
+            exp_scale: NEG_LOG2E,
+            q: global_scale,
+            k: global_scale * RCP_E2M1_MAX,
+            alpha: 1.0,
+            input: SwigluInput::F32,
+        }
+    }
+}
+
+/// `x · σ(z)` with the two approximations: `t = z ·rn −log2e; e = ex2(t); d = 1 +rn e;
+/// r = rcp(d); x ·rn r`.
+pub fn sigmoid_times_fast(x: f32, z: f32) -> f32 {
+    let e = ex2_approx_ftz(z * NEG_LOG2E);
+    let r = rcp_approx_ftz(1.0 + e);
+    x * r
+}
+
+/// h of one (up, gate) pair of true pre-activations (α1 and the bias applied, optionally
+/// rounded to bf16) in the Fast recipe, the Exact recipe's operations with its sigmoid
+/// replaced by [`sigmoid_times_fast`]:
+/// - SwiGLU: `up ·rn sigmoid_times_fast(gate, gate)`;
+/// - SwigluClamped: `g = min(gate, limit)`, `u = min(max(up, −limit), limit)`,
+///   `(u +rn β) ·rn sigmoid_times_fast(g, α ·rn g)`;
+/// - GegluTanh: `up ·rn sigmoid_times_fast(gate, gate ·rn fma(C2, gate ·rn gate, C1))`.
+pub fn activation_fast(
+    kind: crate::options::Activation,
+    p: &super::ActivationParams,
+    up: f32,
+    gate: f32,
+) -> f32 {
+    use crate::options::Activation;
+    match kind {
+        Activation::Swiglu => up * sigmoid_times_fast(gate, gate),
+        Activation::SwigluClamped => {
+            let g = super::ptx_min(gate, p.limit);
+            let u = super::ptx_min(super::ptx_max(up, -p.limit), p.limit);
+            (u + p.beta) * sigmoid_times_fast(g, p.alpha * g)
+        }
+        Activation::GegluTanh => {
+            let t = gate * super::GELU_C2.mul_add(gate * gate, super::GELU_C1);
+            up * sigmoid_times_fast(gate, t)
+        }
+    }
+}
+
 /// One element of the SwiGLU stage from the raw up and gate accumulators: the value the
 /// block quantization receives (h/α² for f32 inputs, h for bf16 inputs).
 ///

@@ -204,16 +204,6 @@ impl KernelDescBuilder {
             // E2M1 · UE8M0 is an E4M3 value times a power of two; E2M1 · UE4M3 is not.
             return Err(self.unsupported("FP8 activations with NVFP4 weights (A8 takes MXFP4)"));
         }
-        // The SM100 epilogues implement plain SwiGLU without biases (the Fast recipe folds
-        // α1 into the block factors, which a clamp or a bias would break).
-        if !hopper && self.activation != Activation::Swiglu {
-            return Err(self.unsupported(
-                "activations other than plain SwiGLU on SM100 (the sm_90a kernels implement them)",
-            ));
-        }
-        if !hopper && self.bias {
-            return Err(self.unsupported("biases on SM100 (the sm_90a kernels implement them)"));
-        }
         if hopper
             && self.activations != ActivationFormat::Nvfp4
             && self.swiglu_input != SwigluInput::F32

@@ -234,12 +234,13 @@ impl LayerWeights {
             let hw = Sm90Weights::from_prepared(shape, w, ActivationFormat::Nvfp4)?;
             return Self::upload_sm90(b, shape, &hw, input_scale);
         }
-        let parts = [
+        let mut parts = vec![
             (Buffer::W1, w.w1.clone()),
             (Buffer::W1Scales, w.w1_scales.clone()),
             (Buffer::W2, w.w2.clone()),
             (Buffer::W2Scales, w.w2_scales.clone()),
         ];
+        parts.extend(epilogue_parts(&w.epilogue));
         let mut out = Self {
             shape: *shape,
             buffers: Vec::new(),
@@ -247,9 +248,9 @@ impl LayerWeights {
             arch: Arch::Sm100,
             format: WeightFormat::Nvfp4,
             activations: ActivationFormat::Nvfp4,
-            epilogue: EpilogueSpec::PLAIN,
+            epilogue: w.epilogue.spec(),
         };
-        out.push_all(b, parts.into(), &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
+        out.push_all(b, parts, &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
         Ok(out)
     }
 

@@ -16,6 +16,7 @@ use moegen_dsl::formats::{
     MXFP4_BLOCK, NVFP4_BLOCK, Scale128x4, UE8M0_NAN, e4m3_to_f32, f32_to_e4m3,
 };
 
+use super::epilogue::ExpertEpilogue;
 use super::weights::{PreparedWeights, w1_scale_layout, w2_scale_layout};
 use crate::error::{Result, RuntimeError, check_len};
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
@@ -214,6 +215,7 @@ fn assemble(
         alpha1: Vec::with_capacity(l),
         alpha2: Vec::with_capacity(l),
         fc2_input_scale: gs_h,
+        epilogue: ExpertEpilogue::default(),
     };
     for (e, [up, gate, down]) in experts.into_iter().enumerate() {
         if up.global_scale != gate.global_scale {

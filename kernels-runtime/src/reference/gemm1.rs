@@ -1,9 +1,11 @@
 //! GEMM1 reference: gather by permuted row, FC1, α1, SwiGLU, NVFP4 requantization.
 
-use moegen_dsl::epilogue_math::fast::{FastFactors, quantize_block_fast, swiglu_fast};
-use moegen_dsl::epilogue_math::{round_to_bf16, swiglu_f32};
+use moegen_dsl::epilogue_math::fast::{
+    FastFactors, activation_fast, quantize_block_fast, swiglu_fast,
+};
+use moegen_dsl::epilogue_math::{activation_exact, pre_activation, round_to_bf16};
 use moegen_dsl::formats::{Scale128x4, pack_nibbles, quantize_nvfp4_block};
-use moegen_dsl::{EpilogueRecipe, SwigluInput};
+use moegen_dsl::{EpilogueRecipe, EpilogueSpec, SwigluInput};
 
 use super::exact_dot::{DecodedRow, block_scaled_dot};
 use super::weights::{Nvfp4Activations, PreparedWeights, validate_weights, w1_scale_layout};
@@ -151,20 +153,33 @@ pub fn gemm1_reference(
                 block_scaled_dot(&xrow, &w1[up_row + SWIGLU_INTERLEAVE]),
             )
         };
-        let fast = FastFactors::new(alpha, w.fc2_input_scale, swiglu_input);
+        let ep = &w.epilogue;
+        // A clamp or a bias needs the true pre-activations: α1 stays in the element loop.
+        let folded = ep.spec() == EpilogueSpec::PLAIN;
+        let fast = if folded {
+            FastFactors::new(alpha, w.fc2_input_scale, swiglu_input)
+        } else {
+            FastFactors::unfolded(w.fc2_input_scale)
+        };
         for (j, out) in hrow.iter_mut().enumerate() {
             let (up, gate) = dot(j);
-            *out = match recipe {
-                EpilogueRecipe::Exact => {
-                    let (mut u, mut g) = (alpha * up, alpha * gate);
+            *out = match (recipe, folded) {
+                // h / α² for f32 inputs: the factors carry α².
+                (EpilogueRecipe::Fast, true) => swiglu_fast(&fast, up, gate),
+                _ => {
+                    let bias = ep.gemm1_bias(shape, expert, j);
+                    let mut u = pre_activation(alpha, up, bias.map(|b| b.0));
+                    let mut g = pre_activation(alpha, gate, bias.map(|b| b.1));
                     if swiglu_input == SwigluInput::Bf16 {
                         u = round_to_bf16(u);
                         g = round_to_bf16(g);
                     }
-                    swiglu_f32(u, g)
+                    let (kind, p) = (ep.spec().activation, ep.params(expert));
+                    match recipe {
+                        EpilogueRecipe::Exact => activation_exact(kind, &p, u, g),
+                        EpilogueRecipe::Fast => activation_fast(kind, &p, u, g),
+                    }
                 }
-                // h / α² for f32 inputs: the factors carry α².
-                EpilogueRecipe::Fast => swiglu_fast(&fast, up, gate),
             };
         }
         for (b, block) in hrow.chunks_exact(16).enumerate() {

@@ -2,7 +2,7 @@
 
 use half::bf16;
 use moegen_dsl::FinalizeMode;
-use moegen_dsl::epilogue_math::round_to_bf16;
+use moegen_dsl::epilogue_math::{gemm2_value, round_to_bf16};
 
 use super::exact_dot::{DecodedRow, block_scaled_dot};
 use super::gemm1::{Gemm1Output, check_sort, decode_expert};
@@ -22,7 +22,8 @@ pub struct Routing {
     pub weights: Vec<f32>,
 }
 
-/// One route's contribution `bf16(acc · (α2[e] · w))`, `[N·k, H]` (zero for non-local routes).
+/// One route's contribution `bf16(acc · (α2[e] · w))` (with a GEMM2 bias
+/// `bf16(fma(acc, α2[e], b2) · w)`), `[N·k, H]` (zero for non-local routes).
 pub fn gemm2_contributions(
     shape: &MoeShape,
     h_in: &Gemm1Output,
@@ -50,10 +51,16 @@ pub fn gemm2_contributions(
         let codes =
             (0..i / 16).map(|c| h_in.scale_layout.offset(row, c).map_or(0, |o| h_in.scales[o]));
         let arow = DecodedRow::decode(&h_in.packed[row * i / 2..(row + 1) * i / 2], codes, i);
-        let s = w.alpha2[expert] * routing.weights[token * k + slot];
+        let rw = routing.weights[token * k + slot];
         let dst = &mut contrib[(token * k + slot) * hid..(token * k + slot + 1) * hid];
         for (n, d) in dst.iter_mut().enumerate() {
-            *d = round_to_bf16(block_scaled_dot(&arow, &w2[n]) * s);
+            let bias = w.epilogue.gemm2_bias(shape, expert, n);
+            *d = round_to_bf16(gemm2_value(
+                block_scaled_dot(&arow, &w2[n]),
+                w.alpha2[expert],
+                rw,
+                bias,
+            ));
         }
     }
     Ok(contrib)

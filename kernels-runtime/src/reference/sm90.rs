@@ -106,7 +106,7 @@ impl Sm90Weights {
             alpha1,
             alpha2,
             fc2_input_scale: w.fc2_input_scale,
-            epilogue: ExpertEpilogue::default(),
+            epilogue: w.epilogue.clone(),
         })
     }
 

@@ -5,6 +5,7 @@ use moegen_dsl::formats::{
     Nvfp4Matrix, Scale128x4, block_amax, nvfp4_global_scale, quantize_nvfp4,
 };
 
+use super::epilogue::ExpertEpilogue;
 use crate::error::{Result, RuntimeError, check_len};
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 
@@ -56,6 +57,18 @@ pub struct PreparedWeights {
     pub alpha2: Vec<f32>,
     /// Global scale GEMM1 requantizes its output with (`fc2_input_scale`).
     pub fc2_input_scale: f32,
+    /// The activation's per-expert parameters and the biases (plain SwiGLU, none, by
+    /// default; [`PreparedWeights::with_epilogue`]).
+    pub epilogue: ExpertEpilogue,
+}
+
+impl PreparedWeights {
+    /// The same weights with the epilogue data `epilogue` (checked against `shape`).
+    pub fn with_epilogue(mut self, shape: &MoeShape, epilogue: ExpertEpilogue) -> Result<Self> {
+        epilogue.validate(shape)?;
+        self.epilogue = epilogue;
+        Ok(self)
+    }
 }
 
 /// The 128x4 layout of one expert's W1 scales.
@@ -107,6 +120,7 @@ pub fn prepare_weights<T: Copy + Into<f32>>(
         alpha1: Vec::with_capacity(l),
         alpha2: Vec::with_capacity(l),
         fc2_input_scale: gs_h,
+        epilogue: ExpertEpilogue::default(),
     };
     for e in 0..l {
         let (u, g) = (&up[e * per..(e + 1) * per], &gate[e * per..(e + 1) * per]);
@@ -159,5 +173,5 @@ pub fn validate_weights(shape: &MoeShape, w: &PreparedWeights) -> Result<()> {
         return Err(RuntimeError::NonFinite { what: "alpha" });
     }
     positive("fc2 input scale", w.fc2_input_scale)?;
-    Ok(())
+    w.epilogue.validate(shape)
 }

@@ -35,9 +35,8 @@ pub enum LayerCheckError {
         /// The case's label.
         case: String,
     },
-    /// SM100's reference exists only for NVFP4 weights with NVFP4 activations and plain
-    /// SwiGLU.
-    #[error("{case}: SM100 runs NVFP4 weights with NVFP4 activations and plain SwiGLU")]
+    /// SM100's reference exists only for NVFP4 weights with NVFP4 activations.
+    #[error("{case}: SM100 runs NVFP4 weights with NVFP4 activations")]
     Sm100Format {
         /// The case's label.
         case: String,

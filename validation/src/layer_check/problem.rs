@@ -128,6 +128,7 @@ pub fn problem(case: LayerCase) -> Result<Problem, LayerCheckError> {
         }
     }
     let epilogue = epilogue(&mut r, case)?;
+    let prepared = prepared.with_epilogue(s, epilogue.clone()).map_err(reference)?;
     let oracle =
         oracle_moe_epilogue(s, &xf, &up, &gate, &down, &routing, &epilogue).map_err(reference)?;
     Ok(Problem { case, x, routing, input_scale, prepared, mxfp4, epilogue, oracle })
@@ -189,10 +190,7 @@ impl Problem {
         let sort = moe_sort(&r.experts, r.tokens, &s.window, tile).map_err(e)?;
         let contrib = match arch {
             Arch::Sm100 => {
-                if c.format != WeightFormat::Nvfp4
-                    || c.activations != ActivationFormat::Nvfp4
-                    || c.epilogue != EpilogueSpec::PLAIN
-                {
+                if c.format != WeightFormat::Nvfp4 || c.activations != ActivationFormat::Nvfp4 {
                     return Err(LayerCheckError::Sm100Format { case: c.label() });
                 }
                 let xf: Vec<f32> = self.x.iter().map(|v| v.to_f32()).collect();

@@ -1,5 +1,6 @@
 //! GEMM2's epilogue (the MoE finalize): thread t owns accumulator row t. Per 64 columns
-//! (`tcgen05.ld.32x32b.x64`) it scales by α2[expert] · router weight, rounds to bf16 and
+//! (`tcgen05.ld.32x32b.x64`) it scales by α2[expert] · router weight (with a GEMM2 bias:
+//! `fma(acc, α2, bias[column]) · router weight`), rounds to bf16 and
 //! stages the values in its shared-memory row; after the tile, one bulk reduce-add per row
 //! adds the row into the token's output row (the deterministic variant bulk-copies it into
 //! the route's row of a `[N·k, H]` scratch instead).
@@ -15,8 +16,10 @@ use moegen_dsl::resources::GEMM2_STAGING_GROUPS;
 
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
+use super::epilogue_swiglu::load_f32x64;
 use super::prologue::Common;
 use super::smem::{gemm2_group_bytes, gemm2_row_bytes};
+use crate::kernels::epilogue_math::gemm2_value;
 use crate::kernels::skeleton::{Needs, Unit};
 use crate::ptx::instrs::{BulkStore, BulkWait};
 use crate::ptx::ops::memory::ld;
@@ -32,6 +35,17 @@ struct RowInfo {
     scale: Reg,
     /// Whether the row is valid (below the tile's mn_limit, and the unit is live).
     valid: Reg,
+    /// With a GEMM2 bias: α2[expert], the router weight and the address of the expert's
+    /// bias at this N block's first column.
+    bias: Option<BiasInfo>,
+}
+
+/// What a row needs for GEMM2's bias: `fma(acc, α2, b) · w` instead of `acc · (α2 · w)`.
+#[derive(Clone, Copy)]
+struct BiasInfo {
+    alpha: Reg,
+    weight: Reg,
+    row: Reg,
 }
 
 /// Issues the loads of `RowInfo` for work unit `u` (which may be past the schedule: then
@@ -80,7 +94,12 @@ fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) ->
     let dst = b.add_u64(k.out, dst);
     let col_bytes = b.cvt_u64_u32(col_bytes);
     let dst = b.add_u64(dst, col_bytes);
-    RowInfo { dst, scale, valid }
+    let bias = k.bias.map(|(base, hidden)| {
+        let first = b.mul_u32(n, l.n);
+        let i = b.mad_u32(expert, hidden, first);
+        BiasInfo { alpha: al, weight: w, row: b.index_addr(base, i, 4) }
+    });
+    RowInfo { dst, scale, valid, bias }
 }
 
 /// Kernel parameters the epilogue reads.
@@ -91,6 +110,8 @@ struct Params {
     p2e: Reg,
     top_k: Reg,
     out_row_bytes: Reg,
+    /// GEMM2's bias f32 [L, H] and H (kernels with a bias).
+    bias: Option<(Reg, Reg)>,
 }
 
 /// `dst ← src` for each register of a row info (the next unit's becoming the current).
@@ -98,6 +119,11 @@ fn take(b: &mut KernelBuilder, dst: RowInfo, src: RowInfo) {
     b.emit_to(dst.dst, Alu::Mov(Ty::B64), vec![src.dst.into()]);
     b.emit_to(dst.scale, Alu::Mov(Ty::F32), vec![src.scale.into()]);
     b.emit_to(dst.valid, Alu::Mov(Ty::Pred), vec![src.valid.into()]);
+    if let (Some(d), Some(s)) = (dst.bias, src.bias) {
+        b.emit_to(d.alpha, Alu::Mov(Ty::F32), vec![s.alpha.into()]);
+        b.emit_to(d.weight, Alu::Mov(Ty::F32), vec![s.weight.into()]);
+        b.emit_to(d.row, Alu::Mov(Ty::B64), vec![s.row.into()]);
+    }
 }
 
 pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
@@ -113,6 +139,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         p2e: b.ld_buffer(Buffer::PermutedIdxToExpandedIdx),
         top_k: b.ld_scalar(Scalar::TopK),
         out_row_bytes: b.shl_b32(hidden, 1u32),
+        bias: l.key.bias.then(|| (b.ld_buffer(Buffer::Gemm2Bias), hidden)),
     };
     let acc = g.rings.acc.consumer(b, &g.rings.parties.epilogue, c.smem);
     // Row t's staging: bank group t % 8, index t / 8 (docs/kernels.md: the eight threads
@@ -127,6 +154,11 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         dst: b.reg(RegClass::B64),
         scale: b.reg(RegClass::F32),
         valid: b.reg(RegClass::Pred),
+        bias: first.bias.map(|_| BiasInfo {
+            alpha: b.reg(RegClass::F32),
+            weight: b.reg(RegClass::F32),
+            row: b.reg(RegClass::B64),
+        }),
     };
     take(b, now, first);
     let steps = l.n / STEP_COLS;
@@ -150,12 +182,33 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 acc_release(b, g, c, &acc);
             }
             let mut words = Vec::with_capacity(32);
-            for pair in v.chunks_exact(2) {
-                if let &[even, odd] = pair {
-                    let both = b.pack_b64(even, odd);
-                    let both = b.mul_f32x2(both, scale2);
-                    let (lo, hi) = b.unpack_f32x2(both);
-                    words.push(b.cvt_bf16x2(hi, lo));
+            match now.bias {
+                None => {
+                    for pair in v.chunks_exact(2) {
+                        if let &[even, odd] = pair {
+                            let both = b.pack_b64(even, odd);
+                            let both = b.mul_f32x2(both, scale2);
+                            let (lo, hi) = b.unpack_f32x2(both);
+                            words.push(b.cvt_bf16x2(hi, lo));
+                        }
+                    }
+                }
+                Some(bi) => {
+                    // The step's 64 biases (the same for every row: broadcast loads).
+                    let at = step.offset_u64(b, bi.row, STEP_COLS * 4);
+                    let biases = load_f32x64(b, at);
+                    let y: Vec<Reg> = v
+                        .iter()
+                        .zip(&biases)
+                        .map(|(&acc, &bias)| {
+                            gemm2_value(b, acc, bi.alpha, bi.weight, now.scale, Some(bias))
+                        })
+                        .collect();
+                    for pair in y.chunks_exact(2) {
+                        if let &[even, odd] = pair {
+                            words.push(b.cvt_bf16x2(odd, even));
+                        }
+                    }
                 }
             }
             // 128 bytes of the row per step.

@@ -6,13 +6,14 @@
 //! layout; each warp then TMA-stores its 32 × N/2 FP4 tile.
 
 use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
-use moegen_dsl::{EpilogueRecipe, SwigluInput};
+use moegen_dsl::{Activation, EpilogueRecipe, SwigluInput};
 
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
 use super::prologue::Common;
 use crate::kernels::epilogue_math::{
-    BlockQuant, fast_factors, requant_pair, round_bf16, swiglu, swiglu_fast,
+    ActivationRegs, BlockQuant, activation, activation_fast, fast_factors, pre_activation,
+    requant_pair, round_bf16, swiglu_fast, unfolded_block_quant,
 };
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{BulkWait, TmaStore};
@@ -21,6 +22,20 @@ use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWid
 
 /// Accumulator columns of one (up, gate) block: 64 up then 64 gate (the W1 interleave).
 const PAIR_COLS: u32 = 2 * STEP_COLS;
+
+/// 64 consecutive f32 from `at` (16 `ld.global.v4`).
+pub(super) fn load_f32x64(b: &mut KernelBuilder, at: Reg) -> [Reg; 64] {
+    let mut out = Vec::with_capacity(64);
+    for q in 0..16i64 {
+        let v = b.regs(RegClass::F32, 4);
+        b.emit(
+            Memory::Ld(Access::vector(Space::Global, VecWidth::V4, Ty::F32)),
+            vec![Operand::regs(&v), Operand::Reg(at).at(16 * q)],
+        );
+        out.extend(v);
+    }
+    std::array::from_fn(|i| out[i])
+}
 
 pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let l = &g.l;
@@ -31,6 +46,11 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let map_out = b.tensor_map_addr(TensorMap::Gemm1OutputStore);
     let inter = b.ld_scalar(Scalar::Intermediate);
     let atoms_per_rowblock = b.shr_u32(inter, 6u32);
+    // Plain SwiGLU folds α1 into the Fast recipe's block factors; a clamp or a bias needs
+    // the true pre-activations, so α1 stays in the element loop.
+    let folded = l.key.activation == Activation::Swiglu && !l.key.bias;
+    let act_params = l.key.activation.has_params().then(|| b.ld_buffer(Buffer::ActivationParams));
+    let bias = l.key.bias.then(|| b.ld_buffer(Buffer::Gemm1Bias));
     let acc = g.rings.acc.consumer(b, &g.rings.parties.epilogue, c.smem);
     // One staging row per thread: N/2 FP4 values of h.
     let row_stride = l.n / 4;
@@ -54,8 +74,28 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         b.bar_warp_sync();
         let al_addr = b.index_addr(alpha, u.expert, 4);
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
-        let fast = (l.key.recipe == EpilogueRecipe::Fast)
+        let fast = (folded && l.key.recipe == EpilogueRecipe::Fast)
             .then(|| fast_factors(b, al, gs, l.key.swiglu_input));
+        let act = act_params.map(|base| {
+            let row = b.shl_b32(u.expert, 2u32);
+            let at = b.index_addr(base, row, 4);
+            let [alpha, beta, limit] = [0i64, 4, 8].map(|off| {
+                let a = b.add_u64(at, off);
+                b.ld_global(Ty::F32, RegClass::F32, a)
+            });
+            ActivationRegs { alpha, beta, limit }
+        });
+        // This unit's bias rows: the expert's up values from h column n·N/2, its gate
+        // values I further.
+        let bias_rows = bias.map(|base| {
+            let two_i = b.shl_b32(inter, 1u32);
+            let row = b.mul_u32(u.expert, two_i);
+            let col = b.mad_u32(u.n, l.n / 2, row);
+            let up = b.index_addr(base, col, 4);
+            let gate_col = b.add_u32(col, inter);
+            let gate = b.index_addr(base, gate_col, 4);
+            [up, gate]
+        });
         let row = b.add_u32(u.row0, c.tid);
         let rowblock = b.shr_u32(row, 7u32);
         let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
@@ -76,21 +116,37 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             if p + 1 == release_after {
                 acc_release(b, g, c, &acc);
             }
+            // The step's 64 up and 64 gate biases (the same for every row: broadcast loads).
+            let biases = bias_rows.map(|rows| {
+                rows.map(|r| {
+                    let at = step.offset_u64(b, r, STEP_COLS * 4);
+                    load_f32x64(b, at)
+                })
+            });
             let h: [Reg; 64] = std::array::from_fn(|i| match &fast {
                 Some(f) => swiglu_fast(b, f, up[i], gate[i]),
                 None => {
-                    let mut uu = b.mul_f32(al, up[i]);
-                    let mut gg = b.mul_f32(al, gate[i]);
+                    let bias = biases.as_ref().map(|[bu, bg]| (bu[i], bg[i]));
+                    let mut uu = pre_activation(b, al, up[i], bias.map(|x| x.0));
+                    let mut gg = pre_activation(b, al, gate[i], bias.map(|x| x.1));
                     if l.key.swiglu_input == SwigluInput::Bf16 {
                         uu = round_bf16(b, uu);
                         gg = round_bf16(b, gg);
                     }
-                    swiglu(b, uu, gg)
+                    match l.key.recipe {
+                        EpilogueRecipe::Exact => {
+                            activation(b, l.key.activation, act.as_ref(), uu, gg)
+                        }
+                        EpilogueRecipe::Fast => {
+                            activation_fast(b, l.key.activation, act.as_ref(), uu, gg)
+                        }
+                    }
                 }
             });
-            let how = match &fast {
-                Some(f) => BlockQuant::Fast { q: f.q, k: f.k },
-                None => BlockQuant::Exact { g: gs },
+            let how = match (&fast, l.key.recipe) {
+                (Some(f), _) => BlockQuant::Fast { q: f.q, k: f.k },
+                (None, EpilogueRecipe::Fast) => unfolded_block_quant(b, gs),
+                (None, EpilogueRecipe::Exact) => BlockQuant::Exact { g: gs },
             };
             let lo: [Reg; 32] = std::array::from_fn(|i| h[i]);
             let hi: [Reg; 32] = std::array::from_fn(|i| h[32 + i]);
