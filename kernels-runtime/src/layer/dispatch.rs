@@ -193,7 +193,11 @@ impl DispatchTable {
                     .min_by(|a, b| {
                         estimate_us(shape, a, n, dev).total_cmp(&estimate_us(shape, b, n, dev))
                     })
-                    .ok_or_else(|| LayerError::NoTactic("the candidate list is empty".into()))
+                    .ok_or_else(|| {
+                        LayerError::NoTactic(
+                            "the candidate list is empty (MoeLayer::candidates says why)".into(),
+                        )
+                    })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self { buckets, choices, source: ChoiceSource::Analytic })
