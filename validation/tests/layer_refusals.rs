@@ -63,7 +63,14 @@ fn a_hidden_size_the_clusters_cannot_cover_is_the_reason_given() {
     assert!(message.contains("hidden size = 256"), "{message}");
     assert!(message.contains("positive multiple of 2"), "{message}");
     assert!(message.contains("the next hidden size it serves: 512"), "{message}");
-    assert!(message.contains("15 × GEMM not in the kernel set"), "{message}");
+    assert!(
+        message.starts_with(
+            "no tactic of the kernel set applies: 16 Sm100 tactics considered: 15 × GEMM not in \
+             the kernel set (e.g. t128:"
+        ),
+        "{message}"
+    );
+    eprintln!("{message}");
     // A summary, not a list of every tactic.
     assert!(message.len() < 600, "{} characters: {message}", message.len());
     // At H = 512 the same set serves the layer.

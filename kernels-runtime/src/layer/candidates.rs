@@ -161,8 +161,8 @@ fn not_covered(gemm: &GemmTactic, dim: &str, value: u64, next: Option<u64>) -> S
             moegen_dsl::sm90_n_granule(gemm.kind())
         ),
         Arch::Sm100 => format!(
-            "{gemm} covers N = {what} with {} tiles of {n} columns, and its clusters need a \
-             positive multiple of {cn}",
+            "{gemm} cuts N = {what} into {} × {n}-column tiles; its clusters need a positive \
+             multiple of {cn}",
             cols.div_ceil(n)
         ),
     };
@@ -274,7 +274,7 @@ impl std::error::Error for NoCandidates {}
 
 impl fmt::Display for NoCandidates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "none of the {} {:?} tactics applies", self.rejected.len(), self.arch)?;
+        write!(f, "{} {:?} tactics considered", self.rejected.len(), self.arch)?;
         for (i, (kind, n, first)) in self.summary().into_iter().enumerate() {
             let sep = if i == 0 { ": " } else { "; " };
             let eg = if n > 1 { "e.g. " } else { "" };
