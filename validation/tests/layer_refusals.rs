@@ -70,7 +70,6 @@ fn a_hidden_size_the_clusters_cannot_cover_is_the_reason_given() {
         ),
         "{message}"
     );
-    eprintln!("{message}");
     // A summary, not a list of every tactic.
     assert!(message.len() < 600, "{} characters: {message}", message.len());
     // At H = 512 the same set serves the layer.
