@@ -172,7 +172,8 @@ fn not_covered(gemm: &GemmTactic, dim: &str, value: u64, next: Option<u64>) -> S
     s
 }
 
-/// The PTX target whose GEMM rules (K-stage multiple) a generation's kernels follow.
+/// The PTX target whose GEMM rules (K-stage multiple, resource model) a generation's
+/// kernels follow: sm_100a's equal sm_100f's.
 pub(crate) fn shape_target(arch: Arch) -> Target {
     match arch {
         Arch::Sm100 => Target::Sm100f,

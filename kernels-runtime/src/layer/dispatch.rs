@@ -6,8 +6,9 @@ use moegen_dsl::abi::roles::sm90_consumers;
 use moegen_dsl::gpu::Gpu;
 use moegen_dsl::plan::{MoeShape, TokenBuckets, max_tiles};
 use moegen_dsl::resources::plan_gemm;
-use moegen_dsl::{ActivationFormat, Arch, GemmTactic, MoeTactic, Target, TileSize};
+use moegen_dsl::{ActivationFormat, Arch, GemmTactic, MoeTactic, TileSize};
 
+use super::candidates::shape_target;
 use super::error::LayerError;
 
 /// Where a table's choices came from.
@@ -167,11 +168,7 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
 /// CTAs of `g` resident per SM: the resource model's (1 for a GEMM it cannot plan, which
 /// never reaches a candidate list).
 fn ctas_per_sm(g: &GemmTactic) -> u32 {
-    let target = match g.arch() {
-        Arch::Sm100 => Target::Sm100f,
-        Arch::Sm90 => Target::Sm90a,
-    };
-    plan_gemm(target, g).map_or(1, |b| b.ctas_per_sm)
+    plan_gemm(shape_target(g.arch()), g).map_or(1, |b| b.ctas_per_sm)
 }
 
 impl DispatchTable {
