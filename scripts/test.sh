@@ -9,7 +9,7 @@ cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 cargo test --workspace --locked
 # The downstream examples, built as a user builds them (their own workspace and lock file);
 # one target folder for both, so their dependencies compile once.
-for example in layer-demo build-script macro; do
+for example in layer-demo build-script macro zero-to-layer; do
     manifest="examples/$example/Cargo.toml"
     cargo fmt --manifest-path "$manifest" --check
     CARGO_TARGET_DIR=target/examples cargo clippy --manifest-path "$manifest" --all-targets --locked -- -D warnings

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use moegen_dsl::abi::SimtTarget;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{
-    EpilogueRecipe, FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target, nvfp4_tactics,
+    Arch, EpilogueRecipe, FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target, TileSize,
+    nvfp4_tactics,
 };
 
 use crate::emit::{EmitError, TextSource, manifest_json, render_items, write_if_changed};
@@ -36,9 +37,40 @@ pub enum BuildError {
     /// Rendering or writing the module failed.
     #[error(transparent)]
     Emit(#[from] EmitError),
-    /// An empty tactic list.
-    #[error("no tactic was selected")]
-    NoTactics,
+    /// An option given an empty list (`tactics`, `tile_sizes` or `finalize_modes`).
+    #[error(
+        "{option}: the list is empty; name at least one, or leave {option} out for the default"
+    )]
+    Empty {
+        /// The builder method.
+        option: &'static str,
+    },
+    /// A tile size that is not one of the target's.
+    #[error("tile_sizes: {rows} is not one of {target}'s tile sizes {}", rows_list(allowed))]
+    TileSize {
+        /// The rows given.
+        rows: u32,
+        /// The target the kernels are built for.
+        target: Target,
+        /// The target's tile sizes.
+        allowed: Vec<u32>,
+    },
+    /// A tile size none of the selected tactics has.
+    #[error(
+        "tile_sizes: no selected tactic has {rows}-row tiles (the selected tactics have {})",
+        rows_list(selected)
+    )]
+    NoTacticAtTile {
+        /// The rows given.
+        rows: u32,
+        /// The tile sizes of the selected tactics.
+        selected: Vec<u32>,
+    },
+}
+
+fn rows_list(rows: &[u32]) -> String {
+    let r: Vec<String> = rows.iter().map(u32::to_string).collect();
+    format!("{{{}}}", r.join(", "))
 }
 
 /// What a build emitted.
@@ -56,6 +88,8 @@ pub struct Emitted {
 #[derive(Clone, Debug)]
 pub struct Builder {
     spec: KernelSetSpec,
+    /// The rows `tile_sizes` was given, checked against the final target when emitting.
+    tile_rows: Option<Vec<u32>>,
     out_dir: Option<PathBuf>,
     cargo_directives: bool,
 }
@@ -77,7 +111,7 @@ impl Builder {
         spec.simt = vec![SimtTarget::Sm100f];
         spec.sm90 = Vec::new();
         spec.corpus = false;
-        Self { spec, out_dir: None, cargo_directives: true }
+        Self { spec, tile_rows: None, out_dir: None, cargo_directives: true }
     }
 
     /// The GEMMs' PTX target.
@@ -95,9 +129,12 @@ impl Builder {
         self.spec.tactics = tactics.into_iter().collect();
         self
     }
-    /// Only the tactics whose routing tile has `rows` rows (128 or 256).
+    /// Only the tactics whose routing tile has `rows` rows (128 or 256 on SM100), whenever
+    /// the tactics are chosen; a size that is not the target's, or that no chosen tactic
+    /// has, is refused when emitting.
     pub fn tile_sizes(mut self, rows: &[u32]) -> Self {
         self.spec.tactics.retain(|t| rows.contains(&t.tile().rows()));
+        self.tile_rows = Some(rows.to_vec());
         self
     }
     /// GEMM2 finalize modes to generate.
@@ -149,14 +186,22 @@ impl Builder {
             // version (a dependency change reruns the script anyway).
             println!("cargo::rerun-if-changed=build.rs");
         }
-        if self.spec.tactics.is_empty() {
-            return Err(BuildError::NoTactics);
+        let mut spec = self.spec;
+        if let Some(rows) = &self.tile_rows {
+            check_tile_rows(&spec, rows)?;
+            spec.tactics.retain(|t| rows.contains(&t.tile().rows()));
+        }
+        if spec.tactics.is_empty() {
+            return Err(BuildError::Empty { option: "tactics" });
+        }
+        if spec.finalize.is_empty() {
+            return Err(BuildError::Empty { option: "finalize_modes" });
         }
         let dir = match self.out_dir {
             Some(d) => d,
             None => std::env::var_os("OUT_DIR").map(PathBuf::from).ok_or(BuildError::NoOutDir)?,
         };
-        let kernels = build_set(&self.spec)?;
+        let kernels = build_set(&spec)?;
         let ptx_dir = dir.join("moegen_ptx");
         let manifest = dir.join("moegen_kernels.json");
         let source = TextSource::Files {
@@ -180,6 +225,31 @@ impl Builder {
         )?;
         Ok(Emitted { module, kernels: kernels.len(), written })
     }
+}
+
+/// Checks `tile_sizes`' rows: each one of the target's tile sizes and used by a tactic of
+/// `spec` (the tactics before the tile filter).
+fn check_tile_rows(spec: &KernelSetSpec, rows: &[u32]) -> Result<(), BuildError> {
+    if rows.is_empty() {
+        return Err(BuildError::Empty { option: "tile_sizes" });
+    }
+    let target = spec.target;
+    let allowed: Vec<u32> = match target.arch() {
+        Arch::Sm100 => TileSize::SM100.iter().map(|t| t.rows()).collect(),
+        Arch::Sm90 => TileSize::SM90.iter().map(|t| t.rows()).collect(),
+    };
+    let mut selected: Vec<u32> = spec.tactics.iter().map(|t| t.tile().rows()).collect();
+    selected.sort_unstable();
+    selected.dedup();
+    for &r in rows {
+        if !allowed.contains(&r) {
+            return Err(BuildError::TileSize { rows: r, target, allowed });
+        }
+        if !selected.contains(&r) {
+            return Err(BuildError::NoTacticAtTile { rows: r, selected });
+        }
+    }
+    Ok(())
 }
 
 /// All 16 NVFP4 tactics (for filtering in a build script).

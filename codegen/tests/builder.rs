@@ -1,7 +1,7 @@
 //! The build-script route: `Builder` writes the module `include_kernels!()` includes, with the
 //! PTX beside it, touching nothing that is already up to date.
 
-use moegen_codegen::builder::{BuildError, Builder, MODULE_FILE};
+use moegen_codegen::builder::{BuildError, Builder, MODULE_FILE, all_tactics};
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{FinalizeMode, GemmKind, GemmTactic, Raster};
 
@@ -47,5 +47,39 @@ fn refused_options_name_themselves() {
     let e = Builder::new().depths(g, 99, 1).cargo_directives(false).out_dir(&out).emit();
     assert!(e.unwrap_err().to_string().contains("A/B stages 99"));
     let e = Builder::new().tile_sizes(&[64]).cargo_directives(false).out_dir(&out).emit();
-    assert!(matches!(e, Err(BuildError::NoTactics)));
+    assert!(matches!(e, Err(BuildError::TileSize { rows: 64, .. })), "{e:?}");
+}
+
+#[test]
+fn a_bad_tile_size_is_named_with_the_targets_sizes() {
+    let out = dir("builder_bad_tile");
+    let e = Builder::new().tile_sizes(&[100]).cargo_directives(false).out_dir(&out).emit();
+    let e = e.unwrap_err();
+    assert!(matches!(e, BuildError::TileSize { rows: 100, .. }), "{e:?}");
+    assert_eq!(e.to_string(), "tile_sizes: 100 is not one of sm_100f's tile sizes {128, 256}");
+    // One good and one bad size: the bad one is named, not silently dropped.
+    let e = Builder::new().tile_sizes(&[128, 100]).cargo_directives(false).out_dir(&out).emit();
+    assert!(matches!(e, Err(BuildError::TileSize { rows: 100, .. })), "{e:?}");
+    let e = Builder::new().tile_sizes(&[]).cargo_directives(false).out_dir(&out).emit();
+    assert!(matches!(e, Err(BuildError::Empty { option: "tile_sizes" })), "{e:?}");
+}
+
+#[test]
+fn a_tile_size_no_chosen_tactic_has_is_refused_whatever_the_call_order() {
+    let out = dir("builder_tile_order");
+    let t128: Vec<_> = all_tactics().into_iter().filter(|t| t.tile().rows() == 128).collect();
+    // The tile filter applies to tactics chosen after it too.
+    let e = Builder::new()
+        .tile_sizes(&[256])
+        .tactics(t128.clone())
+        .cargo_directives(false)
+        .out_dir(&out)
+        .emit()
+        .unwrap_err();
+    assert!(matches!(e, BuildError::NoTacticAtTile { rows: 256, .. }), "{e:?}");
+    assert!(e.to_string().contains("{128}"), "{e}");
+    let e = Builder::new().tactics([]).cargo_directives(false).out_dir(&out).emit();
+    assert!(matches!(e, Err(BuildError::Empty { option: "tactics" })), "{e:?}");
+    let e = Builder::new().finalize_modes([]).cargo_directives(false).out_dir(&out).emit();
+    assert!(matches!(e, Err(BuildError::Empty { option: "finalize_modes" })), "{e:?}");
 }

@@ -30,6 +30,7 @@ pub mod target;
 pub use kernel_desc::{DescError, Epilogue, KernelDesc, KernelDescBuilder};
 pub use options::{
     Activation, ActivationFormat, EpilogueRecipe, EpilogueSpec, FinalizeMode, SwigluInput,
+    WeightFormat,
 };
 pub use resources::{KernelBudget, ResourceError, plan_gemm, plan_gemm_for};
 pub use sm90_tactics::{sm90_n_granule, sm90_tactics};

@@ -1,6 +1,6 @@
-//! Generates the kernels this crate runs: the eight NVFP4 tactics with 128-row routing
-//! tiles, both finalize modes, and the SIMT kernels for sm_100. The module lands in
-//! `OUT_DIR`; `moegen_dsl::include_kernels!()` includes it.
+// build.rs: generates the kernels this crate runs (the eight NVFP4 tactics with 128-row
+// routing tiles, both finalize modes, the SIMT kernels for sm_100) into OUT_DIR, with the
+// cargo::rerun-if-* lines, touching only files whose bytes change; src/lib.rs includes them.
 
 use moegen_codegen::builder::Builder;
 use moegen_dsl::FinalizeMode;

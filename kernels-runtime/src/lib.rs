@@ -1,5 +1,6 @@
 //! moegen-runtime: running the generated NVFP4 MoE kernels.
 //!
+//! - [`prelude`]: what a layer needs, in one `use` (the README's "From zero to a layer").
 //! - [`backend`]: the [`backend::Backend`] trait, with a CUDA backend (feature `cuda`,
 //!   default) and a simulator backend (feature `sim`).
 //! - [`layer`]: the layer API an engine calls: weights once, one workspace, `forward` on the
@@ -23,6 +24,7 @@ pub mod error;
 pub mod error_record;
 pub mod launch;
 pub mod layer;
+pub mod prelude;
 pub mod reference;
 pub mod routing;
 

@@ -21,7 +21,7 @@ fn overridden_depths_resolve_and_planned_ones_win() {
     let builtin = KernelSet::builtin();
     let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
     let config = LayerConfig::new(shape);
-    let all = MoeLayer::candidates(&config, &builtin, 8, Arch::Sm100, WeightFormat::Nvfp4);
+    let all = MoeLayer::candidates(&config, &builtin, 8, Arch::Sm100, WeightFormat::Nvfp4).unwrap();
     let t = all.iter().find(|t| t.tile() == TileSize::T128).copied().unwrap();
     let g1 = builtin.kernels().iter().copied().find(|k| matches!(k.id, KernelId::Gemm(g) if g.gemm == moegen_dsl::GemmKind::Gemm1 && g.tile == TileSize::T128 && g.mma_n == t.gemm1().mma_tiler()[1] && g.planned_depths)).unwrap();
     let KernelId::Gemm(key) = g1.id else { unreachable!() };
@@ -31,7 +31,7 @@ fn overridden_depths_resolve_and_planned_ones_win() {
     let others = builtin.kernels().iter().copied().filter(|k| k.id != g1.id);
     let set = KernelSet::new(others.clone().chain([fake]));
     assert_eq!(set.find_gemm(&key).map(|k| k.name), Some(fake.name));
-    let cands = MoeLayer::candidates(&config, &set, 8, Arch::Sm100, WeightFormat::Nvfp4);
+    let cands = MoeLayer::candidates(&config, &set, 8, Arch::Sm100, WeightFormat::Nvfp4).unwrap();
     assert!(cands.contains(&t), "a tactic whose GEMM1 has overridden depths is a candidate");
     // Both builds: the resource model's depths are preferred.
     let both = KernelSet::new(others.chain([fake, g1]));

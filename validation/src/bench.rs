@@ -250,10 +250,8 @@ pub fn bench_variant(
     let config =
         LayerConfig { finalize: opts.finalize, activations: v.activations, ..LayerConfig::new(ms) };
     let kernels = KernelSet::builtin();
-    let tactics = MoeLayer::candidates(&config, &kernels, max_tokens as u64, arch, v.format);
-    if tactics.is_empty() {
-        return Err(BenchError::NoTactic { shape: sn, variant: vn });
-    }
+    let tactics =
+        MoeLayer::candidates(&config, &kernels, max_tokens as u64, arch, v.format).map_err(s)?;
     let dev = DeviceModel::for_layer(arch, v.activations).with_sms(b.sm_count());
     let table = DispatchTable::analytic(&ms, max_tokens as u64, &tactics, &dev).map_err(s)?;
     let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(s)?;
@@ -270,7 +268,7 @@ pub fn bench_variant(
         deterministic: opts.finalize == FinalizeMode::Deterministic,
         arch,
     };
-    let ws = Workspace::new(b, spec).map_err(s)?;
+    let ws = Workspace::new(b, &kernels, spec).map_err(s)?;
     if opts.tune.is_some() {
         log(&format!("{} {}: tuning {} tactics", shape.name, v.name, tactics.len()));
     }

@@ -247,10 +247,8 @@ fn setup(
         return Err(LayerCheckError::PlannedTooFew { case: c.label() });
     }
     let planned = c.planned_tokens;
-    let mut tactics = MoeLayer::candidates(&config, kernels, planned as u64, arch, c.format);
-    if tactics.is_empty() {
-        return Err(LayerCheckError::NoTactic { case: c.label(), arch });
-    }
+    let mut tactics = MoeLayer::candidates(&config, kernels, planned as u64, arch, c.format)
+        .map_err(|e| layer_err(c, e))?;
     if let Some(m) = max_tactics.filter(|&m| m > 0 && m < tactics.len()) {
         let n = tactics.len();
         tactics = (0..m).map(|j| tactics[j * n / m]).collect();
@@ -277,7 +275,7 @@ fn setup(
         deterministic: c.finalize == FinalizeMode::Deterministic,
         arch,
     };
-    let ws = Workspace::new(b, spec).map_err(|e| layer_err(c, e))?;
+    let ws = Workspace::new(b, kernels, spec).map_err(|e| layer_err(c, e))?;
     let x: Vec<u8> = p.x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
     let ids: Vec<u8> = p.routing.experts.iter().flat_map(|v| v.to_le_bytes()).collect();
     let w: Vec<u8> = p.routing.weights.iter().flat_map(|v| v.to_le_bytes()).collect();

@@ -57,7 +57,8 @@ fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
     let config = moegen_runtime::layer::LayerConfig::new(ms);
     let kernels = moegen_runtime::layer::KernelSet::builtin();
     let all =
-        MoeLayer::candidates(&config, &kernels, 6, moegen_dsl::Arch::Sm100, WeightFormat::Nvfp4);
+        MoeLayer::candidates(&config, &kernels, 6, moegen_dsl::Arch::Sm100, WeightFormat::Nvfp4)
+            .unwrap();
     let opts = BenchOptions {
         warmup: 1,
         iters: 2,

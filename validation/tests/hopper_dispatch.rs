@@ -48,7 +48,7 @@ fn the_h200_model_picks_within_5_percent_of_the_h200_tuner() {
         let ms = shape.moe_shape().unwrap();
         let max = *shape.tokens.iter().max().unwrap() as u64;
         let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
-        let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format);
+        let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format).unwrap();
         assert!(tactics.len() > 1, "{name}: a choice to make");
         let table = DispatchTable::analytic(&ms, max, &tactics, &DeviceModel::for_arch(Arch::Sm90))
             .unwrap();
@@ -89,7 +89,8 @@ fn the_b200_model_misjudges_hopper_at_large_batches() {
     let ms = shape.moe_shape().unwrap();
     let v = VARIANTS[0];
     let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
-    let tactics = MoeLayer::candidates(&config, &KernelSet::builtin(), 16384, Arch::Sm90, v.format);
+    let tactics =
+        MoeLayer::candidates(&config, &KernelSet::builtin(), 16384, Arch::Sm90, v.format).unwrap();
     let pick = |dev: DeviceModel| {
         let t = DispatchTable::analytic(&ms, 16384, &tactics, &dev).unwrap();
         t.choose(16384).unwrap().1.tile().rows()
@@ -114,7 +115,7 @@ fn the_h200_a8_model_picks_within_5_percent_of_the_a8_tuner() {
         let ms = shape.moe_shape().unwrap();
         let max = *shape.tokens.iter().max().unwrap() as u64;
         let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
-        let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format);
+        let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format).unwrap();
         assert!(tactics.len() > 1, "{name}: a choice to make");
         let dev = DeviceModel::for_layer(Arch::Sm90, v.activations);
         let table = DispatchTable::analytic(&ms, max, &tactics, &dev).unwrap();

@@ -74,7 +74,7 @@ fn workspace(s: &mut Setup, deterministic: bool) -> Workspace {
         deterministic,
         arch: moegen_dsl::Arch::Sm100,
     };
-    Workspace::new(&mut s.sim, spec).unwrap()
+    Workspace::new(&mut s.sim, &KernelSet::builtin(), spec).unwrap()
 }
 
 fn layer(s: &mut Setup, finalize: FinalizeMode) -> MoeLayer {
@@ -90,7 +90,8 @@ fn layer_with(s: &mut Setup, config: LayerConfig) -> MoeLayer {
         MAX_TOKENS as u64,
         Arch::Sm100,
         WeightFormat::Nvfp4,
-    );
+    )
+    .unwrap();
     // Every tactic applies at H 512, I 256, and the built-in set holds each recipe's GEMM1s.
     assert_eq!(tactics.len(), 16, "tactics for {config:?}");
     let dev = DeviceModel::b200().with_sms(s.sim.sm_count());
@@ -178,14 +179,14 @@ fn every_bad_input_is_refused_before_any_launch() {
         deterministic: false,
         arch: moegen_dsl::Arch::Sm100,
     };
-    let other = Workspace::new(&mut s.sim, spec).unwrap();
+    let other = Workspace::new(&mut s.sim, &KernelSet::builtin(), spec).unwrap();
     let e = layer.forward(&mut s.sim, &other, &good).unwrap_err();
     assert!(matches!(e, LayerError::WorkspaceMismatch { .. }), "{e}");
     // Engine-owned workspace memory is checked for size and alignment.
     let plan = Workspace::plan_for(ws.spec()).unwrap();
     let small = DeviceSlice::new(ws.memory().ptr, plan.workspace_bytes - 1);
     assert!(matches!(
-        Workspace::from_device(ws.spec().clone(), small),
+        Workspace::from_device(&KernelSet::builtin(), ws.spec().clone(), small),
         Err(LayerError::BufferTooSmall { buffer: "workspace", .. })
     ));
     // Weights in the engine's memory must be complete.
@@ -305,7 +306,8 @@ fn the_analytic_table_covers_every_bucket_and_prefers_small_tiles_for_small_batc
     let s = setup(1);
     let config = LayerConfig::new(s.shape);
     let kernels = KernelSet::builtin();
-    let tactics = MoeLayer::candidates(&config, &kernels, 16384, Arch::Sm100, WeightFormat::Nvfp4);
+    let tactics =
+        MoeLayer::candidates(&config, &kernels, 16384, Arch::Sm100, WeightFormat::Nvfp4).unwrap();
     let dev = DeviceModel::b200();
     let t = DispatchTable::analytic(&s.shape, 16384, &tactics, &dev).unwrap();
     assert_eq!(t.choices().len(), t.buckets().buckets().len());
@@ -442,7 +444,10 @@ fn release_frees_what_moegen_allocated_and_only_that() {
     let bytes = Workspace::plan_for(&spec).unwrap().workspace_bytes;
     let engine = DeviceSlice::new(s.sim.alloc(bytes as usize).unwrap(), bytes);
     let frees = s.sim.stats().frees;
-    Workspace::from_device(spec, engine).unwrap().release(&mut s.sim).unwrap();
+    Workspace::from_device(&KernelSet::builtin(), spec, engine)
+        .unwrap()
+        .release(&mut s.sim)
+        .unwrap();
     let shape = s.shape;
     let uploaded = LayerWeights::upload(&mut s.sim, &shape, &s.prepared, s.input_scale).unwrap();
     let sizes = LayerWeights::sizes(&shape, Arch::Sm100).unwrap();

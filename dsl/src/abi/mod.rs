@@ -26,7 +26,7 @@ pub mod tensor_map;
 // generated kernel sets write them as `moegen_dsl::abi::…` constants); they live in leaf
 // modules so that descriptions can use them without importing the ABI.
 pub use crate::gemm_key::GemmKey;
-pub use crate::options::WeightFormat;
+pub use crate::options::{ActivationFormat, WeightFormat};
 pub use identity::{CorpusKernel, KernelId, SimtFamily, SimtTarget};
 pub use info::KernelInfo;
 pub use launch::{GridRule, LaunchFacts, RowCount, SmemRule, launch_facts, persistent_units};
@@ -34,7 +34,7 @@ pub use param::{Buffer, Param, ParamKind, ParamType, Scalar, TensorMap};
 pub use roles::{GemmRoles, gemm_roles};
 pub use tensor_map::{MapDims, TensorMapLayout, TmaElement};
 
-use crate::options::{ActivationFormat, FinalizeMode};
+use crate::options::FinalizeMode;
 use crate::tactic::{Arch, GemmKind};
 
 /// The parameter list of a kernel, with the path of the constant that holds it (generated

@@ -2,7 +2,8 @@
 //! `build.rs` generated, and compares the output with the CPU reference and the f64 oracle.
 
 use moegen_dsl::FinalizeMode;
-use moegen_example_build_script::{kernels, layer};
+use moegen_example_build_script::kernels;
+use moegen_example_layer as layer;
 use moegen_runtime::layer::KernelSet;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

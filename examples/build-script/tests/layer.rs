@@ -3,7 +3,8 @@
 //! is pinned by a snapshot, so a moegen upgrade that changes it shows in review.
 
 use moegen_dsl::FinalizeMode;
-use moegen_example_build_script::{kernels, layer};
+use moegen_example_build_script::kernels;
+use moegen_example_layer as layer;
 use moegen_runtime::layer::KernelSet;
 
 /// Relative L2 error allowed against the unquantized f64 oracle. Activations, weights and

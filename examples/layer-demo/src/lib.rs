@@ -10,7 +10,7 @@ use moegen_dsl::{Arch, FinalizeMode, MoeTactic, SwigluInput, Target};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::{
-    DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerWeights,
+    DeviceModel, DispatchTable, ForwardIo, HostBuffers, KernelSet, LayerConfig, LayerWeights,
     MoeLayer, Workspace, WorkspaceSpec,
 };
 use moegen_runtime::reference::{
@@ -70,15 +70,6 @@ impl Rng {
     }
 }
 
-fn upload<T: Copy>(
-    sim: &mut SimBackend,
-    values: &[T],
-    bytes: impl Fn(T) -> Vec<u8>,
-) -> Result<DeviceSlice, Box<dyn Error>> {
-    let bytes: Vec<u8> = values.iter().flat_map(|&v| bytes(v)).collect();
-    Ok(DeviceSlice::new(sim.upload_new(&bytes)?, bytes.len() as u64))
-}
-
 /// The layer's kernel options.
 fn config(shape: MoeShape, finalize: FinalizeMode) -> LayerConfig {
     LayerConfig { swiglu_input: SwigluInput::F32, finalize, ..LayerConfig::new(shape) }
@@ -95,7 +86,7 @@ pub fn candidates(
     finalize: FinalizeMode,
 ) -> Result<Vec<MoeTactic>, Box<dyn Error>> {
     let config = config(shape()?, finalize);
-    Ok(MoeLayer::candidates(&config, kernels, MAX_TOKENS as u64, Arch::Sm100, WeightFormat::Nvfp4))
+    Ok(MoeLayer::candidates(&config, kernels, MAX_TOKENS as u64, Arch::Sm100, WeightFormat::Nvfp4)?)
 }
 
 /// Runs `tokens` (1..=[`MAX_TOKENS`]) random tokens through a layer built from `kernels`,
@@ -128,12 +119,13 @@ pub fn run(
     let max = MAX_TOKENS as u64;
     let tactics = match only {
         Some(t) => vec![t],
-        None => MoeLayer::candidates(&config, kernels, max, Arch::Sm100, WeightFormat::Nvfp4),
+        None => MoeLayer::candidates(&config, kernels, max, Arch::Sm100, WeightFormat::Nvfp4)?,
     };
     let device = DeviceModel::b200().with_sms(sim.sm_count());
     let table = DispatchTable::analytic(&shape, max, &tactics, &device)?;
     let workspace = Workspace::new(
         &mut sim,
+        kernels,
         WorkspaceSpec {
             max_tokens: MAX_TOKENS,
             top_k: TOP_K,
@@ -151,20 +143,18 @@ pub fn run(
 
     let io = ForwardIo {
         tokens,
-        activations: upload(&mut sim, &x, |v| v.to_bits().to_le_bytes().to_vec())?,
-        expert_ids: upload(&mut sim, &routing.experts, |v| v.to_le_bytes().to_vec())?,
-        expert_weights: upload(&mut sim, &routing.weights, |v| v.to_le_bytes().to_vec())?,
-        output: DeviceSlice::new(sim.alloc(tokens * h * 2)?, (tokens * h * 2) as u64),
+        activations: sim.upload_slice(&x)?,
+        expert_ids: sim.upload_slice(&routing.experts)?,
+        expert_weights: sim.upload_slice(&routing.weights)?,
+        output: sim.alloc_slice::<bf16>(tokens * h)?,
     };
     let tactic = layer.forward(&mut sim, &workspace, &io)?;
     layer.check_errors(&mut sim, &workspace)?;
-    let bytes = sim.download(io.output.ptr, tokens * h * 2)?;
+    let output = sim.download_slice::<bf16>(io.output)?;
     // When the model is unloaded, what moegen allocated goes back (the engine's buffers,
     // here the `io` slices, are its own to free).
     layer.release(&mut sim)?;
     workspace.release(&mut sim)?;
-    let output =
-        bytes.chunks_exact(2).map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect();
 
     let acts = quantize_activations(&xf, tokens, h, input_scale)?;
     let options = ReferenceOptions { swiglu_input: SwigluInput::F32, recipe, finalize };

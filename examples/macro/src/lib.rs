@@ -1,9 +1,4 @@
-//! A downstream crate of moegen: [`kernels`] declares its kernels with `moe_kernels!`, which
-//! generates them while this crate compiles, and [`layer::run`] runs an NVFP4 MoE layer with
-//! them on moegen's PTX simulator.
-
-/// The demo layer (shared by both examples: `examples/layer-demo`).
-pub use moegen_example_layer as layer;
+// src/lib.rs: `moe_kernels!` generates the kernels while this crate compiles.
 
 moegen_macros::moe_kernels! {
     /// The kernels this crate runs: two tactics (128- and 256-row routing tiles), both

@@ -3,7 +3,8 @@
 //! oracle.
 
 use moegen_dsl::FinalizeMode;
-use moegen_example_macro::{kernels, layer};
+use moegen_example_layer as layer;
+use moegen_example_macro::kernels;
 use moegen_runtime::layer::KernelSet;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

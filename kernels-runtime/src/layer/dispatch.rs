@@ -6,8 +6,9 @@ use moegen_dsl::abi::roles::sm90_consumers;
 use moegen_dsl::gpu::Gpu;
 use moegen_dsl::plan::{MoeShape, TokenBuckets, max_tiles};
 use moegen_dsl::resources::plan_gemm_for;
-use moegen_dsl::{ActivationFormat, Arch, GemmTactic, MoeTactic, Target, TileSize};
+use moegen_dsl::{ActivationFormat, Arch, GemmTactic, MoeTactic, TileSize};
 
+use super::candidates::shape_target;
 use super::error::LayerError;
 
 /// Where a table's choices came from.
@@ -184,11 +185,7 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
 /// CTAs of `g` resident per SM: the resource model's (1 for a GEMM it cannot plan, which
 /// never reaches a candidate list).
 fn ctas_per_sm(g: &GemmTactic, activations: ActivationFormat) -> u32 {
-    let target = match g.arch() {
-        Arch::Sm100 => Target::Sm100f,
-        Arch::Sm90 => Target::Sm90a,
-    };
-    plan_gemm_for(target, g, activations).map_or(1, |b| b.ctas_per_sm)
+    plan_gemm_for(shape_target(g.arch()), g, activations).map_or(1, |b| b.ctas_per_sm)
 }
 
 impl DispatchTable {
@@ -210,7 +207,11 @@ impl DispatchTable {
                     .min_by(|a, b| {
                         estimate_us(shape, a, n, dev).total_cmp(&estimate_us(shape, b, n, dev))
                     })
-                    .ok_or_else(|| LayerError::NoTactic("the candidate list is empty".into()))
+                    .ok_or_else(|| {
+                        LayerError::NoTactic(
+                            "the candidate list is empty (MoeLayer::candidates says why)".into(),
+                        )
+                    })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self { buckets, choices, source: ChoiceSource::Analytic })

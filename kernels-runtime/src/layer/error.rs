@@ -1,6 +1,11 @@
 //! What can go wrong building or running a layer: every variant names the input at fault.
 
+use moegen_dsl::MoeTactic;
 use moegen_dsl::plan::PlanError;
+
+use super::candidates::{NoCandidates, Rejection};
+use super::host_buffers::HostBufferError;
+use super::workspace_refusal::WorkspaceRefusal;
 
 use crate::backend::BackendError;
 use crate::error::RuntimeError;
@@ -61,6 +66,24 @@ pub enum LayerError {
     /// No tactic of the kernel set applies to this layer.
     #[error("no tactic of the kernel set applies: {0}")]
     NoTactic(String),
+    /// No tactic of the kernel set applies to this layer: each tactic of the generation's
+    /// space with the reason it was rejected.
+    #[error("no tactic of the kernel set applies: {0}")]
+    NoCandidates(#[from] NoCandidates),
+    /// A tactic asked for (a dispatch table's choice) that cannot run this layer.
+    #[error("tactic {tactic} cannot run this layer: {reason}")]
+    TacticRejected {
+        /// The tactic.
+        tactic: MoeTactic,
+        /// Why.
+        reason: Rejection,
+    },
+    /// A workspace spec that no kernel of the set can serve.
+    #[error("the workspace spec cannot be served by the kernel set: {0}")]
+    WorkspaceRefused(#[from] WorkspaceRefusal),
+    /// A host buffer helper refused its input.
+    #[error(transparent)]
+    HostBuffer(#[from] HostBufferError),
     /// The device-side error record reports something other than invalid input (a
     /// workspace planned too small, or a record this version cannot decode).
     #[error(transparent)]

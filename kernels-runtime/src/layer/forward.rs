@@ -7,15 +7,16 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
-use moegen_dsl::abi::{Buffer, GemmKey, KernelId, KernelInfo, MapDims, Scalar, SimtFamily};
+use moegen_dsl::abi::{Buffer, KernelId, KernelInfo, MapDims, Scalar, SimtFamily};
 use moegen_dsl::abi::{SimtTarget, WeightFormat};
 use moegen_dsl::plan::{MoeShape, max_permuted_rows, max_tiles};
 use moegen_dsl::{
-    ActivationFormat, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, GemmKind, GemmTactic,
-    KernelDescBuilder, MoeTactic, SwigluInput, Target, tactics_for,
+    ActivationFormat, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, MoeTactic, SwigluInput,
+    Target,
 };
 
-use super::dispatch::{DispatchTable, applicable};
+use super::candidates::{CandidateReport, find_kernel};
+use super::dispatch::DispatchTable;
 use super::error::LayerError;
 use super::kernel_set::KernelSet;
 use super::memory::{DeviceSlice, LayerWeights, Workspace};
@@ -106,47 +107,6 @@ pub struct MoeLayer {
     printed: Mutex<BTreeSet<u64>>,
 }
 
-fn gemm_key(
-    g: &GemmTactic,
-    c: &LayerConfig,
-    format: WeightFormat,
-    target: Target,
-) -> Result<GemmKey, LayerError> {
-    let mut d = KernelDescBuilder::new(*g).target(target).format(format).activations(c.activations);
-    d = match g.kind() {
-        GemmKind::Gemm1 => {
-            let d = d
-                .swiglu_input(c.swiglu_input)
-                .activation(c.epilogue.activation)
-                .bias(c.epilogue.gemm1_bias);
-            match c.recipe {
-                Some(r) => d.recipe(r),
-                None => d,
-            }
-        }
-        GemmKind::Gemm2 => d.finalize(c.finalize).bias(c.epilogue.gemm2_bias),
-    };
-    d.build().map(|d| d.key()).map_err(|e| LayerError::MissingKernel(e.to_string()))
-}
-
-/// The set's GEMM kernel for `g` under `c`, for any target of `g`'s generation it holds.
-fn gemm_kernel(
-    kernels: &KernelSet,
-    g: &GemmTactic,
-    c: &LayerConfig,
-    format: WeightFormat,
-) -> Result<&'static KernelInfo, LayerError> {
-    let mut tried = Vec::new();
-    for target in Target::ALL.into_iter().filter(|t| t.arch() == g.arch()) {
-        let key = gemm_key(g, c, format, target)?;
-        if let Some(k) = kernels.find_gemm(&key) {
-            return Ok(k);
-        }
-        tried.push(KernelId::Gemm(key).name());
-    }
-    Err(LayerError::MissingKernel(tried.join(" or ")))
-}
-
 /// The generation of kernels `b` runs.
 pub fn arch_of(b: &dyn Backend) -> Arch {
     match b.simt_target() {
@@ -157,21 +117,29 @@ pub fn arch_of(b: &dyn Backend) -> Arch {
 
 impl MoeLayer {
     /// The tactics `kernels` can run on a device of generation `arch` for a layer of
-    /// `config` whose weights are in `format`, with up to `max_tokens` tokens.
+    /// `config` whose weights are in `format`, with up to `max_tokens` tokens; when there
+    /// are none, [`LayerError::NoCandidates`] says why each tactic of the generation's space
+    /// was rejected ([`Self::explain_candidates`] gives the reasons in any case).
     pub fn candidates(
         config: &LayerConfig,
         kernels: &KernelSet,
         max_tokens: u64,
         arch: Arch,
         format: WeightFormat,
-    ) -> Vec<MoeTactic> {
-        applicable(&config.shape, max_tokens, &tactics_for(arch))
-            .into_iter()
-            .filter(|t| {
-                gemm_kernel(kernels, t.gemm1(), config, format).is_ok()
-                    && gemm_kernel(kernels, t.gemm2(), config, format).is_ok()
-            })
-            .collect()
+    ) -> Result<Vec<MoeTactic>, LayerError> {
+        Ok(Self::explain_candidates(config, kernels, max_tokens, arch, format).into_result()?)
+    }
+
+    /// Every tactic of `arch`'s space, sorted into those `kernels` can run for this layer
+    /// and those it cannot, each with its reason.
+    pub fn explain_candidates(
+        config: &LayerConfig,
+        kernels: &KernelSet,
+        max_tokens: u64,
+        arch: Arch,
+        format: WeightFormat,
+    ) -> CandidateReport {
+        CandidateReport::new(config, kernels, max_tokens, arch, format)
     }
 
     /// Builds a layer: resolves the kernels of every tactic the kernel set can run for it
@@ -212,21 +180,25 @@ impl MoeLayer {
             });
         }
         let format = weights.format;
-        let mut resolved = Vec::new();
-        for t in applicable(&config.shape, dispatch.buckets().max_tokens(), &tactics_for(arch)) {
-            if let (Ok(gemm1), Ok(gemm2)) = (
-                gemm_kernel(kernels, t.gemm1(), &config, format),
-                gemm_kernel(kernels, t.gemm2(), &config, format),
-            ) {
-                resolved.push(Resolved { tactic: t, gemm1, gemm2 });
-            }
+        let max_tokens = dispatch.buckets().max_tokens();
+        let report = CandidateReport::new(&config, kernels, max_tokens, arch, format);
+        let kernel = |g| find_kernel(kernels, g, &config, format);
+        let mut resolved = Vec::with_capacity(report.accepted.len());
+        for t in &report.accepted {
+            let (gemm1, gemm2) = match (kernel(t.gemm1()), kernel(t.gemm2())) {
+                (Ok(g1), Ok(g2)) => (g1, g2),
+                (Err(reason), _) | (_, Err(reason)) => {
+                    return Err(LayerError::TacticRejected { tactic: *t, reason });
+                }
+            };
+            resolved.push(Resolved { tactic: *t, gemm1, gemm2 });
         }
         for t in dispatch.choices() {
             if !resolved.iter().any(|r| r.tactic == *t) {
-                // Name the missing kernels when that is the reason.
-                gemm_kernel(kernels, t.gemm1(), &config, format)?;
-                gemm_kernel(kernels, t.gemm2(), &config, format)?;
-                return Err(LayerError::NoTactic(format!("{t} does not apply to this layer")));
+                return Err(match report.rejected.iter().find(|r| r.tactic == *t) {
+                    Some(r) => LayerError::TacticRejected { tactic: *t, reason: r.reason.clone() },
+                    None => LayerError::NoTactic(format!("{t} is not a tactic of {arch:?}")),
+                });
             }
         }
         let simt_kernel = |family| {

@@ -10,6 +10,8 @@ use moegen_dsl::plan::{
 use moegen_dsl::{Arch, EpilogueSpec, TileSize};
 
 use super::error::LayerError;
+use super::kernel_set::KernelSet;
+use super::workspace_refusal::check_spec;
 use crate::backend::{Backend, DevicePtr};
 use crate::error::RuntimeError;
 use crate::error_record::{RecordError, decode};
@@ -101,9 +103,15 @@ impl Workspace {
         })?)
     }
 
-    /// Allocates a workspace (one allocation) on `b`.
-    pub fn new(b: &mut dyn Backend, spec: WorkspaceSpec) -> Result<Self, LayerError> {
+    /// Allocates a workspace (one allocation) on `b` for layers running `kernels`; a spec
+    /// the set cannot serve is refused ([`WorkspaceRefusal`](super::WorkspaceRefusal) names the field).
+    pub fn new(
+        b: &mut dyn Backend,
+        kernels: &KernelSet,
+        spec: WorkspaceSpec,
+    ) -> Result<Self, LayerError> {
         let plan = Self::plan_for(&spec)?;
+        check_spec(kernels, &spec)?;
         let bytes = plan.workspace_bytes.max(1);
         let ptr = b.alloc(usize::try_from(bytes).map_err(|_| LayerError::BufferTooSmall {
             buffer: "workspace",
@@ -114,9 +122,15 @@ impl Workspace {
     }
 
     /// A workspace in memory the engine owns (at least `plan_for(&spec)?.workspace_bytes`
-    /// bytes, 256-byte aligned).
-    pub fn from_device(spec: WorkspaceSpec, memory: DeviceSlice) -> Result<Self, LayerError> {
+    /// bytes, 256-byte aligned) for layers running `kernels`, checked as [`Self::new`]
+    /// checks it.
+    pub fn from_device(
+        kernels: &KernelSet,
+        spec: WorkspaceSpec,
+        memory: DeviceSlice,
+    ) -> Result<Self, LayerError> {
         let plan = Self::plan_for(&spec)?;
+        check_spec(kernels, &spec)?;
         memory.check("workspace", plan.workspace_bytes, WORKSPACE_ALIGN)?;
         Ok(Self { spec, plan, memory, owned: false })
     }

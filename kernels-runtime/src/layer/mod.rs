@@ -3,18 +3,32 @@
 //! per layer (analytic or tuned), CUDA-graph capture. See the README's "Use moegen from your
 //! crate".
 
+mod candidates;
 mod dispatch;
 mod error;
 mod forward;
+mod host_buffers;
 mod kernel_set;
 mod memory;
 mod tune;
+mod workspace_refusal;
 
+pub use candidates::{CandidateReport, NoCandidates, Rejected, Rejection};
 pub use dispatch::{
     ChoiceSource, DeviceModel, DispatchTable, SoftwareDequant, applicable, estimate_us,
 };
 pub use error::LayerError;
 pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};
+pub use host_buffers::{DeviceElement, HostBufferError, HostBuffers};
 pub use kernel_set::KernelSet;
 pub use memory::{DeviceSlice, LayerWeights, WORKSPACE_ALIGN, Workspace, WorkspaceSpec};
 pub use tune::{Trial, TuneKey, TuneOptions, TuneReport, autotune, balanced_routing, tune_key};
+pub use workspace_refusal::{WorkspaceRefusal, check_spec};
+
+// The vocabulary the layer API's signatures speak, so that one `use moegen_runtime::layer::*`
+// names everything a layer needs.
+pub use moegen_dsl::plan::{ExpertWindow, MoeShape};
+pub use moegen_dsl::{
+    ActivationFormat, Arch, EpilogueRecipe, FinalizeMode, MoeTactic, SwigluInput, Target, TileSize,
+    WeightFormat,
+};

@@ -53,14 +53,6 @@ pub enum BenchError {
         /// The device's generation.
         arch: Arch,
     },
-    /// No tactic of the built-in kernel set applies.
-    #[error("{shape} {variant}: the kernel set has no tactic for this layer")]
-    NoTactic {
-        /// The shape's name.
-        shape: &'static str,
-        /// The variant's name.
-        variant: &'static str,
-    },
     /// Building, tuning, running or releasing the layer.
     #[error("{shape} {variant}: {source}")]
     Layer {

@@ -1,6 +1,5 @@
 //! What can go wrong checking a layer case; every variant names the case.
 
-use moegen_dsl::Arch;
 use moegen_dsl::formats::FormatError;
 use moegen_runtime::RuntimeError;
 use moegen_runtime::backend::BackendError;
@@ -14,14 +13,6 @@ pub enum LayerCheckError {
     PlannedTooFew {
         /// The case's label.
         case: String,
-    },
-    /// No tactic of the built-in kernel set applies to the case on the device.
-    #[error("{case}: the kernel set has no tactic for this layer on {arch:?}")]
-    NoTactic {
-        /// The case's label.
-        case: String,
-        /// The device's generation.
-        arch: Arch,
     },
     /// The routing pattern needs more distinct experts than the window has.
     #[error("{case}: too few experts for the routing pattern")]
