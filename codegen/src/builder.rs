@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use moegen_dsl::abi::SimtTarget;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{
-    Arch, EpilogueRecipe, FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target, TileSize,
-    nvfp4_tactics,
+    Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, GemmTactic, MoeTactic, SwigluInput, Target,
+    TileSize, nvfp4_tactics,
 };
 
 use crate::emit::{EmitError, TextSource, manifest_json, render_items, write_if_changed};
@@ -152,6 +152,14 @@ impl Builder {
         self.spec.swiglu_input = v;
         self
     }
+
+    /// The epilogue functions to generate the GEMMs with (default: plain SwiGLU without
+    /// biases), each for every tactic: GEMM1 per activation and GEMM1 bias, GEMM2 per GEMM2
+    /// bias (`EpilogueSpec::GPT_OSS` for gpt-oss's clamped SwiGLU and biases).
+    pub fn epilogues(mut self, epilogues: impl IntoIterator<Item = EpilogueSpec>) -> Self {
+        self.spec.epilogues = epilogues.into_iter().collect();
+        self
+    }
     /// Shallower pipelines for one GEMM tactic (refused when emitting if too deep).
     pub fn depths(mut self, gemm: GemmTactic, ab_stages: u32, acc_stages: u32) -> Self {
         self.spec.depths.retain(|d| d.gemm != gemm);
@@ -196,6 +204,9 @@ impl Builder {
         }
         if spec.finalize.is_empty() {
             return Err(BuildError::Empty { option: "finalize_modes" });
+        }
+        if spec.epilogues.is_empty() {
+            return Err(BuildError::Empty { option: "epilogues" });
         }
         let dir = match self.out_dir {
             Some(d) => d,

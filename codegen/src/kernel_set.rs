@@ -218,6 +218,10 @@ pub struct KernelSetSpec {
     pub finalize: Vec<FinalizeMode>,
     /// GEMM1's SwiGLU input precision.
     pub swiglu_input: SwigluInput,
+    /// Epilogue functions of the GEMMs of `tactics`, each generated for every tactic (GEMM1
+    /// per activation and GEMM1 bias, GEMM2 per GEMM2 bias; Hopper sets carry their own in
+    /// [`Sm90Gemms::epilogues`]).
+    pub epilogues: Vec<EpilogueSpec>,
     /// GEMM1 epilogue recipes to generate (empty: the target's default).
     pub recipes: Vec<EpilogueRecipe>,
     /// Pipeline-depth overrides.
@@ -240,6 +244,7 @@ impl KernelSetSpec {
             sm90: if target.arch() == Arch::Sm100 { Sm90Gemms::default_set() } else { Vec::new() },
             finalize: vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
             swiglu_input: SwigluInput::F32,
+            epilogues: vec![EpilogueSpec::PLAIN],
             // The target's default recipe, and Exact (kept available and tested) beside it.
             recipes: {
                 let mut r = vec![target.default_recipe()];
@@ -310,17 +315,12 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
         [] => vec![spec.target.default_recipe()],
         r => r.to_vec(),
     };
-    for t in &spec.tactics {
-        for g in [t.gemm1(), t.gemm2()] {
-            add(descs_of(
-                spec,
-                g,
-                spec.target,
-                spec.format,
-                ActivationFormat::default(),
-                &recipes,
-                EpilogueSpec::PLAIN,
-            )?);
+    for &e in &spec.epilogues {
+        for t in &spec.tactics {
+            for g in [t.gemm1(), t.gemm2()] {
+                let a = ActivationFormat::default();
+                add(descs_of(spec, g, spec.target, spec.format, a, &recipes, e)?);
+            }
         }
     }
     // The Hopper kernels implement one recipe (Exact).

@@ -83,3 +83,26 @@ fn a_tile_size_no_chosen_tactic_has_is_refused_whatever_the_call_order() {
     let e = Builder::new().finalize_modes([]).cargo_directives(false).out_dir(&out).emit();
     assert!(matches!(e, Err(BuildError::Empty { option: "finalize_modes" })), "{e:?}");
 }
+
+#[test]
+fn epilogues_are_generated_for_every_tactic_and_an_empty_list_is_refused() {
+    use moegen_dsl::{Activation, EpilogueSpec};
+    let out = dir("builder_epilogues");
+    let geglu = EpilogueSpec { activation: Activation::GegluTanh, ..EpilogueSpec::PLAIN };
+    let e = Builder::new()
+        .tile_sizes(&[128])
+        .epilogues([EpilogueSpec::PLAIN, EpilogueSpec::GPT_OSS, geglu])
+        .cargo_directives(false)
+        .out_dir(&out)
+        .emit()
+        .unwrap();
+    // T = 128: 2 GEMM1 × 3 epilogues (each its own activation or bias), 4 bulk GEMM2 × 2
+    // (plain and geglu share the bias-free GEMM2; gpt-oss's has a bias), 5 SIMT kernels.
+    assert_eq!(e.kernels, 2 * 3 + 4 * 2 + 5);
+    let module = std::fs::read_to_string(out.join(MODULE_FILE)).unwrap();
+    assert!(module.contains("moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_swiglu_clamped_bias\""));
+    assert!(module.contains("moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_geglu_tanh\""));
+    assert!(module.contains("moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_bias\""));
+    let e = Builder::new().epilogues([]).cargo_directives(false).out_dir(&out).emit();
+    assert!(matches!(e, Err(BuildError::Empty { option: "epilogues" })), "{e:?}");
+}

@@ -32,6 +32,7 @@ use proc_macro::TokenStream;
 ///         finalize: [bulk_reduce_add, deterministic],
 ///         swiglu_input: f32,                // or bf16
 ///         recipes: [fast],                  // GEMM1 epilogue recipes: fast, exact
+///         epilogues: [plain],               // or gpt_oss, or { activation: geglu_tanh, gemm1_bias: true }
 ///         simt: [sm_100f, sm_90a],
 ///     }
 /// }

@@ -41,6 +41,7 @@ fn spec_of(
         tactics: tactics.into_iter().collect(),
         finalize: d.finalize.iter().map(|f| f.value).collect(),
         swiglu_input: d.swiglu_input.value,
+        epilogues: d.epilogues.clone(),
         recipes: d.recipes.clone(),
         depths,
         simt: d.simt.clone(),

@@ -9,15 +9,16 @@ use moegen_codegen::builder::Builder;
 use moegen_dsl::abi::SimtTarget;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{
-    Arch, EpilogueRecipe, FinalizeMode, GemmKind, GemmTactic, MoeTactic, Raster, SwigluInput,
-    TacticError, Target, TileSize, plan_gemm,
+    Activation, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, GemmKind, GemmTactic, MoeTactic,
+    Raster, SwigluInput, TacticError, Target, TileSize, plan_gemm,
 };
 
 use crate::fields::{Keys, choice, choices, int, list, map, pair};
 use crate::value::{Map, Value};
 
 const TOP_KEYS: &[&str] =
-    &["target", "format", "tactics", "finalize", "swiglu_input", "recipes", "simt"];
+    &["target", "format", "tactics", "finalize", "swiglu_input", "recipes", "epilogues", "simt"];
+const EPILOGUE_KEYS: &[&str] = &["activation", "gemm1_bias", "gemm2_bias"];
 const TACTIC_KEYS: &[&str] = &["tile", "gemm1", "gemm2"];
 const GEMM_KEYS: &[&str] = &["mma", "cluster", "raster", "ab_stages", "acc_stages"];
 
@@ -102,6 +103,8 @@ pub struct Declared {
     pub swiglu_input: Given<SwigluInput>,
     /// GEMM1 epilogue recipes (empty: the target's default).
     pub recipes: Vec<EpilogueRecipe>,
+    /// Epilogue functions (GEMM1's activation, the biases), each for every tactic.
+    pub epilogues: Vec<EpilogueSpec>,
     /// SIMT kernel flavours.
     pub simt: Vec<SimtTarget>,
 }
@@ -148,6 +151,12 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
         Some(v) => choices(v, "recipes", RECIPES, true)?.into_iter().map(|(r, _)| r).collect(),
         None => defaults.recipes,
     };
+    let epilogues = match keys.get("epilogues") {
+        Some(v) => {
+            list(v, "epilogues", true)?.iter().map(read_epilogue).collect::<Result<_, _>>()?
+        }
+        None => defaults.epilogues,
+    };
     let simt = match keys.get("simt") {
         Some(v) => choices(v, "simt", &SimtTarget::ALL.map(|t| (t.name(), t)), false)?
             .into_iter()
@@ -155,7 +164,35 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
             .collect(),
         None => defaults.simt,
     };
-    Ok(Declared { target, format, tactics, finalize, swiglu_input, recipes, simt })
+    Ok(Declared { target, format, tactics, finalize, swiglu_input, recipes, epilogues, simt })
+}
+
+/// One epilogue: `plain`, `gpt_oss`, or `{ activation: …, gemm1_bias: …, gemm2_bias: … }`
+/// (keys left out: plain SwiGLU, no bias).
+fn read_epilogue(v: &Value) -> syn::Result<EpilogueSpec> {
+    const NAMED: &[(&str, EpilogueSpec)] =
+        &[("plain", EpilogueSpec::PLAIN), ("gpt_oss", EpilogueSpec::GPT_OSS)];
+    if let Value::Ident(_) = v {
+        return choice(v, "epilogue", NAMED);
+    }
+    let keys = Keys::new(map(v, "epilogue")?, "epilogue", EPILOGUE_KEYS)?;
+    const ACTIVATIONS: &[(&str, Activation)] = &[
+        ("swiglu", Activation::Swiglu),
+        ("swiglu_clamped", Activation::SwigluClamped),
+        ("geglu_tanh", Activation::GegluTanh),
+    ];
+    const BOOLS: &[(&str, bool)] = &[("true", true), ("false", false)];
+    let mut e = EpilogueSpec::PLAIN;
+    if let Some(a) = keys.get("activation") {
+        e.activation = choice(a, "activation", ACTIVATIONS)?;
+    }
+    if let Some(b) = keys.get("gemm1_bias") {
+        e.gemm1_bias = choice(b, "gemm1_bias", BOOLS)?;
+    }
+    if let Some(b) = keys.get("gemm2_bias") {
+        e.gemm2_bias = choice(b, "gemm2_bias", BOOLS)?;
+    }
+    Ok(e)
 }
 
 fn read_target(v: &Value) -> syn::Result<Given<Target>> {

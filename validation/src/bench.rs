@@ -9,15 +9,15 @@ use std::path::Path;
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, MoeTactic};
+use moegen_dsl::{ActivationFormat, Arch, EpilogueSpec, FinalizeMode, MoeTactic};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::layer::{
     DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerWeights,
     MoeLayer, TuneOptions, Workspace, WorkspaceSpec, arch_of, autotune,
 };
 use moegen_runtime::reference::{
-    CheckpointScales, ExpertTensors, MoeShape, Mxfp4Tensor, SWIGLU_INTERLEAVE, Sm90A8Weights,
-    Sm90Weights, import_mxfp4,
+    CheckpointScales, ExpertEpilogue, ExpertTensors, MoeShape, Mxfp4Tensor, SWIGLU_INTERLEAVE,
+    Sm90A8Weights, Sm90Weights, import_mxfp4,
 };
 use moegen_runtime::routing::ExpertWindow;
 
@@ -141,6 +141,9 @@ pub struct BenchOptions {
     /// so no replay finds the previous one's weights in L2: what a layer meets inside a
     /// model, where the other layers run in between. `None`: back-to-back replays.
     pub flush_l2: Option<usize>,
+    /// GEMM1's activation and the biases ([`synth::synth_epilogue`]'s data); the peers of
+    /// bench/peers.py compute plain SwiGLU without biases.
+    pub epilogue: EpilogueSpec,
 }
 
 /// The flush buffer's size with `--flush-l2`: 256 MiB, over five times the H200's L2 (and
@@ -180,6 +183,7 @@ fn upload_weights(
     weights: &[MxExpert],
     v: Variant,
     gs_x: f32,
+    epilogue: &ExpertEpilogue,
 ) -> Result<LayerWeights, BenchError> {
     fn t(m: &MxMatrix) -> Mxfp4Tensor<'_> {
         Mxfp4Tensor { packed: &m.packed, scales: &m.scales, layout: CheckpointScales::Linear }
@@ -199,6 +203,7 @@ fn upload_weights(
                 WeightFormat::Nvfp4 => import_mxfp4(shape, &experts, gs_x, FC2_INPUT_SCALE)
                     .and_then(|p| Sm90Weights::from_prepared(shape, &p, v.activations)),
             }
+            .and_then(|w| w.with_epilogue(shape, epilogue.clone()))
             .map_err(weights_err)?;
             if v.activations == ActivationFormat::Fp8 {
                 let a8 = Sm90A8Weights::from_sm90(shape, &w).map_err(weights_err)?;
@@ -207,7 +212,9 @@ fn upload_weights(
             LayerWeights::upload_sm90(b, shape, &w, gs_x).map_err(upload_err)
         }
         Arch::Sm100 => {
-            let p = import_mxfp4(shape, &experts, gs_x, FC2_INPUT_SCALE).map_err(weights_err)?;
+            let p = import_mxfp4(shape, &experts, gs_x, FC2_INPUT_SCALE)
+                .and_then(|p| p.with_epilogue(shape, epilogue.clone()))
+                .map_err(weights_err)?;
             LayerWeights::upload(b, shape, &p, gs_x).map_err(upload_err)
         }
     }
@@ -246,9 +253,15 @@ pub fn bench_variant(
     let max_tokens = inputs.iter().map(|i| i.tokens).max().ok_or(BenchError::NoInputs)?;
     let gs_x = input_scale(inputs)?;
     log(&format!("{} {}: preparing weights", shape.name, v.name));
-    let lw = upload_weights(b, &ms, weights, v, gs_x)?;
-    let config =
-        LayerConfig { finalize: opts.finalize, activations: v.activations, ..LayerConfig::new(ms) };
+    let epilogue = synth::synth_epilogue(&ms, opts.epilogue)
+        .map_err(|e| BenchError::Weights { variant: v.name, source: Box::new(e) })?;
+    let lw = upload_weights(b, &ms, weights, v, gs_x, &epilogue)?;
+    let config = LayerConfig {
+        finalize: opts.finalize,
+        activations: v.activations,
+        epilogue: opts.epilogue,
+        ..LayerConfig::new(ms)
+    };
     let kernels = KernelSet::builtin();
     let tactics =
         MoeLayer::candidates(&config, &kernels, max_tokens as u64, arch, v.format).map_err(s)?;

@@ -71,6 +71,7 @@ fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
         }),
         finalize: FinalizeMode::BulkReduceAdd,
         flush_l2: Some(1 << 16),
+        epilogue: moegen_dsl::EpilogueSpec::PLAIN,
     };
     let before = sim.stats();
     let rows = bench_variant(&mut sim, &dir, &work, v, &opts, &mut |_| {}).unwrap();

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::rng::Rng;
+use moegen_dsl::epilogue_math::ActivationParams;
 
 /// One matrix in MXFP4: packed E2M1 `[rows, cols/2]` and linear UE8M0 scales `[rows, cols/32]`.
 #[derive(Clone, Debug)]
@@ -184,4 +185,20 @@ pub fn write_inputs(
     let path = dir.join("inputs.json");
     std::fs::write(&path, serde_json::to_string_pretty(&json)?)
         .map_err(|source| BenchError::Io { path, source })
+}
+
+/// The epilogue data of `spec` for a benchmark layer: gpt-oss's (α, β, limit) for every
+/// expert and biases drawn N(0, 0.1²) (GEMM1's) and N(0, 0.01²) (GEMM2's) from a fixed seed,
+/// so every run and every variant sees the same values.
+pub fn synth_epilogue(
+    shape: &MoeShape,
+    spec: EpilogueSpec,
+) -> Result<ExpertEpilogue, moegen_runtime::RuntimeError> {
+    let (l, h, i) = (shape.local_experts(), shape.hidden, shape.intermediate);
+    let mut r = Rng(0x6770_745f_6f73_7321);
+    let params =
+        if spec.activation.has_params() { vec![ActivationParams::GPT_OSS; l] } else { Vec::new() };
+    let b1 = spec.gemm1_bias.then(|| (0..l * 2 * i).map(|_| 0.1 * r.normal()).collect());
+    let b2 = spec.gemm2_bias.then(|| (0..l * h).map(|_| 0.01 * r.normal()).collect());
+    ExpertEpilogue::new(shape, spec.activation, params, b1, b2)
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use moegen_dsl::FinalizeMode;
+use moegen_dsl::{EpilogueSpec, FinalizeMode};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::cuda::CudaBackend;
 use moegen_runtime::layer::{TuneOptions, arch_of};
@@ -56,6 +56,18 @@ struct Args {
     /// Seed of the synthetic data.
     #[arg(long, default_value_t = 2026)]
     seed: u64,
+    /// moegen's epilogue: `plain` SwiGLU, or `gpt-oss` (clamped SwiGLU with α 1.702, β 1,
+    /// limit 7, and synthetic GEMM1 and GEMM2 biases). bench/peers.py's peers compute plain
+    /// SwiGLU, so its output check applies to `plain` only.
+    #[arg(long, value_enum, default_value_t = EpilogueArg::Plain)]
+    epilogue: EpilogueArg,
+}
+
+/// `--epilogue`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EpilogueArg {
+    Plain,
+    GptOss,
 }
 
 fn main() -> ExitCode {
@@ -122,6 +134,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             FinalizeMode::BulkReduceAdd
         },
         flush_l2: args.flush_l2.then_some(FLUSH_L2_BYTES),
+        epilogue: match args.epilogue {
+            EpilogueArg::Plain => EpilogueSpec::PLAIN,
+            EpilogueArg::GptOss => EpilogueSpec::GPT_OSS,
+        },
     };
     let mut log = |m: &str| eprintln!("{m}");
     for shape in &shapes {
@@ -152,6 +168,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "iters": args.iters,
             "warmup": args.warmup,
             "flush_l2": args.flush_l2,
+            "epilogue": format!("{:?}", opts.epilogue),
             "rows": rows,
         });
         let path = dir.join("moegen.json");

@@ -14,6 +14,7 @@ moegen_macros::moe_kernels! {
         finalize: [deterministic],
         swiglu_input: bf16,
         recipes: [exact],
+        epilogues: [{ activation: geglu_tanh, gemm1_bias: true, gemm2_bias: false }],
         simt: [sm_90a],
     }
 }
@@ -23,7 +24,7 @@ fn main() {
     assert_eq!(
         names,
         [
-            "moegen_sm100a_nvfp4_gemm1_t256_n256_c2x1_bf16glu_exact",
+            "moegen_sm100a_nvfp4_gemm1_t256_n256_c2x1_geglu_tanh_bias_bf16glu_exact",
             "moegen_sm100a_nvfp4_gemm2_t256_n128_c2x2_det_s3x1",
             "moegen_sm90_moe_sort_histogram",
             "moegen_sm90_moe_sort_offsets",
