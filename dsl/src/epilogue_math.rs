@@ -102,19 +102,28 @@ pub fn pre_activation(alpha1: f32, acc: f32, bias: Option<f32>) -> f32 {
 ///
 /// `params` is read by SwigluClamped only.
 pub fn activation_exact(kind: Activation, params: &ActivationParams, up: f32, gate: f32) -> f32 {
+    activation_with(kind, params, up, gate, |x, z| x / (1.0 + exp_f32(-z)))
+}
+
+/// The activations around one sigmoid form `sig(x, z) = x · σ(z)` (the Exact recipe's or the
+/// Fast one's), the rest of the operations the same.
+pub(crate) fn activation_with(
+    kind: Activation,
+    params: &ActivationParams,
+    up: f32,
+    gate: f32,
+    sig: impl Fn(f32, f32) -> f32,
+) -> f32 {
     match kind {
-        Activation::Swiglu => swiglu_f32(up, gate),
+        Activation::Swiglu => up * sig(gate, gate),
         Activation::SwigluClamped => {
             let g = ptx_min(gate, params.limit);
             let u = ptx_min(ptx_max(up, -params.limit), params.limit);
-            let z = params.alpha * g;
-            let s = g / (1.0 + exp_f32(-z));
-            (u + params.beta) * s
+            (u + params.beta) * sig(g, params.alpha * g)
         }
         Activation::GegluTanh => {
             let t = gate * GELU_C2.mul_add(gate * gate, GELU_C1);
-            let s = gate / (1.0 + exp_f32(-t));
-            up * s
+            up * sig(gate, t)
         }
     }
 }

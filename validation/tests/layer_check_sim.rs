@@ -348,8 +348,7 @@ fn gpt_oss_epilogue_matches_the_reference_bit_for_bit() {
 /// the layer in the simulator: bit for bit the reference.
 #[test]
 fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
-    use moegen_codegen::kernel_set::gemm_kernel;
-    use moegen_dsl::abi::{KernelId, KernelInfo};
+    use moegen_dsl::abi::KernelInfo;
     use moegen_dsl::{Activation, GemmKind, GemmTactic, KernelDescBuilder, Target};
     use moegen_runtime::layer::KernelSet;
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
@@ -380,16 +379,7 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
                 GemmKind::Gemm1 => b.activation(spec.activation).bias(spec.gemm1_bias),
                 GemmKind::Gemm2 => b.finalize(FinalizeMode::Deterministic).bias(spec.gemm2_bias),
             };
-            let g = gemm_kernel(&b.build().unwrap()).unwrap();
-            let KernelId::Gemm(_) = g.id else { unreachable!() };
-            extra.push(Box::leak(Box::new(KernelInfo {
-                id: g.id,
-                name: Box::leak(g.name.into_boxed_str()),
-                ptx_target: "sm_90a",
-                ptx: Box::leak(g.ptx.into_boxed_str()),
-                params: g.params,
-                launch: g.launch,
-            })));
+            extra.push(generated(b, "sm_90a"));
         }
         let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
         let case = LayerCase {
@@ -433,7 +423,6 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
 /// equals the SM100 reference bit for bit, and stays as near its oracle as the plain layer.
 #[test]
 fn sm100_epilogues_match_the_reference_bit_for_bit() {
-    use moegen_codegen::kernel_set::gemm_kernel;
     use moegen_dsl::abi::KernelInfo;
     use moegen_dsl::{Activation, Arch, KernelDescBuilder};
     use moegen_runtime::layer::KernelSet;
@@ -457,15 +446,7 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
             .finalize(FinalizeMode::Deterministic)
             .bias(spec.gemm2_bias);
         for b in [g1, g2] {
-            let g = gemm_kernel(&b.build().unwrap()).unwrap();
-            extra.push(Box::leak(Box::new(KernelInfo {
-                id: g.id,
-                name: Box::leak(g.name.into_boxed_str()),
-                ptx_target: "sm_100f",
-                ptx: Box::leak(g.ptx.into_boxed_str()),
-                params: g.params,
-                launch: g.launch,
-            })));
+            extra.push(generated(b, "sm_100f"));
         }
         let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
         let case = LayerCase {
@@ -497,4 +478,21 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
             );
         }
     }
+}
+
+/// The kernel `b` describes, generated as a build script would and kept for the test's life
+/// (a `KernelSet` holds `'static` kernels).
+fn generated(
+    b: moegen_dsl::KernelDescBuilder,
+    ptx_target: &'static str,
+) -> &'static moegen_dsl::abi::KernelInfo {
+    let g = moegen_codegen::kernel_set::gemm_kernel(&b.build().unwrap()).unwrap();
+    Box::leak(Box::new(moegen_dsl::abi::KernelInfo {
+        id: g.id,
+        name: Box::leak(g.name.into_boxed_str()),
+        ptx_target,
+        ptx: Box::leak(g.ptx.into_boxed_str()),
+        params: g.params,
+        launch: g.launch,
+    }))
 }

@@ -37,10 +37,7 @@ pub fn exp_f32(b: &mut KernelBuilder, x: Reg) -> Reg {
 
 /// up · silu(gate) = up · (gate / (1 + e^−gate)).
 pub fn swiglu(b: &mut KernelBuilder, up: Reg, gate: Reg) -> Reg {
-    let ng = b.neg_f32(gate);
-    let e = exp_f32(b, ng);
-    let den = b.add_f32(1f32, e);
-    let s = b.div_f32(gate, den);
+    let s = sigmoid_times(b, gate, gate);
     b.mul_f32(up, s)
 }
 
@@ -73,15 +70,41 @@ pub fn activation(
     up: Reg,
     gate: Reg,
 ) -> Reg {
+    activation_with(b, kind, params, up, gate, sigmoid_times)
+}
+
+/// `fast::activation_fast` of `kind`: the same operations with the Fast recipe's sigmoid.
+pub fn activation_fast(
+    b: &mut KernelBuilder,
+    kind: Activation,
+    params: Option<&ActivationRegs>,
+    up: Reg,
+    gate: Reg,
+) -> Reg {
+    activation_with(b, kind, params, up, gate, sigmoid_times_fast)
+}
+
+/// The activations around one sigmoid form `sig(b, x, z) = x · σ(z)`.
+fn activation_with(
+    b: &mut KernelBuilder,
+    kind: Activation,
+    params: Option<&ActivationRegs>,
+    up: Reg,
+    gate: Reg,
+    sig: fn(&mut KernelBuilder, Reg, Reg) -> Reg,
+) -> Reg {
     match (kind, params) {
-        (Activation::Swiglu, _) => swiglu(b, up, gate),
+        (Activation::Swiglu, _) => {
+            let s = sig(b, gate, gate);
+            b.mul_f32(up, s)
+        }
         (Activation::SwigluClamped, Some(p)) => {
             let g = b.min_f32(gate, p.limit);
             let nl = b.neg_f32(p.limit);
             let u = b.max_f32(up, nl);
             let u = b.min_f32(u, p.limit);
             let z = b.mul_f32(p.alpha, g);
-            let s = sigmoid_times(b, g, z);
+            let s = sig(b, g, z);
             let ub = b.add_f32(u, p.beta);
             b.mul_f32(ub, s)
         }
@@ -94,10 +117,21 @@ pub fn activation(
             let g2 = b.mul_f32(gate, gate);
             let p = b.fma_f32(GELU_C2, g2, GELU_C1);
             let t = b.mul_f32(gate, p);
-            let s = sigmoid_times(b, gate, t);
+            let s = sig(b, gate, t);
             b.mul_f32(up, s)
         }
     }
+}
+
+/// Loads expert `expert`'s (α, β, limit) from the f32 [L, 4] parameter buffer at `base`.
+pub fn load_activation_params(b: &mut KernelBuilder, base: Reg, expert: Reg) -> ActivationRegs {
+    let row = b.shl_b32(expert, 2u32);
+    let at = b.index_addr(base, row, 4);
+    let [alpha, beta, limit] = [0i64, 4, 8].map(|off| {
+        let a = b.add_u64(at, off);
+        b.ld_global(Ty::F32, RegClass::F32, a)
+    });
+    ActivationRegs { alpha, beta, limit }
 }
 
 /// `x / (1 +rn exp_f32(−z))` (div.rn): x · σ(z).
@@ -313,44 +347,6 @@ fn sigmoid_times_fast(b: &mut KernelBuilder, x: Reg, z: Reg) -> Reg {
     let d = b.add_f32(1f32, e);
     let r = b.rcp_approx_ftz_f32(d);
     b.mul_f32(x, r)
-}
-
-/// `fast::activation_fast` of `kind` on true pre-activations (`params` for SwigluClamped).
-pub fn activation_fast(
-    b: &mut KernelBuilder,
-    kind: Activation,
-    params: Option<&ActivationRegs>,
-    up: Reg,
-    gate: Reg,
-) -> Reg {
-    match (kind, params) {
-        (Activation::Swiglu, _) => {
-            let s = sigmoid_times_fast(b, gate, gate);
-            b.mul_f32(up, s)
-        }
-        (Activation::SwigluClamped, Some(p)) => {
-            let g = b.min_f32(gate, p.limit);
-            let nl = b.neg_f32(p.limit);
-            let u = b.max_f32(up, nl);
-            let u = b.min_f32(u, p.limit);
-            let z = b.mul_f32(p.alpha, g);
-            let s = sigmoid_times_fast(b, g, z);
-            let ub = b.add_f32(u, p.beta);
-            b.mul_f32(ub, s)
-        }
-        (Activation::SwigluClamped, None) => {
-            let kernel = b.name.clone();
-            b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "activation parameters" });
-            up
-        }
-        (Activation::GegluTanh, _) => {
-            let g2 = b.mul_f32(gate, gate);
-            let p = b.fma_f32(GELU_C2, g2, GELU_C1);
-            let t = b.mul_f32(gate, p);
-            let s = sigmoid_times_fast(b, gate, t);
-            b.mul_f32(up, s)
-        }
-    }
 }
 
 /// The Fast block quantization of an unfolded epilogue (`FastFactors::unfolded`):

@@ -84,19 +84,7 @@ pub fn activation_fast(
     up: f32,
     gate: f32,
 ) -> f32 {
-    use crate::options::Activation;
-    match kind {
-        Activation::Swiglu => up * sigmoid_times_fast(gate, gate),
-        Activation::SwigluClamped => {
-            let g = super::ptx_min(gate, p.limit);
-            let u = super::ptx_min(super::ptx_max(up, -p.limit), p.limit);
-            (u + p.beta) * sigmoid_times_fast(g, p.alpha * g)
-        }
-        Activation::GegluTanh => {
-            let t = gate * super::GELU_C2.mul_add(gate * gate, super::GELU_C1);
-            up * sigmoid_times_fast(gate, t)
-        }
-    }
+    super::activation_with(kind, p, up, gate, sigmoid_times_fast)
 }
 
 /// One element of the SwiGLU stage from the raw up and gate accumulators: the value the

@@ -12,7 +12,7 @@ use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
 use super::prologue::Common;
 use crate::kernels::epilogue_math::{
-    ActivationRegs, BlockQuant, activation, activation_fast, fast_factors, pre_activation,
+    BlockQuant, activation, activation_fast, fast_factors, load_activation_params, pre_activation,
     requant_pair, round_bf16, swiglu_fast, unfolded_block_quant,
 };
 use crate::kernels::skeleton::Needs;
@@ -76,15 +76,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
         let fast = (folded && l.key.recipe == EpilogueRecipe::Fast)
             .then(|| fast_factors(b, al, gs, l.key.swiglu_input));
-        let act = act_params.map(|base| {
-            let row = b.shl_b32(u.expert, 2u32);
-            let at = b.index_addr(base, row, 4);
-            let [alpha, beta, limit] = [0i64, 4, 8].map(|off| {
-                let a = b.add_u64(at, off);
-                b.ld_global(Ty::F32, RegClass::F32, a)
-            });
-            ActivationRegs { alpha, beta, limit }
-        });
+        let act = act_params.map(|base| load_activation_params(b, base, u.expert));
         // This unit's bias rows: the expert's up values from h column n·N/2, its gate
         // values I further.
         let bias_rows = bias.map(|base| {

@@ -26,8 +26,8 @@ use super::layout::Sm90Layout;
 use super::mainloop::Consumer;
 use super::prologue::{Common, ends_partial};
 use crate::kernels::epilogue_math::{
-    ActivationRegs, BlockScale, activation, e2m1_code_sw, e2m1_times, nvfp4_block_scale,
-    pre_activation, round_bf16,
+    ActivationRegs, BlockScale, activation, e2m1_code_sw, e2m1_times, load_activation_params,
+    nvfp4_block_scale, pre_activation, round_bf16,
 };
 use crate::kernels::skeleton::Unit;
 use crate::ptx::instrs::Shfl;
@@ -147,15 +147,7 @@ fn unit_epilogue(
 ) -> UnitEpilogue {
     let al_addr = b.index_addr(p.alpha, u.expert, 4);
     let alpha1 = b.ld_global(Ty::F32, RegClass::F32, al_addr);
-    let act = p.act_params.map(|base| {
-        let row = b.shl_b32(u.expert, 2u32);
-        let at = b.index_addr(base, row, 4);
-        let [alpha, beta, limit] = [0i64, 4, 8].map(|off| {
-            let a = b.add_u64(at, off);
-            b.ld_global(Ty::F32, RegClass::F32, a)
-        });
-        ActivationRegs { alpha, beta, limit }
-    });
+    let act = p.act_params.map(|base| load_activation_params(b, base, u.expert));
     let bias = p.bias.map(|base| {
         let ub = b.mul_u32(u.n, g.l.consumers);
         let ub = b.add_u32(ub, k.ci);
