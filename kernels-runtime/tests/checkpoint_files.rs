@@ -353,18 +353,11 @@ fn gpt_oss_experts_run_the_layer_like_the_oracle() {
     // Hopper: MXFP4 kept MXFP4, bf16 activations: only bf16 roundings of h and the output.
     let xb: Vec<bf16> = b.x.iter().map(|&v| bf16::from_f32(v)).collect();
     let w = Sm90Weights::from_mxfp4(&shape, &tensors, ActivationFormat::Bf16, gs_x, gs_h).unwrap();
-    let run = moe_reference_sm90(
-        &shape,
-        &xb,
-        gs_x,
-        &w,
-        &b.routing,
-        TileSize::T64,
-        SwigluInput::F32,
-        FinalizeMode::Deterministic,
-    )
-    .unwrap();
-    let err16 = relative_l2_error(&to_f64(&run.output), &oracle);
+    let a16 = |w: &Sm90Weights| {
+        let (tile, glu, det) = (TileSize::T64, SwigluInput::F32, FinalizeMode::Deterministic);
+        moe_reference_sm90(&shape, &xb, gs_x, w, &b.routing, tile, glu, det).unwrap().output
+    };
+    let err16 = relative_l2_error(&to_f64(&a16(&w)), &oracle);
     // Blackwell: MXFP4 converted exactly to NVFP4, NVFP4 activations and h.
     let prepared = import_mxfp4(&shape, &tensors, gs_x, gs_h).unwrap();
     let acts = quantize_activations(&b.x, TOKENS, H, gs_x).unwrap();
@@ -397,18 +390,7 @@ fn gpt_oss_experts_run_the_layer_like_the_oracle() {
     let oracle_ep = oracle_moe_epilogue(&shape, &b.x, &up, &gate, &down, &b.routing, &own).unwrap();
     assert!(relative_l2_error(&oracle_ep, &oracle) > 0.05, "the epilogue matters here");
     let w = w.with_epilogue(&shape, ep).unwrap();
-    let run = moe_reference_sm90(
-        &shape,
-        &xb,
-        gs_x,
-        &w,
-        &b.routing,
-        TileSize::T64,
-        SwigluInput::F32,
-        FinalizeMode::Deterministic,
-    )
-    .unwrap();
-    let err_ep = relative_l2_error(&to_f64(&run.output), &oracle_ep);
+    let err_ep = relative_l2_error(&to_f64(&a16(&w)), &oracle_ep);
     assert!(err_ep < 0.01, "SM90 A16 with gpt-oss's epilogue vs oracle {err_ep}");
 }
 
