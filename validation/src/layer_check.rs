@@ -65,7 +65,8 @@ pub struct LayerCase {
     pub seed: u64,
     /// How routes spread over experts.
     pub routes: RoutePattern,
-    /// GEMM1's activation and the biases (Hopper; SM100 runs plain SwiGLU only).
+    /// GEMM1's activation and the biases (the built-in set has gpt-oss's for Hopper MXFP4
+    /// only; other cases need kernels from `check_tactics_in`).
     pub epilogue: EpilogueSpec,
 }
 

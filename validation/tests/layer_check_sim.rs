@@ -309,8 +309,11 @@ fn gpt_oss_epilogue_matches_the_reference_bit_for_bit() {
         };
         let p = problem(case).unwrap();
         let mut sim = SimBackend::hopper().with_sm_count(4);
-        let rows = check_tactics(&mut sim, &p, Some(2)).unwrap();
-        assert_eq!(rows.len(), 2);
+        // Every shipped tactic: GEMM1 N 128 (one consumer) and N 256 (two, the second past 2I
+        // in the partial last block), GEMM2 N 64 and N 128 (two m64 blocks, the second past
+        // H), at every tile size.
+        let rows = check_tactics(&mut sim, &p, None).unwrap();
+        assert_eq!(rows.len(), 16, "4 tiles × GEMM1 N 128/256 × GEMM2 N 64/128");
         // The oracle has the unquantized weights: MXFP4 alone costs ~20 % here. With the
         // epilogue the reference stays as close to its oracle as the plain layer does to
         // its own; a misplaced bias or parameter would not.
@@ -434,6 +437,10 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
     for (i, spec) in [
         EpilogueSpec::GPT_OSS,
         EpilogueSpec { activation: Activation::GegluTanh, gemm1_bias: true, gemm2_bias: false },
+        // α1 stays folded in GEMM1 (plain SwiGLU, no GEMM1 bias), GEMM2 adds its bias.
+        EpilogueSpec { gemm2_bias: true, ..EpilogueSpec::PLAIN },
+        // The same GEMM1 with a bias: unfolded.
+        EpilogueSpec { gemm1_bias: true, ..EpilogueSpec::PLAIN },
     ]
     .into_iter()
     .enumerate()

@@ -50,7 +50,7 @@ impl FastFactors {
 
 impl FastFactors {
     /// The factors of an unfolded epilogue (any activation other than plain SwiGLU, or any
-    /// bias: a clamp or a bias needs the true pre-activations, so α1 is applied in the
+    /// GEMM1 bias: a clamp or a bias needs the true pre-activations, so α1 is applied in the
     /// element loop): `exp_scale = −log2 e`, `q = g`, `k = g · (1/6)`.
     pub fn unfolded(global_scale: f32) -> Self {
         FastFactors {

@@ -41,7 +41,7 @@ pub struct GptOssExperts {
     pub experts: Vec<ExpertTensors<Mxfp4Matrix>>,
     /// Per local expert the biases added to each projection's output: `up` and `gate` `[I]`
     /// (de-interleaved like the weights), `down` `[H]`, as f32 (BF16 widens exactly). The
-    /// Hopper layer adds them ([`Self::epilogue`]).
+    /// layer adds them ([`Self::epilogue`]).
     pub biases: Vec<ExpertTensors<Vec<f32>>>,
 }
 

@@ -37,8 +37,8 @@ pub struct LayerConfig {
     /// only choice) or bf16 (Hopper's A16).
     pub activations: ActivationFormat,
     /// GEMM1's activation and which GEMMs add a per-expert bias (default plain SwiGLU, no
-    /// biases; others need Hopper). The weights must carry the matching data
-    /// (`Sm90Weights::with_epilogue`).
+    /// biases). The weights must carry the matching data (`Sm90Weights::with_epilogue`,
+    /// `PreparedWeights::with_epilogue`) and the kernel set the matching GEMMs.
     pub epilogue: EpilogueSpec,
     /// GEMM1's epilogue recipe; `None`: the target's default (`Fast` on SM100, the Hopper
     /// kernels' only one, `Exact`, on sm_90a). `Exact` uses IEEE operations only, so CPU,

@@ -53,7 +53,9 @@ impl ExpertEpilogue {
         if self.params.iter().any(|p| !(p.alpha.is_finite() && p.beta.is_finite())) {
             return Err(RuntimeError::NonFinite { what: "activation parameters" });
         }
-        if let Some(p) = self.params.iter().find(|p| !(p.limit.is_finite() && p.limit >= 0.0)) {
+        // A positive limit: zero would clamp every value away (and leave only the sign of
+        // zero to min/max).
+        if let Some(p) = self.params.iter().find(|p| !(p.limit.is_finite() && p.limit > 0.0)) {
             return Err(RuntimeError::BadScale { what: "activation limit", value: p.limit });
         }
         let lens = [

@@ -5,7 +5,7 @@ use moegen_dsl::epilogue_math::fast::{
 };
 use moegen_dsl::epilogue_math::{activation_exact, pre_activation, round_to_bf16};
 use moegen_dsl::formats::{Scale128x4, pack_nibbles, quantize_nvfp4_block};
-use moegen_dsl::{EpilogueRecipe, EpilogueSpec, SwigluInput};
+use moegen_dsl::{Activation, EpilogueRecipe, SwigluInput};
 
 use super::exact_dot::{DecodedRow, block_scaled_dot};
 use super::weights::{Nvfp4Activations, PreparedWeights, validate_weights, w1_scale_layout};
@@ -154,8 +154,10 @@ pub fn gemm1_reference(
             )
         };
         let ep = &w.epilogue;
-        // A clamp or a bias needs the true pre-activations: α1 stays in the element loop.
-        let folded = ep.spec() == EpilogueSpec::PLAIN;
+        // A clamp or a GEMM1 bias needs the true pre-activations: α1 stays in the element
+        // loop (the GEMM1 kernel's condition; GEMM2's bias does not change GEMM1).
+        let spec = ep.spec();
+        let folded = spec.activation == Activation::Swiglu && !spec.gemm1_bias;
         let fast = if folded {
             FastFactors::new(alpha, w.fc2_input_scale, swiglu_input)
         } else {
