@@ -434,3 +434,49 @@ fn bf16_weights_are_accepted() {
     let a = quantize_activations(&xb, 4, 256, l.acts.global_scale).unwrap();
     assert_eq!(a.packed.len(), 4 * 128);
 }
+
+#[test]
+fn epilogue_data_is_checked_against_the_shape() {
+    use moegen_dsl::Activation;
+    use moegen_dsl::epilogue_math::ActivationParams;
+    let shape = MoeShape::new(256, 128, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let p = vec![ActivationParams::GPT_OSS; 4];
+    let (b1, b2) = (vec![0.5f32; 4 * 256], vec![0.25f32; 4 * 256]);
+    let ok = ExpertEpilogue::new(
+        &shape,
+        Activation::SwigluClamped,
+        p.clone(),
+        Some(b1.clone()),
+        Some(b2.clone()),
+    )
+    .unwrap();
+    assert_eq!(ok.gemm1_bias(&shape, 3, 127), Some((0.5, 0.5)));
+    assert_eq!(ok.gemm2_bias(&shape, 3, 255), Some(0.25));
+    let e = |a, p: Vec<ActivationParams>, b1: Option<Vec<f32>>, b2: Option<Vec<f32>>| {
+        ExpertEpilogue::new(&shape, a, p, b1, b2).unwrap_err()
+    };
+    // One parameter set per local expert, none for an activation that reads none.
+    assert!(matches!(
+        e(Activation::SwigluClamped, p[..3].to_vec(), None, None),
+        RuntimeError::BufferLength { what: "activation parameters", expected: 4, actual: 3 }
+    ));
+    assert!(matches!(
+        e(Activation::GegluTanh, p.clone(), None, None),
+        RuntimeError::BufferLength { what: "activation parameters", expected: 0, .. }
+    ));
+    let zero = vec![ActivationParams { limit: 0.0, ..ActivationParams::GPT_OSS }; 4];
+    assert!(matches!(
+        e(Activation::SwigluClamped, zero, None, None),
+        RuntimeError::BadScale { what: "activation limit", .. }
+    ));
+    assert!(matches!(
+        e(Activation::Swiglu, vec![], Some(b1[1..].to_vec()), None),
+        RuntimeError::BufferLength { what: "GEMM1 bias", .. }
+    ));
+    let mut nan = b2.clone();
+    nan[7] = f32::NAN;
+    assert!(matches!(
+        e(Activation::Swiglu, vec![], None, Some(nan)),
+        RuntimeError::NonFinite { what: "GEMM2 bias" }
+    ));
+}
