@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use safetensors::Dtype;
 use safetensors::tensor::Metadata;
 
+use super::source::TensorSource;
 use crate::error::{Result, RuntimeError};
 
 /// The safetensors format's header limit (the `safetensors` crate refuses larger headers).
@@ -159,55 +160,42 @@ impl SafetensorsFiles {
         self.tensors.get(name).map(|e| format!("{:?}", e.dtype))
     }
 
-    /// The entry of `name`, checked to be one of `dtypes` (`expected` spells them).
-    fn entry(&self, name: &str, dtypes: &[Dtype], expected: &'static str) -> Result<&Entry> {
-        let e = self
-            .tensors
-            .get(name)
-            .ok_or_else(|| RuntimeError::MissingTensor { tensor: name.to_string() })?;
-        if !dtypes.contains(&e.dtype) {
-            return Err(RuntimeError::TensorDtype {
-                tensor: name.to_string(),
-                expected,
-                actual: format!("{:?}", e.dtype),
-            });
-        }
-        Ok(e)
-    }
-
-    /// The dtype and shape of `name`, checked to be one of `dtypes`.
-    pub(crate) fn checked(
-        &self,
-        name: &str,
-        dtypes: &[Dtype],
-        expected: &'static str,
-    ) -> Result<(Dtype, &[usize])> {
-        let e = self.entry(name, dtypes, expected)?;
-        Ok((e.dtype, &e.shape))
-    }
-
     /// Reads the elements `[first, first + count)` of the outermost dimension of `name`
-    /// (the whole tensor for `0..shape[0]`); `name` must have been [`Self::checked`].
-    pub(crate) fn read_outer(&self, name: &str, first: usize, count: usize) -> Result<Loaded> {
+    /// (the whole tensor for `0..shape[0]`).
+    fn read_range(&self, name: &str, first: usize, count: usize) -> Result<Vec<u8>> {
         let e = self
             .tensors
             .get(name)
             .ok_or_else(|| RuntimeError::MissingTensor { tensor: name.to_string() })?;
         let outer = e.shape.first().copied().unwrap_or(1).max(1);
         let per = e.len / outer;
+        if first + count > outer {
+            return Err(RuntimeError::CheckpointFile {
+                path: self.paths[e.file].display().to_string(),
+                reason: format!("{name}: elements {first}..{} of {outer}", first + count),
+            });
+        }
         let path = &self.paths[e.file];
         let mut f = File::open(path).map_err(|err| file_error(path, err))?;
         f.seek(SeekFrom::Start(e.start + (first * per) as u64))
             .map_err(|err| file_error(path, format!("{name}: {err}")))?;
         let mut bytes = vec![0u8; count * per];
         f.read_exact(&mut bytes).map_err(|err| file_error(path, format!("{name}: {err}")))?;
-        Ok(Loaded { name: name.to_string(), bytes })
+        Ok(bytes)
+    }
+}
+
+impl TensorSource for SafetensorsFiles {
+    fn describe(&self, name: &str, _accepted: &[Dtype]) -> Result<Option<(Dtype, Vec<usize>)>> {
+        Ok(self.tensors.get(name).map(|e| (e.dtype, e.shape.clone())))
     }
 
-    /// Reads the whole tensor `name`; it must have been [`Self::checked`].
-    pub(crate) fn read(&self, name: &str) -> Result<Loaded> {
-        let outer = self.shape(name).and_then(|s| s.first().copied()).unwrap_or(1);
-        self.read_outer(name, 0, outer)
+    fn read_outer(&self, name: &str, first: usize, count: usize) -> Result<Vec<u8>> {
+        self.read_range(name, first, count)
+    }
+
+    fn names(&self) -> Option<Vec<String>> {
+        Some(self.tensors.keys().cloned().collect())
     }
 }
 

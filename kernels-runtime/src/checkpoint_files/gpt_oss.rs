@@ -21,7 +21,8 @@ use moegen_dsl::formats::{MXFP4_BLOCK, Mxfp4Matrix, UE8M0_NAN};
 use moegen_dsl::plan::{MoeShape, PlanError};
 use safetensors::Dtype;
 
-use super::files::{SafetensorsFiles, check_shape};
+use super::files::check_shape;
+use super::source::{TensorSource, checked, read_outer};
 use super::{check_codes, experts_prefix, floats};
 use crate::error::{Result, RuntimeError};
 use crate::reference::{CheckpointScales, ExpertEpilogue, ExpertTensors, Mxfp4Tensor};
@@ -52,14 +53,15 @@ const BIASES: &[Dtype] = &[Dtype::BF16, Dtype::F32];
 /// Checks a stacked `[E, trailing…]` tensor: dtype, trailing dims, then that E covers the
 /// window and equals the layer's expert count.
 fn check_stacked(
-    files: &SafetensorsFiles,
+    files: &(impl TensorSource + ?Sized),
     name: &str,
     dtypes: &[Dtype],
     expected: &'static str,
     trailing: &[usize],
     shape: &MoeShape,
 ) -> Result<Dtype> {
-    let (dtype, actual) = files.checked(name, dtypes, expected)?;
+    let (dtype, actual) = checked(files, name, dtypes, expected)?;
+    let actual = actual.as_slice();
     let w = &shape.window;
     let mut full = vec![w.num_experts()];
     full.extend_from_slice(trailing);
@@ -95,9 +97,14 @@ fn every_other_row(bytes: &[u8], width: usize, parity: usize) -> Vec<u8> {
 }
 
 impl GptOssExperts {
-    /// Loads layer `layer`'s experts `shape.window` from `files`: H and I must be multiples
-    /// of 32 (MXFP4 blocks) and the tensors must hold exactly the shape's experts.
-    pub fn load(files: &SafetensorsFiles, layer: usize, shape: &MoeShape) -> Result<Self> {
+    /// Loads layer `layer`'s experts `shape.window` from `files` (a [`super::SafetensorsFiles`]
+    /// or any other [`TensorSource`]): H and I must be multiples of 32 (MXFP4 blocks) and the
+    /// tensors must hold exactly the shape's experts.
+    pub fn load(
+        files: &(impl TensorSource + ?Sized),
+        layer: usize,
+        shape: &MoeShape,
+    ) -> Result<Self> {
         let (h, i) = (shape.hidden, shape.intermediate);
         for (what, v) in [("hidden size", h), ("intermediate size", i)] {
             if !v.is_multiple_of(MXFP4_BLOCK) {
@@ -130,7 +137,7 @@ impl GptOssExperts {
         let mut biases = Vec::with_capacity(local);
         // One expert at a time: a layer of gpt-oss-120b holds a gigabyte of gate_up blocks.
         for g in first..first + local {
-            let read = |n: &str| files.read_outer(n, g, 1);
+            let read = |n: &str| read_outer(files, n, g, 1);
             let (blocks, scales, gu_bias) = (read(&gu_b)?, read(&gu_s)?, read(&gu_bias)?);
             let (down, down_scales, down_bias) = (read(&d_b)?, read(&d_s)?, read(&d_bias)?);
             check_codes(&scales, g * 2 * i * hb, nan_code)?;

@@ -25,10 +25,12 @@
 mod files;
 mod gpt_oss;
 mod modelopt;
+mod source;
 
 pub use files::SafetensorsFiles;
 pub use gpt_oss::GptOssExperts;
 pub use modelopt::ModelOptNvfp4Experts;
+pub use source::TensorSource;
 
 use half::bf16;
 use safetensors::Dtype;

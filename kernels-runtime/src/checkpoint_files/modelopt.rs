@@ -23,7 +23,8 @@ use moegen_dsl::formats::{NVFP4_BLOCK, Nvfp4Matrix};
 use moegen_dsl::plan::MoeShape;
 use safetensors::Dtype;
 
-use super::files::{SafetensorsFiles, check_shape};
+use super::files::check_shape;
+use super::source::{TensorSource, checked, read};
 use super::{check_codes, experts_prefix};
 use crate::error::{Result, RuntimeError};
 use crate::reference::{CheckpointScales, ExpertTensors, Nvfp4Tensor};
@@ -64,14 +65,14 @@ fn e4m3_code(code: u8) -> Option<&'static str> {
 }
 
 /// Checks a scalar's metadata: F32, shape `[]` or `[1]`.
-fn check_scalar(files: &SafetensorsFiles, name: &str) -> Result<()> {
-    let (_, shape) = files.checked(name, SCALAR, "F32")?;
-    if shape.is_empty() || shape == [1] { Ok(()) } else { check_shape(name, shape, &[]) }
+fn check_scalar(files: &(impl TensorSource + ?Sized), name: &str) -> Result<()> {
+    let (_, shape) = checked(files, name, SCALAR, "F32")?;
+    if shape.is_empty() || shape == [1] { Ok(()) } else { check_shape(name, &shape, &[]) }
 }
 
 /// Reads a checked scalar; it must be positive and finite.
-fn scalar(files: &SafetensorsFiles, name: &str) -> Result<f32> {
-    let b = files.read(name)?.bytes;
+fn scalar(files: &(impl TensorSource + ?Sized), name: &str) -> Result<f32> {
+    let b = read(files, name)?.bytes;
     let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     if v.is_finite() && v > 0.0 {
         Ok(v)
@@ -81,18 +82,38 @@ fn scalar(files: &SafetensorsFiles, name: &str) -> Result<f32> {
 }
 
 /// The experts of `prefix` in the files: one past the largest id, and a tensor of that id.
-fn file_experts(files: &SafetensorsFiles, prefix: &str) -> (usize, Option<String>) {
+/// A source that cannot list its names is probed for the layout's weights of ids
+/// `0..=experts` (one past the shape's count, to find a source holding too many).
+fn file_experts(
+    files: &(impl TensorSource + ?Sized),
+    prefix: &str,
+    experts: usize,
+) -> Result<(usize, Option<String>)> {
+    let Some(names) = files.names() else {
+        let mut last = None;
+        for e in 0..=experts {
+            for p in ["down_proj", "gate_proj", "up_proj"] {
+                let n = format!("{prefix}{e}.{p}.weight");
+                if last.as_ref().is_none_or(|(id, _)| *id < e)
+                    && files.describe(&n, WEIGHT)?.is_some()
+                {
+                    last = Some((e, n));
+                }
+            }
+        }
+        return Ok(last.map_or((0, None), |(id, n)| (id + 1, Some(n))));
+    };
     let mut by_id: BTreeMap<usize, &str> = BTreeMap::new();
-    for name in files.names() {
+    for name in &names {
         let Some(rest) = name.strip_prefix(prefix) else { continue };
         let Some(Ok(id)) = rest.split('.').next().map(str::parse::<usize>) else { continue };
         let slot = by_id.entry(id).or_insert(name);
         *slot = (*slot).min(name);
     }
-    match by_id.last_key_value() {
+    Ok(match by_id.last_key_value() {
         Some((&id, &name)) => (id + 1, Some(name.to_string())),
         None => (0, None),
-    }
+    })
 }
 
 impl ModelOptNvfp4Experts {
@@ -101,12 +122,17 @@ impl ModelOptNvfp4Experts {
     /// and none past the shape's expert count. An expert whose `up` and `gate`
     /// `weight_scale_2` differ is refused ([`RuntimeError::CheckpointGlobalScales`]): GEMM1
     /// applies one global scale to both halves of W1.
-    pub fn load(files: &SafetensorsFiles, layer: usize, shape: &MoeShape) -> Result<Self> {
+    /// `files` is a [`super::SafetensorsFiles`] or any other [`TensorSource`].
+    pub fn load(
+        files: &(impl TensorSource + ?Sized),
+        layer: usize,
+        shape: &MoeShape,
+    ) -> Result<Self> {
         let (h, i) = (shape.hidden, shape.intermediate);
         let w = &shape.window;
         let (first, local) = (w.offset(), w.local());
         let prefix = experts_prefix(layer);
-        let (count, last) = file_experts(files, &prefix);
+        let (count, last) = file_experts(files, &prefix, w.num_experts())?;
         if count < first + local {
             return Err(RuntimeError::ExpertWindowOutsideFile {
                 tensor: format!("{prefix}{}.gate_proj.weight", count.max(first)),
@@ -129,18 +155,18 @@ impl ModelOptNvfp4Experts {
         for e in first..first + local {
             for (p, rows, cols) in each {
                 let n = name(e, p, "weight");
-                check_shape(&n, files.checked(&n, WEIGHT, "U8")?.1, &[rows, cols / 2])?;
+                check_shape(&n, &checked(files, &n, WEIGHT, "U8")?.1, &[rows, cols / 2])?;
                 let n = name(e, p, "weight_scale");
-                let (_, s) = files.checked(&n, BLOCK_SCALES, "F8_E4M3 or U8")?;
-                check_shape(&n, s, &[rows, cols / NVFP4_BLOCK])?;
+                let (_, s) = checked(files, &n, BLOCK_SCALES, "F8_E4M3 or U8")?;
+                check_shape(&n, &s, &[rows, cols / NVFP4_BLOCK])?;
                 check_scalar(files, &name(e, p, "weight_scale_2"))?;
                 check_scalar(files, &name(e, p, "input_scale"))?;
             }
         }
         let matrix =
             |e: usize, (p, rows, cols): (&str, usize, usize)| -> Result<(Nvfp4Matrix, f32)> {
-                let packed = files.read(&name(e, p, "weight"))?.bytes;
-                let scales = files.read(&name(e, p, "weight_scale"))?;
+                let packed = read(files, &name(e, p, "weight"))?.bytes;
+                let scales = read(files, &name(e, p, "weight_scale"))?;
                 check_codes(&scales, 0, e4m3_code)?;
                 let ws2_name = name(e, p, "weight_scale_2");
                 let ws2 = scalar(files, &ws2_name)?;
@@ -198,7 +224,7 @@ impl ModelOptNvfp4Experts {
     /// only the window: what vLLM's backends that share one activation scale across experts
     /// take, so that every expert-parallel rank quantizes its activations alike.
     pub fn model_input_scales(
-        files: &SafetensorsFiles,
+        files: &(impl TensorSource + ?Sized),
         layer: usize,
         shape: &MoeShape,
     ) -> Result<(f32, f32)> {
