@@ -9,9 +9,10 @@ cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 cargo test --workspace --locked
 # moegen-candle: its own workspace and lock file (its `cuda` feature builds candle's CUDA
 # kernels with nvcc, so it stays out of the root workspace's `--all-features`); CPU only here.
+# It shares the examples' target folder: candle compiles once for both.
 cargo fmt --manifest-path candle/Cargo.toml --check
-CARGO_TARGET_DIR=target/candle cargo clippy --manifest-path candle/Cargo.toml --all-targets --locked -- -D warnings
-CARGO_TARGET_DIR=target/candle cargo test --manifest-path candle/Cargo.toml --locked
+CARGO_TARGET_DIR=target/examples cargo clippy --manifest-path candle/Cargo.toml --all-targets --locked -- -D warnings
+CARGO_TARGET_DIR=target/examples cargo test --manifest-path candle/Cargo.toml --locked
 # The downstream examples, built as a user builds them (their own workspace and lock file);
 # one target folder for both, so their dependencies compile once.
 for example in layer-demo build-script macro zero-to-layer candle-moe; do
