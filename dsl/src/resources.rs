@@ -176,7 +176,21 @@ pub fn plan_gemm_for(
     }
     match target.arch() {
         Arch::Sm100 => plan_sm100(target, tactic),
-        Arch::Sm90 => plan_sm90(target, tactic, activations.sm90_k_stage()),
+        Arch::Sm90 => plan_sm90(target, tactic, activations),
+    }
+}
+
+/// Bytes of one Hopper consumer's column table: per token column of the routing tile, the
+/// values its epilogue multiplies every element of that column by, loaded from global
+/// memory by the column's own thread while the K loop runs (one load each, instead of every
+/// thread loading its columns' values after the K loop and waiting for them). GEMM2: the
+/// router weight and the A8 activation scale (A16 kernels leave that word unused), 8 bytes;
+/// GEMM1: the A8 activation scale, 4 bytes; GEMM1 A16 needs none.
+pub fn sm90_column_table_bytes(kind: GemmKind, activations: ActivationFormat, tile: u32) -> u32 {
+    match (kind, activations) {
+        (GemmKind::Gemm2, _) => tile * 8,
+        (GemmKind::Gemm1, ActivationFormat::Fp8) => tile * 4,
+        (GemmKind::Gemm1, _) => 0,
     }
 }
 
@@ -186,8 +200,9 @@ pub fn plan_gemm_for(
 fn plan_sm90(
     target: Target,
     tactic: &GemmTactic,
-    k_stage: u32,
+    activations: ActivationFormat,
 ) -> Result<KernelBudget, ResourceError> {
+    let k_stage = activations.sm90_k_stage();
     let limits = target.limits();
     let name = tactic.to_string();
     let [t, n] = tactic.mma_tiler();
@@ -198,12 +213,6 @@ fn plan_sm90(
     let sfb = n * SM90_K_STAGE / 16;
     // Padded so every stage's 128B-swizzled activation tile starts on a 1024-byte boundary.
     let stage_bytes = (a + b + sfb).next_multiple_of(1024);
-    // GEMM1 stages its bf16 h tile (T × N/2) for coalesced stores; GEMM2 its bf16 output
-    // tile (T × N) for the per-token bulk reduce-add.
-    let epilogue = match tactic.kind() {
-        GemmKind::Gemm1 => t * (n / 2) * 2,
-        GemmKind::Gemm2 => t * n * 2,
-    };
     // One-consumer kernels (N ≤ 128) run the most CTAs per SM whose consumers keep the
     // registers they need and whose rings keep SM90_SHARED_STAGES stages; two-consumer
     // kernels (N 256) keep a whole SM, with the deepest ring. So the tuner chooses the
@@ -211,6 +220,14 @@ fn plan_sm90(
     // were 12 % and 8 % faster at 128 and 1024 tokens but 32 % slower at 16, gpt-oss 15–30 %
     // faster throughout (docs/perf.md, 2026-12-02).
     let roles = sm90_roles_for(n);
+    // GEMM1 stages its bf16 h tile (T × N/2) for coalesced stores; GEMM2 its bf16 output
+    // tile (T × N) for the per-token bulk reduce-add; each consumer has its column table.
+    let columns = roles.consumers * sm90_column_table_bytes(tactic.kind(), activations, t);
+    let epilogue = columns
+        + match tactic.kind() {
+            GemmKind::Gemm1 => t * (n / 2) * 2,
+            GemmKind::Gemm2 => t * n * 2,
+        };
     let need = if roles.consumers > 1 {
         u32::MAX
     } else {

@@ -263,7 +263,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -271,23 +271,23 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -295,7 +295,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189696, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -303,7 +303,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189696, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -322,20 +322,20 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -343,7 +343,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -351,7 +351,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -359,7 +359,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -367,7 +367,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -391,7 +391,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -399,7 +399,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -407,7 +407,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -415,7 +415,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -423,7 +423,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -431,7 +431,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
@@ -455,7 +455,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -463,7 +463,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -471,7 +471,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -479,7 +479,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -487,7 +487,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -495,7 +495,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -519,7 +519,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -527,23 +527,23 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -551,7 +551,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189696, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -559,7 +559,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189440, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189696, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -578,20 +578,20 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -599,7 +599,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -607,7 +607,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -615,7 +615,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -623,7 +623,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230400, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -647,7 +647,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -655,7 +655,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -663,7 +663,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -671,7 +671,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -679,7 +679,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -687,7 +687,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225280, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
@@ -711,7 +711,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -719,7 +719,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -727,7 +727,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -735,7 +735,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -743,7 +743,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -751,7 +751,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 220160, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -775,7 +775,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -783,7 +783,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -794,20 +794,20 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -818,20 +818,20 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -847,7 +847,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -855,7 +855,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -871,7 +871,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -879,7 +879,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
@@ -895,7 +895,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -903,7 +903,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -919,7 +919,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -927,7 +927,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -943,7 +943,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -951,7 +951,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -967,7 +967,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
@@ -975,7 +975,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -986,20 +986,20 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1010,20 +1010,20 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
@@ -1039,7 +1039,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1047,7 +1047,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73728, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -1063,7 +1063,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -1071,7 +1071,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
@@ -1087,7 +1087,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1095,7 +1095,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 110592, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -1111,7 +1111,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1119,7 +1119,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 114688, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1135,7 +1135,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
@@ -1143,7 +1143,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -1151,7 +1151,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 70656, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 70720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -1159,7 +1159,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -1167,7 +1167,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -1175,7 +1175,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219136, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219264, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -1183,7 +1183,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72704, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -1191,7 +1191,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72704, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1199,7 +1199,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 71680, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 71808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1207,7 +1207,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1215,7 +1215,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -1223,7 +1223,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 224256, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 224512, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1231,7 +1231,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 75776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76032, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1239,7 +1239,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 75776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76032, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -1247,23 +1247,23 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 113664, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 113920, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 102912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 102912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -1271,7 +1271,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1279,7 +1279,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104960, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1287,7 +1287,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104960, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -1295,7 +1295,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
@@ -1303,7 +1303,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 103424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
@@ -1311,7 +1311,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 103424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1319,7 +1319,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 202752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 203776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1327,7 +1327,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1335,7 +1335,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -1343,7 +1343,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 70656, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 70720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -1351,7 +1351,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -1359,7 +1359,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
@@ -1367,7 +1367,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219136, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219264, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -1375,7 +1375,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72704, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -1383,7 +1383,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72704, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1391,7 +1391,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 71680, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 71808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1399,7 +1399,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1407,7 +1407,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
@@ -1415,7 +1415,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 224256, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 224512, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1423,7 +1423,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 75776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76032, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1431,7 +1431,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 75776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76032, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
@@ -1439,23 +1439,23 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 113664, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 113920, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 102912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 102912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -1463,7 +1463,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1471,7 +1471,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104960, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1479,7 +1479,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104960, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
@@ -1487,7 +1487,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
@@ -1495,7 +1495,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 103424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
@@ -1503,7 +1503,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 103424, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
@@ -1511,7 +1511,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 202752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 203776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1519,7 +1519,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
@@ -1527,7 +1527,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det_bias.ptx"),
         params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortHistogram, target: ::moegen_dsl::abi::SimtTarget::Sm90a },

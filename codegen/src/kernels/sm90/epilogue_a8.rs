@@ -12,18 +12,16 @@ use super::Sm90;
 use super::mainloop::Consumer;
 use crate::kernels::skeleton::Unit;
 use crate::ptx::ops::memory::ld;
-use crate::ptx::ops::{Access, Memory};
-use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty};
 
-/// The buffers the A8 factors come from, loaded once.
+/// The buffers the A8 row factors come from, loaded once (the column scales come through
+/// the consumer's column table, `columns.rs`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct A8Params {
     /// f32 2^ρ per weight row of every expert.
     rows: Reg,
     /// Weight rows per expert (2I or H).
     rows_per_expert: Reg,
-    /// f32 2^e per permuted row.
-    cols: Reg,
 }
 
 /// The parameters of a kernel, if it is an A8 kernel.
@@ -31,9 +29,9 @@ pub(super) fn a8_params(b: &mut KernelBuilder, g: &Sm90) -> Option<A8Params> {
     if !g.l.a8 {
         return None;
     }
-    let (rows, cols) = match g.l.kind {
-        GemmKind::Gemm1 => (Buffer::W1RowScales, Buffer::ActivationRowScales),
-        GemmKind::Gemm2 => (Buffer::W2RowScales, Buffer::Gemm1OutputRowScales),
+    let rows = match g.l.kind {
+        GemmKind::Gemm1 => Buffer::W1RowScales,
+        GemmKind::Gemm2 => Buffer::W2RowScales,
     };
     let rows_per_expert = match g.l.kind {
         GemmKind::Gemm1 => {
@@ -42,28 +40,16 @@ pub(super) fn a8_params(b: &mut KernelBuilder, g: &Sm90) -> Option<A8Params> {
         }
         GemmKind::Gemm2 => b.ld_scalar(Scalar::Hidden),
     };
-    Some(A8Params { rows: b.ld_buffer(rows), rows_per_expert, cols: b.ld_buffer(cols) })
+    Some(A8Params { rows: b.ld_buffer(rows), rows_per_expert })
 }
 
-/// One unit's A8 factors of this thread: the row factors, and where the column scales are.
+/// One unit's A8 row factors of this thread.
 pub(super) struct A8Unit {
     /// `rho[blk][v1]`: 2^ρ of row r0 + 8·v1 of m64 block `blk`.
     rho: Vec<[Reg; 2]>,
-    /// Address of the scale of column col0 (of n8 block 0).
-    cols: Reg,
 }
 
 impl A8Unit {
-    /// The column scales of n8 block `i`: columns col0 + 8i and col0 + 8i + 1 (one 8-byte
-    /// pair: col0 is even and row0 a multiple of T; every tile row is inside the buffer).
-    pub fn tau(&self, b: &mut KernelBuilder, i: u32) -> [Reg; 2] {
-        let pair = b.regs(RegClass::F32, 2);
-        b.emit(
-            Memory::Ld(Access::vector(Space::Global, VecWidth::V2, Ty::F32)),
-            vec![Operand::regs(&pair), Operand::Reg(self.cols).at(i64::from(32 * i))],
-        );
-        [pair[0], pair[1]]
-    }
     /// `acc ·rn (2^ρ ·rn τ)` of an element of block `blk`, row offset `v1`.
     pub fn apply(&self, b: &mut KernelBuilder, acc: Reg, blk: usize, v1: u32, tau: Reg) -> Reg {
         let f = b.mul_f32(self.rho[blk][v1 as usize], tau);
@@ -72,7 +58,7 @@ impl A8Unit {
 }
 
 /// Loads the unit's row factors (rows past the expert's, in a partial last N block, read
-/// nothing: their results are not stored) and places its column scales.
+/// nothing: their results are not stored).
 pub(super) fn a8_unit(
     b: &mut KernelBuilder,
     g: &Sm90,
@@ -104,7 +90,5 @@ pub(super) fn a8_unit(
             })
         })
         .collect();
-    let col = b.add_u32(u.row0, k.col0);
-    let cols = b.index_addr(p.cols, col, 4);
-    A8Unit { rho, cols }
+    A8Unit { rho }
 }

@@ -13,6 +13,7 @@ use moegen_dsl::abi::{Buffer, Scalar};
 
 use super::Sm90;
 use super::accum::elements;
+use super::columns::{ColumnLoads, ColumnParams, ColumnReader, column_params, store_columns};
 use super::epilogue_a8::{A8Params, a8_params, a8_unit};
 use super::epilogue_swiglu::consumer_barrier;
 use super::mainloop::Consumer;
@@ -20,16 +21,14 @@ use super::prologue::{Common, ends_partial};
 use crate::kernels::epilogue_math::gemm2_value;
 use crate::kernels::skeleton::Unit;
 use crate::ptx::instrs::{BulkStore, BulkWait};
-use crate::ptx::ops::memory::{ld, st};
+use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{Bulk, Cvt};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, Space, Ty};
 
 /// Per-consumer values the epilogue reads every unit.
 pub(super) struct FinalizeParams {
     alpha: Reg,
-    weights: Reg,
     out: Reg,
-    p2e: Reg,
     top_k: Reg,
     /// Bytes per output row: H · 2.
     row_bytes: Reg,
@@ -44,6 +43,8 @@ pub(super) struct FinalizeParams {
     a8: Option<A8Params>,
     /// GEMM2's bias, f32 [L, H] (kernels with a bias), and H.
     bias: Option<(Reg, Reg)>,
+    /// The consumer's column table (router weights, A8 scales).
+    pub columns: Option<ColumnParams>,
 }
 
 /// Bytes of one staged token row.
@@ -59,12 +60,10 @@ pub(super) fn finalize_params(
     k: &Consumer,
 ) -> FinalizeParams {
     let alpha = b.ld_buffer(Buffer::Alpha2);
-    let weights = b.ld_buffer(Buffer::RouterWeights);
     let out = b.ld_buffer(match g.l.key.finalize {
         FinalizeMode::BulkReduceAdd => Buffer::Output,
         FinalizeMode::Deterministic => Buffer::FinalizeScratch,
     });
-    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
     let top_k = b.ld_scalar(Scalar::TopK);
     let hidden = b.ld_scalar(Scalar::Hidden);
     let row_bytes = b.shl_b32(hidden, 1u32);
@@ -77,11 +76,10 @@ pub(super) fn finalize_params(
     let bias = g.l.key.bias.then(|| (b.ld_buffer(Buffer::Gemm2Bias), hidden));
     let hidden = ends_partial(&g.l).then_some(hidden);
     let a8 = a8_params(b, g);
+    let columns = column_params(b, g, c.smem, k);
     FinalizeParams {
         alpha,
-        weights,
         out,
-        p2e,
         top_k,
         row_bytes,
         slot,
@@ -90,22 +88,11 @@ pub(super) fn finalize_params(
         hidden,
         a8,
         bias,
+        columns,
     }
 }
 
-/// The route of permuted row `prow` (0 when invalid).
-fn expanded_of(b: &mut KernelBuilder, p: &FinalizeParams, prow: Reg, valid: Reg) -> Reg {
-    let ea = b.index_addr(p.p2e, prow, 4);
-    let expanded = b.mov_u32(0u32);
-    b.emit_if(
-        Guard::when(valid),
-        ld(Space::Global, Ty::U32),
-        vec![expanded.into(), Operand::addr(ea)],
-    );
-    expanded
-}
-
-/// The epilogue of one unit.
+/// The epilogue of one unit; `loads` are its columns' values, loaded before the K loop.
 pub(super) fn epilogue_finalize(
     b: &mut KernelBuilder,
     g: &Sm90,
@@ -113,31 +100,31 @@ pub(super) fn epilogue_finalize(
     p: &FinalizeParams,
     u: &Unit,
     acc: &[Vec<Reg>],
+    loads: Option<&ColumnLoads>,
 ) {
     let l = &g.l;
+    let (Some(cp), Some(loads), Some(route)) =
+        (p.columns.as_ref(), loads, loads.and_then(ColumnLoads::route))
+    else {
+        let kernel = b.name.clone();
+        b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "GEMM2 column table" });
+        return;
+    };
     let al_addr = b.index_addr(p.alpha, u.expert, 4);
     let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
     let a8 = p.a8.as_ref().map(|a| a8_unit(b, g, k, u, a));
     let bias = p.bias.map(|(base, hidden)| unit_bias(b, g, k, u, acc.len(), base, hidden));
     // The previous unit's bulk operations have read the staging tile.
     b.push_if(Guard::when(p.issuer), BulkWait { pending: 0, read: true });
+    store_columns(b, g, k, cp, loads);
     consumer_barrier(b, k);
+    let reader = ColumnReader::new(b, g, k, cp);
     let row = staged_row_bytes(g);
     for i in 0..l.tile / 8 {
-        let tau = a8.as_ref().map(|a| a.tau(b, i));
+        let tau = a8.as_ref().map(|_| reader.scales(b, i));
+        let weights = reader.weights(b, i);
         for v0 in 0..2u32 {
-            let tok = b.add_u32(k.col0, 8 * i + v0);
-            let prow = b.add_u32(u.row0, tok);
-            let valid = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
-            let expanded = expanded_of(b, p, prow, valid);
-            let wa = b.index_addr(p.weights, expanded, 4);
-            let w = b.reg(RegClass::F32);
-            b.assign_f32(w, 0f32);
-            b.emit_if(
-                Guard::when(valid),
-                ld(Space::Global, Ty::F32),
-                vec![w.into(), Operand::addr(wa)],
-            );
+            let w = weights[v0 as usize];
             let scale = b.mul_f32(al, w);
             for (blk, regs) in acc.iter().enumerate() {
                 for e in elements(l.tile).filter(|e| e.i == i && e.v0 == v0) {
@@ -168,10 +155,9 @@ pub(super) fn epilogue_finalize(
     let prow = b.add_u32(u.row0, k.t);
     let in_tile = b.setp_u32(Cmp::Lt, prow, u.mn_limit);
     let valid = b.and_pred(in_tile, p.issuer);
-    let expanded = expanded_of(b, p, prow, valid);
     let dst_row = match l.key.finalize {
-        FinalizeMode::BulkReduceAdd => b.div_u32(expanded, p.top_k),
-        FinalizeMode::Deterministic => expanded,
+        FinalizeMode::BulkReduceAdd => b.div_u32(route, p.top_k),
+        FinalizeMode::Deterministic => route,
     };
     let dst = b.mul_wide_u32(dst_row, p.row_bytes);
     let dst = b.add_u64(p.out, dst);

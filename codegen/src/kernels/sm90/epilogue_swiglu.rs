@@ -21,6 +21,7 @@ use moegen_dsl::{ActivationFormat, SwigluInput};
 
 use super::Sm90;
 use super::accum::{Element, elements};
+use super::columns::{ColumnLoads, ColumnParams, ColumnReader, column_params, store_columns};
 use super::epilogue_a8::{A8Params, a8_params, a8_unit};
 use super::layout::Sm90Layout;
 use super::mainloop::Consumer;
@@ -64,6 +65,8 @@ pub(super) struct SwigluParams {
     act_params: Option<Reg>,
     /// GEMM1's bias, f32 [L, 2I] (kernels with a bias).
     bias: Option<Reg>,
+    /// The consumer's column table (A8 scales).
+    pub columns: Option<ColumnParams>,
 }
 
 /// What one unit's elements need beside their accumulators.
@@ -95,6 +98,7 @@ pub(super) fn swiglu_params(
         ActivationFormat::Bf16 | ActivationFormat::Fp8 => None,
     };
     let a8 = a8_params(b, g);
+    let columns = column_params(b, g, c.smem, k);
     let act_params = l.key.activation.has_params().then(|| b.ld_buffer(Buffer::ActivationParams));
     let bias = l.key.bias.then(|| b.ld_buffer(Buffer::Gemm1Bias));
     let base = b.mad_u32(k.ci, g.smem.staging_stride, g.smem.staging.offset);
@@ -132,6 +136,7 @@ pub(super) fn swiglu_params(
         inter,
         act_params,
         bias,
+        columns,
     }
 }
 
@@ -228,7 +233,8 @@ fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
     })
 }
 
-/// The epilogue of one unit: `acc` = [up, gate] of this consumer.
+/// The epilogue of one unit: `acc` = [up, gate] of this consumer; `loads` its columns'
+/// values (A8), loaded before the K loop.
 pub(super) fn epilogue_swiglu(
     b: &mut KernelBuilder,
     g: &Sm90,
@@ -236,6 +242,7 @@ pub(super) fn epilogue_swiglu(
     p: &SwigluParams,
     u: &Unit,
     acc: &[Vec<Reg>],
+    loads: Option<&ColumnLoads>,
 ) {
     let l = &g.l;
     let (Some(up), Some(gate)) = (acc.first(), acc.get(1)) else {
@@ -245,11 +252,21 @@ pub(super) fn epilogue_swiglu(
     };
     let ep = unit_epilogue(b, g, k, p, u);
     let a8 = p.a8.as_ref().map(|a| a8_unit(b, g, k, u, a));
-    // The previous unit's copy-out has read the staging tile.
+    let columns = p.columns.as_ref().zip(loads);
+    if let Some((cp, loads)) = columns {
+        store_columns(b, g, k, cp, loads);
+    }
+    if a8.is_some() && columns.is_none() {
+        let kernel = b.name.clone();
+        b.error(crate::ptx::BuildError::Inconsistent { kernel, what: "A8 column table" });
+        return;
+    }
+    // The previous unit's copy-out has read the staging tile (and the column table).
     consumer_barrier(b, k);
+    let reader = columns.map(|(cp, _)| ColumnReader::new(b, g, k, cp));
     let all: Vec<Element> = elements(l.tile).collect();
     for (i, pair) in (0u32..).zip(all.chunks_exact(4)) {
-        let tau = a8.as_ref().map(|a| a.tau(b, i));
+        let tau = reader.filter(|_| a8.is_some()).map(|r| r.scales(b, i));
         // Elements (v1, v0) of one n8 block: for each token (v0), rows r0 and r0 + 8.
         for v0 in 0..2u32 {
             let es: Vec<Element> = pair.iter().copied().filter(|e| e.v0 == v0).collect();

@@ -6,7 +6,7 @@ use moegen_dsl::abi::GemmKey;
 use moegen_dsl::abi::roles::{WARPGROUP_WARPS, sm90_roles};
 use moegen_dsl::abi::sm90_residency::{Sm90Registers, sm90_registers};
 use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS, a8};
-use moegen_dsl::resources::SM90_K_STAGE;
+use moegen_dsl::resources::{SM90_K_STAGE, sm90_column_table_bytes};
 use moegen_dsl::{ActivationFormat, GemmKind, KernelBudget, KernelDesc};
 
 /// Bytes of one K stage of one token row of activations (64 bf16 or 128 E4M3: one 128-byte
@@ -111,6 +111,10 @@ impl Sm90Layout {
             GemmKind::Gemm1 => w,
             GemmKind::Gemm2 => w + self.act_bytes(),
         }
+    }
+    /// Bytes of one consumer's column table (`resources::sm90_column_table_bytes`).
+    pub fn column_table_bytes(&self) -> u32 {
+        sm90_column_table_bytes(self.kind, self.key.activations, self.tile)
     }
     /// Epilogue staging bytes of one consumer: its output columns (64 h columns for GEMM1,
     /// its weight rows for GEMM2) for every token of the tile, bf16.

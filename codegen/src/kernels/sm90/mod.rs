@@ -9,12 +9,14 @@
 //! - `accum`: the accumulator fragment layout the epilogues read;
 //! - `epilogue_swiglu` (GEMM1: α1, SwiGLU, bf16 or NVFP4-requantized h) and
 //!   `epilogue_finalize` (GEMM2: α2 · router weight, bulk reduce-add or scratch rows);
+//! - `columns`: the per-token-column values the epilogues read, loaded before the K loop;
 //! - [`layout`], [`smem`], [`rings`]: shapes and register split, shared-memory regions,
 //!   the stage ring.
 //!
 //! docs/hopper.md describes the design.
 
 mod accum;
+mod columns;
 mod dequant;
 mod dequant_fp8;
 mod epilogue_a8;
@@ -109,15 +111,17 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
         GemmKind::Gemm1 => {
             let p = epilogue_swiglu::swiglu_params(b, g, c, &k);
             c.sched.units(b, Needs::ALL, &mut |b, u| {
+                let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
                 mainloop::mainloop(b, g, c, &k, &acc, &cur, &rel);
-                epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc);
+                epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc, loads.as_ref());
             });
         }
         GemmKind::Gemm2 => {
             let p = epilogue_finalize::finalize_params(b, g, c, &k);
             c.sched.units(b, Needs::ALL, &mut |b, u| {
+                let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
                 mainloop::mainloop(b, g, c, &k, &acc, &cur, &rel);
-                epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &acc);
+                epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &acc, loads.as_ref());
             });
             epilogue_finalize::finalize_drain(b, &p);
         }

@@ -2,7 +2,8 @@
 //! resource budget: the reserved block holds the stage ring's full and empty mbarriers;
 //! then `ab_stages` stages of [activation tile (T rows × 128 B, 128B-swizzled, 1024-aligned
 //! for the wgmma descriptor) | FP4 fragment tiles | scale tiles], each stage `stage_bytes`
-//! after the previous; then one epilogue staging buffer per consumer warpgroup.
+//! after the previous; then one epilogue staging buffer per consumer warpgroup, then one
+//! column table per consumer (where the kernel has one).
 
 use super::layout::Sm90Layout;
 use crate::kernels::pipeline::MBARRIER_BYTES;
@@ -31,6 +32,11 @@ pub struct Sm90Smem {
     pub staging: Region,
     /// Bytes from one consumer's staging to the next.
     pub staging_stride: u32,
+    /// Consumer 0's column table (`Sm90Layout::column_table_bytes`; `None` when the kernel
+    /// has none), the next consumer's `columns_stride` bytes on.
+    pub columns: Option<Region>,
+    /// Bytes from one consumer's column table to the next.
+    pub columns_stride: u32,
     leaves: Vec<Region>,
 }
 
@@ -62,7 +68,8 @@ impl Sm90Smem {
         let stages = ring.region;
 
         let size = l.staging_bytes();
-        let needed = size * l.consumers;
+        let table = l.column_table_bytes();
+        let needed = (size + table) * l.consumers;
         if bu.epilogue_bytes < needed {
             return Err(SmemError::TooSmall {
                 region: "epilogue staging",
@@ -79,7 +86,22 @@ impl Sm90Smem {
             [first, second, ..] => (*first, second.offset - first.offset),
             [] => return Err(SmemError::Empty { region: "epilogue staging" }),
         };
-        leaves.extend(all.regions().iter().filter(|r| r.name == "epilogue staging"));
+        let mut tables = Vec::new();
+        if table > 0 {
+            for c in 0..l.consumers {
+                tables.push(all.alloc("epilogue column table", Some(c), table, 16)?);
+            }
+        }
+        let (columns, columns_stride) = match tables.as_slice() {
+            [] => (None, 0),
+            [one] => (Some(*one), 0),
+            [first, second, ..] => (Some(*first), second.offset - first.offset),
+        };
+        leaves.extend(
+            all.regions()
+                .iter()
+                .filter(|r| r.name == "epilogue staging" || r.name == "epilogue column table"),
+        );
         Ok(Sm90Smem {
             full,
             empty,
@@ -89,6 +111,8 @@ impl Sm90Smem {
             scales: scales - act,
             staging,
             staging_stride,
+            columns,
+            columns_stride,
             leaves,
         })
     }
