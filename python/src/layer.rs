@@ -1,0 +1,446 @@
+//! `moegen._native.Layer`: one moegen `MoeLayer` with its workspace and weights on a
+//! backend, built once; passes over host arrays (the simulator) or device tensors (CUDA,
+//! on the caller's stream). Nothing here picks a kernel or a tactic or checks a value
+//! beyond dtype, shape and device: that is `MoeLayer`'s.
+
+use std::sync::Mutex;
+
+use moegen_dsl::epilogue_math::ActivationParams;
+use moegen_dsl::options::EpilogueSpec;
+use moegen_runtime::prelude::*;
+use moegen_runtime::reference::{Sm90Weights, moe_reference_sm90};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::arrays::{DeviceTensor, HostArray};
+use crate::device::{Gpu, SimGeneration};
+use crate::errors::{Error, Result};
+use crate::host;
+use crate::weights::{self, FlashInferNvfp4};
+
+/// The weights kept on the host for [`Layer::reference`], in the form the CPU reference of
+/// the layer's generation takes.
+enum HostWeights {
+    Sm100(PreparedWeights),
+    Sm90(Sm90Weights),
+}
+
+struct Inner {
+    gpu: Gpu,
+    layer: MoeLayer,
+    workspace: Workspace,
+}
+
+/// A MoE layer run by moegen (Python: `moegen._native.Layer`; `moegen.MoeLayer` wraps it).
+#[pyclass(module = "moegen._native", frozen)]
+pub(crate) struct Layer {
+    device: String,
+    shape: MoeShape,
+    config: LayerConfig,
+    max_tokens: usize,
+    input_scale: f32,
+    arch: Arch,
+    host_weights: Option<HostWeights>,
+    inner: Mutex<Inner>,
+}
+
+/// One pass's inputs, on the host, as the kernels read them.
+struct HostInputs {
+    tokens: usize,
+    x: Vec<bf16>,
+    ids: Vec<i32>,
+    weights: Vec<f32>,
+}
+
+/// The weights, prepared on the host, before the upload.
+enum Prepared {
+    Nvfp4(PreparedWeights),
+    GptOss(Sm90Weights),
+}
+
+fn shape_of(
+    hidden: usize,
+    intermediate: usize,
+    (num_experts, offset, local, top_k): (usize, usize, usize, usize),
+) -> Result<MoeShape> {
+    let window = ExpertWindow::new(num_experts, offset, local, top_k)
+        .map_err(moegen_runtime::error::RuntimeError::from)?;
+    Ok(MoeShape::new(hidden, intermediate, window)
+        .map_err(moegen_runtime::error::RuntimeError::from)?)
+}
+
+impl Layer {
+    fn build(
+        device: &str,
+        shape: MoeShape,
+        max_tokens: usize,
+        deterministic: bool,
+        keep_host_weights: bool,
+        prepared: Prepared,
+        input_scale: f32,
+    ) -> Result<Self> {
+        let sim = match prepared {
+            Prepared::Nvfp4(_) => SimGeneration::Sm100,
+            Prepared::GptOss(_) => SimGeneration::Hopper,
+        };
+        let mut gpu = Gpu::open(device, sim)?;
+        let b = gpu.backend();
+        let arch = arch_of(b);
+        let mut config = LayerConfig::new(shape);
+        if deterministic {
+            config.finalize = FinalizeMode::Deterministic;
+        }
+        let (weights, format, host_weights) = match prepared {
+            Prepared::Nvfp4(w) => {
+                let uploaded = LayerWeights::upload(b, &shape, &w, input_scale)?;
+                let kept = match (keep_host_weights, arch) {
+                    (false, _) => None,
+                    (true, Arch::Sm90) => Some(HostWeights::Sm90(Sm90Weights::from_prepared(
+                        &shape,
+                        &w,
+                        ActivationFormat::Nvfp4,
+                    )?)),
+                    (true, _) => Some(HostWeights::Sm100(w)),
+                };
+                (uploaded, WeightFormat::Nvfp4, kept)
+            }
+            Prepared::GptOss(w) => {
+                config.activations = ActivationFormat::Bf16;
+                config.epilogue = EpilogueSpec::GPT_OSS;
+                let uploaded = LayerWeights::upload_sm90(b, &shape, &w, 1.0)?;
+                (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm90(w)))
+            }
+        };
+        let kernels = KernelSet::builtin();
+        let tokens = max_tokens as u64;
+        let tactics = MoeLayer::candidates(&config, &kernels, tokens, arch, format)?;
+        let model = DeviceModel::for_layer(arch, config.activations).with_sms(b.sm_count());
+        let table = DispatchTable::analytic(&shape, tokens, &tactics, &model)?;
+        let spec = WorkspaceSpec {
+            max_tokens,
+            top_k: shape.top_k(),
+            max_local_experts: shape.local_experts(),
+            max_hidden: shape.hidden,
+            max_intermediate: shape.intermediate,
+            tile_sizes: table.tile_sizes(),
+            deterministic,
+            arch,
+        };
+        let workspace = Workspace::new(b, &kernels, spec)?;
+        let layer = MoeLayer::new(b, config, weights, &kernels, table)?;
+        // The workspace's zeroing and the uploads were queued on the backend's own stream;
+        // passes run on the caller's: finish them here, once.
+        b.synchronize().map_err(LayerError::from)?;
+        Ok(Self {
+            device: device.to_string(),
+            shape,
+            config,
+            max_tokens,
+            input_scale,
+            arch,
+            host_weights,
+            inner: Mutex::new(Inner { gpu, layer, workspace }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn tokens_of(&self, x_shape: &[usize]) -> Result<usize> {
+        let h = self.shape.hidden;
+        match x_shape {
+            &[n, hh] if hh == h => Ok(n),
+            other => Err(Error::Shape {
+                input: "x".into(),
+                actual: other.to_vec(),
+                expected: format!("[num_tokens, {h}]"),
+            }),
+        }
+    }
+
+    fn routing_shape(&self, tokens: usize) -> (Vec<usize>, impl Fn() -> String) {
+        let k = self.shape.top_k();
+        (vec![tokens, k], move || format!("[{tokens}, {k}] (x's tokens, top_k)"))
+    }
+
+    fn host_inputs(&self, x: HostArray, ids: HostArray, weights: HostArray) -> Result<HostInputs> {
+        let (x, ids, weights) = (x.checked()?, ids.checked()?, weights.checked()?);
+        let tokens = self.tokens_of(&x.shape)?;
+        let (shape, expected) = self.routing_shape(tokens);
+        ids.shape_is(&shape, &expected)?;
+        weights.shape_is(&shape, &expected)?;
+        weights.dtype_in(&["float32"], "float32")?;
+        Ok(HostInputs {
+            tokens,
+            x: host::bf16s(&x)?,
+            ids: host::ids(&ids, self.shape.top_k())?,
+            weights: weights.f32s(),
+        })
+    }
+}
+
+#[pymethods]
+impl Layer {
+    /// NVFP4 experts as FlashInfer's CuTe-DSL MoE takes them (host arrays, in its order).
+    #[staticmethod]
+    #[pyo3(signature = (device, hidden, intermediate, window, max_tokens, deterministic,
+        keep_host_weights, w1_weight, w1_weight_sf, w1_alpha, fc2_input_scale, w2_weight,
+        w2_weight_sf, w2_alpha, input_scale))]
+    #[allow(clippy::too_many_arguments)]
+    fn nvfp4(
+        py: Python<'_>,
+        device: &str,
+        hidden: usize,
+        intermediate: usize,
+        window: (usize, usize, usize, usize),
+        max_tokens: usize,
+        deterministic: bool,
+        keep_host_weights: bool,
+        w1_weight: HostArray,
+        w1_weight_sf: HostArray,
+        w1_alpha: HostArray,
+        fc2_input_scale: f32,
+        w2_weight: HostArray,
+        w2_weight_sf: HostArray,
+        w2_alpha: HostArray,
+        input_scale: f32,
+    ) -> Result<Self> {
+        let shape = shape_of(hidden, intermediate, window)?;
+        let w = FlashInferNvfp4 {
+            w1_weight: w1_weight.checked()?,
+            w1_weight_sf: w1_weight_sf.checked()?,
+            w1_alpha: w1_alpha.checked()?,
+            fc2_input_scale,
+            w2_weight: w2_weight.checked()?,
+            w2_weight_sf: w2_weight_sf.checked()?,
+            w2_alpha: w2_alpha.checked()?,
+            input_scale,
+        };
+        py.detach(|| {
+            let prepared = Prepared::Nvfp4(w.prepare(&shape)?);
+            Self::build(
+                device,
+                shape,
+                max_tokens,
+                deterministic,
+                keep_host_weights,
+                prepared,
+                input_scale,
+            )
+        })
+    }
+
+    /// gpt-oss's MXFP4 experts (`{name: host array}`, the checkpoint's tensor names without
+    /// the layer prefix), with bf16 activations and gpt-oss's clamped SwiGLU.
+    #[staticmethod]
+    #[pyo3(signature = (device, hidden, intermediate, window, max_tokens, deterministic,
+        keep_host_weights, tensors, swiglu))]
+    #[allow(clippy::too_many_arguments)]
+    fn gpt_oss(
+        py: Python<'_>,
+        device: &str,
+        hidden: usize,
+        intermediate: usize,
+        window: (usize, usize, usize, usize),
+        max_tokens: usize,
+        deterministic: bool,
+        keep_host_weights: bool,
+        tensors: Vec<(String, HostArray)>,
+        swiglu: (f32, f32, f32),
+    ) -> Result<Self> {
+        let shape = shape_of(hidden, intermediate, window)?;
+        let tensors =
+            tensors.into_iter().map(|(k, a)| Ok((k, a.checked()?))).collect::<Result<Vec<_>>>()?;
+        let (alpha, beta, limit) = swiglu;
+        let params = ActivationParams { alpha, beta, limit };
+        py.detach(|| {
+            let prepared = Prepared::GptOss(weights::gpt_oss(&shape, tensors, params)?);
+            Self::build(device, shape, max_tokens, deterministic, keep_host_weights, prepared, 1.0)
+        })
+    }
+
+    /// A pass over host arrays on the simulator: bf16 output bytes `[tokens, hidden]`. The
+    /// routing kernels' device-side checks are decoded after the pass.
+    fn forward_host<'py>(
+        &self,
+        py: Python<'py>,
+        x: HostArray,
+        ids: HostArray,
+        weights: HostArray,
+    ) -> Result<Bound<'py, PyBytes>> {
+        if self.device != "cpu" {
+            return Err(Error::Device {
+                input: "x".into(),
+                actual: "cpu".into(),
+                expected: self.device.clone(),
+            });
+        }
+        let HostInputs { tokens, x, ids, weights } = self.host_inputs(x, ids, weights)?;
+        let out = py.detach(|| {
+            let mut inner = self.lock();
+            let Inner { gpu, layer, workspace } = &mut *inner;
+            host::forward(
+                gpu.backend(),
+                layer,
+                workspace,
+                tokens,
+                self.shape.hidden,
+                (&x, &ids, &weights),
+            )
+        })?;
+        Ok(PyBytes::new(py, &host::bf16_bytes(&out)))
+    }
+
+    /// A pass over device tensors on the raw CUDA stream `stream` (torch's current stream):
+    /// queues the kernels, allocates nothing, waits for nothing. `out` is overwritten.
+    fn forward_device(
+        &self,
+        x: DeviceTensor,
+        ids: DeviceTensor,
+        weights: DeviceTensor,
+        out: DeviceTensor,
+        stream: usize,
+    ) -> Result<()> {
+        let tokens = self.tokens_of(&x.shape)?;
+        let h = self.shape.hidden;
+        let x_shape = || format!("[num_tokens, {h}]");
+        let (rshape, rexp) = self.routing_shape(tokens);
+        let d = self.device.as_str();
+        let io = ForwardIo {
+            tokens,
+            activations: slice(&x, x.checked(d, "bfloat16", &[tokens, h], x_shape)?),
+            expert_ids: slice(&ids, ids.checked(d, "int32", &rshape, &rexp)?),
+            expert_weights: slice(&weights, weights.checked(d, "float32", &rshape, &rexp)?),
+            output: slice(&out, out.checked(d, "bfloat16", &[tokens, h], x_shape)?),
+        };
+        let mut inner = self.lock();
+        let Inner { gpu, layer, workspace } = &mut *inner;
+        gpu.on_stream(stream, |b| layer.forward(b, workspace, &io).map(|_| ()))
+    }
+
+    /// Decodes the errors the routing kernels recorded on the device (expert ids out of
+    /// range, one expert twice in a token, non-finite router weights); on CUDA it reads the
+    /// record on `stream`, after the passes queued there, and waits for it.
+    fn check_errors(&self, py: Python<'_>, stream: usize) -> Result<()> {
+        py.detach(|| {
+            let mut inner = self.lock();
+            let Inner { gpu, layer, workspace } = &mut *inner;
+            gpu.on_stream(stream, |b| layer.check_errors(b, workspace))
+        })
+    }
+
+    /// moegen's CPU reference of this layer over host arrays: bf16 output bytes, computed
+    /// for the tactic the layer runs at this token count (its routing tile). Needs the
+    /// weights kept on the host (`keep_host_weights`).
+    fn reference<'py>(
+        &self,
+        py: Python<'py>,
+        x: HostArray,
+        ids: HostArray,
+        weights: HostArray,
+    ) -> Result<Bound<'py, PyBytes>> {
+        let Some(kept) = &self.host_weights else {
+            return Err(Error::Unsupported {
+                what: "reference".into(),
+                reason: "the layer was built without keep_host_weights=True",
+            });
+        };
+        let HostInputs { tokens, x, ids, weights } = self.host_inputs(x, ids, weights)?;
+        let out = py.detach(|| -> Result<Vec<bf16>> {
+            let tile = self.lock().layer.dispatch().choose(tokens as u64)?.1.tile();
+            let routing = Routing { tokens, experts: ids, weights };
+            let c = &self.config;
+            Ok(match kept {
+                HostWeights::Sm100(w) => {
+                    let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+                    let acts =
+                        quantize_activations(&xf, tokens, self.shape.hidden, self.input_scale)?;
+                    let options = ReferenceOptions {
+                        swiglu_input: c.swiglu_input,
+                        recipe: c.recipe_on(Target::Sm100f),
+                        finalize: c.finalize,
+                    };
+                    moe_reference(&self.shape, &acts, w, &routing, tile, options)?.output
+                }
+                HostWeights::Sm90(w) => {
+                    moe_reference_sm90(
+                        &self.shape,
+                        &x,
+                        self.input_scale,
+                        w,
+                        &routing,
+                        tile,
+                        c.swiglu_input,
+                        c.finalize,
+                    )?
+                    .output
+                }
+            })
+        })?;
+        Ok(PyBytes::new(py, &host::bf16_bytes(&out)))
+    }
+
+    /// The tactic the layer runs for `tokens` tokens, as moegen prints it.
+    fn tactic(&self, tokens: usize) -> Result<String> {
+        Ok(self.lock().layer.dispatch().choose(tokens as u64)?.1.to_string())
+    }
+
+    /// `"sm100"` or `"sm90"`: the kernels' generation (the simulator's or the GPU's).
+    #[getter]
+    fn arch(&self) -> &'static str {
+        match self.arch {
+            Arch::Sm90 => "sm90",
+            _ => "sm100",
+        }
+    }
+
+    #[getter]
+    fn device(&self) -> &str {
+        &self.device
+    }
+
+    #[getter]
+    fn hidden_size(&self) -> usize {
+        self.shape.hidden
+    }
+
+    #[getter]
+    fn intermediate_size(&self) -> usize {
+        self.shape.intermediate
+    }
+
+    #[getter]
+    fn top_k(&self) -> usize {
+        self.shape.top_k()
+    }
+
+    #[getter]
+    fn num_experts(&self) -> usize {
+        self.shape.window.num_experts()
+    }
+
+    #[getter]
+    fn num_local_experts(&self) -> usize {
+        self.shape.local_experts()
+    }
+
+    #[getter]
+    fn local_expert_offset(&self) -> usize {
+        self.shape.window.offset()
+    }
+
+    #[getter]
+    fn max_num_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    #[getter]
+    fn deterministic(&self) -> bool {
+        self.config.finalize == FinalizeMode::Deterministic
+    }
+}
+
+fn slice(t: &DeviceTensor, bytes: u64) -> DeviceSlice {
+    DeviceSlice::new(DevicePtr(t.ptr), bytes)
+}
