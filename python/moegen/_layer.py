@@ -83,6 +83,8 @@ class MoeLayer:
         use_fused_finalize=True,
         device=None,
         keep_host_weights=False,
+        autotune=False,
+        tune_iterations=(2, 10),
     ):
         """NVFP4 experts exactly as FlashInfer's ``cute_dsl_fused_moe_nvfp4`` takes them, in
         its argument order (docs/python.md has the mapping):
@@ -100,7 +102,10 @@ class MoeLayer:
         (``fp4_quantize(x, global_scale=input_scale)``): moegen takes bf16 ``x`` and
         quantizes it itself. ``max_num_tokens`` sizes the workspace and the dispatch table
         once. ``use_fused_finalize=False`` is moegen's deterministic finalize.
-        ``keep_host_weights`` keeps a host copy for :meth:`reference`.
+        ``keep_host_weights`` keeps a host copy for :meth:`reference`. ``autotune`` times
+        every tactic at every token bucket with moegen's tuner instead of taking the
+        analytic model's choices (cached in ``$MOEGEN_TUNE_CACHE`` when set), with
+        ``tune_iterations = (warm-up runs, timed runs)`` per bucket and tactic.
         """
         hidden = 2 * _dim("w1_weight", w1_weight, 2, 3)
         intermediate = _dim("w1_weight", w1_weight, 1, 3) // 2
@@ -110,9 +115,9 @@ class MoeLayer:
             hidden,
             intermediate,
             (int(num_experts), int(local_expert_offset), int(local), int(top_k)),
-            int(max_num_tokens),
-            not use_fused_finalize,
-            bool(keep_host_weights),
+            _options(
+                max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tune_iterations
+            ),
             _arrays.host("w1_weight", w1_weight),
             _mma_scales("w1_weight_sf", w1_weight_sf),
             _arrays.host("w1_alpha", w1_alpha),
@@ -142,6 +147,8 @@ class MoeLayer:
         use_fused_finalize=True,
         device=None,
         keep_host_weights=False,
+        autotune=False,
+        tune_iterations=(2, 10),
     ):
         """gpt-oss's MXFP4 experts, the checkpoint's tensors of one layer (all experts):
         ``gate_up_proj_blocks`` uint8 ``[E, 2I, H/32, 16]``, ``gate_up_proj_scales`` uint8
@@ -169,11 +176,58 @@ class MoeLayer:
             hidden,
             intermediate,
             (experts, int(local_expert_offset), int(local), int(top_k)),
-            int(max_num_tokens),
-            not use_fused_finalize,
-            bool(keep_host_weights),
+            _options(
+                max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tune_iterations
+            ),
             [(k, _arrays.host(k, v)) for k, v in tensors],
             (float(alpha), float(beta), float(limit)),
+        )
+        return cls(native)
+
+    @classmethod
+    def from_mxfp4(
+        cls,
+        w1_values,
+        w1_scales,
+        w2_values,
+        w2_scales,
+        *,
+        num_experts,
+        top_k,
+        max_num_tokens,
+        num_local_experts=None,
+        local_expert_offset=0,
+        use_fused_finalize=True,
+        device=None,
+        keep_host_weights=False,
+        autotune=False,
+        tune_iterations=(2, 10),
+    ):
+        """MXFP4 experts in moegen's own W1 layout, plain SwiGLU, bf16 activations (Hopper
+        kernels; on the CPU, moegen's Hopper simulator): ``w1_values`` uint8 ``[L, 2I,
+        H/2]`` with up and gate rows interleaved in blocks of 64 (as FlashInfer's NVFP4
+        ``w1_weight``), ``w1_scales`` UE8M0 ``[L, 2I, H/32]`` (uint8 or float8_e8m0fnu),
+        ``w2_values`` ``[L, H, I/2]``, ``w2_scales`` ``[L, H, I/32]``; one entry per local
+        expert. This is the layout moe-bench writes (bench/README.md)."""
+        local = _dim("w1_values", w1_values, 0, 3)
+        hidden = 2 * _dim("w1_values", w1_values, 2, 3)
+        intermediate = _dim("w1_values", w1_values, 1, 3) // 2
+        if num_local_experts is not None and int(num_local_experts) != local:
+            raise InputError(
+                f"num_local_experts: {num_local_experts}, but w1_values holds {local} experts"
+            )
+        native = _NativeLayer.mxfp4(
+            _resolve(device, w1_values),
+            hidden,
+            intermediate,
+            (int(num_experts), int(local_expert_offset), local, int(top_k)),
+            _options(
+                max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tune_iterations
+            ),
+            _arrays.host("w1_values", w1_values),
+            _arrays.host("w1_scales", w1_scales),
+            _arrays.host("w2_values", w2_values),
+            _arrays.host("w2_scales", w2_scales),
         )
         return cls(native)
 
@@ -240,6 +294,12 @@ class MoeLayer:
             f"experts={n.local_expert_offset}..+{n.num_local_experts} of {n.num_experts}, "
             f"top_k={n.top_k}, device={n.device!r}, arch={n.arch})"
         )
+
+
+def _options(max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tune_iterations):
+    warmup, timed = tune_iterations
+    tune = (int(warmup), int(timed)) if autotune else None
+    return (int(max_num_tokens), not use_fused_finalize, bool(keep_host_weights), tune)
 
 
 def _resolve(device, first_weight):

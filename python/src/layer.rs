@@ -16,7 +16,7 @@ use crate::arrays::{DeviceTensor, HostArray};
 use crate::device::{Gpu, SimGeneration};
 use crate::errors::{Error, Result};
 use crate::host;
-use crate::weights::{self, FlashInferNvfp4};
+use crate::weights::{self, FlashInferNvfp4, InterleavedMxfp4};
 
 /// The weights kept on the host for [`Layer::reference`], in the form the CPU reference of
 /// the layer's generation takes.
@@ -56,6 +56,18 @@ struct HostInputs {
 enum Prepared {
     Nvfp4(PreparedWeights),
     GptOss(Sm90Weights),
+    /// MXFP4 with bf16 activations and plain SwiGLU.
+    Mxfp4(Sm90Weights),
+}
+
+/// How the layer is built beyond its weights.
+#[derive(Clone, Copy)]
+struct Options {
+    max_tokens: usize,
+    deterministic: bool,
+    keep_host_weights: bool,
+    /// Tune with moegen's autotuner: (warm-up runs, timed runs) per bucket and tactic.
+    autotune: Option<(u32, u32)>,
 }
 
 fn shape_of(
@@ -73,15 +85,14 @@ impl Layer {
     fn build(
         device: &str,
         shape: MoeShape,
-        max_tokens: usize,
-        deterministic: bool,
-        keep_host_weights: bool,
+        options: Options,
         prepared: Prepared,
         input_scale: f32,
     ) -> Result<Self> {
+        let Options { max_tokens, deterministic, keep_host_weights, autotune } = options;
         let sim = match prepared {
             Prepared::Nvfp4(_) => SimGeneration::Sm100,
-            Prepared::GptOss(_) => SimGeneration::Hopper,
+            Prepared::GptOss(_) | Prepared::Mxfp4(_) => SimGeneration::Hopper,
         };
         let mut gpu = Gpu::open(device, sim)?;
         let b = gpu.backend();
@@ -110,24 +121,51 @@ impl Layer {
                 let uploaded = LayerWeights::upload_sm90(b, &shape, &w, 1.0)?;
                 (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm90(w)))
             }
+            Prepared::Mxfp4(w) => {
+                config.activations = ActivationFormat::Bf16;
+                let uploaded = LayerWeights::upload_sm90(b, &shape, &w, 1.0)?;
+                (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm90(w)))
+            }
         };
         let kernels = KernelSet::builtin();
         let tokens = max_tokens as u64;
         let tactics = MoeLayer::candidates(&config, &kernels, tokens, arch, format)?;
         let model = DeviceModel::for_layer(arch, config.activations).with_sms(b.sm_count());
         let table = DispatchTable::analytic(&shape, tokens, &tactics, &model)?;
+        // Tuning times every candidate, so the workspace serves every candidate's tile.
+        let mut tile_sizes = table.tile_sizes();
+        if autotune.is_some() {
+            for t in &tactics {
+                if !tile_sizes.contains(&t.tile()) {
+                    tile_sizes.push(t.tile());
+                }
+            }
+        }
         let spec = WorkspaceSpec {
             max_tokens,
             top_k: shape.top_k(),
             max_local_experts: shape.local_experts(),
             max_hidden: shape.hidden,
             max_intermediate: shape.intermediate,
-            tile_sizes: table.tile_sizes(),
+            tile_sizes,
             deterministic,
             arch,
         };
         let workspace = Workspace::new(b, &kernels, spec)?;
-        let layer = MoeLayer::new(b, config, weights, &kernels, table)?;
+        let mut layer = MoeLayer::new(b, config, weights, &kernels, table)?;
+        if let Some((warmup, iterations)) = autotune {
+            // moegen's tuner on the backend's own stream (it waits for its timings), with
+            // its cache file when MOEGEN_TUNE_CACHE names one.
+            let options =
+                TuneOptions { warmup, iterations, progress: false, ..TuneOptions::default() };
+            moegen_runtime::layer::autotune(
+                b,
+                &mut layer,
+                kernels.checksum(),
+                &workspace,
+                &options,
+            )?;
+        }
         // The workspace's zeroing and the uploads were queued on the backend's own stream;
         // passes run on the caller's: finish them here, once.
         b.synchronize().map_err(LayerError::from)?;
@@ -184,9 +222,8 @@ impl Layer {
 impl Layer {
     /// NVFP4 experts as FlashInfer's CuTe-DSL MoE takes them (host arrays, in its order).
     #[staticmethod]
-    #[pyo3(signature = (device, hidden, intermediate, window, max_tokens, deterministic,
-        keep_host_weights, w1_weight, w1_weight_sf, w1_alpha, fc2_input_scale, w2_weight,
-        w2_weight_sf, w2_alpha, input_scale))]
+    #[pyo3(signature = (device, hidden, intermediate, window, options, w1_weight,
+        w1_weight_sf, w1_alpha, fc2_input_scale, w2_weight, w2_weight_sf, w2_alpha, input_scale))]
     #[allow(clippy::too_many_arguments)]
     fn nvfp4(
         py: Python<'_>,
@@ -194,9 +231,7 @@ impl Layer {
         hidden: usize,
         intermediate: usize,
         window: (usize, usize, usize, usize),
-        max_tokens: usize,
-        deterministic: bool,
-        keep_host_weights: bool,
+        options: PyOptions,
         w1_weight: HostArray,
         w1_weight_sf: HostArray,
         w1_alpha: HostArray,
@@ -219,23 +254,14 @@ impl Layer {
         };
         py.detach(|| {
             let prepared = Prepared::Nvfp4(w.prepare(&shape)?);
-            Self::build(
-                device,
-                shape,
-                max_tokens,
-                deterministic,
-                keep_host_weights,
-                prepared,
-                input_scale,
-            )
+            Self::build(device, shape, options_of(options), prepared, input_scale)
         })
     }
 
     /// gpt-oss's MXFP4 experts (`{name: host array}`, the checkpoint's tensor names without
     /// the layer prefix), with bf16 activations and gpt-oss's clamped SwiGLU.
     #[staticmethod]
-    #[pyo3(signature = (device, hidden, intermediate, window, max_tokens, deterministic,
-        keep_host_weights, tensors, swiglu))]
+    #[pyo3(signature = (device, hidden, intermediate, window, options, tensors, swiglu))]
     #[allow(clippy::too_many_arguments)]
     fn gpt_oss(
         py: Python<'_>,
@@ -243,9 +269,7 @@ impl Layer {
         hidden: usize,
         intermediate: usize,
         window: (usize, usize, usize, usize),
-        max_tokens: usize,
-        deterministic: bool,
-        keep_host_weights: bool,
+        options: PyOptions,
         tensors: Vec<(String, HostArray)>,
         swiglu: (f32, f32, f32),
     ) -> Result<Self> {
@@ -256,7 +280,38 @@ impl Layer {
         let params = ActivationParams { alpha, beta, limit };
         py.detach(|| {
             let prepared = Prepared::GptOss(weights::gpt_oss(&shape, tensors, params)?);
-            Self::build(device, shape, max_tokens, deterministic, keep_host_weights, prepared, 1.0)
+            Self::build(device, shape, options_of(options), prepared, 1.0)
+        })
+    }
+
+    /// MXFP4 experts in moegen's W1 layout (up and gate rows interleaved in blocks of 64),
+    /// plain SwiGLU, bf16 activations: the layout moe-bench writes.
+    #[staticmethod]
+    #[pyo3(signature = (device, hidden, intermediate, window, options, w1_values, w1_scales,
+        w2_values, w2_scales))]
+    #[allow(clippy::too_many_arguments)]
+    fn mxfp4(
+        py: Python<'_>,
+        device: &str,
+        hidden: usize,
+        intermediate: usize,
+        window: (usize, usize, usize, usize),
+        options: PyOptions,
+        w1_values: HostArray,
+        w1_scales: HostArray,
+        w2_values: HostArray,
+        w2_scales: HostArray,
+    ) -> Result<Self> {
+        let shape = shape_of(hidden, intermediate, window)?;
+        let w = InterleavedMxfp4 {
+            w1_values: w1_values.checked()?,
+            w1_scales: w1_scales.checked()?,
+            w2_values: w2_values.checked()?,
+            w2_scales: w2_scales.checked()?,
+        };
+        py.detach(|| {
+            let prepared = Prepared::Mxfp4(w.prepare(&shape)?);
+            Self::build(device, shape, options_of(options), prepared, 1.0)
         })
     }
 
@@ -439,6 +494,14 @@ impl Layer {
     fn deterministic(&self) -> bool {
         self.config.finalize == FinalizeMode::Deterministic
     }
+}
+
+/// `(max_tokens, deterministic, keep_host_weights, autotune)` from Python, `autotune`
+/// `None` or `(warm-up runs, timed runs)`.
+type PyOptions = (usize, bool, bool, Option<(u32, u32)>);
+
+fn options_of((max_tokens, deterministic, keep_host_weights, autotune): PyOptions) -> Options {
+    Options { max_tokens, deterministic, keep_host_weights, autotune }
 }
 
 fn slice(t: &DeviceTensor, bytes: u64) -> DeviceSlice {

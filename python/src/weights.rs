@@ -5,7 +5,10 @@
 use moegen_dsl::epilogue_math::ActivationParams;
 use moegen_runtime::checkpoint_files::GptOssExperts;
 use moegen_runtime::prelude::*;
-use moegen_runtime::reference::{Sm90Weights, validate_weights, w1_scale_layout, w2_scale_layout};
+use moegen_runtime::reference::{
+    CheckpointScales, ExpertTensors, Mxfp4Tensor, SWIGLU_INTERLEAVE, Sm90Weights, validate_weights,
+    w1_scale_layout, w2_scale_layout,
+};
 
 use crate::arrays::HostArray;
 use crate::errors::{Error, Result};
@@ -107,4 +110,78 @@ pub(crate) fn gpt_oss(
     let w = Sm90Weights::from_mxfp4(shape, &experts.tensors(), ActivationFormat::Bf16, 1.0, 1.0)?
         .with_epilogue(shape, experts.epilogue(shape, params)?)?;
     Ok(w)
+}
+
+/// MXFP4 experts in moegen's W1 layout (`w1_values` `[L, 2I, H/2]` with up and gate rows
+/// interleaved in blocks of 64, `w1_scales` `[L, 2I, H/32]` UE8M0; `w2_values` `[L, H,
+/// I/2]`, `w2_scales` `[L, H, I/32]`), the layout moe-bench writes: plain SwiGLU, bf16
+/// activations, no biases.
+pub(crate) struct InterleavedMxfp4 {
+    pub(crate) w1_values: HostArray,
+    pub(crate) w1_scales: HostArray,
+    pub(crate) w2_values: HostArray,
+    pub(crate) w2_scales: HostArray,
+}
+
+/// Rows of `bytes` (`width` bytes each) of one interleaved W1: `parity` 0 takes the first 64
+/// of every 128 (up), 1 the last 64 (gate).
+fn half_rows(bytes: &[u8], width: usize, parity: usize) -> Vec<u8> {
+    let block = SWIGLU_INTERLEAVE * width;
+    bytes
+        .chunks_exact(2 * block)
+        .flat_map(|pair| &pair[parity * block..(parity + 1) * block])
+        .copied()
+        .collect()
+}
+
+fn linear_mxfp4((packed, scales): &(Vec<u8>, Vec<u8>)) -> Mxfp4Tensor<'_> {
+    Mxfp4Tensor { packed, scales, layout: CheckpointScales::Linear }
+}
+
+impl InterleavedMxfp4 {
+    /// The weights for moegen's Hopper kernels with bf16 activations
+    /// (`Sm90Weights::from_mxfp4`, which takes up, gate and down apart).
+    pub(crate) fn prepare(self, shape: &MoeShape) -> Result<Sm90Weights> {
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        let values: &[&str] = &["uint8"];
+        let scales: &[&str] = &["uint8", "float8_e8m0fnu"];
+        for (a, dtypes, expected, dims) in [
+            (&self.w1_values, values, "uint8 (E2M1 pairs)", [l, 2 * i, h / 2]),
+            (&self.w1_scales, scales, "uint8 or float8_e8m0fnu", [l, 2 * i, h / 32]),
+            (&self.w2_values, values, "uint8 (E2M1 pairs)", [l, h, i / 2]),
+            (&self.w2_scales, scales, "uint8 or float8_e8m0fnu", [l, h, i / 32]),
+        ] {
+            a.dtype_in(dtypes, expected)?;
+            a.shape_is(&dims, || format!("{dims:?}"))?;
+        }
+        let per = |a: &HostArray| a.data.len() / l.max(1);
+        let (v1, s1, v2, s2) = (
+            per(&self.w1_values),
+            per(&self.w1_scales),
+            per(&self.w2_values),
+            per(&self.w2_scales),
+        );
+        let mut parts = Vec::with_capacity(l);
+        for e in 0..l {
+            let w1 = &self.w1_values.data[e * v1..(e + 1) * v1];
+            let sc1 = &self.w1_scales.data[e * s1..(e + 1) * s1];
+            parts.push([
+                (half_rows(w1, h / 2, 0), half_rows(sc1, h / 32, 0)),
+                (half_rows(w1, h / 2, 1), half_rows(sc1, h / 32, 1)),
+                (
+                    self.w2_values.data[e * v2..(e + 1) * v2].to_vec(),
+                    self.w2_scales.data[e * s2..(e + 1) * s2].to_vec(),
+                ),
+            ]);
+        }
+        let experts: Vec<ExpertTensors<Mxfp4Tensor<'_>>> = parts
+            .iter()
+            .map(|[up, gate, down]| ExpertTensors {
+                up: linear_mxfp4(up),
+                gate: linear_mxfp4(gate),
+                down: linear_mxfp4(down),
+            })
+            .collect();
+        Ok(Sm90Weights::from_mxfp4(shape, &experts, ActivationFormat::Bf16, 1.0, 1.0)?)
+    }
 }

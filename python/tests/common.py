@@ -178,3 +178,57 @@ class GptOssCase:
 
 def relative_l2(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def interleave_64(up, gate):
+    """[L, I, ...] up and gate -> [L, 2I, ...] with rows interleaved in blocks of 64."""
+    l, i = up.shape[:2]
+    both = np.stack([up.reshape(l, i // 64, 64, *up.shape[2:]),
+                     gate.reshape(l, i // 64, 64, *gate.shape[2:])], axis=2)
+    return both.reshape(l, 2 * i, *up.shape[2:])
+
+
+class Mxfp4Case:
+    """MXFP4 experts in moegen's W1 layout (what moe-bench writes), plain SwiGLU."""
+
+    def __init__(self, seed, hidden=256, inter=128, experts=4, top_k=2, tokens=5):
+        rng = np.random.default_rng(seed)
+        self.h, self.i, self.e, self.k, self.n = hidden, inter, experts, top_k, tokens
+        u8 = lambda *s: rng.integers(0, 256, s, dtype=np.uint8)  # noqa: E731
+        sc = lambda *s: rng.integers(120, 124, s, dtype=np.uint8)  # noqa: E731
+        self.up, self.gate = u8(experts, inter, hidden // 2), u8(experts, inter, hidden // 2)
+        self.up_s, self.gate_s = sc(experts, inter, hidden // 32), sc(experts, inter, hidden // 32)
+        self.w2, self.w2_s = u8(experts, hidden, inter // 2), sc(experts, hidden, inter // 32)
+        self.x = (rng.integers(-12, 13, (tokens, hidden)) / 8).astype(np.float32)
+        self.ids = np.stack(
+            [rng.permutation(experts)[:top_k] for _ in range(tokens)]
+        ).astype(np.int32)
+        w = rng.uniform(0.1, 1.0, (tokens, top_k))
+        self.weights = (w / w.sum(1, keepdims=True)).astype(np.float32)
+
+    def layer_args(self):
+        return dict(
+            w1_values=interleave_64(self.up, self.gate),
+            w1_scales=interleave_64(self.up_s, self.gate_s),
+            w2_values=self.w2,
+            w2_scales=self.w2_s,
+            num_experts=self.e,
+            top_k=self.k,
+        )
+
+    def float64_moe(self):
+        """up * silu(gate), MXFP4 dequantized exactly."""
+        def deq(v, s):
+            return unpack(v) * np.exp2(s.astype(np.float64) - 127).repeat(32, axis=1)
+
+        out = np.zeros((self.n, self.h))
+        x = self.x.astype(np.float64)
+        for e in range(self.e):
+            up, gate = deq(self.up[e], self.up_s[e]), deq(self.gate[e], self.gate_s[e])
+            w2 = deq(self.w2[e], self.w2_s[e])
+            for t in range(self.n):
+                for s in range(self.k):
+                    if self.ids[t, s] == e:
+                        u, g = up @ x[t], gate @ x[t]
+                        out[t] += self.weights[t, s] * (w2 @ (u * g / (1 + np.exp(-g))))
+        return out
