@@ -217,6 +217,33 @@ def run_case(label, layer, token_counts, seed):
     check(label, "runs after a routing error", True)
 
 
+def cpu_tensors():
+    """The op on CPU tensors (moegen's simulator): the same bits as the CPU reference,
+    opcheck, torch.compile."""
+    label = "cpu tensors (simulator) nvfp4 H256"
+    c = Nvfp4Case(seed=7)
+    args = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+            for k, v in c.layer_args().items()}
+    layer = moegen.MoeLayer.from_flashinfer_nvfp4(**args, device="cpu", max_num_tokens=16,
+                                                  keep_host_weights=True)
+    x = torch.from_numpy(c.x).to(torch.bfloat16)
+    ids, w = torch.from_numpy(c.ids), torch.from_numpy(c.weights)
+    out = layer(x, ids, w)
+    ref = layer.reference(c.x, c.ids, c.weights)
+    check(label, "op == CPU reference (bits)", np.array_equal(out.float().numpy(), ref))
+    try:
+        torch.library.opcheck(torch.ops.moegen.fused_moe.default, (x, ids, w, layer.id))
+        check(label, "torch.library.opcheck(fused_moe)", True)
+    except Exception as ex:
+        check(label, "torch.library.opcheck(fused_moe)", False, f"{type(ex).__name__}: {ex}")
+    try:
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda a, b, d: layer(a, b, d), fullgraph=True)
+        check(label, "torch.compile(MoeLayer.__call__)", torch.equal(compiled(x, ids, w), out))
+    except Exception as ex:
+        check(label, "torch.compile(MoeLayer.__call__)", False, f"{type(ex).__name__}: {ex}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "python-torch-op.json"))
@@ -243,6 +270,11 @@ def main():
         cases.append(("gpt-oss mxfp4 2880 E32 k4 det", lambda: moegen.MoeLayer.from_gpt_oss_mxfp4(
             **cuda_args(real.layer_args()), max_num_tokens=64, use_fused_finalize=False,
             keep_host_weights=True), [1, 16]))
+    try:
+        cpu_tensors()
+    except Exception as ex:
+        check("cpu tensors", "ran", False, f"{type(ex).__name__}: {ex}")
+        traceback.print_exc()
     for i, (label, build, tokens) in enumerate(cases):
         try:
             layer = build()
