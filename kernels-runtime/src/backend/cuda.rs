@@ -183,10 +183,7 @@ impl CudaBackend {
     /// stream): modules, allocations and graphs stay, only the queue changes. Nothing is
     /// waited for; ordering between the two streams is the caller's. Refused during this
     /// backend's own capture (the capture belongs to the current stream).
-    pub fn set_stream(
-        &mut self,
-        stream: Arc<CudaStream>,
-    ) -> Result<Arc<CudaStream>, BackendError> {
+    pub fn set_stream(&mut self, stream: Arc<CudaStream>) -> Result<Arc<CudaStream>, BackendError> {
         self.not_capturing("set_stream")?;
         if stream.context().cu_ctx() != self.ctx.cu_ctx() {
             return Err(UsageError::ForeignStream.into());
