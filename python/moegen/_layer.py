@@ -23,6 +23,14 @@ def _dim(name, a, axis, rank):
     return int(shape[axis])
 
 
+def _count(name, v):
+    """A non-negative integer argument (moegen's planner refuses the zeros it cannot use)."""
+    n = int(v)
+    if n < 0:
+        raise InputError(f"{name}: {n} is negative")
+    return n
+
+
 def _scalar(name, v):
     if hasattr(v, "reshape"):
         flat = v.reshape(-1)
@@ -114,7 +122,12 @@ class MoeLayer:
             _resolve(device, w1_weight),
             hidden,
             intermediate,
-            (int(num_experts), int(local_expert_offset), int(local), int(top_k)),
+            (
+                _count("num_experts", num_experts),
+                _count("local_expert_offset", local_expert_offset),
+                _count("num_local_experts", local),
+                _count("top_k", top_k),
+            ),
             _options(
                 max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tune_iterations
             ),
@@ -175,7 +188,12 @@ class MoeLayer:
             _resolve(device, gate_up_proj_blocks),
             hidden,
             intermediate,
-            (experts, int(local_expert_offset), int(local), int(top_k)),
+            (
+                experts,
+                _count("local_expert_offset", local_expert_offset),
+                _count("num_local_experts", local),
+                _count("top_k", top_k),
+            ),
             _options(
                 max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tune_iterations
             ),
@@ -220,7 +238,12 @@ class MoeLayer:
             _resolve(device, w1_values),
             hidden,
             intermediate,
-            (int(num_experts), int(local_expert_offset), local, int(top_k)),
+            (
+                _count("num_experts", num_experts),
+                _count("local_expert_offset", local_expert_offset),
+                local,
+                _count("top_k", top_k),
+            ),
             _options(
                 max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tune_iterations
             ),
@@ -278,7 +301,7 @@ class MoeLayer:
 
     def tactic(self, num_tokens):
         """The tactic moegen runs for ``num_tokens`` tokens."""
-        return self._native.tactic(int(num_tokens))
+        return self._native.tactic(_count("num_tokens", num_tokens))
 
     def __getattr__(self, name):
         # Shape and placement: hidden_size, intermediate_size, top_k, num_experts,
@@ -298,8 +321,13 @@ class MoeLayer:
 
 def _options(max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tune_iterations):
     warmup, timed = tune_iterations
-    tune = (int(warmup), int(timed)) if autotune else None
-    return (int(max_num_tokens), not use_fused_finalize, bool(keep_host_weights), tune)
+    tune = (_count("tune_iterations", warmup), _count("tune_iterations", timed)) if autotune else None
+    return (
+        _count("max_num_tokens", max_num_tokens),
+        not use_fused_finalize,
+        bool(keep_host_weights),
+        tune,
+    )
 
 
 def _resolve(device, first_weight):

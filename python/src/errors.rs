@@ -73,6 +73,9 @@ pub(crate) enum Error {
         /// Why it is refused.
         reason: String,
     },
+    /// A layer shape (sizes, expert window, top-k) moegen's planner refuses.
+    #[error(transparent)]
+    Plan(#[from] moegen_dsl::plan::PlanError),
     /// A device or operation this build cannot serve.
     #[error("{what}: {reason}")]
     Unsupported {
@@ -98,7 +101,8 @@ impl Error {
             | Error::NotContiguous { .. }
             | Error::Device { .. }
             | Error::Bytes { .. }
-            | Error::Value { .. } => "InputError",
+            | Error::Value { .. }
+            | Error::Plan(_) => "InputError",
             Error::Unsupported { .. } => "UnsupportedError",
             // What the routing kernels record on the device, decoded into the host checks'
             // own errors.

@@ -75,10 +75,8 @@ fn shape_of(
     intermediate: usize,
     (num_experts, offset, local, top_k): (usize, usize, usize, usize),
 ) -> Result<MoeShape> {
-    let window = ExpertWindow::new(num_experts, offset, local, top_k)
-        .map_err(moegen_runtime::error::RuntimeError::from)?;
-    Ok(MoeShape::new(hidden, intermediate, window)
-        .map_err(moegen_runtime::error::RuntimeError::from)?)
+    let window = ExpertWindow::new(num_experts, offset, local, top_k)?;
+    Ok(MoeShape::new(hidden, intermediate, window)?)
 }
 
 impl Layer {

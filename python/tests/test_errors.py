@@ -120,3 +120,29 @@ def test_torch_is_not_imported_by_the_host_path():
     import sys
 
     assert "torch" not in sys.modules
+
+
+def test_shape_arguments_are_refused_naming_them(case):
+    build = moegen.MoeLayer.from_flashinfer_nvfp4
+    with pytest.raises(moegen.InputError, match=r"^top_k must be positive"):
+        build(**{**case.layer_args(), "top_k": 0}, max_num_tokens=4)
+    with pytest.raises(moegen.InputError, match=r"^local experts \[3, 3\+4\) exceed the 4 experts"):
+        build(**{**case.layer_args(), "local_expert_offset": 3}, max_num_tokens=4)
+    with pytest.raises(moegen.InputError, match=r"^max_num_tokens: -1 is negative"):
+        build(**case.layer_args(), max_num_tokens=-1)
+    with pytest.raises(moegen.LayerError, match=r"does not fit the kernels' 32-bit indices"):
+        build(**case.layer_args(), max_num_tokens=10**15)
+    with pytest.raises(moegen.InputError, match=r"^w1_alpha: expert 0: 0 is not a positive finite"):
+        build(**{**case.layer_args(), "w1_alpha": np.zeros(4, np.float32)}, max_num_tokens=4)
+    with pytest.raises(moegen.WeightError, match=r"^fc2 input scale = NaN must be positive"):
+        build(**{**case.layer_args(), "fc2_input_scale": float("nan")}, max_num_tokens=4)
+
+
+def test_other_device_side_checks(layer, case):
+    with pytest.raises(moegen.RoutingError, match=r"^token 0 slot 0: the router weight is NaN"):
+        layer(case.x, case.ids, np.full(case.weights.shape, np.nan, np.float32))
+    with pytest.raises(moegen.RoutingError, match=r"^token 0 slot 1 routes to expert 0, which slot 0"):
+        layer(case.x, np.zeros_like(case.ids), case.weights)
+    with pytest.raises(moegen.LayerError, match=r"^token count must be positive"):
+        layer(np.zeros((0, case.h), np.float32), np.zeros((0, 2), np.int32),
+              np.zeros((0, 2), np.float32))
