@@ -6,24 +6,17 @@
 use std::sync::Mutex;
 
 use moegen_dsl::epilogue_math::ActivationParams;
-use moegen_dsl::options::EpilogueSpec;
 use moegen_runtime::prelude::*;
-use moegen_runtime::reference::{Sm90Weights, moe_reference_sm90};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::arrays::{DeviceTensor, HostArray};
-use crate::device::{Gpu, SimGeneration};
+use crate::construct::{Built, Options, Prepared, construct};
+use crate::device::Gpu;
 use crate::errors::{Error, Result};
 use crate::host;
+use crate::reference::{self, HostWeights};
 use crate::weights::{self, FlashInferNvfp4, InterleavedMxfp4};
-
-/// The weights kept on the host for [`Layer::reference`], in the form the CPU reference of
-/// the layer's generation takes.
-enum HostWeights {
-    Sm100(PreparedWeights),
-    Sm90(Sm90Weights),
-}
 
 struct Inner {
     gpu: Gpu,
@@ -52,24 +45,6 @@ struct HostInputs {
     weights: Vec<f32>,
 }
 
-/// The weights, prepared on the host, before the upload.
-enum Prepared {
-    Nvfp4(PreparedWeights),
-    GptOss(Sm90Weights),
-    /// MXFP4 with bf16 activations and plain SwiGLU.
-    Mxfp4(Sm90Weights),
-}
-
-/// How the layer is built beyond its weights.
-#[derive(Clone, Copy)]
-struct Options {
-    max_tokens: usize,
-    deterministic: bool,
-    keep_host_weights: bool,
-    /// Tune with moegen's autotuner: (warm-up runs, timed runs) per bucket and tactic.
-    autotune: Option<(u32, u32)>,
-}
-
 fn shape_of(
     hidden: usize,
     intermediate: usize,
@@ -87,91 +62,13 @@ impl Layer {
         prepared: Prepared,
         input_scale: f32,
     ) -> Result<Self> {
-        let Options { max_tokens, deterministic, keep_host_weights, autotune } = options;
-        let sim = match prepared {
-            Prepared::Nvfp4(_) => SimGeneration::Sm100,
-            Prepared::GptOss(_) | Prepared::Mxfp4(_) => SimGeneration::Hopper,
-        };
-        let mut gpu = Gpu::open(device, sim)?;
-        let b = gpu.backend();
-        let arch = arch_of(b);
-        let mut config = LayerConfig::new(shape);
-        if deterministic {
-            config.finalize = FinalizeMode::Deterministic;
-        }
-        let (weights, format, host_weights) = match prepared {
-            Prepared::Nvfp4(w) => {
-                let uploaded = LayerWeights::upload(b, &shape, &w, input_scale)?;
-                let kept = match (keep_host_weights, arch) {
-                    (false, _) => None,
-                    (true, Arch::Sm90) => Some(HostWeights::Sm90(Sm90Weights::from_prepared(
-                        &shape,
-                        &w,
-                        ActivationFormat::Nvfp4,
-                    )?)),
-                    (true, _) => Some(HostWeights::Sm100(w)),
-                };
-                (uploaded, WeightFormat::Nvfp4, kept)
-            }
-            Prepared::GptOss(w) => {
-                config.activations = ActivationFormat::Bf16;
-                config.epilogue = EpilogueSpec::GPT_OSS;
-                let uploaded = LayerWeights::upload_sm90(b, &shape, &w, 1.0)?;
-                (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm90(w)))
-            }
-            Prepared::Mxfp4(w) => {
-                config.activations = ActivationFormat::Bf16;
-                let uploaded = LayerWeights::upload_sm90(b, &shape, &w, 1.0)?;
-                (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm90(w)))
-            }
-        };
-        let kernels = KernelSet::builtin();
-        let tokens = max_tokens as u64;
-        let tactics = MoeLayer::candidates(&config, &kernels, tokens, arch, format)?;
-        let model = DeviceModel::for_layer(arch, config.activations).with_sms(b.sm_count());
-        let table = DispatchTable::analytic(&shape, tokens, &tactics, &model)?;
-        // Tuning times every candidate, so the workspace serves every candidate's tile.
-        let mut tile_sizes = table.tile_sizes();
-        if autotune.is_some() {
-            for t in &tactics {
-                if !tile_sizes.contains(&t.tile()) {
-                    tile_sizes.push(t.tile());
-                }
-            }
-        }
-        let spec = WorkspaceSpec {
-            max_tokens,
-            top_k: shape.top_k(),
-            max_local_experts: shape.local_experts(),
-            max_hidden: shape.hidden,
-            max_intermediate: shape.intermediate,
-            tile_sizes,
-            deterministic,
-            arch,
-        };
-        let workspace = Workspace::new(b, &kernels, spec)?;
-        let mut layer = MoeLayer::new(b, config, weights, &kernels, table)?;
-        if let Some((warmup, iterations)) = autotune {
-            // moegen's tuner on the backend's own stream (it waits for its timings), with
-            // its cache file when MOEGEN_TUNE_CACHE names one.
-            let options =
-                TuneOptions { warmup, iterations, progress: false, ..TuneOptions::default() };
-            moegen_runtime::layer::autotune(
-                b,
-                &mut layer,
-                kernels.checksum(),
-                &workspace,
-                &options,
-            )?;
-        }
-        // The workspace's zeroing and the uploads were queued on the backend's own stream;
-        // passes run on the caller's: finish them here, once.
-        b.synchronize().map_err(LayerError::from)?;
+        let Built { gpu, layer, workspace, config, arch, host_weights } =
+            construct(device, shape, options, prepared, input_scale)?;
         Ok(Self {
             device: device.to_string(),
             shape,
             config,
-            max_tokens,
+            max_tokens: options.max_tokens,
             input_scale,
             arch,
             host_weights,
@@ -403,33 +300,7 @@ impl Layer {
         let out = py.detach(|| -> Result<Vec<bf16>> {
             let tile = self.lock().layer.dispatch().choose(tokens as u64)?.1.tile();
             let routing = Routing { tokens, experts: ids, weights };
-            let c = &self.config;
-            Ok(match kept {
-                HostWeights::Sm100(w) => {
-                    let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
-                    let acts =
-                        quantize_activations(&xf, tokens, self.shape.hidden, self.input_scale)?;
-                    let options = ReferenceOptions {
-                        swiglu_input: c.swiglu_input,
-                        recipe: c.recipe_on(Target::Sm100f),
-                        finalize: c.finalize,
-                    };
-                    moe_reference(&self.shape, &acts, w, &routing, tile, options)?.output
-                }
-                HostWeights::Sm90(w) => {
-                    moe_reference_sm90(
-                        &self.shape,
-                        &x,
-                        self.input_scale,
-                        w,
-                        &routing,
-                        tile,
-                        c.swiglu_input,
-                        c.finalize,
-                    )?
-                    .output
-                }
-            })
+            reference::run(kept, &self.shape, &self.config, self.input_scale, tile, &x, &routing)
         })?;
         Ok(PyBytes::new(py, &host::bf16_bytes(&out)))
     }

@@ -7,12 +7,14 @@
 //! moegen-runtime's.
 
 mod arrays;
+mod construct;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod device;
 mod errors;
 mod host;
 mod layer;
+mod reference;
 mod source;
 mod weights;
 
