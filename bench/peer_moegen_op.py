@@ -13,6 +13,8 @@ class MoegenTorchOpPeer:
     name = "moegen-torch-op"
     weight_format = "mxfp4"
     lower_bound = False
+    # moegen itself: left out of the "fastest peer" columns and ratios.
+    is_moegen = True
 
     def __init__(self, ctx):
         try:

@@ -201,6 +201,8 @@ def main():
         peers[name] = make_peer(name, ctx)
         print(f"{name}: {peers[name].info['mode']}; {peers[name].info['engine']}")
     lower_bounds = {n for n, p in peers.items() if p.lower_bound}
+    # moegen through its own torch op is moegen, not a peer: never the "fastest peer".
+    not_peers = lower_bounds | {n for n, p in peers.items() if getattr(p, "is_moegen", False)}
     classes = {n: "a8" if getattr(p, "a_bits", 16) == 8 else "a16" for n, p in peers.items()}
 
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev) if args.flush_l2 else None
@@ -229,7 +231,7 @@ def main():
                 print(f"tokens {N}: {name} {rec['status'].upper()}: "
                       + (rec.get("error") or f"rel L2 error {rec['rel_l2_err']:.4%} > {rec['gate']:.2%}"))
             row["peers"][name] = rec
-        row["fastest_peer"] = fastest_by_class(row, classes, lower_bounds)
+        row["fastest_peer"] = fastest_by_class(row, classes, not_peers)
         any_fail |= moegen_rows(torch, np, args, row, moegen, primary, ref, N, H, I, touched, act_bytes, flops, dev)
         results.append(row)
 
