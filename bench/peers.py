@@ -25,7 +25,8 @@ from peer_io import BenchError, need, SHAPE_KEYS, load_inputs, load_moegen, load
 from peer_numerics import dequant_experts, reference, rel_l2, weight_bytes, fmt_of_variant, fp8_weight_bytes
 from peer_report import device_facts, triton_kernels_source, humming_version, print_table, fastest_by_class
 
-PEERS = ("triton-dispatched", "triton-allgather", "torch-bf16", "torch-fp8-gemms", "humming-w4a16", "humming-w4a8")
+PEERS = ("triton-dispatched", "triton-allgather", "torch-bf16", "torch-fp8-gemms", "humming-w4a16", "humming-w4a8",
+         "moegen-torch-op")
 
 
 def make_peer(name, ctx):
@@ -38,6 +39,9 @@ def make_peer(name, ctx):
     if name == "torch-fp8-gemms":
         from peer_torch import TorchFp8GemmsPeer
         return TorchFp8GemmsPeer(ctx)
+    if name == "moegen-torch-op":
+        from peer_moegen_op import MoegenTorchOpPeer
+        return MoegenTorchOpPeer(ctx)
     from peer_humming import HummingPeer
     return HummingPeer(ctx, name.split("-", 1)[1])
 
@@ -189,6 +193,7 @@ def main():
     w1v, w1s = (torch.from_numpy(a).to(dev) for a in wts["w1"])
     w2v, w2s = (torch.from_numpy(a).to(dev) for a in wts["w2"])
     ctx = types.SimpleNamespace(torch=torch, shape=shape, w1v=w1v, w1s=w1s, w2v=w2v, w2s=w2s,
+                                max_tokens=max(c["tokens"] for c in cases),
                                 W1f=dequant_experts(torch, w1v, w1s, torch.float32),
                                 W2f=dequant_experts(torch, w2v, w2s, torch.float32))
     peers = {}
@@ -196,6 +201,8 @@ def main():
         peers[name] = make_peer(name, ctx)
         print(f"{name}: {peers[name].info['mode']}; {peers[name].info['engine']}")
     lower_bounds = {n for n, p in peers.items() if p.lower_bound}
+    # moegen through its own torch op is moegen, not a peer: never the "fastest peer".
+    not_peers = lower_bounds | {n for n, p in peers.items() if getattr(p, "is_moegen", False)}
     classes = {n: "a8" if getattr(p, "a_bits", 16) == 8 else "a16" for n, p in peers.items()}
 
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=dev) if args.flush_l2 else None
@@ -224,7 +231,7 @@ def main():
                 print(f"tokens {N}: {name} {rec['status'].upper()}: "
                       + (rec.get("error") or f"rel L2 error {rec['rel_l2_err']:.4%} > {rec['gate']:.2%}"))
             row["peers"][name] = rec
-        row["fastest_peer"] = fastest_by_class(row, classes, lower_bounds)
+        row["fastest_peer"] = fastest_by_class(row, classes, not_peers)
         any_fail |= moegen_rows(torch, np, args, row, moegen, primary, ref, N, H, I, touched, act_bytes, flops, dev)
         results.append(row)
 

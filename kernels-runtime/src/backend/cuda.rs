@@ -177,6 +177,20 @@ impl CudaBackend {
         &self.stream
     }
 
+    /// Orders all later work on `stream` instead (a stream of the backend's context), and
+    /// returns the stream used so far. For a caller whose stream changes from call to call,
+    /// as a framework's "current stream" does (PyTorch captures CUDA graphs on a side
+    /// stream): modules, allocations and graphs stay, only the queue changes. Nothing is
+    /// waited for; ordering between the two streams is the caller's. Refused during this
+    /// backend's own capture (the capture belongs to the current stream).
+    pub fn set_stream(&mut self, stream: Arc<CudaStream>) -> Result<Arc<CudaStream>, BackendError> {
+        self.not_capturing("set_stream")?;
+        if stream.context().cu_ctx() != self.ctx.cu_ctx() {
+            return Err(UsageError::ForeignStream.into());
+        }
+        Ok(std::mem::replace(&mut self.stream, stream))
+    }
+
     fn not_capturing(&self, what: &'static str) -> Result<(), BackendError> {
         if self.capturing {
             return Err(UsageError::DuringCapture { operation: what }.into());

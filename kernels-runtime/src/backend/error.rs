@@ -86,6 +86,10 @@ pub enum UsageError {
         /// The span given.
         bytes: u32,
     },
+    /// `CudaBackend::set_stream` with a stream of another context than the backend's (its
+    /// modules, allocations and graphs belong to that context).
+    #[error("set_stream: the stream belongs to another CUDA context than the backend's")]
+    ForeignStream,
     /// A tensor map the simulator's encoder refuses (`cuTensorMapEncodeTiled`'s rules).
     #[cfg(feature = "sim")]
     #[error("tensor map: {0}")]

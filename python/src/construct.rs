@@ -1,0 +1,130 @@
+//! Building a layer: the backend, the upload, the tactic table (the analytic model's or
+//! moegen's autotuner's), the workspace and the `MoeLayer`, all moegen-runtime's; this only
+//! sequences them as moegen-candle does.
+
+use moegen_dsl::options::EpilogueSpec;
+use moegen_runtime::prelude::*;
+use moegen_runtime::reference::Sm90Weights;
+
+use crate::device::{Gpu, SimGeneration};
+use crate::errors::Result;
+use crate::reference::HostWeights;
+
+/// The weights, prepared on the host, before the upload.
+pub(crate) enum Prepared {
+    /// NVFP4 (SM100 kernels on the simulator).
+    Nvfp4(PreparedWeights),
+    /// gpt-oss's MXFP4 with its epilogue.
+    GptOss(Sm90Weights),
+    /// MXFP4 with bf16 activations and plain SwiGLU.
+    Mxfp4(Sm90Weights),
+}
+
+/// How the layer is built beyond its weights.
+#[derive(Clone, Copy)]
+pub(crate) struct Options {
+    /// The most tokens one pass takes.
+    pub(crate) max_tokens: usize,
+    /// moegen's deterministic finalize.
+    pub(crate) deterministic: bool,
+    /// Keep the weights on the host for the CPU reference.
+    pub(crate) keep_host_weights: bool,
+    /// Tune with moegen's autotuner: (warm-up runs, timed runs) per bucket and tactic.
+    pub(crate) autotune: Option<(u32, u32)>,
+}
+
+/// A built layer and what its passes and reference need.
+pub(crate) struct Built {
+    pub(crate) gpu: Gpu,
+    pub(crate) layer: MoeLayer,
+    pub(crate) workspace: Workspace,
+    pub(crate) config: LayerConfig,
+    pub(crate) arch: Arch,
+    pub(crate) host_weights: Option<HostWeights>,
+}
+
+/// Builds the layer of `prepared` on `device` (`cpu`: moegen's simulator of the weights'
+/// generation; `cuda:N`: moegen's CUDA backend, uploads on its own stream, finished before
+/// this returns).
+pub(crate) fn construct(
+    device: &str,
+    shape: MoeShape,
+    options: Options,
+    prepared: Prepared,
+    input_scale: f32,
+) -> Result<Built> {
+    let Options { max_tokens, deterministic, keep_host_weights, autotune } = options;
+    let sim = match prepared {
+        Prepared::Nvfp4(_) => SimGeneration::Sm100,
+        Prepared::GptOss(_) | Prepared::Mxfp4(_) => SimGeneration::Hopper,
+    };
+    let mut gpu = Gpu::open(device, sim)?;
+    let b = gpu.backend();
+    let arch = arch_of(b);
+    let mut config = LayerConfig::new(shape);
+    if deterministic {
+        config.finalize = FinalizeMode::Deterministic;
+    }
+    let (weights, format, host_weights) = match prepared {
+        Prepared::Nvfp4(w) => {
+            let uploaded = LayerWeights::upload(b, &shape, &w, input_scale)?;
+            let kept = match (keep_host_weights, arch) {
+                (false, _) => None,
+                (true, Arch::Sm90) => Some(HostWeights::Sm90(Sm90Weights::from_prepared(
+                    &shape,
+                    &w,
+                    ActivationFormat::Nvfp4,
+                )?)),
+                (true, _) => Some(HostWeights::Sm100(w)),
+            };
+            (uploaded, WeightFormat::Nvfp4, kept)
+        }
+        Prepared::GptOss(w) => {
+            config.activations = ActivationFormat::Bf16;
+            config.epilogue = EpilogueSpec::GPT_OSS;
+            let uploaded = LayerWeights::upload_sm90(b, &shape, &w, 1.0)?;
+            (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm90(w)))
+        }
+        Prepared::Mxfp4(w) => {
+            config.activations = ActivationFormat::Bf16;
+            let uploaded = LayerWeights::upload_sm90(b, &shape, &w, 1.0)?;
+            (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm90(w)))
+        }
+    };
+    let kernels = KernelSet::builtin();
+    let tokens = max_tokens as u64;
+    let tactics = MoeLayer::candidates(&config, &kernels, tokens, arch, format)?;
+    let model = DeviceModel::for_layer(arch, config.activations).with_sms(b.sm_count());
+    let table = DispatchTable::analytic(&shape, tokens, &tactics, &model)?;
+    // Tuning times every candidate, so the workspace serves every candidate's tile.
+    let mut tile_sizes = table.tile_sizes();
+    if autotune.is_some() {
+        for t in &tactics {
+            if !tile_sizes.contains(&t.tile()) {
+                tile_sizes.push(t.tile());
+            }
+        }
+    }
+    let spec = WorkspaceSpec {
+        max_tokens,
+        top_k: shape.top_k(),
+        max_local_experts: shape.local_experts(),
+        max_hidden: shape.hidden,
+        max_intermediate: shape.intermediate,
+        tile_sizes,
+        deterministic,
+        arch,
+    };
+    let workspace = Workspace::new(b, &kernels, spec)?;
+    let mut layer = MoeLayer::new(b, config, weights, &kernels, table)?;
+    if let Some((warmup, iterations)) = autotune {
+        // moegen's tuner on the backend's own stream (it waits for its timings), with
+        // its cache file when MOEGEN_TUNE_CACHE names one.
+        let options = TuneOptions { warmup, iterations, progress: false, ..TuneOptions::default() };
+        moegen_runtime::layer::autotune(b, &mut layer, kernels.checksum(), &workspace, &options)?;
+    }
+    // The workspace's zeroing and the uploads were queued on the backend's own stream;
+    // passes run on the caller's: finish them here, once.
+    b.synchronize().map_err(LayerError::from)?;
+    Ok(Built { gpu, layer, workspace, config, arch, host_weights })
+}

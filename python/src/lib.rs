@@ -1,0 +1,30 @@
+//! The Rust half of the `moegen` Python package (docs/python.md): `moegen._native.Layer`,
+//! one moegen `MoeLayer` built once from host arrays (FlashInfer's NVFP4 tensors or
+//! gpt-oss's MXFP4 tensors), run over host arrays on moegen's simulator or over CUDA
+//! tensors on the caller's stream (feature `cuda`). The Python half (`moegen/`) turns NumPy
+//! arrays and torch tensors into the descriptors this side checks, and registers the
+//! `torch.library` op. Nothing here decides a kernel, a tactic or a check: that is
+//! moegen-runtime's.
+
+mod arrays;
+mod construct;
+#[cfg(feature = "cuda")]
+mod cuda;
+mod device;
+mod errors;
+mod host;
+mod layer;
+mod reference;
+mod source;
+mod weights;
+
+use pyo3::prelude::*;
+
+/// `moegen._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<layer::Layer>()?;
+    m.add("CUDA", cfg!(feature = "cuda"))?;
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

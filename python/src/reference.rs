@@ -1,0 +1,45 @@
+//! moegen's CPU reference of a layer, over the weights the layer kept on the host: what its
+//! kernels compute, bit for bit (docs/reference.md), for tests and the GPU check.
+
+use moegen_runtime::prelude::*;
+use moegen_runtime::reference::{Sm90Weights, moe_reference_sm90};
+
+use crate::errors::Result;
+
+/// The weights kept on the host for the reference, in the form the CPU reference of the
+/// layer's generation takes.
+pub(crate) enum HostWeights {
+    /// SM100 kernels: `moe_reference`.
+    Sm100(PreparedWeights),
+    /// Hopper kernels: `moe_reference_sm90`.
+    Sm90(Sm90Weights),
+}
+
+/// The reference's bf16 output `[tokens, hidden]` for bf16 `x` with routing tile `tile`
+/// (the one of the tactic the layer runs at this token count).
+pub(crate) fn run(
+    kept: &HostWeights,
+    shape: &MoeShape,
+    c: &LayerConfig,
+    input_scale: f32,
+    tile: TileSize,
+    x: &[bf16],
+    routing: &Routing,
+) -> Result<Vec<bf16>> {
+    Ok(match kept {
+        HostWeights::Sm100(w) => {
+            let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+            let acts = quantize_activations(&xf, routing.tokens, shape.hidden, input_scale)?;
+            let options = ReferenceOptions {
+                swiglu_input: c.swiglu_input,
+                recipe: c.recipe_on(Target::Sm100f),
+                finalize: c.finalize,
+            };
+            moe_reference(shape, &acts, w, routing, tile, options)?.output
+        }
+        HostWeights::Sm90(w) => {
+            moe_reference_sm90(shape, x, input_scale, w, routing, tile, c.swiglu_input, c.finalize)?
+                .output
+        }
+    })
+}
