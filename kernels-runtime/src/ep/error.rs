@@ -92,6 +92,14 @@ pub enum EpError {
         /// Entries needed.
         needed: usize,
     },
+    /// More ranks than this machine shows GPUs (one process driving one GPU per rank).
+    #[error("ranks: {ranks} ranks need {ranks} GPUs, {visible} visible")]
+    NotEnoughDevices {
+        /// Ranks asked for.
+        ranks: usize,
+        /// GPUs the driver shows.
+        visible: usize,
+    },
     /// A size the planning arithmetic rejects.
     #[error(transparent)]
     Plan(#[from] PlanError),

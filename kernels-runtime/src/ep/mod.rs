@@ -28,7 +28,7 @@ pub use error::EpError;
 pub use expert_parallel::ExpertParallel;
 pub use host::HostCollective;
 #[cfg(feature = "nccl")]
-pub use nccl::{NcclCollective, NcclId};
+pub use nccl::{NcclCollective, NcclId, open_devices};
 pub use partition::EpPartition;
 pub use plan::{AllGatherPlan, AllToAllPlan, EpBuffer, EpLayout};
 pub use workspace::EpWorkspace;

@@ -176,6 +176,27 @@ impl Drop for NcclCollective {
     }
 }
 
+/// Opens devices `0..ranks`, each with a stream of its own, for one process driving every
+/// rank; refused, naming both counts, when the driver shows fewer GPUs.
+pub fn open_devices(ranks: usize) -> Result<Vec<CudaBackend>, super::EpError> {
+    if ranks == 0 {
+        return Err(super::EpError::ZeroRanks);
+    }
+    if !crate::backend::cuda::driver_present() {
+        return Err(
+            crate::backend::BackendError::from(crate::backend::cuda::CudaError::NoDriver).into()
+        );
+    }
+    let visible = cudarc::driver::CudaContext::device_count().map_err(|e| {
+        CollectiveError::Library { operation: "cuDeviceGetCount", reason: format!("{e:?}") }
+    })?;
+    let visible = usize::try_from(visible).unwrap_or(0);
+    if ranks > visible {
+        return Err(super::EpError::NotEnoughDevices { ranks, visible });
+    }
+    (0..ranks).map(|r| Ok(CudaBackend::new(r)?)).collect()
+}
+
 fn ptr(p: crate::backend::DevicePtr) -> *mut std::ffi::c_void {
     p.0 as usize as *mut std::ffi::c_void
 }
