@@ -219,7 +219,7 @@ fn run_ep(args: &Args, g: usize) -> Result<(), Box<dyn std::error::Error>> {
     let variants: Vec<Variant> = names
         .iter()
         .map(|n| {
-            VARIANTS.iter().copied().find(|v| &v.name == n).ok_or_else(|| {
+            VARIANTS.iter().copied().find(|v| v.name == n).ok_or_else(|| {
                 format!("unknown variant {n:?} (mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4)")
             })
         })
