@@ -355,6 +355,7 @@ fn layers_of_the_wrong_window_are_refused() {
         ExpertParallel::new(p, &[0, 1], vec![]).unwrap_err(),
         EpError::RankCount { what: "layers", given: 0, expected: 2 }
     );
+    assert_eq!(ExpertParallel::new(p, &[], vec![]).unwrap_err(), EpError::ZeroRanks);
     // A workspace spec too small for the gathered tokens names its field.
     let plan = AllGatherPlan::new(p, 4, H, true).unwrap();
     let mut spec = plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100);

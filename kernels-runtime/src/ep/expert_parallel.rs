@@ -41,6 +41,9 @@ impl ExpertParallel {
         ranks: &[usize],
         layers: Vec<MoeLayer>,
     ) -> Result<Self, EpError> {
+        if ranks.is_empty() {
+            return Err(EpError::ZeroRanks);
+        }
         if layers.len() != ranks.len() {
             return Err(EpError::RankCount {
                 what: "layers",
@@ -48,9 +51,22 @@ impl ExpertParallel {
                 expected: ranks.len(),
             });
         }
+        let first = layers[0].config();
         for (&rank, layer) in ranks.iter().zip(&layers) {
             let want = partition.window(rank)?;
             let shape = &layer.config().shape;
+            if shape.hidden != first.shape.hidden || layer.config().finalize != first.finalize {
+                return Err(EpError::Mismatch {
+                    rank,
+                    reason: format!(
+                        "the layer has H {} and {:?}, the first rank's H {} and {:?}",
+                        shape.hidden,
+                        layer.config().finalize,
+                        first.shape.hidden,
+                        first.finalize
+                    ),
+                });
+            }
             if shape.window != want {
                 return Err(EpError::Mismatch {
                     rank,
