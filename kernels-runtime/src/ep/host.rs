@@ -2,7 +2,7 @@
 //! the host (download, combine, upload). A test and simulation vehicle, so that the whole
 //! `G`-rank layer runs on `G` simulator backends on the CPU: it waits for every rank's
 //! device at each operation and cannot be captured. Production runs use NCCL
-//! ([`super::NcclCollective`], feature `nccl`).
+//! (`NcclCollective`, feature `nccl`).
 
 use half::bf16;
 

@@ -7,7 +7,7 @@
 //!   dispatch layout on the host.
 //! - [`Collective`]: the three operations the modes need; [`HostCollective`] runs `G` ranks
 //!   in one process through the host (the CPU-side test vehicle over simulator backends),
-//!   [`NcclCollective`] (feature `nccl`) on NCCL.
+//!   `NcclCollective` (feature `nccl`) on NCCL.
 //! - [`ExpertParallel`] with [`EpWorkspace`]: the layer in all-gather mode (a), bulk or
 //!   deterministic finalize, capturable.
 
