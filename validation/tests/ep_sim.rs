@@ -368,3 +368,59 @@ fn layers_of_the_wrong_window_are_refused() {
         EpError::RankOutOfRange { rank: 2, ranks: 2 }
     );
 }
+
+/// The host collective's three operations on known bytes over 3 simulated ranks: what
+/// `Collective` promises (and what ep-check asks of NCCL on a GPU).
+#[test]
+fn host_collective_operations_follow_the_contract() {
+    let g = 3;
+    let mut backends: Vec<SimBackend> = (0..g).map(|_| sim()).collect();
+    let mut coll = HostCollective::new(g);
+    let block = 8;
+    let mut bufs = Vec::new();
+    for (r, b) in backends.iter_mut().enumerate() {
+        let send: Vec<u8> = (0..g * block).map(|i| (r * 100 + i) as u8).collect();
+        let send = b.upload_new(&send).unwrap();
+        let recv = b.alloc(g * block).unwrap();
+        bufs.push(Exchange { send, recv });
+    }
+    let mut bs: Vec<&mut dyn Backend> =
+        backends.iter_mut().map(|b| b as &mut dyn Backend).collect();
+    // All-gather of each rank's first `block` bytes.
+    coll.all_gather(&mut bs, &bufs, block).unwrap();
+    for (b, x) in bs.iter_mut().zip(&bufs) {
+        let want: Vec<u8> =
+            (0..g).flat_map(|r| (0..block).map(move |i| (r * 100 + i) as u8)).collect();
+        assert_eq!(b.download(x.recv, g * block).unwrap(), want);
+    }
+    // All-to-all: block q of rank p lands at block p of rank q.
+    coll.all_to_all(&mut bs, &bufs, block).unwrap();
+    for (q, (b, x)) in bs.iter_mut().zip(&bufs).enumerate() {
+        let want: Vec<u8> =
+            (0..g).flat_map(|p| (0..block).map(move |i| (p * 100 + q * block + i) as u8)).collect();
+        assert_eq!(b.download(x.recv, g * block).unwrap(), want);
+    }
+    // Reduce-scatter of bf16: with one non-zero term per element the sum is that term
+    // exactly, whatever its magnitude (the deterministic mode's argument).
+    let elements = 4;
+    let value = |r: usize, j: usize| {
+        if j % g == r { bf16::from_f32(1.0 + j as f32 / 128.0 * 3.0e-3) } else { bf16::ZERO }
+    };
+    for (r, (b, x)) in bs.iter_mut().zip(&bufs).enumerate() {
+        let v: Vec<u8> =
+            (0..g * elements).flat_map(|j| value(r, j).to_bits().to_le_bytes()).collect();
+        b.upload(x.send, &v).unwrap();
+    }
+    coll.reduce_scatter_bf16(&mut bs, &bufs, elements).unwrap();
+    for (r, (b, x)) in bs.iter_mut().zip(&bufs).enumerate() {
+        let got = b.download_slice::<bf16>(DeviceSlice::new(x.recv, (elements * 2) as u64));
+        let want: Vec<bf16> =
+            (0..elements).map(|i| value((r * elements + i) % g, r * elements + i)).collect();
+        assert_eq!(got.unwrap(), want, "rank {r}");
+    }
+    // Lists of the wrong length are refused.
+    assert_eq!(
+        coll.all_gather(&mut bs[..2], &bufs[..2], block).unwrap_err(),
+        CollectiveError::RankCount { what: "backends", given: 2, expected: 3 }
+    );
+}

@@ -1,4 +1,5 @@
-//! `ep-check`: expert parallelism over NCCL on this machine's GPUs. The all-gather
+//! `ep-check`: expert parallelism over NCCL on this machine's GPUs. First the collective's
+//! three operations (all-gather, bf16 reduce-scatter, all-to-all) on known bytes; then the all-gather
 //! `ExpertParallel` layer over G ranks (one process driving G GPUs, or one process per rank
 //! through `MOEGEN_EP_RANK`, `MOEGEN_EP_WORLD`, `MOEGEN_EP_ID_FILE`, `MOEGEN_EP_DEVICE`)
 //! against the single-GPU layer holding every expert, on synthetic MXFP4 experts: bit for
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use moegen_runtime::ep::{NcclCollective, open_devices};
 use moegen_validation::bench::{BenchShape, VARIANTS};
-use moegen_validation::ep_run::{check_ranks, env_rank};
+use moegen_validation::ep_run::{check_collectives, check_ranks, env_rank};
 
 /// Checks the G-rank expert-parallel layer against the single-GPU layer.
 #[derive(Parser, Debug)]
@@ -77,7 +78,7 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         tokens: args.tokens.clone(),
     };
     full.moe_shape()?;
-    let (backends, coll) = match env_rank()? {
+    let (mut backends, mut coll) = match env_rank()? {
         Some((b, c)) => {
             use moegen_runtime::ep::Collective;
             if args.ranks != 1 && args.ranks != c.world() {
@@ -101,13 +102,18 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         use moegen_runtime::backend::Backend;
         backends[0].sm_count()
     });
+    let failed = check_collectives(&mut backends, &mut coll)?;
+    println!(
+        "collectives (all_gather, all_to_all, reduce_scatter_bf16): {}",
+        if failed.is_empty() { "as specified".to_owned() } else { format!("WRONG: {failed:?}") }
+    );
     let mut log = |m: &str| eprintln!("{m}");
     let (cases, _, _) = check_ranks(backends, coll, &full, v, &args.tokens, args.seed, &mut log)?;
     println!(
         "{:>5} {:<14} {:>7} {:>10} {:>10} {:>8} {:>8}",
         "ranks", "finalize", "N/rank", "elements", "mismatch", "graph", "worst"
     );
-    let mut ok = true;
+    let mut ok = failed.is_empty();
     for c in &cases {
         ok &= c.mismatches == 0 && c.graph_mismatches == 0;
         println!(
@@ -124,7 +130,7 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     if let Some(path) = &args.json {
         let json = serde_json::json!({ "variant": v.name, "shape": {
             "hidden": args.hidden, "intermediate": args.intermediate, "experts": args.experts,
-            "top_k": args.top_k }, "cases": cases, "pass": ok });
+            "top_k": args.top_k }, "collectives_failed": failed, "cases": cases, "pass": ok });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }

@@ -7,9 +7,11 @@
 //! joins through [`env_rank`]'s `MOEGEN_EP_*` variables (`NcclCollective::from_rank`).
 
 mod check;
+mod collectives;
 mod timing;
 
 pub use check::{CheckCase, check_ranks};
+pub use collectives::check_collectives;
 pub use timing::{EpBenchRow, time_ranks};
 
 use std::path::PathBuf;
