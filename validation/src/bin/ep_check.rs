@@ -1,6 +1,6 @@
 //! `ep-check`: expert parallelism over NCCL on this machine's GPUs. First the collective's
-//! three operations (all-gather, bf16 reduce-scatter, all-to-all) on known bytes; then the all-gather
-//! `ExpertParallel` layer over G ranks (one process driving G GPUs, or one process per rank
+//! three operations (all-gather, bf16 reduce-scatter, all-to-all) on known bytes; then the
+//! all-gather `ExpertParallel` layer over G ranks (one process driving G GPUs, or one process per rank
 //! through `MOEGEN_EP_RANK`, `MOEGEN_EP_WORLD`, `MOEGEN_EP_ID_FILE`, `MOEGEN_EP_DEVICE`)
 //! against the single-GPU layer holding every expert, on synthetic MXFP4 experts: bit for
 //! bit with the deterministic finalize, within the bulk-order slack otherwise, and each
