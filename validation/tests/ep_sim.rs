@@ -424,3 +424,73 @@ fn host_collective_operations_follow_the_contract() {
         CollectiveError::RankCount { what: "backends", given: 2, expected: 3 }
     );
 }
+
+/// Mode (b)'s dataflow with the dispatch and combine done on the host (their device kernels
+/// are not written: docs/expert-parallel.md): each owner runs its window as a top-1 layer of
+/// the simulated kernels over the routes sent to it, compacted and expert-sorted; the rows
+/// go back to their expanded indices and are summed in slot order (the deterministic
+/// finalize's arithmetic, `reference::finalize`). Bit-identical to the single layer.
+fn all_to_all_on_sim(m: &Model, batch: &Batch, g: usize, n: usize) -> Vec<bf16> {
+    let p = EpPartition::new(E, g, K).unwrap();
+    let mut received: Vec<Vec<(usize, SentRoute)>> = vec![Vec::new(); g];
+    for home in 0..g {
+        let ids = &batch.ids[home * n * K..(home + 1) * n * K];
+        for (owner, routes) in dispatch_routes(&p, ids, n).unwrap().into_iter().enumerate() {
+            received[owner].extend(routes.into_iter().map(|r| (home, r)));
+        }
+    }
+    let mut contrib = vec![0f32; g * n * K * H];
+    for (owner, routes) in received.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
+        let l = p.local_experts();
+        let shape = MoeShape::new(H, I, ExpertWindow::new(E, owner * l, l, 1).unwrap()).unwrap();
+        let mut b = sim();
+        let rows = routes.len();
+        let layer = build_layer(&mut b, m, config(shape, FinalizeMode::Deterministic), rows);
+        let spec = WorkspaceSpec {
+            max_tokens: rows,
+            top_k: 1,
+            max_local_experts: l,
+            max_hidden: H,
+            max_intermediate: I,
+            tile_sizes: TileSize::SM100.to_vec(),
+            deterministic: true,
+            arch: Arch::Sm100,
+        };
+        let ws = Workspace::new(&mut b, &KernelSet::builtin(), spec).unwrap();
+        let token = |&(home, r): &(usize, SentRoute)| home * n + r.token;
+        let x: Vec<bf16> = routes
+            .iter()
+            .flat_map(|hr| batch.x[token(hr) * H..(token(hr) + 1) * H].to_vec())
+            .collect();
+        let ids: Vec<i32> = routes.iter().map(|(_, r)| r.expert).collect();
+        let w: Vec<f32> =
+            routes.iter().map(|hr| batch.weights[token(hr) * K + hr.1.slot]).collect();
+        let io = ForwardIo {
+            tokens: rows,
+            activations: b.upload_slice(&x).unwrap(),
+            expert_ids: b.upload_slice(&ids).unwrap(),
+            expert_weights: b.upload_slice(&w).unwrap(),
+            output: b.alloc_slice::<bf16>(rows * H).unwrap(),
+        };
+        layer.forward(&mut b, &ws, &io).unwrap();
+        layer.check_errors(&mut b, &ws).unwrap();
+        let out = b.download_slice::<bf16>(io.output).unwrap();
+        for (j, &(home, r)) in routes.iter().enumerate() {
+            let at = (home * n * K + r.expanded(K)) * H;
+            for (c, v) in contrib[at..at + H].iter_mut().zip(&out[j * H..(j + 1) * H]) {
+                *c = v.to_f32();
+            }
+        }
+    }
+    finalize(&contrib, g * n, K, H, FinalizeMode::Deterministic).unwrap()
+}
+
+#[test]
+fn all_to_all_dataflow_on_the_simulated_kernels_equals_the_single_layer() {
+    for (g, n, seed) in [(2, 3, 71), (4, 2, 72)] {
+        let mut m = model(seed);
+        let batch = batch(&mut m, g * n, seed + 100, &all_experts());
+        let want = single(&m, &batch, g * n, FinalizeMode::Deterministic);
+        assert_eq!(all_to_all_on_sim(&m, &batch, g, n), want, "G = {g}");
+    }
+}
