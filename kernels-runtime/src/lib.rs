@@ -8,6 +8,8 @@
 //! - [`launch`]: every launch built from the kernel's typed ABI.
 //! - [`device_ops`]: the routing sort, activation quantization and deterministic finalize
 //!   on a device.
+//! - [`ep`]: expert parallelism: a layer's experts over several GPUs, with the collective
+//!   around each rank's window (NCCL behind feature `nccl`).
 //! - [`error_record`]: the device-side error record decoded into typed errors.
 //! - [`routing`]: the routing sort's six index maps on the CPU.
 //! - [`checkpoint_files`]: a layer's experts from safetensors checkpoints (gpt-oss MXFP4,
@@ -20,6 +22,7 @@
 pub mod backend;
 pub mod checkpoint_files;
 pub mod device_ops;
+pub mod ep;
 pub mod error;
 pub mod error_record;
 pub mod launch;

@@ -177,7 +177,8 @@ pub fn input_scale(inputs: &[Inputs]) -> Result<f32, BenchError> {
 /// The static global scale of GEMM1's output for NVFP4 (room for |h| up to 64).
 pub const FC2_INPUT_SCALE: f32 = 448.0 * 6.0 / 64.0;
 
-fn upload_weights(
+/// Uploads MXFP4 experts as variant `v` runs them on `b`'s generation.
+pub fn upload_weights(
     b: &mut dyn Backend,
     shape: &MoeShape,
     weights: &[MxExpert],
@@ -220,7 +221,8 @@ fn upload_weights(
     }
 }
 
-fn median(v: &[f64]) -> f64 {
+/// The median (NaN for none).
+pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     match s.len() {

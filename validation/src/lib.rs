@@ -7,6 +7,8 @@
 //!   moegen's layer timed through the tuner and CUDA-graph replays.
 //! - [`corpus`]: the differential corpus (ALU, pipelines, TMA, clusters, bulk ops), run on an
 //!   H200 and in the simulator and compared byte for byte.
+//! - `ep_run` (feature `nccl`): expert parallelism over NCCL on CUDA devices, for `ep-check`
+//!   and `moe-bench --ep`.
 //! - [`layer_check`]: the runtime's `MoeLayer` with every applicable tactic on a backend,
 //!   compared with the reference of the device's generation and the f64 oracle.
 //! - [`mufu_check`]: the MUFU sweep, `ex2.approx`/`rcp.approx` on a backend over a strided
@@ -19,6 +21,8 @@
 pub mod bench;
 pub mod corpus;
 pub mod device_layer;
+#[cfg(feature = "nccl")]
+pub mod ep_run;
 pub mod layer_check;
 pub mod mufu_check;
 pub mod mufu_tally;

@@ -20,7 +20,7 @@ use super::dispatch::DispatchTable;
 use super::error::LayerError;
 use super::kernel_set::KernelSet;
 use super::memory::{DeviceSlice, LayerWeights, Workspace};
-use crate::backend::{Backend, GraphId};
+use crate::backend::{Backend, DevicePtr, GraphId};
 use crate::error::RuntimeError;
 use crate::launch::{Bindings, GridInputs, kernel_args, launch_shape};
 
@@ -363,6 +363,21 @@ impl MoeLayer {
         io: &ForwardIo,
         tactic: &MoeTactic,
     ) -> Result<(), LayerError> {
+        self.run_pass(b, ws, io, tactic, true)
+    }
+
+    /// [`Self::forward_with`], or in deterministic mode with `finalize` false everything
+    /// but the final sum: each local route's bf16 row is left in the workspace's finalize
+    /// scratch (`[tokens·k, H]`, expanded order) for a caller that sums routes elsewhere
+    /// (expert parallelism, `crate::ep`).
+    pub(crate) fn run_pass(
+        &self,
+        b: &mut dyn Backend,
+        ws: &Workspace,
+        io: &ForwardIo,
+        tactic: &MoeTactic,
+        finalize: bool,
+    ) -> Result<(), LayerError> {
         let r = self.resolved.iter().find(|r| r.tactic == *tactic).ok_or_else(|| {
             LayerError::NoTactic(format!("{tactic} is not resolved by this layer"))
         })?;
@@ -431,7 +446,7 @@ impl MoeLayer {
             b.launch(k, shape, &args)?;
             Ok(())
         };
-        let [hist, offsets, scatter, finalize] = self.simt;
+        let [hist, offsets, scatter, finalize_kernel] = self.simt;
         ws.reset_errors(b)?;
         run(b, hist)?;
         run(b, offsets)?;
@@ -447,9 +462,47 @@ impl MoeLayer {
             run(b, k)?;
         }
         run(b, r.gemm2)?;
-        if self.config.finalize == FinalizeMode::Deterministic {
-            run(b, finalize)?;
+        if self.config.finalize == FinalizeMode::Deterministic && finalize {
+            run(b, finalize_kernel)?;
         }
+        Ok(())
+    }
+
+    /// The deterministic finalize alone: `output[t] = bf16(Σ_slots routes[t·k + s])`, in
+    /// f32 in slot order, over `tokens` tokens whose every route is counted
+    /// (`all_local`: `tokens·k` non-negative i32, e.g. zeros). What [`Self::run_pass`]'s
+    /// finalize computes when every route is local, on route rows gathered from elsewhere.
+    pub(crate) fn finalize_routes(
+        &self,
+        b: &mut dyn Backend,
+        routes: DevicePtr,
+        all_local: DevicePtr,
+        output: DevicePtr,
+        tokens: usize,
+    ) -> Result<(), LayerError> {
+        let s = &self.config.shape;
+        let k = self.simt[3];
+        let bind = Bindings::new()
+            .buffer(Buffer::FinalizeScratch, routes)
+            .buffer(Buffer::ExpandedIdxToPermutedIdx, all_local)
+            .buffer(Buffer::Output, output)
+            .scalar(Scalar::Tokens, tokens as u64)?
+            .scalar(Scalar::Hidden, s.hidden as u64)?
+            .scalar(Scalar::TopK, s.top_k() as u64)?;
+        let routes_n = (tokens * s.top_k()) as u64;
+        let grid = GridInputs {
+            routes: routes_n,
+            tokens: tokens as u64,
+            hidden: s.hidden as u64,
+            intermediate: s.intermediate as u64,
+            max_tiles: 0,
+            local_experts: s.local_experts() as u64,
+            sm_count: b.sm_count(),
+            permuted_rows: 0,
+        };
+        let args = kernel_args(b, k, &bind)?;
+        let shape = launch_shape(k, &grid)?;
+        b.launch(k, shape, &args)?;
         Ok(())
     }
 

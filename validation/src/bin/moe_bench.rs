@@ -61,6 +61,12 @@ struct Args {
     /// SwiGLU, so its output check applies to `plain` only.
     #[arg(long, value_enum, default_value_t = EpilogueArg::Plain)]
     epilogue: EpilogueArg,
+    /// Expert parallelism over G GPUs (feature `nccl`): DeepSeek-V3's 256 experts split
+    /// over devices 0..G, tokens per rank from `--tokens`, the all-gather layer's step beside
+    /// one GPU holding the same experts; writes DIR/deepseek-ep<G>/moegen-ep.json. Runs the
+    /// analytic dispatch table (`--no-tune` required), plain epilogue, no L2 flush.
+    #[arg(long, value_name = "G")]
+    ep: Option<usize>,
 }
 
 /// `--epilogue`.
@@ -81,6 +87,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(g) = args.ep {
+        return run_ep(args, g);
+    }
     let mut shapes = Vec::new();
     for name in &args.shapes {
         let mut s = BenchShape::by_name(name)
@@ -177,4 +186,121 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("wrote {}", path.display());
     }
     Ok(gpu.synchronize()?)
+}
+
+/// `--ep G`.
+#[cfg(feature = "nccl")]
+fn run_ep(args: &Args, g: usize) -> Result<(), Box<dyn std::error::Error>> {
+    use moegen_runtime::ep::{EpPartition, NcclCollective, open_devices};
+    use moegen_validation::bench::synth_weights;
+    use moegen_validation::ep_run::{time_ranks, window_shape};
+
+    if args.shapes != ["deepseek"] && args.shapes != ["deepseek".to_owned(), "gpt-oss".to_owned()] {
+        return Err("--ep runs the deepseek shape only (--shapes deepseek)".into());
+    }
+    if !args.no_tune {
+        return Err("--ep times the analytic dispatch table: pass --no-tune".into());
+    }
+    if args.flush_l2 || args.epilogue != EpilogueArg::Plain {
+        return Err("--ep runs without --flush-l2 and with the plain epilogue".into());
+    }
+    let mut full = BenchShape::deepseek();
+    full.local_experts = full.experts;
+    if let Some(t) = &args.tokens {
+        if t.contains(&0) {
+            return Err("--tokens: a token count must be positive".into());
+        }
+        full.tokens = t.clone();
+    }
+    let p = EpPartition::new(full.experts, g, full.top_k)?;
+    let backends = open_devices(g)?;
+    let arch = arch_of(&backends[0]);
+    let names = args.variants.clone().unwrap_or_else(|| vec!["mxfp4-a16".to_owned()]);
+    let variants: Vec<Variant> = names
+        .iter()
+        .map(|n| {
+            VARIANTS.iter().copied().find(|v| v.name == n).ok_or_else(|| {
+                format!("unknown variant {n:?} (mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4)")
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    if let Some(v) = variants.iter().find(|v| !v.runs_on(arch)) {
+        return Err(format!("variant {} does not run on {arch:?}", v.name).into());
+    }
+    let device = format!("{} x{g} ({} SMs each)", backends[0].name, backends[0].sm_count());
+    println!("device: {device}");
+    let refs: Vec<_> = backends.iter().collect();
+    let mut coll = NcclCollective::from_devices(&refs)?;
+    let mut backends = backends;
+    let finalize =
+        if args.deterministic { FinalizeMode::Deterministic } else { FinalizeMode::BulkReduceAdd };
+    let mut log = |m: &str| eprintln!("{m}");
+    let mut rows = Vec::new();
+    for v in variants {
+        let weights = |r: usize| synth_weights(&window_shape(&full, &p, r), args.seed);
+        let timing = (args.warmup, args.iters, args.seed);
+        let (r, b, c) = time_ranks(
+            backends,
+            coll,
+            &full,
+            &weights,
+            v,
+            finalize,
+            &full.tokens,
+            timing,
+            &mut log,
+        )?;
+        (backends, coll) = (b, c);
+        rows.extend(r.into_iter().map(|r| (v.name, r)));
+    }
+    println!(
+        "\ndeepseek over {g} ranks (H {}, I {}, {} experts, {} per rank, top-{}), all-gather \
+         mode (a), {finalize:?}",
+        full.hidden,
+        full.intermediate,
+        full.experts,
+        p.local_experts(),
+        full.top_k
+    );
+    println!(
+        "{:>7} {:<10} {:>10} {:>10} {:>10} {:>7} {:>9} tactic",
+        "N/rank", "variant", "step ms", "local ms", "1-GPU ms", "comm", "step/1GPU"
+    );
+    for (v, r) in &rows {
+        println!(
+            "{:>7} {:<10} {:>10.4} {:>10.4} {:>10.4} {:>6.1}% {:>9.2} {}",
+            r.tokens_per_rank,
+            v,
+            r.step_ms,
+            r.local_ms,
+            r.one_gpu_ms,
+            100.0 * r.comm_share,
+            r.step_over_one_gpu,
+            r.tactic
+        );
+    }
+    let dir = args.dir.join(format!("deepseek-ep{g}"));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = serde_json::json!({
+        "device": device,
+        "ranks": g,
+        "mode": "all-gather (a)",
+        "finalize": format!("{finalize:?}"),
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "rows": rows.iter().map(|(v, r)| serde_json::json!({ "variant": v, "row": r })).collect::<Vec<_>>(),
+    });
+    let path = dir.join("moegen-ep.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)?)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// `--ep G` without feature `nccl`.
+#[cfg(not(feature = "nccl"))]
+fn run_ep(_: &Args, _: usize) -> Result<(), Box<dyn std::error::Error>> {
+    Err("--ep needs moe-bench built with feature nccl (cargo build --release -p \
+         moegen-validation --features nccl --bin moe-bench)"
+        .into())
 }

@@ -1,0 +1,34 @@
+//! Expert parallelism: one layer's experts split over `G` ranks (one GPU each), with the
+//! collective around each rank's local expert window (docs/expert-parallel.md).
+//!
+//! - [`EpPartition`]: which rank holds which experts (equal contiguous windows).
+//! - [`AllGatherPlan`], [`AllToAllPlan`]: each rank's buffers for the per-rank worst case,
+//!   in both modes engines use; [`dispatch_routes`]: mode (b)'s compacted, expert-sorted
+//!   dispatch layout on the host.
+//! - [`Collective`]: the three operations the modes need; [`HostCollective`] runs `G` ranks
+//!   in one process through the host (the CPU-side test vehicle over simulator backends),
+//!   `NcclCollective` (feature `nccl`) on NCCL.
+//! - [`ExpertParallel`] with [`EpWorkspace`]: the layer in all-gather mode (a), bulk or
+//!   deterministic finalize, capturable.
+
+mod collective;
+mod dispatch;
+mod error;
+mod expert_parallel;
+mod host;
+#[cfg(feature = "nccl")]
+mod nccl;
+mod partition;
+mod plan;
+mod workspace;
+
+pub use collective::{Collective, CollectiveError, Exchange};
+pub use dispatch::{SentRoute, dispatch_routes};
+pub use error::EpError;
+pub use expert_parallel::ExpertParallel;
+pub use host::HostCollective;
+#[cfg(feature = "nccl")]
+pub use nccl::{NcclCollective, NcclId, open_devices};
+pub use partition::EpPartition;
+pub use plan::{AllGatherPlan, AllToAllPlan, EpBuffer, EpLayout};
+pub use workspace::EpWorkspace;

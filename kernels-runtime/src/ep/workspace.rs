@@ -1,0 +1,129 @@
+//! One rank's expert-parallel workspace: its layer workspace, planned for the gathered
+//! tokens (`G·N`), and the buffers of [`AllGatherPlan`], in one allocation of this crate.
+//! Shared by every layer of a model on that rank, as [`Workspace`] is.
+
+use moegen_dsl::{Arch, TileSize};
+
+use super::{AllGatherPlan, EpBuffer, EpError};
+use crate::backend::{Backend, DevicePtr};
+use crate::layer::{DeviceSlice, KernelSet, Workspace, WorkspaceSpec};
+
+/// A rank's workspace for [`super::ExpertParallel`].
+#[derive(Debug)]
+pub struct EpWorkspace {
+    rank: usize,
+    plan: AllGatherPlan,
+    layer: Workspace,
+    memory: DeviceSlice,
+}
+
+impl AllGatherPlan {
+    /// The layer workspace a rank needs for this plan: every gathered token, the rank's
+    /// window, H, and the caller's `intermediate`, tile sizes and generation.
+    pub fn workspace_spec(
+        &self,
+        intermediate: usize,
+        tile_sizes: Vec<TileSize>,
+        arch: Arch,
+    ) -> WorkspaceSpec {
+        WorkspaceSpec {
+            max_tokens: self.layer_tokens(),
+            top_k: self.partition.top_k(),
+            max_local_experts: self.partition.local_experts(),
+            max_hidden: self.hidden,
+            max_intermediate: intermediate,
+            tile_sizes,
+            deterministic: self.deterministic,
+            arch,
+        }
+    }
+}
+
+impl EpWorkspace {
+    /// Allocates rank `rank`'s workspace on `b`: a layer workspace for `spec` (which must
+    /// serve the plan: [`AllGatherPlan::workspace_spec`] gives the smallest) and the plan's
+    /// buffers.
+    pub fn new(
+        b: &mut dyn Backend,
+        kernels: &KernelSet,
+        plan: AllGatherPlan,
+        rank: usize,
+        spec: WorkspaceSpec,
+    ) -> Result<Self, EpError> {
+        plan.partition.window(rank)?;
+        let p = &plan.partition;
+        let short = |field: &str, given: usize, needed: usize| EpError::Mismatch {
+            rank,
+            reason: format!("workspace spec {field} = {given}, the plan needs {needed}"),
+        };
+        if spec.max_tokens < plan.layer_tokens() {
+            return Err(short("max_tokens", spec.max_tokens, plan.layer_tokens()));
+        }
+        if spec.top_k != p.top_k() {
+            return Err(short("top_k", spec.top_k, p.top_k()));
+        }
+        if spec.max_local_experts < p.local_experts() {
+            return Err(short("max_local_experts", spec.max_local_experts, p.local_experts()));
+        }
+        if spec.max_hidden < plan.hidden {
+            return Err(short("max_hidden", spec.max_hidden, plan.hidden));
+        }
+        if spec.deterministic != plan.deterministic {
+            return Err(EpError::Mismatch {
+                rank,
+                reason: format!(
+                    "workspace spec deterministic = {}, the plan's is {}",
+                    spec.deterministic, plan.deterministic
+                ),
+            });
+        }
+        let layer = Workspace::new(b, kernels, spec)?;
+        let bytes = plan.layout.bytes.max(1);
+        let memory = match usize::try_from(bytes) {
+            Ok(n) => b.alloc(n),
+            Err(_) => {
+                let _ = layer.release(b);
+                return Err(EpError::Mismatch {
+                    rank,
+                    reason: format!("{bytes} B of buffers do not fit this host's address space"),
+                });
+            }
+        };
+        let memory = match memory {
+            Ok(ptr) => DeviceSlice::new(ptr, bytes),
+            Err(e) => {
+                // The allocation's error is the one to report.
+                let _ = layer.release(b);
+                return Err(e.into());
+            }
+        };
+        Ok(Self { rank, plan, layer, memory })
+    }
+
+    /// Frees both allocations (after the stream's work); graphs captured with them must not
+    /// be replayed afterwards.
+    pub fn release(self, b: &mut dyn Backend) -> Result<(), EpError> {
+        let freed = b.free(self.memory.ptr);
+        self.layer.release(b)?;
+        Ok(freed?)
+    }
+
+    /// The rank it serves.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    /// Its plan.
+    pub fn plan(&self) -> &AllGatherPlan {
+        &self.plan
+    }
+    /// The rank layer's workspace.
+    pub fn layer_workspace(&self) -> &Workspace {
+        &self.layer
+    }
+
+    /// The address of `buffer` (`None` when the plan's mode has none).
+    pub fn ptr(&self, buffer: EpBuffer) -> Option<DevicePtr> {
+        let (offset, _) = self.plan.layout.get(buffer)?;
+        Some(DevicePtr(self.memory.ptr.0 + offset))
+    }
+}
