@@ -29,16 +29,6 @@ pub(crate) enum SimGeneration {
     Hopper,
 }
 
-// SAFETY: the only non-`Send` parts of a `CudaBackend` are cudarc's graph handles (raw
-// driver pointers; cudarc's context, streams, modules and events are `Send`). A layer
-// never captures graphs through the backend (PyTorch captures on its own stream), and the
-// driver's handles are not tied to the thread that made them: the backend binds its
-// context to the calling thread before every driver call. Every use is behind the layer's
-// mutex, so no two threads touch the backend at once.
-#[cfg(feature = "cuda")]
-#[allow(unsafe_code)]
-unsafe impl Send for Gpu {}
-
 impl Gpu {
     /// Opens `device` (`cpu`, `cuda` or `cuda:N`, as torch spells devices).
     pub(crate) fn open(device: &str, sim: SimGeneration) -> Result<Self> {

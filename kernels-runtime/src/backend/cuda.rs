@@ -108,6 +108,16 @@ pub struct CudaBackend {
     pub compute_capability: (i32, i32),
 }
 
+// SAFETY: the backend is not `Send` by itself only because cudarc's `CudaGraph` holds raw
+// driver handles (`CUgraph`, `CUgraphExec`); its context, streams, modules, events and the
+// addresses it owns are plain handles too. CUDA driver handles are not tied to the thread
+// that made them: every driver call here that needs a context binds the backend's context to
+// the calling thread first (cudarc's safe calls do the same), and the rest take a stream or
+// an address. Every method takes `&mut self` or only reads, so moving a backend to another
+// thread never shares it. Engines keep a layer's backend behind a mutex in a `Send` model
+// (moegen-candle's `MoeBlock`, the Python package's layer).
+unsafe impl Send for CudaBackend {}
+
 impl CudaBackend {
     /// Opens device `ordinal` with a stream of its own.
     pub fn new(ordinal: usize) -> Result<Self, BackendError> {
