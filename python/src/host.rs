@@ -64,46 +64,15 @@ pub(crate) fn bf16_bytes(v: &[bf16]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect()
 }
 
-/// Runs `layer` over host data on the simulator backend `b`; the routing kernels'
-/// device-side checks are decoded after the pass, since the output is read back anyway.
+/// Runs `layer` over host data on the simulator backend `b`
+/// (`MoeLayer::forward_host`: the routing kernels' device-side checks are decoded after the
+/// pass, since the output is read back anyway).
 pub(crate) fn forward(
     b: &mut dyn Backend,
     layer: &MoeLayer,
     ws: &Workspace,
     tokens: usize,
-    hidden: usize,
-    inputs: (&[bf16], &[i32], &[f32]),
-) -> Result<Vec<bf16>> {
-    let mut held = Vec::with_capacity(4);
-    let ran = run(b, layer, ws, tokens, hidden, inputs, &mut held);
-    // The pass's buffers go back whether it ran or not.
-    let freed = b.free_all(&held);
-    let out = ran?;
-    freed.map_err(LayerError::from)?;
-    Ok(out)
-}
-
-fn run(
-    b: &mut dyn Backend,
-    layer: &MoeLayer,
-    ws: &Workspace,
-    tokens: usize,
-    hidden: usize,
     (x, ids, weights): (&[bf16], &[i32], &[f32]),
-    held: &mut Vec<DevicePtr>,
-) -> std::result::Result<Vec<bf16>, LayerError> {
-    let mut keep = |s: DeviceSlice| {
-        held.push(s.ptr);
-        s
-    };
-    let io = ForwardIo {
-        tokens,
-        activations: keep(b.upload_slice(x)?),
-        expert_ids: keep(b.upload_slice(ids)?),
-        expert_weights: keep(b.upload_slice(weights)?),
-        output: keep(b.alloc_slice::<bf16>(tokens * hidden)?),
-    };
-    layer.forward(b, ws, &io)?;
-    layer.check_errors(b, ws)?;
-    b.download_slice::<bf16>(io.output)
+) -> Result<Vec<bf16>> {
+    Ok(layer.forward_host(b, ws, tokens, x, ids, weights)?)
 }

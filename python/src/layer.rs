@@ -230,14 +230,7 @@ impl Layer {
         let out = py.detach(|| {
             let mut inner = self.lock();
             let Inner { gpu, layer, workspace } = &mut *inner;
-            host::forward(
-                gpu.backend(),
-                layer,
-                workspace,
-                tokens,
-                self.shape.hidden,
-                (&x, &ids, &weights),
-            )
+            host::forward(gpu.backend(), layer, workspace, tokens, (&x, &ids, &weights))
         })?;
         Ok(PyBytes::new(py, &host::bf16_bytes(&out)))
     }

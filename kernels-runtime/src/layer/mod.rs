@@ -8,6 +8,7 @@ mod dispatch;
 mod error;
 mod forward;
 mod host_buffers;
+mod host_pass;
 mod kernel_set;
 mod memory;
 mod tune;
