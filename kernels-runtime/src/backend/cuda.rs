@@ -79,9 +79,7 @@ pub fn driver_present() -> bool {
     if std::env::var_os(NO_CUDA_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
         return false;
     }
-    // SAFETY: only tries to dlopen the driver library under its usual names; no symbol of it
-    // is called.
-    unsafe { sys::is_culib_present() }
+    super::library::loadable(super::library::DRIVER)
 }
 
 /// One CUDA device and the stream work is ordered on.

@@ -8,6 +8,8 @@ pub mod sim;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+pub(crate) mod library;
 
 mod error;
 

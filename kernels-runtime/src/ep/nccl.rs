@@ -46,9 +46,8 @@ fn nccl(operation: &'static str) -> impl Fn(result::NcclError) -> CollectiveErro
 
 /// Refuses cleanly when NCCL cannot be loaded: cudarc would abort on the first call.
 fn library_present() -> Result<(), CollectiveError> {
-    // SAFETY: only tries to dlopen the library under cudarc's candidate names; no symbol of
-    // it is called.
-    if unsafe { sys::is_culib_present() } {
+    use crate::backend::library::{NCCL, loadable};
+    if loadable(NCCL) {
         Ok(())
     } else {
         Err(CollectiveError::Library {
