@@ -38,9 +38,7 @@ pub(crate) fn forward(
     b: &mut dyn Backend,
     layer: &MoeLayer,
     ws: &Workspace,
-    xs: &Tensor,
-    ids: &Tensor,
-    weights: &Tensor,
+    (xs, ids, weights): (&Tensor, &Tensor, &Tensor),
     tokens: usize,
     stream: &candle_core::cuda_backend::cudarc::driver::CudaStream,
 ) -> Result<Tensor, MoeBlockError> {
