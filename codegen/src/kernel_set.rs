@@ -10,8 +10,8 @@ use moegen_dsl::{
 };
 
 use crate::kernels::{
-    corpus, corpus_mufu, corpus_wgmma, finalize_reduce, moe_sort, qdq, quant_fp8, quantize, sm90,
-    sm100,
+    corpus, corpus_mufu, corpus_wgmma, ep_copy, ep_pack, finalize_reduce, moe_sort, qdq, quant_fp8,
+    quantize, sm90, sm100,
 };
 use crate::ptx::{KernelBuilder, ModuleHeader, RenderError, render_module};
 
@@ -122,6 +122,9 @@ pub fn simt_kernel(
         SimtFamily::FinalizeReduce => finalize_reduce::build(target),
         SimtFamily::QdqNvfp4 => qdq::build(target),
         SimtFamily::QuantFp8Tokens | SimtFamily::QuantFp8Rows => quant_fp8::build(family, target),
+        SimtFamily::EpDispatchPack => ep_pack::build(target),
+        SimtFamily::EpGatherRows => ep_copy::build_gather(target),
+        SimtFamily::EpCombineUnpack => ep_copy::build_unpack(target),
     };
     finish(k, KernelId::Simt { family, target }, family.name())
 }

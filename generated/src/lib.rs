@@ -243,6 +243,30 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         params: ::moegen_dsl::abi::signature::FINALIZE_REDUCE,
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::EpDispatchPack, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
+        name: "moegen_sm100_ep_dispatch_pack",
+        ptx_target: "sm_100f",
+        ptx: include_str!("../ptx/moegen_sm100_ep_dispatch_pack.ptx"),
+        params: ::moegen_dsl::abi::signature::EP_DISPATCH_PACK,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 1024, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Single, ctas_per_sm: 1, programmatic: false },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::EpGatherRows, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
+        name: "moegen_sm100_ep_gather_rows",
+        ptx_target: "sm_100f",
+        ptx: include_str!("../ptx/moegen_sm100_ep_gather_rows.ptx"),
+        params: ::moegen_dsl::abi::signature::EP_GATHER_ROWS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::EpCombineUnpack, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
+        name: "moegen_sm100_ep_combine_unpack",
+        ptx_target: "sm_100f",
+        ptx: include_str!("../ptx/moegen_sm100_ep_combine_unpack.ptx"),
+        params: ::moegen_dsl::abi::signature::EP_COMBINE_UNPACK,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+    },
 ];
 
 /// The `sm90` kernels (cargo feature `sm90`), in manifest order.
@@ -1567,6 +1591,30 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_finalize_reduce.ptx"),
         params: ::moegen_dsl::abi::signature::FINALIZE_REDUCE,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::EpDispatchPack, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
+        name: "moegen_sm90_ep_dispatch_pack",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_ep_dispatch_pack.ptx"),
+        params: ::moegen_dsl::abi::signature::EP_DISPATCH_PACK,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 1024, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Single, ctas_per_sm: 1, programmatic: false },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::EpGatherRows, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
+        name: "moegen_sm90_ep_gather_rows",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_ep_gather_rows.ptx"),
+        params: ::moegen_dsl::abi::signature::EP_GATHER_ROWS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::EpCombineUnpack, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
+        name: "moegen_sm90_ep_combine_unpack",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_ep_combine_unpack.ptx"),
+        params: ::moegen_dsl::abi::signature::EP_COMBINE_UNPACK,
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {

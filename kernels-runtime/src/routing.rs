@@ -2,6 +2,7 @@
 //! expert's routes into whole tiles. It moves no data.
 
 use moegen_dsl::TileSize;
+use moegen_dsl::abi::ep::NO_ROUTE;
 
 use crate::error::{Result, RuntimeError, check_len};
 pub use moegen_dsl::plan::ExpertWindow;
@@ -52,6 +53,8 @@ impl SortOutputs {
 ///
 /// Within an expert, rows keep ascending expanded index (token·k + slot), which makes the
 /// output deterministic; the GPU kernel's contract allows any order within an expert.
+/// [`NO_ROUTE`] (an unused slot of an expert-parallel peer block) is a route of no expert:
+/// never local, never a duplicate, no error.
 pub fn moe_sort(
     experts: &[i32],
     tokens: usize,
@@ -85,6 +88,11 @@ pub fn moe_sort(
     // Local expert of each route, or None.
     let mut local_of = Vec::with_capacity(expanded);
     for (i, &e) in experts.iter().enumerate() {
+        // The all-to-all mode's padding slots: a route of no expert, silently skipped.
+        if e == NO_ROUTE {
+            local_of.push(None);
+            continue;
+        }
         if e < 0 || e as usize >= window.num_experts() {
             return Err(RuntimeError::ExpertOutOfRange {
                 token: i / window.top_k(),
@@ -148,6 +156,9 @@ pub fn check_distinct_experts(experts: &[i32], top_k: usize) -> Result<()> {
     }
     for (token, ids) in experts.chunks(top_k).enumerate() {
         for (slot, &e) in ids.iter().enumerate() {
+            if e == NO_ROUTE {
+                continue;
+            }
             if let Some(earlier_slot) = ids[..slot].iter().position(|&o| o == e) {
                 return Err(RuntimeError::DuplicateExpert {
                     token,

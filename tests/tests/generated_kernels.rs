@@ -42,6 +42,9 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
             "moe_sort_scatter",
             "quantize_nvfp4",
             "finalize_reduce",
+            "ep_dispatch_pack",
+            "ep_gather_rows",
+            "ep_combine_unpack",
         ] {
             let name = format!("moegen_{tag}_{f}");
             assert!(names.contains(name.as_str()), "{name} missing");
@@ -90,7 +93,7 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     // MXFP4, A16 and A8 each, plain and with gpt-oss's epilogue: 8 GEMM1 (4 tiles × N 128,
     // 256) and 8 GEMM2 (4 tiles × N 64, 128) × 2 modes.
     let sm90_gemms = 2 * (8 + 12 * 2) + 2 * 2 * (8 + 8 * 2);
-    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 10 + 1 + 2 + 7 + sm90_gemms);
+    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 16 + 1 + 2 + 7 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()

@@ -3,6 +3,8 @@
 pub mod corpus;
 pub mod corpus_mufu;
 pub mod corpus_wgmma;
+pub mod ep_copy;
+pub mod ep_pack;
 pub mod epilogue_math;
 pub mod finalize_reduce;
 pub mod moe_sort;

@@ -12,8 +12,11 @@
 //! treated as non-local and recorded in the error record (`abi::error_record`: the flag, the
 //! first such route and its id); non-finite router weights and a token naming one expert at
 //! two slots (the first such route, the earlier slot and the id) are recorded the same way.
-//! Nothing is written out of bounds.
+//! The padding id `abi::ep::NO_ROUTE` (unused slots of an expert-parallel peer block) is a
+//! route of no expert: skipped like a non-local one, with no error bit. Nothing is written
+//! out of bounds.
 
+use moegen_dsl::abi::ep::NO_ROUTE;
 use moegen_dsl::abi::error_record::{
     FLAG_DUPLICATE_EXPERT, FLAG_EXPERT_OUT_OF_RANGE, FLAG_NON_FINITE_WEIGHT, FLAG_TILE_OVERFLOW,
     WORD_BAD_EXPERT_ID, WORD_DUPLICATE_EARLIER_SLOT, WORD_DUPLICATE_EXPERT_ID,
@@ -28,17 +31,17 @@ use crate::ptx::ops::{AtomOp, Memory};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty};
 
 /// `red.global.or.b32`: sets bits of the error record's flag word.
-fn set_flag() -> Memory {
+pub(crate) fn set_flag() -> Memory {
     Memory::Red(Space::Global, AtomOp::Or, Ty::B32)
 }
 
 /// `red.global.min.u32`: keeps the first offending route of one check.
-fn keep_first() -> Memory {
+pub(crate) fn keep_first() -> Memory {
     Memory::Red(Space::Global, AtomOp::Min, Ty::U32)
 }
 
 /// The address of word `word` of the error record at `flags`.
-fn record_word(b: &mut KernelBuilder, flags: Reg, word: usize) -> Reg {
+pub(crate) fn record_word(b: &mut KernelBuilder, flags: Reg, word: usize) -> Reg {
     b.add_u64(flags, byte_offset(word) as i64)
 }
 
@@ -55,7 +58,7 @@ pub(crate) fn simt_builder(family: SimtFamily, target: SimtTarget) -> KernelBuil
 
 /// Local expert of route `i` or −1 (also −1 for out-of-range ids, which raise the flag and
 /// take part in the first-route minimum); the raw id comes back too.
-fn local_expert(
+pub(crate) fn local_expert(
     b: &mut KernelBuilder,
     experts: Reg,
     i: Reg,
@@ -66,8 +69,11 @@ fn local_expert(
 ) -> (Reg, Reg, Reg) {
     let addr = b.index_addr(experts, i, 4);
     let e = b.ld_global(Ty::U32, RegClass::B32, addr);
-    // Unsigned compare also rejects negative ids.
-    let bad = b.setp_u32(Cmp::Ge, e, ne);
+    // Unsigned compare also rejects negative ids, except the padding id (abi::ep), which
+    // is a route of no expert: never local (its offset from any window is ≥ 2^31 > L).
+    let out = b.setp_u32(Cmp::Ge, e, ne);
+    let pad = is_padding(b, e);
+    let bad = b.and_pred(out, Operand::NotPred(pad));
     b.emit_if(
         Guard::when(bad),
         set_flag(),
@@ -81,8 +87,13 @@ fn local_expert(
     (b.selp_u32(rel, Operand::Imm(-1), ok), e, bad)
 }
 
+/// Whether `e` is the all-to-all mode's padding id.
+pub(crate) fn is_padding(b: &mut KernelBuilder, e: Reg) -> Reg {
+    b.setp_u32(Cmp::Eq, e, NO_ROUTE as u32)
+}
+
 /// Flags route `i` when its router weight is NaN or ±∞ (all exponent bits set).
-fn check_weight(b: &mut KernelBuilder, weights: Reg, i: Reg, flags: Reg) {
+pub(crate) fn check_weight(b: &mut KernelBuilder, weights: Reg, i: Reg, flags: Reg) {
     let addr = b.index_addr(weights, i, 4);
     let w = b.ld_global(Ty::U32, RegClass::B32, addr);
     let exp = b.and_b32(w, 0x7f80_0000u32);
@@ -105,7 +116,14 @@ fn token_start(b: &mut KernelBuilder, i: Reg, top_k: Reg) -> Reg {
 /// Flags route `i` (expert id `e`) when an earlier slot of its token names the same id: the
 /// sort would give that expert the token twice. top_k is small, so each route rereads its
 /// token's earlier ids (L1 hits) rather than staging them.
-fn check_duplicate(b: &mut KernelBuilder, experts: Reg, i: Reg, e: Reg, top_k: Reg, flags: Reg) {
+pub(crate) fn check_duplicate(
+    b: &mut KernelBuilder,
+    experts: Reg,
+    i: Reg,
+    e: Reg,
+    top_k: Reg,
+    flags: Reg,
+) {
     let start = token_start(b, i, top_k);
     let hits = b.mov_u32(0u32);
     strided(b, start, i, 1, &mut |b, q| {
@@ -115,7 +133,10 @@ fn check_duplicate(b: &mut KernelBuilder, experts: Reg, i: Reg, e: Reg, top_k: R
         let inc = b.selp_u32(1u32, 0u32, same);
         b.inc_u32(hits, inc);
     });
-    let dup = b.setp_u32(Cmp::Ne, hits, 0u32);
+    let hit = b.setp_u32(Cmp::Ne, hits, 0u32);
+    // Two padding slots of one token are no duplicate.
+    let pad = is_padding(b, e);
+    let dup = b.and_pred(hit, Operand::NotPred(pad));
     b.emit_if(
         Guard::when(dup),
         set_flag(),
@@ -127,7 +148,14 @@ fn check_duplicate(b: &mut KernelBuilder, experts: Reg, i: Reg, e: Reg, top_k: R
 
 /// The thread of the first duplicate route (word 4, final once the histogram pass is done)
 /// records the earliest slot of its token with the same id, and the id.
-fn record_duplicate(b: &mut KernelBuilder, experts: Reg, i: Reg, e: Reg, top_k: Reg, flags: Reg) {
+pub(crate) fn record_duplicate(
+    b: &mut KernelBuilder,
+    experts: Reg,
+    i: Reg,
+    e: Reg,
+    top_k: Reg,
+    flags: Reg,
+) {
     let fa = record_word(b, flags, WORD_FIRST_DUPLICATE_EXPERT);
     let first_dup = b.ld_global(Ty::U32, RegClass::B32, fa);
     let is_first = b.setp_u32(Cmp::Eq, first_dup, i);
@@ -202,7 +230,7 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
 }
 
 /// `for (v = start; v < end; v += step) body(v)`.
-fn strided(
+pub(crate) fn strided(
     b: &mut KernelBuilder,
     start: Reg,
     end: Reg,

@@ -66,16 +66,26 @@ pub enum SimtFamily {
     QuantFp8Tokens,
     /// GEMM1's bf16 output → E4M3 per permuted row: Hopper's A8 GEMM2 input.
     QuantFp8Rows,
+    /// Expert-parallel all-to-all dispatch: each route's slot in its owner's send block
+    /// (expert-sorted), its id, weight and expanded index, padding, per-peer counts.
+    EpDispatchPack,
+    /// Expert-parallel dispatch: each send slot's activation row.
+    EpGatherRows,
+    /// Expert-parallel combine: each returned row to its expanded index on the home rank.
+    EpCombineUnpack,
 }
 
 impl SimtFamily {
     /// The families every target has, in set order.
-    pub const ALL: [SimtFamily; 5] = [
+    pub const ALL: [SimtFamily; 8] = [
         SimtFamily::MoeSortHistogram,
         SimtFamily::MoeSortOffsets,
         SimtFamily::MoeSortScatter,
         SimtFamily::QuantizeNvfp4,
         SimtFamily::FinalizeReduce,
+        SimtFamily::EpDispatchPack,
+        SimtFamily::EpGatherRows,
+        SimtFamily::EpCombineUnpack,
     ];
     /// The families of a target: Hopper adds the A4 quantize-dequantize and the A8 quantizers.
     pub fn of(target: SimtTarget) -> Vec<SimtFamily> {
@@ -96,6 +106,9 @@ impl SimtFamily {
             SimtFamily::QdqNvfp4 => "qdq_nvfp4",
             SimtFamily::QuantFp8Tokens => "quant_fp8_tokens",
             SimtFamily::QuantFp8Rows => "quant_fp8_rows",
+            SimtFamily::EpDispatchPack => "ep_dispatch_pack",
+            SimtFamily::EpGatherRows => "ep_gather_rows",
+            SimtFamily::EpCombineUnpack => "ep_combine_unpack",
         }
     }
 }

@@ -22,6 +22,13 @@ pub const FINALIZE_THREADS: u32 = 256;
 pub const FINALIZE_COLUMNS_PER_THREAD: u32 = 2;
 /// Threads per block of the A8 row quantizers (one warp per row).
 pub const QUANT_FP8_THREADS: u32 = 128;
+/// Threads of the expert-parallel dispatch pack (one block: it scans every route in
+/// expanded order, `EP_PACK_THREADS` at a time).
+pub const EP_PACK_THREADS: u32 = 256;
+/// Threads per block of the expert-parallel row copies (gather and combine unpack).
+pub const EP_COPY_THREADS: u32 = 256;
+/// bf16 columns one row-copy thread handles (one 32-bit word).
+pub const EP_COPY_COLUMNS_PER_THREAD: u32 = 2;
 /// Most blocks a grid-stride kernel is launched with.
 pub const GRID_STRIDE_MAX_BLOCKS: u32 = 4096;
 
@@ -184,6 +191,21 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                         RowCount::PermutedRows
                     },
                     rows_per_block: QUANT_FP8_THREADS / 32,
+                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
+                },
+            ),
+            // One block; shared memory: the chunk's experts, then one counter per expert
+            // of the model (the launch passes E as its per-expert count).
+            SimtFamily::EpDispatchPack => {
+                simt(EP_PACK_THREADS, 4 * EP_PACK_THREADS, 4, GridRule::Single)
+            }
+            // Grid-stride over `slots · H / 2` words (the launch passes the slots as tokens).
+            SimtFamily::EpGatherRows | SimtFamily::EpCombineUnpack => simt(
+                EP_COPY_THREADS,
+                0,
+                0,
+                GridRule::GridStride {
+                    values_per_thread: EP_COPY_COLUMNS_PER_THREAD,
                     max_blocks: GRID_STRIDE_MAX_BLOCKS,
                 },
             ),

@@ -1,6 +1,7 @@
 //! The kernel ABI: the one description of every kernel interface, used by codegen to emit
 //! kernels and by the runtime to launch them.
 //!
+//! - [`ep`]: the expert-parallel all-to-all mode's padding id.
 //! - [`error_record`]: the device-side error record the routing kernels write.
 //! - [`identity`]: what a kernel is and its entry name.
 //! - [`param`] and [`signature`]: each kernel's parameters, by meaning.
@@ -10,6 +11,7 @@
 //! - [`mufu_sweep`]: the MUFU sweep kernel's op order and input rule.
 //! - [`info`]: [`KernelInfo`], the typed record a generated kernel set exports.
 
+pub mod ep;
 pub mod error_record;
 pub mod identity;
 pub mod info;
@@ -110,6 +112,9 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
             SimtFamily::QdqNvfp4 => ("QDQ_NVFP4", s::QDQ_NVFP4),
             SimtFamily::QuantFp8Tokens => ("QUANT_FP8_TOKENS", s::QUANT_FP8_TOKENS),
             SimtFamily::QuantFp8Rows => ("QUANT_FP8_ROWS", s::QUANT_FP8_ROWS),
+            SimtFamily::EpDispatchPack => ("EP_DISPATCH_PACK", s::EP_DISPATCH_PACK),
+            SimtFamily::EpGatherRows => ("EP_GATHER_ROWS", s::EP_GATHER_ROWS),
+            SimtFamily::EpCombineUnpack => ("EP_COMBINE_UNPACK", s::EP_COMBINE_UNPACK),
         },
         KernelId::Corpus(c) => match c {
             CorpusKernel::Alu => ("CORPUS_ALU", s::CORPUS_ALU),

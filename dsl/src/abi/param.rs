@@ -67,6 +67,8 @@ pub enum Scalar {
     MaxPermutedRows,
     /// Histogram blocks of the routing sort: ceil(routes / ROUTES_PER_BLOCK).
     SortBlocks,
+    /// Expert-parallel all-to-all mode: routes per peer block `C` (`AllToAllPlan::per_peer`).
+    PerPeer,
 }
 
 /// A device buffer; the workspace plan and the layer's tensors are named by these.
@@ -150,11 +152,24 @@ pub enum Buffer {
     Gemm1Bias,
     /// f32 [L, H] GEMM2's per-expert bias.
     Gemm2Bias,
+    /// i32 [G·C] expert-parallel send blocks: each slot's global expert id, `NO_ROUTE` on
+    /// padding (`abi::ep`).
+    EpSendExperts,
+    /// f32 [G·C] each send slot's router weight, 0 on padding.
+    EpSendWeights,
+    /// i32 [G·C] each send slot's expanded index `t·k + s` on the home rank, −1 on padding.
+    EpSentRoutes,
+    /// u32 [G] routes packed for each peer.
+    EpPeerCounts,
+    /// bf16 [G·C, H] each send slot's activation row, zeros on padding.
+    EpSendRows,
+    /// bf16 [G·C, H] the rows the owners sent back, in the send slots' order.
+    EpCombineRecv,
 }
 
 impl Scalar {
     /// Every scalar.
-    pub const ALL: [Scalar; 12] = [
+    pub const ALL: [Scalar; 13] = [
         Scalar::Tokens,
         Scalar::NumRoutes,
         Scalar::NumExperts,
@@ -167,12 +182,13 @@ impl Scalar {
         Scalar::MaxTiles,
         Scalar::MaxPermutedRows,
         Scalar::SortBlocks,
+        Scalar::PerPeer,
     ];
 }
 
 impl Buffer {
     /// Every buffer.
-    pub const ALL: [Buffer; 36] = [
+    pub const ALL: [Buffer; 42] = [
         Buffer::RoutedExperts,
         Buffer::RouterWeights,
         Buffer::SortBlockCounts,
@@ -209,6 +225,12 @@ impl Buffer {
         Buffer::ActivationParams,
         Buffer::Gemm1Bias,
         Buffer::Gemm2Bias,
+        Buffer::EpSendExperts,
+        Buffer::EpSendWeights,
+        Buffer::EpSentRoutes,
+        Buffer::EpPeerCounts,
+        Buffer::EpSendRows,
+        Buffer::EpCombineRecv,
     ];
 
     /// The name the workspace plan and the manifest use.
@@ -250,6 +272,12 @@ impl Buffer {
             Buffer::ActivationParams => "activation_params",
             Buffer::Gemm1Bias => "gemm1_bias",
             Buffer::Gemm2Bias => "gemm2_bias",
+            Buffer::EpSendExperts => "ep_send_experts",
+            Buffer::EpSendWeights => "ep_send_weights",
+            Buffer::EpSentRoutes => "ep_sent_routes",
+            Buffer::EpPeerCounts => "ep_peer_counts",
+            Buffer::EpSendRows => "ep_send_rows",
+            Buffer::EpCombineRecv => "ep_combine_recv",
         }
     }
 }

@@ -252,6 +252,43 @@ pub const FINALIZE_REDUCE: &[Param] = &[
     scalar("top_k", S::TopK, "routes per token"),
 ];
 
+/// Expert-parallel dispatch pack (one block): each route's slot in its owner's block.
+pub const EP_DISPATCH_PACK: &[Param] = &[
+    buffer("experts", B::RoutedExperts, "i32 [tokens·top_k] global expert ids"),
+    buffer("router_weights", B::RouterWeights, "f32 [tokens·top_k]: checked finite"),
+    scalar("num_routes", S::NumRoutes, "tokens·top_k"),
+    scalar("top_k", S::TopK, "routes per token: a token's slots must name distinct experts"),
+    scalar("num_experts", S::NumExperts, "E = G·L"),
+    scalar("local_experts", S::LocalExperts, "L: experts per rank (peer of id e: e / L)"),
+    scalar("per_peer", S::PerPeer, "C: slots per peer block"),
+    buffer("send_experts", B::EpSendExperts, "i32 [G·C] out: ids, NO_ROUTE on padding"),
+    buffer("send_weights", B::EpSendWeights, "f32 [G·C] out: weights, 0 on padding"),
+    buffer("sent_routes", B::EpSentRoutes, "i32 [G·C] out: expanded indices, −1 on padding"),
+    buffer("peer_counts", B::EpPeerCounts, "u32 [G] out: routes packed per peer"),
+    buffer("error_flags", B::ErrorFlags, "u32 [7]: the error record (abi::error_record)"),
+];
+
+/// Expert-parallel dispatch: each send slot's activation row.
+pub const EP_GATHER_ROWS: &[Param] = &[
+    buffer("sent_routes", B::EpSentRoutes, "i32 [slots]: expanded indices, −1 on padding"),
+    buffer("x", B::ActivationsBf16, "activations bf16 [num_routes/top_k, H]"),
+    buffer("out", B::EpSendRows, "bf16 [slots, H] out: zeros on padding"),
+    scalar("slots", S::Tokens, "G·C"),
+    scalar("hidden", S::Hidden, "H, even"),
+    scalar("top_k", S::TopK, "routes per token"),
+    scalar("num_routes", S::NumRoutes, "tokens·top_k: larger indices are treated as padding"),
+];
+
+/// Expert-parallel combine: each returned row to its expanded index on the home rank.
+pub const EP_COMBINE_UNPACK: &[Param] = &[
+    buffer("sent_routes", B::EpSentRoutes, "i32 [slots]: expanded indices, −1 on padding"),
+    buffer("recv", B::EpCombineRecv, "bf16 [slots, H]: the owners' rows"),
+    buffer("out", B::FinalizeScratch, "bf16 [num_routes, H] out: the home rank's route rows"),
+    scalar("slots", S::Tokens, "G·C"),
+    scalar("hidden", S::Hidden, "H, even"),
+    scalar("num_routes", S::NumRoutes, "tokens·top_k: larger indices are skipped"),
+];
+
 /// Differential corpus: ALU and conversions.
 pub const CORPUS_ALU: &[Param] = &[
     raw("a", ParamType::U64, "f32 [64]"),

@@ -100,6 +100,21 @@ pub enum EpError {
         /// GPUs the driver shows.
         visible: usize,
     },
+    /// More routes for one peer than its block of the all-to-all holds (mode (b): the plan
+    /// was made for fewer tokens per rank than were run).
+    #[error("rank {rank}: {routes} routes exceed its all-to-all block of {per_peer}")]
+    PeerOverflow {
+        /// The owner rank.
+        rank: usize,
+        /// Routes of this step's tokens it owns.
+        routes: usize,
+        /// Slots per peer block.
+        per_peer: usize,
+    },
+    /// Invalid routing input (a duplicate expert of a token, a non-finite router weight, a
+    /// buffer of the wrong length), named as the single layer names it.
+    #[error(transparent)]
+    Input(#[from] crate::error::RuntimeError),
     /// A size the planning arithmetic rejects.
     #[error(transparent)]
     Plan(#[from] PlanError),
