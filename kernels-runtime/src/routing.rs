@@ -147,6 +147,41 @@ pub fn moe_sort(
     })
 }
 
+/// [`moe_sort`] of a router's ids, which must not hold [`NO_ROUTE`] (refused as out of
+/// range, at the first offending route): what the CPU references sort.
+pub fn moe_sort_router(
+    experts: &[i32],
+    tokens: usize,
+    window: &ExpertWindow,
+    tile: TileSize,
+) -> Result<SortOutputs> {
+    // Wrong lengths are left to the sort's own checks, which name them.
+    if tokens.checked_mul(window.top_k()) == Some(experts.len()) {
+        check_user_expert_ids(experts, window.top_k(), window.num_experts())?;
+    }
+    moe_sort(experts, tokens, window, tile)
+}
+
+/// The first route (in expanded order) whose expert id is outside `[0, experts)`, the
+/// padding id [`NO_ROUTE`] included: what a router's ids must satisfy. The routing sort
+/// skips [`NO_ROUTE`] because expert parallelism's peer blocks carry it; a caller's ids
+/// reaching a single layer or the CPU reference must not, so their host paths check this
+/// first.
+pub fn check_user_expert_ids(ids: &[i32], top_k: usize, experts: usize) -> Result<()> {
+    if top_k == 0 {
+        return Err(RuntimeError::from(PlanError::Zero { what: "top_k" }));
+    }
+    match ids.iter().position(|&e| usize::try_from(e).map_or(true, |e| e >= experts)) {
+        Some(i) => Err(RuntimeError::ExpertOutOfRange {
+            token: i / top_k,
+            slot: i % top_k,
+            expert: i64::from(ids[i]),
+            experts,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The first route (in expanded order) whose expert id an earlier slot of the same token
 /// already names, with that earliest slot: the same error the device-side check reports.
 /// Checked after the ids' range, before the router weights (the device record's order).

@@ -14,7 +14,6 @@ use moegen_runtime::ep::{
     EpError, EpPartition, PackedSend, combine_unpack, device_ep_combine_unpack,
     device_ep_gather_rows, device_ep_pack, dispatch_routes, gather_rows, pack_routes,
 };
-use moegen_runtime::error_record::RecordError;
 use moegen_runtime::routing::{ExpertWindow, moe_sort};
 
 #[path = "../../kernels-runtime/tests/common/mod.rs"]
@@ -117,48 +116,53 @@ fn dispatch_pack_skips_the_padding_id_and_names_bad_input() {
     assert_eq!(want.counts, vec![2, 1]);
     let got = device_ep_pack(&mut SimBackend::new(), &p, &ids, &w, 3, 6).unwrap();
     assert_eq!(got, want);
-    // Out of range, the first offender named as the single layer names it.
+    // Out of range, the first offender: the device's record decodes to the CPU pack's error.
     let ids = [0, 1, 2, 8, -1, 3];
     let w = [1.0; 6];
-    let err = device_ep_pack(&mut SimBackend::new(), &p, &ids, &w, 3, 6).unwrap_err();
-    assert_eq!(
-        err,
-        DeviceOpError::Input(RuntimeError::ExpertOutOfRange {
-            token: 1,
-            slot: 1,
-            expert: 8,
-            experts: 8
-        })
-    );
-    assert_eq!(
-        pack_routes(&p, &ids, &w, 3, 6),
-        Err(EpError::ExpertOutOfRange { token: 1, slot: 1, id: 8, experts: 8 })
-    );
-    // A duplicate expert of a token, then a non-finite weight.
+    let want = EpError::ExpertOutOfRange { token: 1, slot: 1, id: 8, experts: 8 };
+    assert_eq!(device_ep_pack(&mut SimBackend::new(), &p, &ids, &w, 3, 6), Err(want.clone()));
+    assert_eq!(pack_routes(&p, &ids, &w, 3, 6), Err(want));
+    // A duplicate expert of a token, then a non-finite weight, named as the single layer
+    // names them.
     let dup = [0, 1, 4, 4];
-    let want = RuntimeError::DuplicateExpert { token: 1, slot: 1, earlier_slot: 0, expert: 4 };
+    let want = EpError::Input(RuntimeError::DuplicateExpert {
+        token: 1,
+        slot: 1,
+        earlier_slot: 0,
+        expert: 4,
+    });
     let err = device_ep_pack(&mut SimBackend::new(), &p, &dup, &[1.0; 4], 2, 4).unwrap_err();
-    assert_eq!(err, DeviceOpError::Input(want.clone()));
-    assert_eq!(pack_routes(&p, &dup, &[1.0; 4], 2, 4), Err(EpError::Input(want)));
+    assert_eq!(err, want);
+    assert_eq!(pack_routes(&p, &dup, &[1.0; 4], 2, 4), Err(want));
     let nan = [1.0, 1.0, f32::NAN, 1.0];
-    let want = RuntimeError::NonFiniteRouterWeight { token: 1, slot: 0 };
+    let want = EpError::Input(RuntimeError::NonFiniteRouterWeight { token: 1, slot: 0 });
     let err = device_ep_pack(&mut SimBackend::new(), &p, &[0, 1, 2, 3], &nan, 2, 4).unwrap_err();
-    assert_eq!(err, DeviceOpError::Input(want.clone()));
-    assert_eq!(pack_routes(&p, &[0, 1, 2, 3], &nan, 2, 4), Err(EpError::Input(want)));
-    // Blocks planned too small: a typed error, nothing written past the blocks.
+    assert_eq!(err, want);
+    assert_eq!(pack_routes(&p, &[0, 1, 2, 3], &nan, 2, 4), Err(want));
+    // Blocks planned too small: the same peer overflow on both sides (the device's counts
+    // name the peer), nothing written past the blocks.
     let ids = [0, 1, 2, 3];
+    let want = EpError::PeerOverflow { rank: 0, routes: 4, per_peer: 3 };
     let err = device_ep_pack(&mut SimBackend::new(), &p, &ids, &[1.0; 4], 2, 3).unwrap_err();
-    assert!(matches!(err, DeviceOpError::Record(RecordError::TileOverflow(_))), "{err:?}");
-    assert_eq!(
-        pack_routes(&p, &ids, &[1.0; 4], 2, 3),
-        Err(EpError::PeerOverflow { rank: 0, routes: 4, per_peer: 3 })
-    );
+    assert_eq!(err, want);
+    assert_eq!(pack_routes(&p, &ids, &[1.0; 4], 2, 3), Err(want));
+    // The second peer over its block, the first within it.
+    let want = EpError::PeerOverflow { rank: 1, routes: 3, per_peer: 2 };
+    let uneven = [0, 4, 5, 6];
+    let err = device_ep_pack(&mut SimBackend::new(), &p, &uneven, &[1.0; 4], 2, 2);
+    assert_eq!(err, Err(want.clone()));
+    assert_eq!(pack_routes(&p, &uneven, &[1.0; 4], 2, 2), Err(want));
+    let ids = &ids[..];
     // Wrong lengths.
     assert!(matches!(
-        device_ep_pack(&mut SimBackend::new(), &p, &ids, &[1.0; 3], 2, 4),
-        Err(DeviceOpError::Input(RuntimeError::BufferLength { what: "router weights", .. }))
+        device_ep_pack(&mut SimBackend::new(), &p, ids, &[1.0; 3], 2, 4),
+        Err(EpError::Input(RuntimeError::BufferLength { what: "router weights", .. }))
     ));
-    assert!(matches!(pack_routes(&p, &ids, &[1.0; 4], 3, 4), Err(EpError::RoutingLength { .. })));
+    assert!(matches!(
+        pack_routes(&p, ids, &[1.0; 3], 2, 4),
+        Err(EpError::Input(RuntimeError::BufferLength { what: "router weights", .. }))
+    ));
+    assert!(matches!(pack_routes(&p, ids, &[1.0; 4], 3, 4), Err(EpError::RoutingLength { .. })));
 }
 
 #[test]

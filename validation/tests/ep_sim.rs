@@ -1,8 +1,9 @@
-//! Expert parallelism on the CPU: the all-gather `ExpertParallel` layer over G ∈ {2, 4}
-//! simulator backends joined by the host collective, against the single layer holding
-//! every expert on one simulator backend. Deterministic finalize: bit for bit. Bulk
-//! finalize: within the bulk-order slack (docs/reference.md). Edge cases (a rank owning no
-//! route, every route on one rank, a global batch not divisible by G) and every refusal.
+//! Expert parallelism on the CPU: the `ExpertParallel` layer in both modes (all-gather (a),
+//! all-to-all (b)) over G ∈ {2, 4} simulator backends joined by the host collective, against
+//! the single layer holding every expert on one simulator backend. Deterministic finalize:
+//! bit for bit. Bulk finalize: within the bulk-order slack (docs/reference.md). Edge cases
+//! (a rank owning no route, every route on one rank, a global batch not divisible by G, a
+//! dropped route) and every refusal.
 
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
@@ -134,19 +135,38 @@ struct Ranks {
 }
 
 fn ranks(m: &Model, batch: &Batch, g: usize, n: usize, finalize: FinalizeMode) -> Ranks {
+    ranks_in(EpMode::AllGather, m, batch, g, n, finalize)
+}
+
+fn ranks_in(
+    mode: EpMode,
+    m: &Model,
+    batch: &Batch,
+    g: usize,
+    n: usize,
+    finalize: FinalizeMode,
+) -> Ranks {
     let p = EpPartition::new(E, g, K).unwrap();
-    let plan = AllGatherPlan::new(p, n, H, finalize == FinalizeMode::Deterministic).unwrap();
+    let det = finalize == FinalizeMode::Deterministic;
+    let plan: EpPlan = match mode {
+        EpMode::AllGather => AllGatherPlan::new(p, n, H, det).unwrap().into(),
+        EpMode::AllToAll => AllToAllPlan::new(p, n, H).unwrap().into(),
+    };
     let mut backends: Vec<SimBackend> = (0..g).map(|_| sim()).collect();
     let (mut layers, mut workspaces, mut ios) = (Vec::new(), Vec::new(), Vec::new());
     for (r, b) in backends.iter_mut().enumerate() {
-        let shape = MoeShape::new(H, I, p.window(r).unwrap()).unwrap();
+        let shape = MoeShape::new(H, I, mode.layer_window(&p, r).unwrap()).unwrap();
         layers.push(build_layer(b, m, config(shape, finalize), plan.layer_tokens()));
-        let spec = plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100);
+        let tiles = TileSize::SM100.to_vec();
+        let spec = match &plan {
+            EpPlan::AllGather(a) => a.workspace_spec(I, tiles, Arch::Sm100),
+            EpPlan::AllToAll(a) => a.workspace_spec(I, tiles, det, Arch::Sm100),
+        };
         workspaces.push(EpWorkspace::new(b, &KernelSet::builtin(), plan.clone(), r, spec).unwrap());
         ios.push(io(b, batch, r * n..(r + 1) * n));
     }
     let ranks: Vec<usize> = (0..g).collect();
-    let ep = ExpertParallel::new(p, &ranks, layers).unwrap();
+    let ep = ExpertParallel::with_mode(p, mode, &ranks, layers).unwrap();
     Ranks { ep, backends, workspaces, ios, coll: HostCollective::new(g) }
 }
 
@@ -158,11 +178,27 @@ impl Ranks {
         self.ep.forward(&mut self.coll, &mut bs, &ws, &self.ios)
     }
 
-    fn output(&mut self) -> Vec<bf16> {
+    fn check_errors(&mut self) -> Result<(), EpError> {
         let mut bs: Vec<&mut dyn Backend> =
             self.backends.iter_mut().map(|b| b as &mut dyn Backend).collect();
         let ws: Vec<&EpWorkspace> = self.workspaces.iter().collect();
-        self.ep.check_errors(&mut bs, &ws).unwrap();
+        self.ep.check_errors(&mut bs, &ws)
+    }
+
+    /// Uploads `ids` and `weights` (every rank's, `[G·N, K]`) into the ranks' buffers.
+    fn set_routing(&mut self, ids: &[i32], weights: &[f32]) {
+        let n = self.ios[0].tokens;
+        for (r, (b, io)) in self.backends.iter_mut().zip(&self.ios).enumerate() {
+            let rows = r * n * K..(r + 1) * n * K;
+            let bytes: Vec<u8> = ids[rows.clone()].iter().flat_map(|v| v.to_le_bytes()).collect();
+            b.upload(io.expert_ids.ptr, &bytes).unwrap();
+            let bytes: Vec<u8> = weights[rows].iter().flat_map(|v| v.to_le_bytes()).collect();
+            b.upload(io.expert_weights.ptr, &bytes).unwrap();
+        }
+    }
+
+    fn output(&mut self) -> Vec<bf16> {
+        self.check_errors().unwrap();
         let mut out = Vec::new();
         for (b, io) in self.backends.iter_mut().zip(&self.ios) {
             out.extend(b.download_slice::<bf16>(io.output).unwrap());
@@ -172,7 +208,18 @@ impl Ranks {
 }
 
 fn run_ep(m: &Model, batch: &Batch, g: usize, n: usize, finalize: FinalizeMode) -> Vec<bf16> {
-    let mut r = ranks(m, batch, g, n, finalize);
+    run_ep_in(EpMode::AllGather, m, batch, g, n, finalize)
+}
+
+fn run_ep_in(
+    mode: EpMode,
+    m: &Model,
+    batch: &Batch,
+    g: usize,
+    n: usize,
+    finalize: FinalizeMode,
+) -> Vec<bf16> {
+    let mut r = ranks_in(mode, m, batch, g, n, finalize);
     r.forward().unwrap();
     r.output()
 }
@@ -425,72 +472,183 @@ fn host_collective_operations_follow_the_contract() {
     );
 }
 
-/// Mode (b)'s dataflow with the dispatch and combine done on the host (their device kernels
-/// are not written: docs/expert-parallel.md): each owner runs its window as a top-1 layer of
-/// the simulated kernels over the routes sent to it, compacted and expert-sorted; the rows
-/// go back to their expanded indices and are summed in slot order (the deterministic
-/// finalize's arithmetic, `reference::finalize`). Bit-identical to the single layer.
-fn all_to_all_on_sim(m: &Model, batch: &Batch, g: usize, n: usize) -> Vec<bf16> {
-    let p = EpPartition::new(E, g, K).unwrap();
-    let mut received: Vec<Vec<(usize, SentRoute)>> = vec![Vec::new(); g];
-    for home in 0..g {
-        let ids = &batch.ids[home * n * K..(home + 1) * n * K];
-        for (owner, routes) in dispatch_routes(&p, ids, n).unwrap().into_iter().enumerate() {
-            received[owner].extend(routes.into_iter().map(|r| (home, r)));
+#[test]
+fn all_to_all_mode_equals_the_single_layer_bit_for_bit() {
+    for (g, n, seed) in [(2, 3, 71), (4, 2, 72)] {
+        let mut m = model(seed);
+        let first = batch(&mut m, g * n, seed + 100, &all_experts());
+        let want = single(&m, &first, g * n, FinalizeMode::Deterministic);
+        let mut r = ranks_in(EpMode::AllToAll, &m, &first, g, n, FinalizeMode::Deterministic);
+        r.forward().unwrap();
+        assert_eq!(r.output(), want, "G = {g}, {n} tokens per rank");
+        // A second step in the same buffers, other routes, and a route of each rank's first
+        // token dropped (NO_ROUTE: packed nowhere, so no row comes back for it). It must
+        // read as zero, as a zero-weight route of the single layer does, not as the first
+        // step's row at that slot (each rank zeroes its route rows before the unpack).
+        let scale = m.input_scale;
+        let next = batch(&mut m, g * n, seed + 200, &all_experts());
+        m.input_scale = scale;
+        let mut ids = next.ids.clone();
+        let mut weights = first.weights.clone();
+        for rank in 0..g {
+            ids[rank * n * K + 1] = moegen_dsl::abi::ep::NO_ROUTE;
+            weights[rank * n * K + 1] = 0.0;
         }
+        r.set_routing(&ids, &weights);
+        r.forward().unwrap();
+        let dropped = Batch { x: first.x.clone(), ids: next.ids, weights };
+        let want = single(&m, &dropped, g * n, FinalizeMode::Deterministic);
+        assert_eq!(r.output(), want, "G = {g}, second step with dropped routes");
     }
-    let mut contrib = vec![0f32; g * n * K * H];
-    for (owner, routes) in received.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
-        let l = p.local_experts();
-        let shape = MoeShape::new(H, I, ExpertWindow::new(E, owner * l, l, 1).unwrap()).unwrap();
-        let mut b = sim();
-        let rows = routes.len();
-        let layer = build_layer(&mut b, m, config(shape, FinalizeMode::Deterministic), rows);
-        let spec = WorkspaceSpec {
-            max_tokens: rows,
-            top_k: 1,
-            max_local_experts: l,
-            max_hidden: H,
-            max_intermediate: I,
-            tile_sizes: TileSize::SM100.to_vec(),
-            deterministic: true,
-            arch: Arch::Sm100,
-        };
-        let ws = Workspace::new(&mut b, &KernelSet::builtin(), spec).unwrap();
-        let token = |&(home, r): &(usize, SentRoute)| home * n + r.token;
-        let x: Vec<bf16> = routes
-            .iter()
-            .flat_map(|hr| batch.x[token(hr) * H..(token(hr) + 1) * H].to_vec())
-            .collect();
-        let ids: Vec<i32> = routes.iter().map(|(_, r)| r.expert).collect();
-        let w: Vec<f32> =
-            routes.iter().map(|hr| batch.weights[token(hr) * K + hr.1.slot]).collect();
-        let io = ForwardIo {
-            tokens: rows,
-            activations: b.upload_slice(&x).unwrap(),
-            expert_ids: b.upload_slice(&ids).unwrap(),
-            expert_weights: b.upload_slice(&w).unwrap(),
-            output: b.alloc_slice::<bf16>(rows * H).unwrap(),
-        };
-        layer.forward(&mut b, &ws, &io).unwrap();
-        layer.check_errors(&mut b, &ws).unwrap();
-        let out = b.download_slice::<bf16>(io.output).unwrap();
-        for (j, &(home, r)) in routes.iter().enumerate() {
-            let at = (home * n * K + r.expanded(K)) * H;
-            for (c, v) in contrib[at..at + H].iter_mut().zip(&out[j * H..(j + 1) * H]) {
-                *c = v.to_f32();
-            }
-        }
-    }
-    finalize(&contrib, g * n, K, H, FinalizeMode::Deterministic).unwrap()
 }
 
 #[test]
-fn all_to_all_dataflow_on_the_simulated_kernels_equals_the_single_layer() {
-    for (g, n, seed) in [(2, 3, 71), (4, 2, 72)] {
+fn all_to_all_edge_cases_stay_bit_identical() {
+    let mut m = model(81);
+    // Rank 3 of 4 owns experts 12..16, which no token names: it receives only padding.
+    let idle = batch(&mut m, 8, 82, &(0..12).collect::<Vec<_>>());
+    let want = single(&m, &idle, 8, FinalizeMode::Deterministic);
+    let got = run_ep_in(EpMode::AllToAll, &m, &idle, 4, 2, FinalizeMode::Deterministic);
+    assert_eq!(got, want, "idle owner");
+    // Every route to rank 0 of 2: its blocks full from both ranks, rank 1's all padding.
+    let busy = batch_on(&mut m, 4, 83, 0..8);
+    let want = single(&m, &busy, 4, FinalizeMode::Deterministic);
+    let got = run_ep_in(EpMode::AllToAll, &m, &busy, 2, 2, FinalizeMode::Deterministic);
+    assert_eq!(got, want, "one busy owner");
+}
+
+#[test]
+fn bulk_all_to_all_is_within_the_bulk_order_slack() {
+    for (g, n, seed) in [(2, 3, 91), (4, 2, 92)] {
         let mut m = model(seed);
         let batch = batch(&mut m, g * n, seed + 100, &all_experts());
-        let want = single(&m, &batch, g * n, FinalizeMode::Deterministic);
-        assert_eq!(all_to_all_on_sim(&m, &batch, g, n), want, "G = {g}");
+        let want = single(&m, &batch, g * n, FinalizeMode::BulkReduceAdd);
+        let got = run_ep_in(EpMode::AllToAll, &m, &batch, g, n, FinalizeMode::BulkReduceAdd);
+        let slack = bulk_slack(&m, &batch, g * n);
+        for (j, ((a, b), s)) in got.iter().zip(&want).zip(&slack).enumerate() {
+            let d = (f64::from(a.to_f32()) - f64::from(b.to_f32())).abs();
+            assert!(d <= *s, "G = {g}, element {j}: {a} vs {b}, slack {s}");
+        }
     }
+}
+
+#[test]
+fn all_to_all_names_bad_routes_on_their_home_rank() {
+    let mut m = model(101);
+    let batch = batch(&mut m, 4, 102, &all_experts());
+    let mut r = ranks_in(EpMode::AllToAll, &m, &batch, 2, 2, FinalizeMode::Deterministic);
+    // Rank 1's token 1, slot 2: −1, the commonest wrong id (the step runs; the record says).
+    let mut ids = batch.ids.clone();
+    ids[2 * K + K + 2] = -1;
+    r.set_routing(&ids, &batch.weights);
+    r.forward().unwrap();
+    let inner = EpError::ExpertOutOfRange { token: 1, slot: 2, id: -1, experts: E };
+    assert_eq!(r.check_errors(), Err(EpError::OnRank { rank: 1, error: Box::new(inner) }));
+    // A duplicate expert of rank 0's token 0, named as the single layer names it.
+    let mut ids = batch.ids.clone();
+    ids[1] = ids[0];
+    r.set_routing(&ids, &batch.weights);
+    r.forward().unwrap();
+    let inner = EpError::Input(moegen_runtime::RuntimeError::DuplicateExpert {
+        token: 0,
+        slot: 1,
+        earlier_slot: 0,
+        expert: i64::from(ids[0]),
+    });
+    assert_eq!(r.check_errors(), Err(EpError::OnRank { rank: 0, error: Box::new(inner) }));
+    // The record is reset each step: good routing again reads clean.
+    r.set_routing(&batch.ids, &batch.weights);
+    r.forward().unwrap();
+    r.check_errors().unwrap();
+}
+
+#[test]
+fn all_to_all_refuses_mismatched_layers_and_workspaces_before_any_launch() {
+    let mut m = model(111);
+    let batch = batch(&mut m, 4, 112, &all_experts());
+    let mut r = ranks_in(EpMode::AllToAll, &m, &batch, 2, 2, FinalizeMode::Deterministic);
+    let launches: Vec<u64> = r.backends.iter().map(|b| b.stats().launches).collect();
+    let good = r.ios.clone();
+    r.ios = good.iter().map(|io| ForwardIo { tokens: 3, ..*io }).collect();
+    assert_eq!(r.forward().unwrap_err(), EpError::TooManyTokens { tokens: 3, max: 2 });
+    r.ios = good;
+    // A mode (a) workspace under the mode (b) layer.
+    let p = EpPartition::new(E, 2, K).unwrap();
+    let plan = AllGatherPlan::new(p, 2, H, true).unwrap();
+    let spec = plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100);
+    let a = EpWorkspace::new(&mut r.backends[0], &KernelSet::builtin(), plan, 0, spec).unwrap();
+    let mut bs: Vec<&mut dyn Backend> =
+        r.backends.iter_mut().map(|b| b as &mut dyn Backend).collect();
+    let ws = [&a, &r.workspaces[1]];
+    let e = r.ep.forward(&mut r.coll, &mut bs, &ws, &r.ios).unwrap_err();
+    assert!(
+        matches!(&e, EpError::Mismatch { rank: 0, reason } if reason.contains("AllGather")),
+        "{e}"
+    );
+    let now: Vec<u64> = r.backends.iter().map(|b| b.stats().launches).collect();
+    assert_eq!(now, launches, "nothing was launched");
+    // Mode (b) needs top-1 layers: the top-k layer of mode (a) is refused, and a top-1
+    // workspace spec is what the plan asks for.
+    let mut b = sim();
+    let shape = MoeShape::new(H, I, p.window(0).unwrap()).unwrap();
+    let layer = build_layer(&mut b, &m, config(shape, FinalizeMode::Deterministic), 8);
+    let e = ExpertParallel::with_mode(p, EpMode::AllToAll, &[0], vec![layer]).unwrap_err();
+    assert!(matches!(e, EpError::Mismatch { rank: 0, .. }), "{e}");
+    let plan = AllToAllPlan::new(p, 2, H).unwrap();
+    let mut spec = plan.workspace_spec(I, TileSize::SM100.to_vec(), true, Arch::Sm100);
+    spec.top_k = K;
+    let e = EpWorkspace::new(&mut b, &KernelSet::builtin(), plan, 0, spec).unwrap_err();
+    assert!(e.to_string().contains("top_k = 4, the plan needs 1"), "{e}");
+}
+
+#[test]
+fn a_router_s_padding_id_is_refused_outside_expert_parallelism() {
+    // The device sort skips NO_ROUTE for mode (b)'s peer blocks; a router's ids reaching a
+    // single layer from the host, the CPU reference or the f64 oracle are refused, named at
+    // the first offending route.
+    use moegen_dsl::abi::ep::NO_ROUTE;
+    use moegen_runtime::RuntimeError;
+    let mut m = model(121);
+    let mut bt = batch(&mut m, 2, 122, &all_experts());
+    bt.ids[K + 1] = NO_ROUTE;
+    let want = RuntimeError::ExpertOutOfRange {
+        token: 1,
+        slot: 1,
+        expert: i64::from(NO_ROUTE),
+        experts: E,
+    };
+    let mut b = sim();
+    let shape = MoeShape::new(H, I, ExpertWindow::new(E, 0, E, K).unwrap()).unwrap();
+    let layer = build_layer(&mut b, &m, config(shape, FinalizeMode::Deterministic), 2);
+    let spec = WorkspaceSpec {
+        max_tokens: 2,
+        top_k: K,
+        max_local_experts: E,
+        max_hidden: H,
+        max_intermediate: I,
+        tile_sizes: TileSize::SM100.to_vec(),
+        deterministic: true,
+        arch: Arch::Sm100,
+    };
+    let ws = Workspace::new(&mut b, &KernelSet::builtin(), spec).unwrap();
+    let launches = b.stats().launches;
+    let e = layer.forward_host(&mut b, &ws, 2, &bt.x, &bt.ids, &bt.weights).unwrap_err();
+    assert_eq!(e, LayerError::Input(want.clone()));
+    assert_eq!(b.stats().launches, launches, "refused before any launch");
+    let routing = Routing { tokens: 2, experts: bt.ids.clone(), weights: bt.weights.clone() };
+    let w = prepared(&m, &shape);
+    let xf: Vec<f32> = bt.x.iter().map(|v| v.to_f32()).collect();
+    let acts = quantize_activations(&xf, 2, H, m.input_scale).unwrap();
+    let opts = ReferenceOptions { finalize: FinalizeMode::Deterministic, ..Default::default() };
+    let e = moe_reference(&shape, &acts, &w, &routing, TileSize::T128, opts).unwrap_err();
+    assert_eq!(e, want);
+    let (up, gate, down) = (&m.up[..], &m.gate[..], &m.down[..]);
+    assert_eq!(oracle_moe(&shape, &xf, up, gate, down, &routing).unwrap_err(), want);
+    // An earlier −1 is the first offender, as on the device.
+    bt.ids[2] = -1;
+    let e = layer.forward_host(&mut b, &ws, 2, &bt.x, &bt.ids, &bt.weights).unwrap_err();
+    assert!(matches!(
+        e,
+        LayerError::Input(RuntimeError::ExpertOutOfRange { token: 0, slot: 2, expert: -1, .. })
+    ));
 }

@@ -4,6 +4,7 @@
 use moegen_dsl::plan::PlanError;
 
 use crate::backend::BackendError;
+use crate::device_ops::DeviceOpError;
 use crate::layer::LayerError;
 
 /// An expert-parallel failure.
@@ -111,6 +112,15 @@ pub enum EpError {
         /// Slots per peer block.
         per_peer: usize,
     },
+    /// A rank's step refused its input (`error`, naming the token and slot on that rank):
+    /// what mode (b)'s error check reports, each rank packing its own tokens.
+    #[error("rank {rank}: {error}")]
+    OnRank {
+        /// The home rank of the input.
+        rank: usize,
+        /// What is wrong with it.
+        error: Box<EpError>,
+    },
     /// Invalid routing input (a duplicate expert of a token, a non-finite router weight, a
     /// buffer of the wrong length), named as the single layer names it.
     #[error(transparent)]
@@ -127,4 +137,19 @@ pub enum EpError {
     /// The collective failed.
     #[error(transparent)]
     Collective(#[from] super::CollectiveError),
+    /// A mode (b) kernel could not be launched (missing from the kernel set, a binding its
+    /// ABI refuses) or left a record this version cannot decode.
+    #[error(transparent)]
+    Device(DeviceOpError),
+}
+
+impl From<DeviceOpError> for EpError {
+    /// Invalid input and device failures keep the variants the rest of the layer uses.
+    fn from(e: DeviceOpError) -> Self {
+        match e {
+            DeviceOpError::Input(e) => EpError::Input(e),
+            DeviceOpError::Backend(e) => EpError::Backend(e),
+            other => EpError::Device(other),
+        }
+    }
 }

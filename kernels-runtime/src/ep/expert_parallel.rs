@@ -1,6 +1,7 @@
-//! The expert-parallel layer in all-gather mode (a), vLLM's default: every rank's tokens are
-//! all-gathered, each rank runs its expert window over all of them with its own `MoeLayer`,
-//! and the results are reduce-scattered back to the tokens' home ranks.
+//! The expert-parallel layer. In all-gather mode (a), vLLM's default, every rank's tokens
+//! are all-gathered, each rank runs its expert window over all of them with its own
+//! `MoeLayer`, and the results are reduce-scattered back to the tokens' home ranks (this
+//! file). The all-to-all mode (b) is `all_to_all.rs`.
 //!
 //! - Bulk finalize: each rank's layer adds its routes into a `[G·N, H]` partial output, and
 //!   a bf16 sum reduce-scatter adds the partials: one more order of bf16 additions, within
@@ -18,8 +19,10 @@
 use moegen_dsl::FinalizeMode;
 use moegen_dsl::abi::Buffer;
 
+use std::sync::atomic::AtomicUsize;
+
 use super::collective::{Collective, Exchange};
-use super::{EpBuffer, EpError, EpPartition, EpWorkspace};
+use super::{EpBuffer, EpError, EpMode, EpPartition, EpWorkspace};
 use crate::backend::{Backend, DevicePtr, GraphId};
 use crate::layer::{DeviceSlice, ForwardIo, LayerError, MoeLayer};
 use moegen_dsl::MoeTactic;
@@ -29,15 +32,40 @@ use moegen_dsl::MoeTactic;
 #[derive(Debug)]
 pub struct ExpertParallel {
     partition: EpPartition,
+    mode: EpMode,
     ranks: Vec<usize>,
     layers: Vec<MoeLayer>,
+    /// Mode (b): the per-peer block of the last step enqueued, which the error check needs
+    /// to name a peer overflow (a capture replays its step's blocks).
+    pub(super) per_peer: AtomicUsize,
+}
+
+/// The address of `b` in `ws`'s plan.
+pub(super) fn ep_ptr(ws: &EpWorkspace, b: EpBuffer) -> Result<DevicePtr, EpError> {
+    ws.ptr(b).ok_or_else(|| EpError::Mismatch {
+        rank: ws.rank(),
+        reason: format!("the workspace's plan has no {b:?} buffer"),
+    })
 }
 
 impl ExpertParallel {
-    /// The layer of `ranks` (the ranks this process drives, as its collective lists them),
-    /// one `MoeLayer` each, built for that rank's window of `partition`.
+    /// The layer of `ranks` (the ranks this process drives, as its collective lists them)
+    /// in all-gather mode (a), one `MoeLayer` each, built for that rank's window of
+    /// `partition`.
     pub fn new(
         partition: EpPartition,
+        ranks: &[usize],
+        layers: Vec<MoeLayer>,
+    ) -> Result<Self, EpError> {
+        Self::with_mode(partition, EpMode::AllGather, ranks, layers)
+    }
+
+    /// The layer in `mode`: each rank's `MoeLayer` built for
+    /// [`EpMode::layer_window`] (mode (b): the rank's window, top-1), each rank's
+    /// workspace planned for the same mode.
+    pub fn with_mode(
+        partition: EpPartition,
+        mode: EpMode,
         ranks: &[usize],
         layers: Vec<MoeLayer>,
     ) -> Result<Self, EpError> {
@@ -53,7 +81,7 @@ impl ExpertParallel {
         }
         let first = layers[0].config();
         for (&rank, layer) in ranks.iter().zip(&layers) {
-            let want = partition.window(rank)?;
+            let want = mode.layer_window(&partition, rank)?;
             let shape = &layer.config().shape;
             if shape.hidden != first.shape.hidden || layer.config().finalize != first.finalize {
                 return Err(EpError::Mismatch {
@@ -77,7 +105,12 @@ impl ExpertParallel {
                 });
             }
         }
-        Ok(Self { partition, ranks: ranks.to_vec(), layers })
+        Ok(Self { partition, mode, ranks: ranks.to_vec(), layers, per_peer: AtomicUsize::new(0) })
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> EpMode {
+        self.mode
     }
 
     /// The partition.
@@ -110,7 +143,7 @@ impl ExpertParallel {
         Ok(first?)
     }
 
-    fn count(&self, what: &'static str, given: usize) -> Result<(), EpError> {
+    pub(super) fn count(&self, what: &'static str, given: usize) -> Result<(), EpError> {
         if given == self.ranks.len() {
             Ok(())
         } else {
@@ -155,25 +188,42 @@ impl ExpertParallel {
                 });
             }
             let plan = ws.plan();
-            if ws.rank() != rank || plan.partition != self.partition {
+            if ws.rank() != rank || *plan.partition() != self.partition {
                 return Err(EpError::Mismatch {
                     rank,
                     reason: format!(
                         "the workspace was planned for rank {} of {:?}",
                         ws.rank(),
-                        plan.partition
+                        plan.partition()
+                    ),
+                });
+            }
+            if plan.mode() != self.mode {
+                return Err(EpError::Mismatch {
+                    rank,
+                    reason: format!(
+                        "the workspace was planned for {:?}, the layer runs {:?}",
+                        plan.mode(),
+                        self.mode
                     ),
                 });
             }
             let s = &layer.config().shape;
             let deterministic = layer.config().finalize == FinalizeMode::Deterministic;
-            if s.hidden > plan.hidden || deterministic != plan.deterministic {
+            if s.hidden > plan.hidden() || plan.deterministic().is_some_and(|d| d != deterministic)
+            {
                 return Err(EpError::Mismatch {
                     rank,
                     reason: format!(
                         "the layer (H {}, deterministic {deterministic}) does not match the \
-                         workspace's plan (H {}, deterministic {})",
-                        s.hidden, plan.hidden, plan.deterministic
+                         workspace's plan (H {}, {:?})",
+                        s.hidden,
+                        plan.hidden(),
+                        plan.deterministic().map_or("either finalize", |d| if d {
+                            "deterministic"
+                        } else {
+                            "bulk"
+                        })
                     ),
                 });
             }
@@ -182,14 +232,17 @@ impl ExpertParallel {
                     LayerError::from(moegen_dsl::plan::PlanError::Zero { what: "tokens" }).into()
                 );
             }
-            if n > plan.max_tokens {
-                return Err(EpError::TooManyTokens { tokens: n, max: plan.max_tokens });
+            if n > plan.max_tokens() {
+                return Err(EpError::TooManyTokens { tokens: n, max: plan.max_tokens() });
             }
             let (t, h, k) = (n as u64, s.hidden as u64, s.top_k() as u64);
             io.activations.check("activations", t * h * 2, 16)?;
             io.expert_ids.check("expert ids", t * k * 4, 4)?;
             io.expert_weights.check("expert weights", t * k * 4, 4)?;
             io.output.check("output", t * h * 2, 16)?;
+        }
+        if self.mode == EpMode::AllToAll {
+            self.check_all_to_all(n)?;
         }
         Ok(n)
     }
@@ -204,15 +257,23 @@ impl ExpertParallel {
         ios: &[ForwardIo],
     ) -> Result<Vec<MoeTactic>, EpError> {
         let n = self.check(coll, backends.len(), workspaces, ios)?;
+        match self.mode {
+            EpMode::AllGather => self.forward_all_gather(coll, backends, workspaces, ios, n),
+            EpMode::AllToAll => self.forward_all_to_all(coll, backends, workspaces, ios, n),
+        }
+    }
+
+    fn forward_all_gather(
+        &self,
+        coll: &mut dyn Collective,
+        backends: &mut [&mut dyn Backend],
+        workspaces: &[&EpWorkspace],
+        ios: &[ForwardIo],
+        n: usize,
+    ) -> Result<Vec<MoeTactic>, EpError> {
         let g = self.partition.ranks();
         let k = self.partition.top_k();
         let hidden = self.layers[0].config().shape.hidden;
-        let ep = |ws: &EpWorkspace, b: EpBuffer| {
-            ws.ptr(b).ok_or_else(|| EpError::Mismatch {
-                rank: ws.rank(),
-                reason: format!("the workspace's plan has no {b:?} buffer"),
-            })
-        };
         let layer_ptr = |ws: &EpWorkspace, b: Buffer| {
             ws.layer_workspace().ptr(b).ok_or_else(|| EpError::Mismatch {
                 rank: ws.rank(),
@@ -223,7 +284,7 @@ impl ExpertParallel {
             workspaces
                 .iter()
                 .zip(ios)
-                .map(|(ws, io)| Ok(Exchange { send: pick(io), recv: ep(ws, into)? }))
+                .map(|(ws, io)| Ok(Exchange { send: pick(io), recv: ep_ptr(ws, into)? }))
                 .collect::<Result<Vec<_>, EpError>>()
         };
         let acts = gather(|io| io.activations.ptr, EpBuffer::Activations)?;
@@ -233,7 +294,7 @@ impl ExpertParallel {
         coll.all_gather(backends, &ids, n * k * 4)?;
         coll.all_gather(backends, &weights, n * k * 4)?;
 
-        let deterministic = workspaces[0].plan().deterministic;
+        let deterministic = workspaces[0].plan().deterministic() == Some(true);
         let gathered = g * n;
         let mut tactics = Vec::with_capacity(self.ranks.len());
         let mut reduce = Vec::with_capacity(self.ranks.len());
@@ -247,21 +308,21 @@ impl ExpertParallel {
                 let p = layer_ptr(ws, Buffer::FinalizeScratch)?;
                 DeviceSlice::new(p, (gathered * k * hidden * 2) as u64)
             } else {
-                let p = ep(ws, EpBuffer::Partial)?;
+                let p = ep_ptr(ws, EpBuffer::Partial)?;
                 DeviceSlice::new(p, (gathered * hidden * 2) as u64)
             };
             let gio = ForwardIo {
                 tokens: gathered,
                 activations: DeviceSlice::new(
-                    ep(ws, EpBuffer::Activations)?,
+                    ep_ptr(ws, EpBuffer::Activations)?,
                     (gathered * hidden * 2) as u64,
                 ),
                 expert_ids: DeviceSlice::new(
-                    ep(ws, EpBuffer::ExpertIds)?,
+                    ep_ptr(ws, EpBuffer::ExpertIds)?,
                     (gathered * k * 4) as u64,
                 ),
                 expert_weights: DeviceSlice::new(
-                    ep(ws, EpBuffer::RouterWeights)?,
+                    ep_ptr(ws, EpBuffer::RouterWeights)?,
                     (gathered * k * 4) as u64,
                 ),
                 output,
@@ -270,7 +331,7 @@ impl ExpertParallel {
                 // Other ranks' routes must read as exact zeros in the reduce-scatter.
                 b.memset(output.ptr, 0, gathered * k * hidden * 2)?;
                 layer.run_pass(&mut **b, ws.layer_workspace(), &gio, &tactic, false)?;
-                reduce.push(Exchange { send: output.ptr, recv: ep(ws, EpBuffer::Routes)? });
+                reduce.push(Exchange { send: output.ptr, recv: ep_ptr(ws, EpBuffer::Routes)? });
             } else {
                 layer.run_pass(&mut **b, ws.layer_workspace(), &gio, &tactic, true)?;
                 reduce.push(Exchange { send: output.ptr, recv: io.output.ptr });
@@ -282,9 +343,9 @@ impl ExpertParallel {
             for ((layer, b), (ws, io)) in
                 self.layers.iter().zip(backends.iter_mut()).zip(workspaces.iter().zip(ios))
             {
-                let routes = ep(ws, EpBuffer::Routes)?;
-                let all_local = ep(ws, EpBuffer::AllLocal)?;
-                layer.finalize_routes(&mut **b, routes, all_local, io.output.ptr, n)?;
+                let routes = ep_ptr(ws, EpBuffer::Routes)?;
+                let all_local = ep_ptr(ws, EpBuffer::AllLocal)?;
+                layer.finalize_routes(&mut **b, routes, all_local, io.output.ptr, n, k)?;
             }
         } else {
             coll.reduce_scatter_bf16(backends, &reduce, n * hidden)?;
@@ -328,9 +389,11 @@ impl ExpertParallel {
         Ok(graphs)
     }
 
-    /// Reads every driven rank's error record (waits for the streams). Each rank sorts every
-    /// gathered token, so a bad route is reported by each rank with its gathered token index
-    /// `home rank · N + token`.
+    /// Reads every driven rank's error record (waits for the streams). Mode (a): each rank
+    /// sorts every gathered token, so a bad route is reported by each rank with its gathered
+    /// token index `home rank · N + token`. Mode (b): each rank packs its own tokens, so a
+    /// bad route is [`EpError::OnRank`] naming its home rank, token and slot, as
+    /// [`super::pack_routes`] names it.
     pub fn check_errors(
         &self,
         backends: &mut [&mut dyn Backend],
@@ -338,6 +401,9 @@ impl ExpertParallel {
     ) -> Result<(), EpError> {
         self.count("backends", backends.len())?;
         self.count("workspaces", workspaces.len())?;
+        if self.mode == EpMode::AllToAll {
+            self.check_pack_errors(backends, workspaces)?;
+        }
         for ((layer, b), ws) in self.layers.iter().zip(backends.iter_mut()).zip(workspaces) {
             layer.check_errors(&mut **b, ws.layer_workspace())?;
         }

@@ -10,18 +10,22 @@
 //! - [`Collective`]: the three operations the modes need; [`HostCollective`] runs `G` ranks
 //!   in one process through the host (the CPU-side test vehicle over simulator backends),
 //!   `NcclCollective` (feature `nccl`) on NCCL.
-//! - [`ExpertParallel`] with [`EpWorkspace`]: the layer in all-gather mode (a), bulk or
-//!   deterministic finalize, capturable.
+//! - [`ExpertParallel`] with [`EpWorkspace`]: the layer in either [`EpMode`] (all-gather
+//!   (a) or all-to-all (b)), bulk or deterministic finalize, capturable.
 
+mod all_to_all;
 mod collective;
 mod device;
 mod dispatch;
 mod error;
 mod expert_parallel;
 mod host;
+mod launch;
+mod mode;
 #[cfg(feature = "nccl")]
 mod nccl;
 mod pack;
+mod pack_record;
 mod partition;
 mod plan;
 mod rows;
@@ -33,6 +37,7 @@ pub use dispatch::{SentRoute, dispatch_routes};
 pub use error::EpError;
 pub use expert_parallel::ExpertParallel;
 pub use host::HostCollective;
+pub use mode::{EpMode, EpPlan};
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclCollective, NcclId, open_devices};
 pub use pack::{PackedSend, pack_routes};

@@ -13,6 +13,8 @@
 
 use moegen_dsl::plan::PlanError;
 
+use moegen_dsl::abi::error_record::WORDS;
+
 use super::{EpError, EpPartition};
 use crate::layer::WORKSPACE_ALIGN;
 
@@ -39,6 +41,15 @@ pub enum EpBuffer {
     /// i32 `[G·C]`: each sent route's expanded index `t·k + s` on its home rank, −1 for
     /// padding (b): where the combine puts the row that comes back.
     SentRoutes,
+    /// i32 `[G·C]`: each send slot's global expert id, `NO_ROUTE` on padding (b).
+    SendExperts,
+    /// f32 `[G·C]`: each send slot's router weight, 0 on padding (b).
+    SendWeights,
+    /// i32 `[G]`: routes packed for each peer (b); read only to name a peer overflow.
+    PeerCounts,
+    /// u32 error record of the dispatch pack (b): its own, because the rank's layer resets
+    /// the layer workspace's record before its sort.
+    PackRecord,
 }
 
 /// Offsets and sizes of one rank's buffers; every offset is a multiple of
@@ -130,7 +141,9 @@ impl AllGatherPlan {
     }
 }
 
-/// Mode (b)'s per-rank plan.
+/// Mode (b)'s per-rank plan. The dispatch's send rows live in `CombineSend`: nothing else
+/// uses it until the owner's layer writes its rows there, after the dispatch's all-to-all
+/// on the same stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AllToAllPlan {
     /// The partition.
@@ -161,6 +174,10 @@ impl AllToAllPlan {
             (EpBuffer::ExpertIds, mul("received expert ids", &[g, c, 4])?),
             (EpBuffer::RouterWeights, mul("received router weights", &[g, c, 4])?),
             (EpBuffer::SentRoutes, mul("sent routes", &[g, c, 4])?),
+            (EpBuffer::SendExperts, mul("send expert ids", &[g, c, 4])?),
+            (EpBuffer::SendWeights, mul("send router weights", &[g, c, 4])?),
+            (EpBuffer::PeerCounts, mul("peer counts", &[g, 4])?),
+            (EpBuffer::PackRecord, mul("pack error record", &[WORDS, 4])?),
             (EpBuffer::CombineSend, mul("combine send", &[g, c, hidden, 2])?),
             (EpBuffer::CombineRecv, mul("combine receive", &[g, c, hidden, 2])?),
             (EpBuffer::Routes, mul("route rows", &[n, k, hidden, 2])?),

@@ -1,10 +1,11 @@
 //! One rank's expert-parallel workspace: its layer workspace, planned for the gathered
-//! tokens (`G·N`), and the buffers of [`AllGatherPlan`], in one allocation of this crate.
-//! Shared by every layer of a model on that rank, as [`Workspace`] is.
+//! tokens (`G·N`, mode a) or the received routes (`G·C`, mode b), and the buffers of the
+//! mode's plan, in one allocation of this crate. Shared by every layer of a model on that
+//! rank, as [`Workspace`] is.
 
 use moegen_dsl::{Arch, TileSize};
 
-use super::{AllGatherPlan, EpBuffer, EpError};
+use super::{AllGatherPlan, AllToAllPlan, EpBuffer, EpError, EpPlan};
 use crate::backend::{Backend, DevicePtr};
 use crate::layer::{DeviceSlice, KernelSet, Workspace, WorkspaceSpec};
 
@@ -12,7 +13,7 @@ use crate::layer::{DeviceSlice, KernelSet, Workspace, WorkspaceSpec};
 #[derive(Debug)]
 pub struct EpWorkspace {
     rank: usize,
-    plan: AllGatherPlan,
+    plan: EpPlan,
     layer: Workspace,
     memory: DeviceSlice,
 }
@@ -39,19 +40,44 @@ impl AllGatherPlan {
     }
 }
 
+impl AllToAllPlan {
+    /// The layer workspace a rank needs for this plan: a top-1 layer over a full block
+    /// from every peer, the rank's window, H, and the caller's `intermediate`, tile sizes,
+    /// finalize and generation.
+    pub fn workspace_spec(
+        &self,
+        intermediate: usize,
+        tile_sizes: Vec<TileSize>,
+        deterministic: bool,
+        arch: Arch,
+    ) -> WorkspaceSpec {
+        WorkspaceSpec {
+            max_tokens: self.layer_tokens(),
+            top_k: 1,
+            max_local_experts: self.partition.local_experts(),
+            max_hidden: self.hidden,
+            max_intermediate: intermediate,
+            tile_sizes,
+            deterministic,
+            arch,
+        }
+    }
+}
+
 impl EpWorkspace {
     /// Allocates rank `rank`'s workspace on `b`: a layer workspace for `spec` (which must
-    /// serve the plan: [`AllGatherPlan::workspace_spec`] gives the smallest) and the plan's
+    /// serve the plan: the plan's `workspace_spec` gives the smallest) and the plan's
     /// buffers.
     pub fn new(
         b: &mut dyn Backend,
         kernels: &KernelSet,
-        plan: AllGatherPlan,
+        plan: impl Into<EpPlan>,
         rank: usize,
         spec: WorkspaceSpec,
     ) -> Result<Self, EpError> {
-        plan.partition.window(rank)?;
-        let p = &plan.partition;
+        let plan = plan.into();
+        let p = plan.partition();
+        p.window(rank)?;
         let short = |field: &str, given: usize, needed: usize| EpError::Mismatch {
             rank,
             reason: format!("workspace spec {field} = {given}, the plan needs {needed}"),
@@ -59,26 +85,28 @@ impl EpWorkspace {
         if spec.max_tokens < plan.layer_tokens() {
             return Err(short("max_tokens", spec.max_tokens, plan.layer_tokens()));
         }
-        if spec.top_k != p.top_k() {
-            return Err(short("top_k", spec.top_k, p.top_k()));
+        if spec.top_k != plan.layer_top_k() {
+            return Err(short("top_k", spec.top_k, plan.layer_top_k()));
         }
         if spec.max_local_experts < p.local_experts() {
             return Err(short("max_local_experts", spec.max_local_experts, p.local_experts()));
         }
-        if spec.max_hidden < plan.hidden {
-            return Err(short("max_hidden", spec.max_hidden, plan.hidden));
+        if spec.max_hidden < plan.hidden() {
+            return Err(short("max_hidden", spec.max_hidden, plan.hidden()));
         }
-        if spec.deterministic != plan.deterministic {
+        if let Some(deterministic) = plan.deterministic()
+            && spec.deterministic != deterministic
+        {
             return Err(EpError::Mismatch {
                 rank,
                 reason: format!(
-                    "workspace spec deterministic = {}, the plan's is {}",
-                    spec.deterministic, plan.deterministic
+                    "workspace spec deterministic = {}, the plan's is {deterministic}",
+                    spec.deterministic
                 ),
             });
         }
         let layer = Workspace::new(b, kernels, spec)?;
-        let bytes = plan.layout.bytes.max(1);
+        let bytes = plan.layout().bytes.max(1);
         let memory = match usize::try_from(bytes) {
             Ok(n) => b.alloc(n),
             Err(_) => {
@@ -113,7 +141,7 @@ impl EpWorkspace {
         self.rank
     }
     /// Its plan.
-    pub fn plan(&self) -> &AllGatherPlan {
+    pub fn plan(&self) -> &EpPlan {
         &self.plan
     }
     /// The rank layer's workspace.
@@ -123,7 +151,7 @@ impl EpWorkspace {
 
     /// The address of `buffer` (`None` when the plan's mode has none).
     pub fn ptr(&self, buffer: EpBuffer) -> Option<DevicePtr> {
-        let (offset, _) = self.plan.layout.get(buffer)?;
+        let (offset, _) = self.plan.layout().get(buffer)?;
         Some(DevicePtr(self.memory.ptr.0 + offset))
     }
 }

@@ -469,9 +469,11 @@ impl MoeLayer {
     }
 
     /// The deterministic finalize alone: `output[t] = bf16(Σ_slots routes[t·k + s])`, in
-    /// f32 in slot order, over `tokens` tokens whose every route is counted
-    /// (`all_local`: `tokens·k` non-negative i32, e.g. zeros). What [`Self::run_pass`]'s
-    /// finalize computes when every route is local, on route rows gathered from elsewhere.
+    /// f32 in slot order, over `tokens` tokens of `top_k` routes whose every route is
+    /// counted (`all_local`: `tokens·top_k` non-negative i32, e.g. zeros). What
+    /// [`Self::run_pass`]'s finalize computes when every route is local, on route rows
+    /// gathered from elsewhere. `top_k` is the model's, which a mode (b) rank's top-1 layer
+    /// does not have.
     pub(crate) fn finalize_routes(
         &self,
         b: &mut dyn Backend,
@@ -479,6 +481,7 @@ impl MoeLayer {
         all_local: DevicePtr,
         output: DevicePtr,
         tokens: usize,
+        top_k: usize,
     ) -> Result<(), LayerError> {
         let s = &self.config.shape;
         let k = self.simt[3];
@@ -488,8 +491,8 @@ impl MoeLayer {
             .buffer(Buffer::Output, output)
             .scalar(Scalar::Tokens, tokens as u64)?
             .scalar(Scalar::Hidden, s.hidden as u64)?
-            .scalar(Scalar::TopK, s.top_k() as u64)?;
-        let routes_n = (tokens * s.top_k()) as u64;
+            .scalar(Scalar::TopK, top_k as u64)?;
+        let routes_n = (tokens * top_k) as u64;
         let grid = GridInputs {
             routes: routes_n,
             tokens: tokens as u64,

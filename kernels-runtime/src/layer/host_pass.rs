@@ -10,11 +10,13 @@ use super::forward::{ForwardIo, MoeLayer};
 use super::host_buffers::HostBuffers;
 use super::memory::{DeviceSlice, Workspace};
 use crate::backend::{Backend, DevicePtr};
+use crate::routing::check_user_expert_ids;
 
 impl MoeLayer {
     /// `tokens` tokens of `x` (bf16 `[tokens, H]`), `ids` (i32 `[tokens, top_k]`) and
     /// `weights` (f32 `[tokens, top_k]`) through the layer on `b`, returning the bf16 output
-    /// `[tokens, H]`. [`Self::forward`] checks the sizes against the layer and the workspace;
+    /// `[tokens, H]`. Expert ids outside `[0, experts)` are refused before any upload, the
+    /// padding id `NO_ROUTE` included. [`Self::forward`] checks the sizes against the layer and the workspace;
     /// the routing kernels' records are decoded (`check_errors`) before the output is read,
     /// since a host caller reads it back anyway.
     pub fn forward_host(
@@ -27,6 +29,12 @@ impl MoeLayer {
         weights: &[f32],
     ) -> Result<Vec<bf16>, LayerError> {
         let hidden = self.config().shape.hidden;
+        let window = &self.config().shape.window;
+        // The device sort skips the padding id for expert parallelism's sake; a caller's ids
+        // must not use it, and here they are on the host to check.
+        if tokens.checked_mul(window.top_k()) == Some(ids.len()) {
+            check_user_expert_ids(ids, window.top_k(), window.num_experts())?;
+        }
         let mut held = Vec::with_capacity(4);
         let ran = self.run_host(b, ws, tokens, hidden, (x, ids, weights), &mut held);
         let freed = b.free_all(&held);

@@ -43,7 +43,7 @@ use half::bf16;
 use moegen_dsl::{EpilogueRecipe, FinalizeMode, SwigluInput, TileSize};
 
 use crate::error::{Result, check_len};
-use crate::routing::{SortOutputs, moe_sort};
+use crate::routing::{SortOutputs, moe_sort_router};
 
 /// Choices the reference makes explicit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -77,7 +77,7 @@ pub fn moe_reference(
     opts: ReferenceOptions,
 ) -> Result<ReferenceRun> {
     check_len("routing tokens", routing.tokens, x.tokens)?;
-    let sort = moe_sort(&routing.experts, routing.tokens, &shape.window, tile)?;
+    let sort = moe_sort_router(&routing.experts, routing.tokens, &shape.window, tile)?;
     let g1 = Gemm1Options { swiglu_input: opts.swiglu_input, recipe: opts.recipe };
     let gemm1 = gemm1_reference(shape, x, w, &sort, g1)?;
     let contrib = gemm2_contributions(shape, &gemm1, w, &sort, routing)?;

@@ -24,7 +24,7 @@ use super::par::par_map;
 use super::weights::{PreparedWeights, validate_weights, w1_scale_layout, w2_scale_layout};
 use super::wgmma_model::wgmma_dot;
 use crate::error::{Result, RuntimeError, check_len};
-use crate::routing::{SortOutputs, moe_sort};
+use crate::routing::{SortOutputs, moe_sort_router};
 
 /// Expert weights for the Hopper GEMMs: kernel row order (W1's up/gate rows interleaved in
 /// blocks of 64), packed E2M1, one scale code per 16 values (UE4M3 for NVFP4; UE8M0 for
@@ -450,7 +450,7 @@ pub fn moe_reference_sm90(
     finalize_mode: FinalizeMode,
 ) -> Result<Sm90ReferenceRun> {
     let acts = sm90_activations(x, routing.tokens, shape.hidden, w.activations, input_scale)?;
-    let sort = moe_sort(&routing.experts, routing.tokens, &shape.window, tile)?;
+    let sort = moe_sort_router(&routing.experts, routing.tokens, &shape.window, tile)?;
     let gemm1 = sm90_gemm1_reference(shape, &acts, w, &sort, swiglu_input)?;
     let contrib = sm90_gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
     let output = finalize(&contrib, routing.tokens, shape.top_k(), shape.hidden, finalize_mode)?;

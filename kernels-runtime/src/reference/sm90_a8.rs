@@ -21,7 +21,7 @@ use super::par::par_map;
 use super::sm90::{Sm90Weights, rows_by_expert};
 use super::wgmma_fp8_model::dot_padded;
 use crate::error::{Result, RuntimeError, check_len};
-use crate::routing::{SortOutputs, moe_sort};
+use crate::routing::{SortOutputs, moe_sort_router};
 
 /// Mantissa bits of 1.75 in an f32 (448 = 1.75 · 2^8).
 const MANT_1_75: u32 = 0x0060_0000;
@@ -409,7 +409,7 @@ pub fn moe_reference_sm90_a8(
         moegen_dsl::plan::PlanError::Overflow { what: "tokens × hidden size" },
     ))?;
     check_len("activations", x.len(), elements)?;
-    let sort = moe_sort(&routing.experts, routing.tokens, &shape.window, tile)?;
+    let sort = moe_sort_router(&routing.experts, routing.tokens, &shape.window, tile)?;
     let gemm1 = sm90_a8_gemm1_reference(shape, x, w, &sort)?;
     let contributions = sm90_a8_gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
     let output =
