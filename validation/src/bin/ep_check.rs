@@ -1,6 +1,6 @@
 //! `ep-check`: expert parallelism over NCCL on this machine's GPUs. First the collective's
 //! three operations (all-gather, bf16 reduce-scatter, all-to-all) on known bytes; then the
-//! all-gather `ExpertParallel` layer over G ranks (one process driving G GPUs, or one process per rank
+//! `ExpertParallel` layer over G ranks in the mode `--ep-mode` names (one process driving G GPUs, or one process per rank
 //! through `MOEGEN_EP_RANK`, `MOEGEN_EP_WORLD`, `MOEGEN_EP_ID_FILE`, `MOEGEN_EP_DEVICE`)
 //! against the single-GPU layer holding every expert, on synthetic MXFP4 experts: bit for
 //! bit with the deterministic finalize, within the bulk-order slack otherwise, and each
@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use moegen_runtime::ep::{NcclCollective, open_devices};
+use moegen_runtime::ep::{EpMode, NcclCollective, open_devices};
 use moegen_validation::bench::{BenchShape, VARIANTS};
-use moegen_validation::ep_run::{check_collectives, check_ranks, env_rank};
+use moegen_validation::ep_run::{check_collectives, check_ranks, env_rank, mode_name};
 
 /// Checks the G-rank expert-parallel layer against the single-GPU layer.
 #[derive(Parser, Debug)]
@@ -47,6 +47,26 @@ struct Args {
     /// Write the cases as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// `a`: all-gather tokens, local window, reduce-scatter; `b`: all-to-all dispatch of each
+    /// rank's routes, top-1 owner layers, all-to-all combine (docs/expert-parallel.md).
+    #[arg(long, value_enum, default_value_t = ModeArg::A)]
+    ep_mode: ModeArg,
+}
+
+/// `--ep-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ModeArg {
+    A,
+    B,
+}
+
+impl From<ModeArg> for EpMode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::A => EpMode::AllGather,
+            ModeArg::B => EpMode::AllToAll,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -108,7 +128,9 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         if failed.is_empty() { "as specified".to_owned() } else { format!("WRONG: {failed:?}") }
     );
     let mut log = |m: &str| eprintln!("{m}");
-    let (cases, _, _) = check_ranks(backends, coll, &full, v, &args.tokens, args.seed, &mut log)?;
+    let mode = EpMode::from(args.ep_mode);
+    let (cases, _, _) =
+        check_ranks(backends, coll, &full, v, mode, &args.tokens, args.seed, &mut log)?;
     println!(
         "{:>5} {:<14} {:>7} {:>10} {:>10} {:>8} {:>8}",
         "ranks", "finalize", "N/rank", "elements", "mismatch", "graph", "worst"
@@ -128,7 +150,7 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         );
     }
     if let Some(path) = &args.json {
-        let json = serde_json::json!({ "variant": v.name, "shape": {
+        let json = serde_json::json!({ "variant": v.name, "mode": mode_name(mode), "shape": {
             "hidden": args.hidden, "intermediate": args.intermediate, "experts": args.experts,
             "top_k": args.top_k }, "collectives_failed": failed, "cases": cases, "pass": ok });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)

@@ -62,11 +62,24 @@ struct Args {
     #[arg(long, value_enum, default_value_t = EpilogueArg::Plain)]
     epilogue: EpilogueArg,
     /// Expert parallelism over G GPUs (feature `nccl`): DeepSeek-V3's 256 experts split
-    /// over devices 0..G, tokens per rank from `--tokens`, the all-gather layer's step beside
-    /// one GPU holding the same experts; writes DIR/deepseek-ep<G>/moegen-ep.json. Runs the
-    /// analytic dispatch table (`--no-tune` required), plain epilogue, no L2 flush.
+    /// over devices 0..G, tokens per rank from `--tokens`, the layer's step (`--ep-mode`)
+    /// beside one GPU holding the same experts; writes DIR/deepseek-ep<G>/moegen-ep.json
+    /// (mode b: DIR/deepseek-ep<G>-b/). Runs the analytic dispatch table (`--no-tune`
+    /// required), plain epilogue, no L2 flush.
     #[arg(long, value_name = "G")]
     ep: Option<usize>,
+    /// With `--ep`: `a`, all-gather tokens, local window, reduce-scatter; `b`, all-to-all
+    /// dispatch of each rank's routes, top-1 owner layers, all-to-all combine
+    /// (docs/expert-parallel.md). Refused without `--ep`.
+    #[arg(long, value_enum)]
+    ep_mode: Option<EpModeArg>,
+}
+
+/// `--ep-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EpModeArg {
+    A,
+    B,
 }
 
 /// `--epilogue`.
@@ -89,6 +102,9 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(g) = args.ep {
         return run_ep(args, g);
+    }
+    if args.ep_mode.is_some() {
+        return Err("--ep-mode needs --ep G".into());
     }
     let mut shapes = Vec::new();
     for name in &args.shapes {
@@ -191,9 +207,14 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 /// `--ep G`.
 #[cfg(feature = "nccl")]
 fn run_ep(args: &Args, g: usize) -> Result<(), Box<dyn std::error::Error>> {
-    use moegen_runtime::ep::{EpPartition, NcclCollective, open_devices};
+    use moegen_runtime::ep::{EpMode, EpPartition, NcclCollective, open_devices};
     use moegen_validation::bench::synth_weights;
-    use moegen_validation::ep_run::{time_ranks, window_shape};
+    use moegen_validation::ep_run::{mode_name, time_ranks, window_shape};
+
+    let mode = match args.ep_mode {
+        None | Some(EpModeArg::A) => EpMode::AllGather,
+        Some(EpModeArg::B) => EpMode::AllToAll,
+    };
 
     if args.shapes != ["deepseek"] && args.shapes != ["deepseek".to_owned(), "gpt-oss".to_owned()] {
         return Err("--ep runs the deepseek shape only (--shapes deepseek)".into());
@@ -245,7 +266,7 @@ fn run_ep(args: &Args, g: usize) -> Result<(), Box<dyn std::error::Error>> {
             &full,
             &weights,
             v,
-            finalize,
+            (mode, finalize),
             &full.tokens,
             timing,
             &mut log,
@@ -254,13 +275,14 @@ fn run_ep(args: &Args, g: usize) -> Result<(), Box<dyn std::error::Error>> {
         rows.extend(r.into_iter().map(|r| (v.name, r)));
     }
     println!(
-        "\ndeepseek over {g} ranks (H {}, I {}, {} experts, {} per rank, top-{}), all-gather \
-         mode (a), {finalize:?}",
+        "\ndeepseek over {g} ranks (H {}, I {}, {} experts, {} per rank, top-{}), {}, \
+         {finalize:?}",
         full.hidden,
         full.intermediate,
         full.experts,
         p.local_experts(),
-        full.top_k
+        full.top_k,
+        mode_name(mode)
     );
     println!(
         "{:>7} {:<10} {:>10} {:>10} {:>10} {:>7} {:>9} tactic",
@@ -279,12 +301,16 @@ fn run_ep(args: &Args, g: usize) -> Result<(), Box<dyn std::error::Error>> {
             r.tactic
         );
     }
-    let dir = args.dir.join(format!("deepseek-ep{g}"));
+    // Mode (a) keeps the directory its earlier records used.
+    let dir = match mode {
+        EpMode::AllGather => args.dir.join(format!("deepseek-ep{g}")),
+        EpMode::AllToAll => args.dir.join(format!("deepseek-ep{g}-b")),
+    };
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::json!({
         "device": device,
         "ranks": g,
-        "mode": "all-gather (a)",
+        "mode": mode_name(mode),
         "finalize": format!("{finalize:?}"),
         "iters": args.iters,
         "warmup": args.warmup,

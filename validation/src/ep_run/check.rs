@@ -1,5 +1,5 @@
-//! `ep-check`'s comparison: the G-rank all-gather layer against the single-GPU layer holding
-//! every expert, on the same inputs: bit for bit with the deterministic finalize, within the
+//! `ep-check`'s comparison: the G-rank layer (either mode) against the single-GPU layer
+//! holding every expert, on the same inputs: bit for bit with the deterministic finalize, within the
 //! bulk-order slack otherwise (from the single layer's own route rows); then each rank's
 //! CUDA graph of the step replayed against the eager step.
 
@@ -7,7 +7,7 @@ use moegen_dsl::FinalizeMode;
 use moegen_dsl::abi::Buffer;
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::cuda::CudaBackend;
-use moegen_runtime::ep::{Collective, NcclCollective};
+use moegen_runtime::ep::{Collective, EpMode, NcclCollective};
 use moegen_runtime::layer::{KernelSet, Workspace, WorkspaceSpec, arch_of};
 
 use super::{EpRunError, Ranks, build_layer, rank_io};
@@ -21,6 +21,8 @@ pub struct CheckCase {
     pub ranks: usize,
     /// The ranks this process drove (and compared).
     pub driven: Vec<usize>,
+    /// `all-gather (a)` or `all-to-all (b)`.
+    pub mode: String,
     /// `Deterministic` or `BulkReduceAdd`.
     pub finalize: String,
     /// Tokens per rank.
@@ -41,14 +43,16 @@ fn bf(v: u16) -> f64 {
     f64::from(half::bf16::from_bits(v).to_f32())
 }
 
-/// The single layer (every expert on the device of `backends[0]`) and the G-rank layer on
-/// every token count, in both finalize modes. Returns the cases and gives the backends and
-/// communicator back.
+/// The single layer (every expert on the device of `backends[0]`) and the G-rank layer in
+/// `mode` on every token count, in both finalize modes. Returns the cases and gives the
+/// backends and communicator back.
+#[allow(clippy::too_many_arguments)]
 pub fn check_ranks(
     mut backends: Vec<CudaBackend>,
     mut coll: NcclCollective,
     full: &BenchShape,
     v: Variant,
+    mode: EpMode,
     tokens: &[usize],
     seed: u64,
     log: &mut dyn FnMut(&str),
@@ -89,7 +93,8 @@ pub fn check_ranks(
         };
         let one_ws = Workspace::new(&mut single, &KernelSet::builtin(), spec)?;
         let weights = |r: usize| all_weights[r * l..(r + 1) * l].to_vec();
-        let mut ranks = Ranks::new(backends, coll, full, &weights, v, finalize, max_n, gs_x)?;
+        let mut ranks =
+            Ranks::new(backends, coll, full, &weights, v, (mode, finalize), max_n, gs_x)?;
         for &n in tokens {
             let inputs = synth_inputs(full, g * n, seed);
             let io = rank_io(&mut single, &inputs, 0..g * n, h, k)?;
@@ -166,6 +171,7 @@ pub fn check_ranks(
             let case = CheckCase {
                 ranks: g,
                 driven,
+                mode: super::mode_name(mode).to_owned(),
                 finalize: format!("{finalize:?}"),
                 tokens_per_rank: n,
                 elements: got.len(),

@@ -1,5 +1,6 @@
 //! Expert parallelism on CUDA devices over NCCL (feature `nccl`): the ranks of one
-//! `ExpertParallel` layer built from moe-bench's synthetic MXFP4 experts, for `ep-check`
+//! `ExpertParallel` layer (either mode) built from moe-bench's synthetic MXFP4 experts, for
+//! `ep-check`
 //! (G-rank output against the single-GPU layer, graph replay against eager) and
 //! `moe-bench --ep G` (time per layer step, against one GPU holding the same experts).
 //!
@@ -21,8 +22,8 @@ use moegen_dsl::{FinalizeMode, MoeTactic, TileSize};
 use moegen_runtime::backend::cuda::CudaBackend;
 use moegen_runtime::backend::{Backend, BackendError};
 use moegen_runtime::ep::{
-    AllGatherPlan, CollectiveError, EpError, EpPartition, EpWorkspace, ExpertParallel,
-    NcclCollective, NcclId,
+    AllGatherPlan, AllToAllPlan, CollectiveError, EpError, EpMode, EpPartition, EpPlan,
+    EpWorkspace, ExpertParallel, NcclCollective, NcclId,
 };
 use moegen_runtime::layer::{
     DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerError,
@@ -78,6 +79,23 @@ pub fn window_shape(full: &BenchShape, p: &EpPartition, rank: usize) -> BenchSha
     BenchShape { local_experts: l, expert_offset: rank * l, ..full.clone() }
 }
 
+/// The shape of rank `rank`'s layer in `mode`: its window, top-1 in mode (b).
+pub fn layer_shape(full: &BenchShape, p: &EpPartition, rank: usize, mode: EpMode) -> BenchShape {
+    let w = window_shape(full, p, rank);
+    match mode {
+        EpMode::AllGather => w,
+        EpMode::AllToAll => BenchShape { top_k: 1, ..w },
+    }
+}
+
+/// `a` or `b`, as the binaries' `--ep-mode` names the modes.
+pub fn mode_name(mode: EpMode) -> &'static str {
+    match mode {
+        EpMode::AllGather => "all-gather (a)",
+        EpMode::AllToAll => "all-to-all (b)",
+    }
+}
+
 /// A layer of `shape`'s window on `b` with the analytic dispatch table up to `max_tokens`;
 /// returns it with the tile sizes its tactics use.
 pub fn build_layer(
@@ -105,7 +123,7 @@ pub fn build_layer(
 }
 
 impl Ranks {
-    /// Builds the driven ranks' layers and workspaces: rank `r`'s experts are
+    /// Builds the driven ranks' layers and workspaces in `mode`: rank `r`'s experts are
     /// `weights(r)` (its window of `full`), `max_tokens` tokens per rank.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -114,25 +132,35 @@ impl Ranks {
         full: &BenchShape,
         weights: &dyn Fn(usize) -> Vec<MxExpert>,
         v: Variant,
-        finalize: FinalizeMode,
+        (mode, finalize): (EpMode, FinalizeMode),
         max_tokens: usize,
         gs_x: f32,
     ) -> Result<Self, EpRunError> {
         use moegen_runtime::ep::Collective;
         let p = EpPartition::new(full.experts, coll.world(), full.top_k)?;
         let deterministic = finalize == FinalizeMode::Deterministic;
-        let plan = AllGatherPlan::new(p, max_tokens, full.hidden, deterministic)?;
+        let plan: EpPlan = match mode {
+            EpMode::AllGather => {
+                AllGatherPlan::new(p, max_tokens, full.hidden, deterministic)?.into()
+            }
+            EpMode::AllToAll => AllToAllPlan::new(p, max_tokens, full.hidden)?.into(),
+        };
         let ranks = coll.driven().to_vec();
         let (mut layers, mut workspaces) = (Vec::new(), Vec::new());
         for (&r, b) in ranks.iter().zip(backends.iter_mut()) {
-            let shape = window_shape(full, &p, r);
+            let shape = layer_shape(full, &p, r, mode);
             let (layer, tiles) =
                 build_layer(b, &shape, &weights(r), v, finalize, plan.layer_tokens(), gs_x)?;
-            let spec = plan.workspace_spec(full.intermediate, tiles, arch_of(b));
+            let spec = match &plan {
+                EpPlan::AllGather(a) => a.workspace_spec(full.intermediate, tiles, arch_of(b)),
+                EpPlan::AllToAll(a) => {
+                    a.workspace_spec(full.intermediate, tiles, deterministic, arch_of(b))
+                }
+            };
             workspaces.push(EpWorkspace::new(b, &KernelSet::builtin(), plan.clone(), r, spec)?);
             layers.push(layer);
         }
-        let ep = ExpertParallel::new(p, &ranks, layers)?;
+        let ep = ExpertParallel::with_mode(p, mode, &ranks, layers)?;
         Ok(Self { backends, coll, ep, workspaces })
     }
 

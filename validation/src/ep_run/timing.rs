@@ -1,15 +1,19 @@
-//! `moe-bench --ep G`'s timing: per tokens-per-rank N, the all-gather layer's whole step
+//! `moe-bench --ep G`'s timing: per tokens-per-rank N, the layer's whole step in either mode
 //! (CUDA-graph replays of every rank, the slowest rank's time), the same rank's layer alone
-//! over the gathered `G·N` tokens (its compute without the collectives), and that layer over
-//! its own N tokens (one GPU holding the same experts, no expert parallelism).
+//! over what the step put in its workspace (mode a: the gathered `G·N` tokens; mode b: the
+//! `G·C` received route slots, top-1), i.e. its compute without the collectives, and one GPU
+//! holding the same experts over its own N tokens, no expert parallelism (mode a: the rank's
+//! layer itself; mode b: a top-k layer of the rank's window built for the comparison).
 
 use moegen_dsl::FinalizeMode;
 use moegen_runtime::backend::cuda::CudaBackend;
 use moegen_runtime::backend::{Backend, GraphId};
-use moegen_runtime::ep::{Collective, EpBuffer, NcclCollective};
-use moegen_runtime::layer::{DeviceSlice, ForwardIo, MoeLayer, Workspace};
+use moegen_runtime::ep::{Collective, EpBuffer, EpMode, EpPartition, NcclCollective};
+use moegen_runtime::layer::{
+    DeviceSlice, ForwardIo, KernelSet, MoeLayer, Workspace, WorkspaceSpec, arch_of,
+};
 
-use super::{EpRunError, Ranks};
+use super::{EpRunError, Ranks, build_layer, mode_name, window_shape};
 use crate::bench::{BenchShape, MxExpert, Variant, input_scale, median, synth_inputs};
 
 /// One timed (finalize mode, tokens per rank).
@@ -17,14 +21,18 @@ use crate::bench::{BenchShape, MxExpert, Variant, input_scale, median, synth_inp
 pub struct EpBenchRow {
     /// Ranks.
     pub ranks: usize,
+    /// `all-gather (a)` or `all-to-all (b)`.
+    pub mode: String,
     /// `Deterministic` or `BulkReduceAdd`.
     pub finalize: String,
     /// Tokens per rank (N).
     pub tokens_per_rank: usize,
-    /// Median ms of one step (all-gather, the rank's layer, reduce-scatter), the slowest
-    /// driven rank's.
+    /// Median ms of one step (mode a: all-gather, the rank's layer, reduce-scatter; mode b:
+    /// pack, all-to-all, the rank's layer, all-to-all, unpack, finalize), the slowest driven
+    /// rank's.
     pub step_ms: f64,
-    /// Median ms of the first driven rank's layer alone over the `G·N` gathered tokens.
+    /// Median ms of the first driven rank's layer alone over what the step gave it (the
+    /// `G·N` gathered tokens, or the `G·C` received route slots).
     pub local_ms: f64,
     /// Median ms of that layer over its own N tokens: one GPU holding the same experts.
     pub one_gpu_ms: f64,
@@ -33,7 +41,7 @@ pub struct EpBenchRow {
     pub comm_share: f64,
     /// `step / one_gpu`.
     pub step_over_one_gpu: f64,
-    /// The rank's tactic at `G·N` tokens.
+    /// The rank's tactic at `G·N` tokens (mode b: `G·C` route slots).
     pub tactic: String,
 }
 
@@ -86,7 +94,37 @@ fn time_layer(
     t
 }
 
-/// Times the all-gather layer over the communicator's ranks at every `tokens` per rank, in
+/// One GPU holding rank `rank`'s experts with the model's top-k, for mode (b)'s
+/// comparison (mode (a)'s rank layer is that layer already).
+#[allow(clippy::too_many_arguments)]
+fn one_gpu_layer(
+    b: &mut CudaBackend,
+    full: &BenchShape,
+    p: &EpPartition,
+    rank: usize,
+    weights: &dyn Fn(usize) -> Vec<MxExpert>,
+    v: Variant,
+    finalize: FinalizeMode,
+    max_n: usize,
+    gs_x: f32,
+) -> Result<(MoeLayer, Workspace), EpRunError> {
+    let shape = window_shape(full, p, rank);
+    let (layer, tiles) = build_layer(b, &shape, &weights(rank), v, finalize, max_n, gs_x)?;
+    let spec = WorkspaceSpec {
+        max_tokens: max_n,
+        top_k: full.top_k,
+        max_local_experts: p.local_experts(),
+        max_hidden: full.hidden,
+        max_intermediate: full.intermediate,
+        tile_sizes: tiles,
+        deterministic: finalize == FinalizeMode::Deterministic,
+        arch: arch_of(b),
+    };
+    let ws = Workspace::new(b, &KernelSet::builtin(), spec)?;
+    Ok((layer, ws))
+}
+
+/// Times the layer in `mode` over the communicator's ranks at every `tokens` per rank, in
 /// `finalize` mode; `weights(r)` are rank r's experts.
 #[allow(clippy::too_many_arguments)]
 pub fn time_ranks(
@@ -95,7 +133,7 @@ pub fn time_ranks(
     full: &BenchShape,
     weights: &dyn Fn(usize) -> Vec<MxExpert>,
     v: Variant,
-    finalize: FinalizeMode,
+    (mode, finalize): (EpMode, FinalizeMode),
     tokens: &[usize],
     (warmup, iters, seed): (u32, u32, u64),
     log: &mut dyn FnMut(&str),
@@ -103,9 +141,29 @@ pub fn time_ranks(
     let g = coll.world();
     let max_n = tokens.iter().copied().max().unwrap_or(1);
     let gs_x = input_scale(std::slice::from_ref(&synth_inputs(full, g * max_n, seed)))?;
-    log(&format!("{g} ranks, {finalize:?}: building {} ranks' layers", backends.len()));
-    let mut ranks = Ranks::new(backends, coll, full, weights, v, finalize, max_n, gs_x)?;
-    let (h, k) = (full.hidden, full.top_k);
+    log(&format!(
+        "{g} ranks, {}, {finalize:?}: building {} ranks' layers",
+        mode_name(mode),
+        backends.len()
+    ));
+    let mut ranks = Ranks::new(backends, coll, full, weights, v, (mode, finalize), max_n, gs_x)?;
+    let p = *ranks.ep.partition();
+    let first = ranks.ep.ranks()[0];
+    let baseline = match mode {
+        EpMode::AllGather => None,
+        EpMode::AllToAll => Some(one_gpu_layer(
+            &mut ranks.backends[0],
+            full,
+            &p,
+            first,
+            weights,
+            v,
+            finalize,
+            max_n,
+            gs_x,
+        )?),
+    };
+    let h = full.hidden;
     let mut rows = Vec::new();
     for &n in tokens {
         let inputs = synth_inputs(full, g * n, seed);
@@ -117,11 +175,15 @@ pub fn time_ranks(
         for (b, gr) in ranks.backends.iter_mut().zip(graphs) {
             b.drop_graph(gr)?;
         }
-        // The first driven rank's layer alone: over the tokens the step gathered into its
-        // workspace, then over its own N tokens.
+        // The first driven rank's layer alone: over the rows the step put into its
+        // workspace (gathered tokens, or received route slots of one route each), then one
+        // GPU over its own N tokens.
         let (layer, ws) = (&ranks.ep.layers()[0], &ranks.workspaces[0]);
         let b = &mut ranks.backends[0];
-        let gathered = g * n;
+        let (gathered, k) = match mode {
+            EpMode::AllGather => (g * n, full.top_k),
+            EpMode::AllToAll => (g * p.max_routes_to_rank(n), 1),
+        };
         let out = DeviceSlice::new(b.alloc(gathered * h * 2)?, (gathered * h * 2) as u64);
         let at = |buf: EpBuffer, bytes: usize| {
             ws.ptr(buf).map(|p| DeviceSlice::new(p, bytes as u64)).ok_or_else(|| EpRunError::Env {
@@ -138,12 +200,16 @@ pub fn time_ranks(
         };
         let lw = ws.layer_workspace();
         let local_ms = time_layer(b, layer, lw, &gio, warmup, iters)?;
-        let one_gpu_ms = time_layer(b, layer, lw, &ios[0], warmup, iters)?;
+        let one_gpu_ms = match &baseline {
+            None => time_layer(b, layer, lw, &ios[0], warmup, iters)?,
+            Some((one, one_ws)) => time_layer(b, one, one_ws, &ios[0], warmup, iters)?,
+        };
         let (_, tactic) = layer.dispatch().choose(gathered as u64)?;
         b.free(out.ptr)?;
         ranks.free(&ios)?;
         let row = EpBenchRow {
             ranks: g,
+            mode: mode_name(mode).to_owned(),
             finalize: format!("{finalize:?}"),
             tokens_per_rank: n,
             step_ms,
@@ -154,10 +220,14 @@ pub fn time_ranks(
             tactic: tactic.to_string(),
         };
         log(&format!(
-            "{g} ranks {finalize:?} N={n}: step {:.4} ms, local {:.4} ms, one GPU {:.4} ms",
-            row.step_ms, row.local_ms, row.one_gpu_ms
+            "{g} ranks {} {finalize:?} N={n}: step {:.4} ms, local {:.4} ms, one GPU {:.4} ms",
+            row.mode, row.step_ms, row.local_ms, row.one_gpu_ms
         ));
         rows.push(row);
+    }
+    if let Some((one, one_ws)) = baseline {
+        one.release(&mut ranks.backends[0])?;
+        one_ws.release(&mut ranks.backends[0])?;
     }
     let (backends, coll) = ranks.into_parts()?;
     Ok((rows, backends, coll))
