@@ -98,6 +98,41 @@ fn all_to_all_plans_use_one_worst_case_block_per_peer() {
 }
 
 #[test]
+fn all_to_all_plans_hold_the_pack_s_outputs_and_a_top_1_layer() {
+    let p = EpPartition::new(256, 8, 8).unwrap();
+    let plan = AllToAllPlan::new(p, 1024, 7168).unwrap();
+    let rows = 8 * 1024 * 8u64;
+    for b in [EpBuffer::SendExperts, EpBuffer::SendWeights, EpBuffer::SentRoutes] {
+        assert_eq!(plan.layout.get(b).unwrap().1, rows * 4, "{b:?}");
+    }
+    assert_eq!(plan.layout.get(EpBuffer::CombineSend).unwrap().1, rows * 7168 * 2);
+    assert_eq!(plan.layout.get(EpBuffer::PeerCounts).unwrap().1, 8 * 4);
+    let words = moegen_dsl::abi::error_record::WORDS as u64;
+    assert_eq!(plan.layout.get(EpBuffer::PackRecord).unwrap().1, words * 4);
+    assert_eq!(plan.layout.get(EpBuffer::Partial), None);
+    let spec =
+        plan.workspace_spec(2048, vec![moegen_dsl::TileSize::T128], false, moegen_dsl::Arch::Sm90);
+    assert_eq!((spec.max_tokens, spec.top_k, spec.max_local_experts), (8 * 1024 * 8, 1, 32));
+    assert!(!spec.deterministic);
+    // The mode's plan and layer window: top-1 in mode (b), the partition's window in (a).
+    let ep = EpPlan::from(plan.clone());
+    assert_eq!((ep.mode(), ep.layer_top_k(), ep.deterministic()), (EpMode::AllToAll, 1, None));
+    assert_eq!(ep.layer_tokens(), plan.layer_tokens());
+    let a = EpPlan::from(AllGatherPlan::new(p, 1024, 7168, true).unwrap());
+    assert_eq!((a.mode(), a.layer_top_k(), a.deterministic()), (EpMode::AllGather, 8, Some(true)));
+    assert_eq!(EpMode::default(), EpMode::AllGather);
+    assert_eq!(EpMode::AllGather.layer_window(&p, 3).unwrap(), p.window(3).unwrap());
+    assert_eq!(
+        EpMode::AllToAll.layer_window(&p, 3).unwrap(),
+        ExpertWindow::new(256, 96, 32, 1).unwrap()
+    );
+    assert_eq!(
+        EpMode::AllToAll.layer_window(&p, 8),
+        Err(EpError::RankOutOfRange { rank: 8, ranks: 8 })
+    );
+}
+
+#[test]
 fn plans_refuse_zero_and_overflowing_sizes() {
     let p = EpPartition::new(16, 2, 4).unwrap();
     assert_eq!(

@@ -585,8 +585,26 @@ fn all_to_all_refuses_mismatched_layers_and_workspaces_before_any_launch() {
         matches!(&e, EpError::Mismatch { rank: 0, reason } if reason.contains("AllGather")),
         "{e}"
     );
+    drop(bs);
     let now: Vec<u64> = r.backends.iter().map(|b| b.stats().launches).collect();
     assert_eq!(now, launches, "nothing was launched");
+    // The host collective cannot be captured: typed, and the backends stay usable.
+    let mut bs: Vec<&mut dyn Backend> =
+        r.backends.iter_mut().map(|b| b as &mut dyn Backend).collect();
+    let ws: Vec<&EpWorkspace> = r.workspaces.iter().collect();
+    let e = r.ep.capture(&mut r.coll, &mut bs, &ws, &r.ios).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            EpError::Collective(CollectiveError::Backend(BackendError::Usage(
+                UsageError::DuringCapture { .. }
+            )))
+        ),
+        "{e}"
+    );
+    drop(bs);
+    r.forward().unwrap();
+    r.check_errors().unwrap();
     // Mode (b) needs top-1 layers: the top-k layer of mode (a) is refused, and a top-1
     // workspace spec is what the plan asks for.
     let mut b = sim();

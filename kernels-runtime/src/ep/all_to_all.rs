@@ -42,9 +42,9 @@ impl ExpertParallel {
         let p = self.partition();
         let hidden = self.layers()[0].config().shape.hidden;
         let c = p.max_routes_to_rank(n);
-        let slots = check_pack(p, n, c)?;
+        let routes = check_pack(p, n, c)?;
         check_gather(p.ranks() * c, n, hidden, p.top_k())?;
-        check_unpack(p.ranks() * c, slots, hidden)?;
+        check_unpack(p.ranks() * c, routes, hidden)?;
         Ok(())
     }
 

@@ -16,10 +16,10 @@
 //! Nothing on the step allocates, waits or reads back, so each rank's step can be captured
 //! into a CUDA graph on its stream ([`ExpertParallel::capture`]).
 
+use std::sync::atomic::AtomicUsize;
+
 use moegen_dsl::FinalizeMode;
 use moegen_dsl::abi::Buffer;
-
-use std::sync::atomic::AtomicUsize;
 
 use super::collective::{Collective, Exchange};
 use super::{EpBuffer, EpError, EpMode, EpPartition, EpWorkspace};
@@ -143,7 +143,7 @@ impl ExpertParallel {
         Ok(first?)
     }
 
-    pub(super) fn count(&self, what: &'static str, given: usize) -> Result<(), EpError> {
+    fn count(&self, what: &'static str, given: usize) -> Result<(), EpError> {
         if given == self.ranks.len() {
             Ok(())
         } else {
@@ -216,7 +216,7 @@ impl ExpertParallel {
                     rank,
                     reason: format!(
                         "the layer (H {}, deterministic {deterministic}) does not match the \
-                         workspace's plan (H {}, {:?})",
+                         workspace's plan (H {}, {})",
                         s.hidden,
                         plan.hidden(),
                         plan.deterministic().map_or("either finalize", |d| if d {
