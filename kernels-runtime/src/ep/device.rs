@@ -7,7 +7,7 @@ use half::bf16;
 use moegen_dsl::abi::error_record::WORDS;
 
 use super::launch::{
-    PackBuffers, check_gather, check_unpack, launch_combine_unpack, launch_gather_rows,
+    PackBuffers, check_gather, check_pack, check_unpack, launch_combine_unpack, launch_gather_rows,
     launch_pack, product, reset_record, words_fit,
 };
 use super::pack_record::{decode_pack, words};
@@ -43,7 +43,7 @@ pub fn device_ep_pack(
     tokens: usize,
     per_peer: usize,
 ) -> Result<PackedSend, EpError> {
-    let routes = super::launch::check_pack(partition, tokens, per_peer)?;
+    let routes = check_pack(partition, tokens, per_peer)?;
     length("routing experts", ids.len(), routes)?;
     length("router weights", weights.len(), routes)?;
     let g = partition.ranks();
