@@ -21,7 +21,7 @@ use moegen_validation::layer_check::finalize_slack;
 mod common;
 use common::Rng;
 
-const H: usize = 512;
+const H: usize = 256;
 const I: usize = 256;
 const E: usize = 16;
 const K: usize = 4;
