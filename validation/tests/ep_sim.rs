@@ -529,6 +529,11 @@ fn bulk_all_to_all_is_within_the_bulk_order_slack() {
             let d = (f64::from(a.to_f32()) - f64::from(b.to_f32())).abs();
             assert!(d <= *s, "G = {g}, element {j}: {a} vs {b}, slack {s}");
         }
+        // Stronger, by construction: each owner's bulk top-1 row is its route row exactly
+        // (one row added onto zeros), and the home sums rows in slot order, so the bulk
+        // mode (b) is the single layer's deterministic output.
+        let det = single(&m, &batch, g * n, FinalizeMode::Deterministic);
+        assert_eq!(got, det, "G = {g}: bulk mode (b) is the slot-order sum");
     }
 }
 

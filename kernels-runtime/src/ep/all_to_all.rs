@@ -12,8 +12,8 @@
 //! A top-1 layer's output row is the route's row as the single layer computes it (its
 //! GEMMs and `bf16(acc·(α2·w))` do not depend on `k`; the finalize of one value is that
 //! value, and a bulk reduce-add of one row onto zeros is that row), so the home rank's
-//! slot-order finalize is the single layer's deterministic output bit for bit. The bulk mode
-//! runs the same finalize: one of the orders the bulk mode's slack allows.
+//! slot-order finalize is the single layer's deterministic output bit for bit, in the bulk
+//! mode too (its slot order is one of the orders the bulk mode's slack allows).
 //!
 //! The blocks are sized from the step's `N` (the same on every rank), so no count is read
 //! on the host: nothing on the step allocates, waits or reads back, and it is captured like
