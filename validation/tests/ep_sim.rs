@@ -106,8 +106,22 @@ fn io(b: &mut SimBackend, batch: &Batch, rows: std::ops::Range<usize>) -> Forwar
 /// The single layer: every expert on one device.
 fn single(m: &Model, batch: &Batch, tokens: usize, finalize: FinalizeMode) -> Vec<bf16> {
     let mut b = sim();
+    let (layer, ws) = single_layer(&mut b, m, tokens, finalize);
+    let io = io(&mut b, batch, 0..tokens);
+    layer.forward(&mut b, &ws, &io).unwrap();
+    layer.check_errors(&mut b, &ws).unwrap();
+    b.download_slice::<bf16>(io.output).unwrap()
+}
+
+/// The layer holding every expert, with its workspace, for up to `tokens` tokens.
+fn single_layer(
+    b: &mut SimBackend,
+    m: &Model,
+    tokens: usize,
+    finalize: FinalizeMode,
+) -> (MoeLayer, Workspace) {
     let shape = MoeShape::new(H, I, ExpertWindow::new(E, 0, E, K).unwrap()).unwrap();
-    let layer = build_layer(&mut b, m, config(shape, finalize), tokens);
+    let layer = build_layer(b, m, config(shape, finalize), tokens);
     let spec = WorkspaceSpec {
         max_tokens: tokens,
         top_k: K,
@@ -118,11 +132,7 @@ fn single(m: &Model, batch: &Batch, tokens: usize, finalize: FinalizeMode) -> Ve
         deterministic: finalize == FinalizeMode::Deterministic,
         arch: Arch::Sm100,
     };
-    let ws = Workspace::new(&mut b, &KernelSet::builtin(), spec).unwrap();
-    let io = io(&mut b, batch, 0..tokens);
-    layer.forward(&mut b, &ws, &io).unwrap();
-    layer.check_errors(&mut b, &ws).unwrap();
-    b.download_slice::<bf16>(io.output).unwrap()
+    (layer, Workspace::new(b, &KernelSet::builtin(), spec).unwrap())
 }
 
 /// G ranks, each with its window's layer, workspace and its `n` tokens.
@@ -641,19 +651,8 @@ fn a_router_s_padding_id_is_refused_outside_expert_parallelism() {
         experts: E,
     };
     let mut b = sim();
-    let shape = MoeShape::new(H, I, ExpertWindow::new(E, 0, E, K).unwrap()).unwrap();
-    let layer = build_layer(&mut b, &m, config(shape, FinalizeMode::Deterministic), 2);
-    let spec = WorkspaceSpec {
-        max_tokens: 2,
-        top_k: K,
-        max_local_experts: E,
-        max_hidden: H,
-        max_intermediate: I,
-        tile_sizes: TileSize::SM100.to_vec(),
-        deterministic: true,
-        arch: Arch::Sm100,
-    };
-    let ws = Workspace::new(&mut b, &KernelSet::builtin(), spec).unwrap();
+    let (layer, ws) = single_layer(&mut b, &m, 2, FinalizeMode::Deterministic);
+    let shape = layer.config().shape;
     let launches = b.stats().launches;
     let e = layer.forward_host(&mut b, &ws, 2, &bt.x, &bt.ids, &bt.weights).unwrap_err();
     assert_eq!(e, LayerError::Input(want.clone()));
