@@ -1,4 +1,5 @@
-//! The SIMT kernels (routing sort, NVFP4 quantization, deterministic finalize) on a backend,
+//! The SIMT kernels (routing sort, NVFP4 quantization, deterministic finalize, expert
+//! parallelism's dispatch pack, row gather and combine unpack) on a backend,
 //! compared byte for byte with their CPU counterparts. `gpu-check` runs these on the GPU and
 //! on a simulator of the same kernel flavour.
 
@@ -12,6 +13,10 @@ use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::device_ops::{
     DeviceOpError, device_finalize_reduce, device_moe_sort, device_quantize,
+};
+use moegen_runtime::ep::{
+    EpError, EpPartition, combine_unpack, device_ep_combine_unpack, device_ep_gather_rows,
+    device_ep_pack, gather_rows, pack_routes,
 };
 use moegen_runtime::reference::{finalize, quantize_activations};
 use moegen_runtime::routing::{ExpertWindow, moe_sort};
@@ -36,6 +41,9 @@ pub enum SimtCase {
     Quantize(usize, usize),
     /// Deterministic finalize: tokens, top_k, hidden.
     Finalize(usize, usize, usize),
+    /// Expert parallelism's dispatch pack, then the gather of its send rows and the unpack
+    /// of rows returned in the same slots: experts, ranks, top_k, tokens, hidden.
+    EpExchange(usize, usize, usize, usize, usize),
 }
 
 /// The cases gpu-check runs, with whether each is small enough to also simulate.
@@ -51,6 +59,10 @@ pub const CASES: &[(SimtCase, bool)] = &[
     (SimtCase::Quantize(1000, 7168), false),
     (SimtCase::Finalize(9, 4, 64), true),
     (SimtCase::Finalize(2048, 8, 7168), false),
+    (SimtCase::EpExchange(16, 2, 4, 37, 64), true),
+    (SimtCase::EpExchange(64, 4, 8, 300, 256), true),
+    (SimtCase::EpExchange(256, 8, 8, 4096, 7168), false),
+    (SimtCase::EpExchange(32, 8, 4, 2048, 2880), false),
 ];
 
 /// A simulator running the kernel flavour `target`.
@@ -71,6 +83,14 @@ pub enum SimtCheckError {
         case: String,
         /// The window's error.
         source: PlanError,
+    },
+    /// Expert parallelism's partition or CPU pack refused the case.
+    #[error("{case}: {source}")]
+    Ep {
+        /// The case's label.
+        case: String,
+        /// The partition's or pack's error.
+        source: Box<EpError>,
     },
     /// The CPU counterpart refused the case's data.
     #[error("{case}: {source}")]
@@ -173,6 +193,56 @@ fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, SimtCheckErr
             let bytes = |v: &[bf16]| v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect();
             Ok((bytes(&got), bytes(&want)))
         }
+        SimtCase::EpExchange(experts, ranks, k, tokens, hidden) => {
+            let ep = |x| SimtCheckError::Ep { case: label(case), source: Box::new(x) };
+            let p = EpPartition::new(experts, ranks, k).map_err(ep)?;
+            let mut r = Rng(tokens as u64 * 7 + ranks as u64);
+            // Distinct experts per token; a third of the tokens send every route to rank 0,
+            // so its block fills while others' pad.
+            let mut ids: Vec<i32> = Vec::with_capacity(tokens * k);
+            for t in 0..tokens {
+                let pool =
+                    if t % 3 == 0 && p.local_experts() >= k { p.local_experts() } else { experts };
+                let mut chosen: Vec<i32> = Vec::with_capacity(k);
+                while chosen.len() < k {
+                    let c = (r.next() % pool as u64) as i32;
+                    if !chosen.contains(&c) {
+                        chosen.push(c);
+                    }
+                }
+                ids.extend(chosen);
+            }
+            let weights: Vec<f32> =
+                (0..tokens * k).map(|_| (r.next() >> 40) as f32 / (1u64 << 24) as f32).collect();
+            let per_peer = p.max_routes_to_rank(tokens);
+            let want = pack_routes(&p, &ids, &weights, tokens, per_peer).map_err(ep)?;
+            let got = device_ep_pack(b, &p, &ids, &weights, tokens, per_peer).map_err(ep)?;
+            let x: Vec<bf16> = (0..tokens * hidden)
+                .map(|_| bf16::from_f32((r.next() >> 40) as f32 / 1e6 - 8.0))
+                .collect();
+            let want_rows = gather_rows(&want.sent, &x, tokens, hidden, k).map_err(e)?;
+            let got_rows =
+                device_ep_gather_rows(b, &got.sent, &x, tokens, hidden, k).map_err(dev)?;
+            // The owners' rows come back in the slots they went out in: the unpack puts
+            // each at its expanded index over a buffer whose untouched rows must stay.
+            let fill = bf16::from_f32(-3.5);
+            let mut want_out = vec![fill; tokens * k * hidden];
+            combine_unpack(&want.sent, &want_rows, tokens * k, hidden, &mut want_out)
+                .map_err(e)?;
+            let mut got_out = vec![fill; tokens * k * hidden];
+            device_ep_combine_unpack(b, &got.sent, &got_rows, hidden, &mut got_out)
+                .map_err(dev)?;
+            let bytes = |v: &[bf16]| -> Vec<u8> {
+                v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect()
+            };
+            let mut g = format!("{got:?}").into_bytes();
+            g.extend(bytes(&got_rows));
+            g.extend(bytes(&got_out));
+            let mut w = format!("{want:?}").into_bytes();
+            w.extend(bytes(&want_rows));
+            w.extend(bytes(&want_out));
+            Ok((g, w))
+        }
     }
 }
 
@@ -184,6 +254,9 @@ pub fn label(case: SimtCase) -> String {
         }
         SimtCase::Quantize(n, h) => format!("quantize_nvfp4 {n}x{h}"),
         SimtCase::Finalize(n, k, h) => format!("finalize_reduce N={n} k={k} H={h}"),
+        SimtCase::EpExchange(e, g, k, n, h) => {
+            format!("ep_dispatch_pack+gather_rows+combine_unpack E={e} G={g} k={k} N={n} H={h}")
+        }
     }
 }
 
