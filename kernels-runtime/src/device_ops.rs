@@ -5,6 +5,7 @@
 
 use half::bf16;
 use moegen_dsl::TileSize;
+use moegen_dsl::abi::ep::Padding;
 use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
 use moegen_dsl::abi::{Buffer, KernelId, KernelInfo, Scalar, SimtFamily};
 use moegen_dsl::plan::{PlanError, max_permuted_rows, max_tiles};
@@ -111,13 +112,15 @@ impl SortBuffers {
     }
 }
 
-/// Runs the three routing-sort kernels, leaving the outputs on the device.
+/// Runs the three routing-sort kernels with `accept_padding` from `padding`, leaving the
+/// outputs on the device.
 pub fn device_moe_sort_buffers(
     b: &mut dyn Backend,
     experts: &[i32],
     tokens: usize,
     window: &ExpertWindow,
     tile: TileSize,
+    padding: Padding,
 ) -> Result<SortBuffers, DeviceOpError> {
     let routes = tokens
         .checked_mul(window.top_k())
@@ -165,6 +168,7 @@ pub fn device_moe_sort_buffers(
         .scalar(Scalar::NumExperts, window.num_experts() as u64)?
         .scalar(Scalar::LocalOffset, window.offset() as u64)?
         .scalar(Scalar::LocalExperts, l as u64)?
+        .scalar(Scalar::AcceptPadding, padding.scalar())?
         .scalar(Scalar::SortBlocks, blocks as u64)?
         .scalar(Scalar::TileSize, t as u64)?
         .scalar(Scalar::MaxTiles, tiles as u64)?
@@ -211,7 +215,8 @@ pub fn read_sort(
     })
 }
 
-/// Runs the three routing-sort kernels and reads the six outputs back.
+/// Runs the three routing-sort kernels and reads the six outputs back: the device side of
+/// `moe_sort` ([`Padding::Refuse`]).
 pub fn device_moe_sort(
     b: &mut dyn Backend,
     experts: &[i32],
@@ -219,7 +224,19 @@ pub fn device_moe_sort(
     window: &ExpertWindow,
     tile: TileSize,
 ) -> Result<SortOutputs, DeviceOpError> {
-    let s = device_moe_sort_buffers(b, experts, tokens, window, tile)?;
+    device_moe_sort_padding(b, experts, tokens, window, tile, Padding::Refuse)
+}
+
+/// [`device_moe_sort`] under `padding`: the device side of `moe_sort_padding`.
+pub fn device_moe_sort_padding(
+    b: &mut dyn Backend,
+    experts: &[i32],
+    tokens: usize,
+    window: &ExpertWindow,
+    tile: TileSize,
+    padding: Padding,
+) -> Result<SortOutputs, DeviceOpError> {
+    let s = device_moe_sort_buffers(b, experts, tokens, window, tile, padding)?;
     read_sort(b, &s, tile)
 }
 

@@ -2,7 +2,7 @@
 //! expert's routes into whole tiles. It moves no data.
 
 use moegen_dsl::TileSize;
-use moegen_dsl::abi::ep::NO_ROUTE;
+use moegen_dsl::abi::ep::{NO_ROUTE, Padding};
 
 use crate::error::{Result, RuntimeError, check_len};
 pub use moegen_dsl::plan::ExpertWindow;
@@ -53,13 +53,27 @@ impl SortOutputs {
 ///
 /// Within an expert, rows keep ascending expanded index (token·k + slot), which makes the
 /// output deterministic; the GPU kernel's contract allows any order within an expert.
-/// [`NO_ROUTE`] (an unused slot of an expert-parallel peer block) is a route of no expert:
-/// never local, never a duplicate, no error.
+/// [`NO_ROUTE`] is out of range like any id outside `[0, experts)`: what the layer's sort
+/// does by default. [`moe_sort_padding`] chooses.
 pub fn moe_sort(
     experts: &[i32],
     tokens: usize,
     window: &ExpertWindow,
     tile: TileSize,
+) -> Result<SortOutputs> {
+    moe_sort_padding(experts, tokens, window, tile, Padding::Refuse)
+}
+
+/// [`moe_sort`] with the device sort's `accept_padding`: under [`Padding::Skip`] (the
+/// expert-parallel owner's sort of its padded peer blocks) [`NO_ROUTE`] is a route of no
+/// expert, never local, never a duplicate, no error; under [`Padding::Refuse`] it is out of
+/// range, named by token and slot.
+pub fn moe_sort_padding(
+    experts: &[i32],
+    tokens: usize,
+    window: &ExpertWindow,
+    tile: TileSize,
+    padding: Padding,
 ) -> Result<SortOutputs> {
     if tokens == 0 {
         return Err(RuntimeError::from(PlanError::Zero { what: "tokens" }));
@@ -88,8 +102,7 @@ pub fn moe_sort(
     // Local expert of each route, or None.
     let mut local_of = Vec::with_capacity(expanded);
     for (i, &e) in experts.iter().enumerate() {
-        // The all-to-all mode's padding slots: a route of no expert, silently skipped.
-        if e == NO_ROUTE {
+        if e == NO_ROUTE && padding == Padding::Skip {
             local_of.push(None);
             continue;
         }
@@ -148,25 +161,21 @@ pub fn moe_sort(
 }
 
 /// [`moe_sort`] of a router's ids, which must not hold [`NO_ROUTE`] (refused as out of
-/// range, at the first offending route): what the CPU references sort.
+/// range, at the first offending route): what the CPU references sort. The same as
+/// [`moe_sort`] ([`Padding::Refuse`]); named so the references say whose ids they sort.
 pub fn moe_sort_router(
     experts: &[i32],
     tokens: usize,
     window: &ExpertWindow,
     tile: TileSize,
 ) -> Result<SortOutputs> {
-    // Wrong lengths are left to the sort's own checks, which name them.
-    if tokens.checked_mul(window.top_k()) == Some(experts.len()) {
-        check_user_expert_ids(experts, window.top_k(), window.num_experts())?;
-    }
-    moe_sort(experts, tokens, window, tile)
+    moe_sort_padding(experts, tokens, window, tile, Padding::Refuse)
 }
 
 /// The first route (in expanded order) whose expert id is outside `[0, experts)`, the
-/// padding id [`NO_ROUTE`] included: what a router's ids must satisfy. The routing sort
-/// skips [`NO_ROUTE`] because expert parallelism's peer blocks carry it; a caller's ids
-/// reaching a single layer or the CPU reference must not, so their host paths check this
-/// first.
+/// padding id [`NO_ROUTE`] included: what a router's ids must satisfy, and what the sort
+/// under [`Padding::Refuse`] reports first. Host paths check it before any upload, so a bad
+/// id is refused before anything runs.
 pub fn check_user_expert_ids(ids: &[i32], top_k: usize, experts: usize) -> Result<()> {
     if top_k == 0 {
         return Err(RuntimeError::from(PlanError::Zero { what: "top_k" }));
@@ -191,6 +200,8 @@ pub fn check_distinct_experts(experts: &[i32], top_k: usize) -> Result<()> {
     }
     for (token, ids) in experts.chunks(top_k).enumerate() {
         for (slot, &e) in ids.iter().enumerate() {
+            // Callers that refuse NO_ROUTE do so in their range check, which comes first;
+            // where it is accepted, two padding slots are no duplicate.
             if e == NO_ROUTE {
                 continue;
             }

@@ -176,3 +176,30 @@ proptest! {
         check_invariants(&experts, &w, &s);
     }
 }
+
+#[test]
+fn the_padding_id_is_skipped_only_when_the_caller_asks() {
+    use moegen_dsl::abi::ep::{NO_ROUTE, Padding};
+    use moegen_runtime::routing::{moe_sort_padding, moe_sort_router};
+    let w = window(8, 2, 4, 2);
+    // Token 1 is all padding (no duplicate when skipped); token 2 keeps one real route.
+    let ids = [2, 5, NO_ROUTE, NO_ROUTE, 3, NO_ROUTE];
+    let skipped = moe_sort_padding(&ids, 3, &w, TileSize::T128, Padding::Skip).unwrap();
+    // The same outputs as the ids with the padding routed outside the window.
+    let outside = [2, 5, 0, 1, 3, 0];
+    assert_eq!(skipped, moe_sort(&outside, 3, &w, TileSize::T128).unwrap());
+    let refused = RuntimeError::ExpertOutOfRange {
+        token: 1,
+        slot: 0,
+        expert: i64::from(NO_ROUTE),
+        experts: 8,
+    };
+    assert_eq!(
+        moe_sort_padding(&ids, 3, &w, TileSize::T128, Padding::Refuse),
+        Err(refused.clone())
+    );
+    assert_eq!(moe_sort(&ids, 3, &w, TileSize::T128), Err(refused.clone()));
+    assert_eq!(moe_sort_router(&ids, 3, &w, TileSize::T128), Err(refused));
+    assert_eq!(Padding::default(), Padding::Refuse);
+    assert_eq!((Padding::Refuse.scalar(), Padding::Skip.scalar()), (0, 1));
+}

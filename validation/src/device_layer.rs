@@ -112,7 +112,14 @@ pub fn device_moe_layer(
     let k1 = find_kernel(&KernelId::Gemm(gemm_key(tactic.gemm1(), opts)?))?;
     let k2 = find_kernel(&KernelId::Gemm(gemm_key(tactic.gemm2(), opts)?))?;
 
-    let sort = device_moe_sort_buffers(b, &routing.experts, routing.tokens, &shape.window, tile)?;
+    let sort = device_moe_sort_buffers(
+        b,
+        &routing.experts,
+        routing.tokens,
+        &shape.window,
+        tile,
+        moegen_dsl::abi::ep::Padding::Refuse,
+    )?;
     let rows = sort.max_rows;
     let h_layout = Scale128x4::new(rows, i / 16).map_err(RuntimeError::from)?;
     let d_h = b.alloc(rows * i / 2)?;

@@ -356,6 +356,21 @@ pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck
     })
 }
 
+/// Runs `p`'s layer once (the dispatch table's tactic) with its ids already on the device,
+/// the way a caller's router leaves them, and returns what [`MoeLayer::check_errors`]
+/// decodes from the device's record: the checks no host path made.
+pub fn device_checked_errors(
+    b: &mut dyn Backend,
+    p: &Problem,
+) -> Result<Result<(), LayerError>, LayerCheckError> {
+    let c = &p.case;
+    let s = setup(b, p, None, &KernelSet::builtin())?;
+    s.layer.forward(b, &s.ws, &s.io).map_err(|e| layer_err(c, e))?;
+    let errors = s.layer.check_errors(b, &s.ws);
+    s.release(b, c)?;
+    Ok(errors)
+}
+
 /// Runs `p` through a [`MoeLayer`] on `b` with every tactic of the built-in kernel set that
 /// applies (at most `max_tactics`, spread over the list, when given), comparing each with the
 /// reference of `b`'s generation.

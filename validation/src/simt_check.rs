@@ -6,20 +6,22 @@
 use crate::rng::Rng;
 use half::bf16;
 use moegen_dsl::abi::SimtTarget;
+use moegen_dsl::abi::ep::{NO_ROUTE, Padding};
 use moegen_dsl::plan::PlanError;
 use moegen_dsl::{FinalizeMode, TileSize};
 use moegen_runtime::RuntimeError;
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::device_ops::{
-    DeviceOpError, device_finalize_reduce, device_moe_sort, device_quantize,
+    DeviceOpError, device_finalize_reduce, device_moe_sort, device_moe_sort_padding,
+    device_quantize,
 };
 use moegen_runtime::ep::{
     EpError, EpPartition, combine_unpack, device_ep_combine_unpack, device_ep_gather_rows,
     device_ep_pack, gather_rows, pack_routes,
 };
 use moegen_runtime::reference::{finalize, quantize_activations};
-use moegen_runtime::routing::{ExpertWindow, moe_sort};
+use moegen_runtime::routing::{ExpertWindow, moe_sort, moe_sort_padding};
 
 /// One SIMT case's outcome.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -141,6 +143,24 @@ fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, SimtCheckErr
             // Then the last token names its first expert again at its last slot, and the
             // middle token too (where k > 1): both sides must name the middle one.
             let (mut got_dup, mut want_dup) = (None, None);
+            // The padding id in the middle token's last slot and the last token's first:
+            // skipped under `Padding::Skip` (mode (b)'s owner), the middle one out of range
+            // under `Padding::Refuse` (every other launch).
+            let mut pad_ids = ids.clone();
+            for i in [(tokens / 2) * k + k - 1, (tokens - 1) * k] {
+                pad_ids[i] = NO_ROUTE;
+            }
+            let mut pad = Vec::new();
+            for padding in [Padding::Skip, Padding::Refuse] {
+                let want = moe_sort_padding(&pad_ids, tokens, &w, tile, padding);
+                let got = match device_moe_sort_padding(b, &pad_ids, tokens, &w, tile, padding) {
+                    Err(DeviceOpError::Input(x)) => Err(x),
+                    Err(other) => return Err(dev(other)),
+                    Ok(s) => Ok(s),
+                };
+                pad.push((got, want));
+            }
+            let (got_pad, want_pad): (Vec<_>, Vec<_>) = pad.into_iter().unzip();
             if k > 1 {
                 let mut dup_ids = ids;
                 for t in [tokens - 1, tokens / 2] {
@@ -153,8 +173,8 @@ fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, SimtCheckErr
                     Ok(_) => None,
                 };
             }
-            let got = format!("{got:?} {got_dup:?}");
-            Ok((got.into_bytes(), format!("{want:?} {want_dup:?}").into_bytes()))
+            let got = format!("{got:?} {got_dup:?} {got_pad:?}");
+            Ok((got.into_bytes(), format!("{want:?} {want_dup:?} {want_pad:?}").into_bytes()))
         }
         SimtCase::Quantize(tokens, hidden) => {
             let mut r = Rng(hidden as u64 + 7);

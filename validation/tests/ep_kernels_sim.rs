@@ -6,15 +6,17 @@
 
 use half::bf16;
 use moegen_dsl::TileSize;
-use moegen_dsl::abi::ep::NO_ROUTE;
+use moegen_dsl::abi::ep::{NO_ROUTE, Padding};
 use moegen_runtime::RuntimeError;
 use moegen_runtime::backend::sim::SimBackend;
-use moegen_runtime::device_ops::{DeviceOpError, device_finalize_reduce, device_moe_sort};
+use moegen_runtime::device_ops::{
+    DeviceOpError, device_finalize_reduce, device_moe_sort, device_moe_sort_padding,
+};
 use moegen_runtime::ep::{
     EpError, EpPartition, PackedSend, combine_unpack, device_ep_combine_unpack,
     device_ep_gather_rows, device_ep_pack, dispatch_routes, gather_rows, pack_routes,
 };
-use moegen_runtime::routing::{ExpertWindow, moe_sort};
+use moegen_runtime::routing::{ExpertWindow, moe_sort, moe_sort_padding};
 
 #[path = "../../kernels-runtime/tests/common/mod.rs"]
 mod common;
@@ -165,29 +167,65 @@ fn dispatch_pack_skips_the_padding_id_and_names_bad_input() {
     assert!(matches!(pack_routes(&p, ids, &[1.0; 4], 3, 4), Err(EpError::RoutingLength { .. })));
 }
 
+/// Both SIMT flavours of the sort: sm_100f, then sm_90a.
+fn both_targets() -> [SimBackend; 2] {
+    [SimBackend::new(), SimBackend::hopper()]
+}
+
 #[test]
-fn the_routing_sort_skips_the_padding_id_silently() {
-    // An owner's top-1 layer over a received block: real routes, then padding.
-    let w = ExpertWindow::new(8, 4, 4, 1).unwrap();
-    let mut ids = vec![5, 4, 7, 5];
-    ids.extend([NO_ROUTE; 6]);
-    let want = moe_sort(&ids, ids.len(), &w, TileSize::T128).unwrap();
-    assert!(want.expanded_idx_to_permuted_idx[4..].iter().all(|&p| p == -1));
-    let got = device_moe_sort(&mut SimBackend::new(), &ids, ids.len(), &w, TileSize::T128).unwrap();
-    assert_eq!(got, want);
-    // Two padding slots of one token are no duplicate; −1 is still an error.
-    let w2 = ExpertWindow::new(8, 0, 4, 2).unwrap();
-    let ids = [1, NO_ROUTE, NO_ROUTE, NO_ROUTE, 3, 2];
-    let want = moe_sort(&ids, 3, &w2, TileSize::T128).unwrap();
-    let got = device_moe_sort(&mut SimBackend::new(), &ids, 3, &w2, TileSize::T128).unwrap();
-    assert_eq!(got, want);
-    let bad = [1, -1, 2, 3];
-    let want = RuntimeError::ExpertOutOfRange { token: 0, slot: 1, expert: -1, experts: 8 };
-    assert_eq!(moe_sort(&bad, 2, &w2, TileSize::T128), Err(want.clone()));
-    assert_eq!(
-        device_moe_sort(&mut SimBackend::new(), &bad, 2, &w2, TileSize::T128),
-        Err(DeviceOpError::Input(want))
-    );
+fn the_routing_sort_skips_the_padding_id_silently_only_when_asked() {
+    let skip = Padding::Skip;
+    for mut b in both_targets() {
+        // An owner's top-1 layer over a received block: real routes, then padding.
+        let w = ExpertWindow::new(8, 4, 4, 1).unwrap();
+        let mut ids = vec![5, 4, 7, 5];
+        ids.extend([NO_ROUTE; 6]);
+        let n = ids.len();
+        let want = moe_sort_padding(&ids, n, &w, TileSize::T128, skip).unwrap();
+        assert!(want.expanded_idx_to_permuted_idx[4..].iter().all(|&p| p == -1));
+        let got = device_moe_sort_padding(&mut b, &ids, n, &w, TileSize::T128, skip).unwrap();
+        assert_eq!(got, want);
+        // Refused by default, at its first slot, on both sides.
+        let refused = RuntimeError::ExpertOutOfRange {
+            token: 4,
+            slot: 0,
+            expert: i64::from(NO_ROUTE),
+            experts: 8,
+        };
+        assert_eq!(moe_sort(&ids, n, &w, TileSize::T128), Err(refused.clone()));
+        assert_eq!(
+            device_moe_sort(&mut b, &ids, n, &w, TileSize::T128),
+            Err(DeviceOpError::Input(refused))
+        );
+        // Two padding slots of one token are no duplicate when skipped; −1 is still an error.
+        let w2 = ExpertWindow::new(8, 0, 4, 2).unwrap();
+        let ids = [1, NO_ROUTE, NO_ROUTE, NO_ROUTE, 3, 2];
+        let want = moe_sort_padding(&ids, 3, &w2, TileSize::T128, skip).unwrap();
+        let got = device_moe_sort_padding(&mut b, &ids, 3, &w2, TileSize::T128, skip).unwrap();
+        assert_eq!(got, want);
+        // Refused, the first padding slot is reported as out of range (not the duplicate
+        // pair after it), as −1 would be.
+        let refused = RuntimeError::ExpertOutOfRange {
+            token: 0,
+            slot: 1,
+            expert: i64::from(NO_ROUTE),
+            experts: 8,
+        };
+        assert_eq!(moe_sort(&ids, 3, &w2, TileSize::T128), Err(refused.clone()));
+        assert_eq!(
+            device_moe_sort_padding(&mut b, &ids, 3, &w2, TileSize::T128, Padding::Refuse),
+            Err(DeviceOpError::Input(refused))
+        );
+        let bad = [1, -1, 2, 3];
+        let want = RuntimeError::ExpertOutOfRange { token: 0, slot: 1, expert: -1, experts: 8 };
+        for padding in [Padding::Refuse, skip] {
+            assert_eq!(moe_sort_padding(&bad, 2, &w2, TileSize::T128, padding), Err(want.clone()));
+            assert_eq!(
+                device_moe_sort_padding(&mut b, &bad, 2, &w2, TileSize::T128, padding),
+                Err(DeviceOpError::Input(want.clone()))
+            );
+        }
+    }
 }
 
 #[test]
@@ -290,6 +328,23 @@ fn the_exchange_puts_every_route_row_at_its_home_slot() {
                 device_finalize_reduce(&mut sims[r], &f(&want), &all_local, tokens, k, hidden)
                     .unwrap();
             assert_eq!(got, single, "case {case}, rank {r}: the finalize, bit for bit");
+        }
+    }
+}
+
+#[test]
+fn the_gpu_check_s_simulated_sort_cases_agree_with_the_cpu_padding_included() {
+    // What `gpu-check --parts simt` compares on a device (the padding id under both
+    // `accept_padding` values among it), here on both simulated flavours.
+    use moegen_dsl::abi::SimtTarget;
+    use moegen_validation::simt_check::{CASES, SimtCase, check, simulator_for};
+    for target in [SimtTarget::Sm100f, SimtTarget::Sm90a] {
+        for &(case, simulated) in CASES {
+            if !simulated || !matches!(case, SimtCase::Sort(..)) {
+                continue;
+            }
+            let row = check(&mut simulator_for(target), case, false).unwrap();
+            assert!(row.device_equal, "{target:?}: {}", row.case);
         }
     }
 }

@@ -636,9 +636,10 @@ fn all_to_all_refuses_mismatched_layers_and_workspaces_before_any_launch() {
 
 #[test]
 fn a_router_s_padding_id_is_refused_outside_expert_parallelism() {
-    // The device sort skips NO_ROUTE for mode (b)'s peer blocks; a router's ids reaching a
-    // single layer from the host, the CPU reference or the f64 oracle are refused, named at
-    // the first offending route.
+    // Only mode (b)'s owner sorts with NO_ROUTE skipped (its own padding); a router's ids
+    // reaching a single layer from the host, the CPU reference or the f64 oracle are
+    // refused, named at the first offending route, before anything runs. (On the device
+    // the layer's sort reports it: validation/tests/layer_check_sim.rs.)
     use moegen_dsl::abi::ep::NO_ROUTE;
     use moegen_runtime::RuntimeError;
     let mut m = model(121);
@@ -673,4 +674,31 @@ fn a_router_s_padding_id_is_refused_outside_expert_parallelism() {
         e,
         LayerError::Input(RuntimeError::ExpertOutOfRange { token: 0, slot: 2, expert: -1, .. })
     ));
+}
+
+#[test]
+fn mode_a_reports_a_router_s_padding_id_at_its_gathered_route() {
+    // Mode (a)'s ranks sort the gathered ids, the callers' own: NO_ROUTE there is a wrong
+    // id, reported from the device record (rank 0's layer, which sorts every rank's routes
+    // first, names rank 1's token 1 as gathered token 2 + 1), while mode (b) drops it.
+    use moegen_dsl::abi::ep::NO_ROUTE;
+    use moegen_runtime::RuntimeError;
+    let mut m = model(131);
+    let batch = batch(&mut m, 4, 132, &all_experts());
+    let mut ids = batch.ids.clone();
+    ids[2 * K + K + 2] = NO_ROUTE;
+    let mut r = ranks_in(EpMode::AllGather, &m, &batch, 2, 2, FinalizeMode::Deterministic);
+    r.set_routing(&ids, &batch.weights);
+    r.forward().unwrap();
+    let want = RuntimeError::ExpertOutOfRange {
+        token: 3,
+        slot: 2,
+        expert: i64::from(NO_ROUTE),
+        experts: E,
+    };
+    assert_eq!(r.check_errors(), Err(EpError::Layer(LayerError::Input(want))));
+    let mut r = ranks_in(EpMode::AllToAll, &m, &batch, 2, 2, FinalizeMode::Deterministic);
+    r.set_routing(&ids, &batch.weights);
+    r.forward().unwrap();
+    assert_eq!(r.check_errors(), Ok(()));
 }

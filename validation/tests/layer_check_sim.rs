@@ -9,7 +9,7 @@ use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
     LayerCase, LayerCheckError, RoutePattern, bf16_ulps, check_graph_replay, check_tactics,
-    finalize_slack, problem,
+    device_checked_errors, finalize_slack, problem,
 };
 
 #[test]
@@ -502,4 +502,47 @@ fn generated(
         params: g.params,
         launch: g.launch,
     }))
+}
+
+#[test]
+fn a_padding_id_in_device_ids_is_reported_with_its_route_on_both_targets() {
+    // A router's NO_ROUTE reaching MoeLayer::forward on the device: only expert
+    // parallelism's owner may skip it, so the layer's sort must report it, as it does −1.
+    use moegen_dsl::abi::ep::NO_ROUTE;
+    use moegen_runtime::RuntimeError;
+    use moegen_runtime::layer::LayerError;
+    let sm100 = LayerCase {
+        shape: MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(),
+        tokens: 4,
+        planned_tokens: 4,
+        activations: ActivationFormat::Nvfp4,
+        format: WeightFormat::Nvfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 5,
+        // No local route: the GEMMs have no tile, the sort is what is tested.
+        routes: RoutePattern::NoneLocal,
+        epilogue: EpilogueSpec::PLAIN,
+    };
+    let sm90 = LayerCase {
+        shape: MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(),
+        activations: ActivationFormat::Bf16,
+        format: WeightFormat::Mxfp4,
+        ..sm100
+    };
+    for (case, sim) in [(sm100, SimBackend::new()), (sm90, SimBackend::hopper())] {
+        let mut sim = sim.with_sm_count(4);
+        let mut p = problem(case).unwrap();
+        assert_eq!(device_checked_errors(&mut sim, &p).unwrap(), Ok(()));
+        // Token 2's second slot, and a later one: the first is named.
+        p.routing.experts[2 * 2 + 1] = NO_ROUTE;
+        p.routing.experts[3 * 2] = NO_ROUTE;
+        let want = RuntimeError::ExpertOutOfRange {
+            token: 2,
+            slot: 1,
+            expert: i64::from(NO_ROUTE),
+            experts: 8,
+        };
+        let got = device_checked_errors(&mut sim, &p).unwrap();
+        assert_eq!(got, Err(LayerError::Input(want)), "{}", p.case.label());
+    }
 }

@@ -77,8 +77,8 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
     // 2. Checks and per-expert counts.
     strided(&mut b, tid, routes, THREADS, &mut |b, i| {
         check_weight(b, weights, i, flags);
-        let (e, raw, _) = local_expert(b, experts, i, ne, zero, ne, flags);
-        check_duplicate(b, experts, i, raw, top_k, flags);
+        let (e, raw, _) = local_expert(b, experts, i, ne, zero, ne, flags, None);
+        check_duplicate(b, experts, i, raw, top_k, flags, None);
         let none = b.setp_s32(Cmp::Lt, e, 0i32);
         let skip = b.new_label("no_count");
         b.bra_if(none, &skip);
@@ -128,7 +128,7 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
     let e = b.mov_u32(Operand::Imm(-1));
     let staged = b.new_label("staged");
     b.bra_unless(inside, &staged);
-    let (v, raw, bad) = local_expert(&mut b, experts, i, ne, zero, ne, flags);
+    let (v, raw, bad) = local_expert(&mut b, experts, i, ne, zero, ne, flags, None);
     b.assign_u32(e, v);
     // Every route has taken the minima of pass 2: the first offenders record their ids.
     let fa = record_word(&mut b, flags, WORD_FIRST_BAD_EXPERT);

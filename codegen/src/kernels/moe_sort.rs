@@ -13,8 +13,10 @@
 //! first such route and its id); non-finite router weights and a token naming one expert at
 //! two slots (the first such route, the earlier slot and the id) are recorded the same way.
 //! The padding id `abi::ep::NO_ROUTE` (unused slots of an expert-parallel peer block) is a
-//! route of no expert: skipped like a non-local one, with no error bit. Nothing is written
-//! out of bounds.
+//! route of no expert, skipped like a non-local one with no error bit, only when the launch's
+//! `accept_padding` is 1 (the all-to-all owner's sort); at 0 it is out of range like −1, since
+//! a router's `NO_ROUTE` would otherwise drop a route unnoticed. Nothing is written out of
+//! bounds.
 
 use moegen_dsl::abi::ep::NO_ROUTE;
 use moegen_dsl::abi::error_record::{
@@ -57,7 +59,10 @@ pub(crate) fn simt_builder(family: SimtFamily, target: SimtTarget) -> KernelBuil
 }
 
 /// Local expert of route `i` or −1 (also −1 for out-of-range ids, which raise the flag and
-/// take part in the first-route minimum); the raw id comes back too.
+/// take part in the first-route minimum); the raw id comes back too. `accept`: the
+/// predicate under which the padding id is skipped rather than out of range (`None`: always,
+/// the pack's rule for a router's dropped route).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn local_expert(
     b: &mut KernelBuilder,
     experts: Reg,
@@ -66,13 +71,14 @@ pub(crate) fn local_expert(
     off: Reg,
     l: Reg,
     flags: Reg,
+    accept: Option<Reg>,
 ) -> (Reg, Reg, Reg) {
     let addr = b.index_addr(experts, i, 4);
     let e = b.ld_global(Ty::U32, RegClass::B32, addr);
-    // Unsigned compare also rejects negative ids, except the padding id (abi::ep), which
-    // is a route of no expert: never local (its offset from any window is ≥ 2^31 > L).
+    // Unsigned compare also rejects negative ids, except an accepted padding id (abi::ep),
+    // which is a route of no expert: never local (its offset from any window is ≥ 2^31 > L).
     let out = b.setp_u32(Cmp::Ge, e, ne);
-    let pad = is_padding(b, e);
+    let pad = accepted_padding(b, e, accept);
     let bad = b.and_pred(out, Operand::NotPred(pad));
     b.emit_if(
         Guard::when(bad),
@@ -90,6 +96,21 @@ pub(crate) fn local_expert(
 /// Whether `e` is the all-to-all mode's padding id.
 pub(crate) fn is_padding(b: &mut KernelBuilder, e: Reg) -> Reg {
     b.setp_u32(Cmp::Eq, e, NO_ROUTE as u32)
+}
+
+/// Whether `e` is the padding id and `accept` (if any) holds.
+fn accepted_padding(b: &mut KernelBuilder, e: Reg, accept: Option<Reg>) -> Reg {
+    let pad = is_padding(b, e);
+    match accept {
+        Some(a) => b.and_pred(pad, a),
+        None => pad,
+    }
+}
+
+/// The launch's `accept_padding` scalar as a predicate.
+fn accepts_padding(b: &mut KernelBuilder) -> Reg {
+    let a = b.ld_scalar(Scalar::AcceptPadding);
+    b.setp_u32(Cmp::Ne, a, 0u32)
 }
 
 /// Flags route `i` when its router weight is NaN or ±∞ (all exponent bits set).
@@ -115,7 +136,7 @@ fn token_start(b: &mut KernelBuilder, i: Reg, top_k: Reg) -> Reg {
 
 /// Flags route `i` (expert id `e`) when an earlier slot of its token names the same id: the
 /// sort would give that expert the token twice. top_k is small, so each route rereads its
-/// token's earlier ids (L1 hits) rather than staging them.
+/// token's earlier ids (L1 hits) rather than staging them. `accept` as in [`local_expert`].
 pub(crate) fn check_duplicate(
     b: &mut KernelBuilder,
     experts: Reg,
@@ -123,6 +144,7 @@ pub(crate) fn check_duplicate(
     e: Reg,
     top_k: Reg,
     flags: Reg,
+    accept: Option<Reg>,
 ) {
     let start = token_start(b, i, top_k);
     let hits = b.mov_u32(0u32);
@@ -134,8 +156,8 @@ pub(crate) fn check_duplicate(
         b.inc_u32(hits, inc);
     });
     let hit = b.setp_u32(Cmp::Ne, hits, 0u32);
-    // Two padding slots of one token are no duplicate.
-    let pad = is_padding(b, e);
+    // Two accepted padding slots of one token are no duplicate.
+    let pad = accepted_padding(b, e, accept);
     let dup = b.and_pred(hit, Operand::NotPred(pad));
     b.emit_if(
         Guard::when(dup),
@@ -191,6 +213,7 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
     let l = b.ld_scalar(Scalar::LocalExperts);
     let counts = b.ld_buffer(Buffer::SortBlockCounts);
     let flags = b.ld_buffer(Buffer::ErrorFlags);
+    let accept = accepts_padding(&mut b);
     let tid = b.sreg(SReg::TidX);
     let bid = b.sreg(SReg::CtaidX);
     let hist = b.smem_addr(0);
@@ -207,8 +230,8 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
         let skip = b.new_label("skip");
         b.bra_unless(inside, &skip);
         check_weight(&mut b, weights, i, flags);
-        let (le, e, _) = local_expert(&mut b, experts, i, ne, off, l, flags);
-        check_duplicate(&mut b, experts, i, e, top_k, flags);
+        let (le, e, _) = local_expert(&mut b, experts, i, ne, off, l, flags, Some(accept));
+        check_duplicate(&mut b, experts, i, e, top_k, flags, Some(accept));
         let none = b.setp_s32(Cmp::Lt, le, 0i32);
         b.bra_if(none, &skip);
         let a = b.mad_u32(le, 4u32, hist);
@@ -389,6 +412,7 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
     let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
     let flags = b.ld_buffer(Buffer::ErrorFlags);
     let max_rows = b.ld_scalar(Scalar::MaxPermutedRows);
+    let accept = accepts_padding(&mut b);
     let tid = b.sreg(SReg::TidX);
     let bid = b.sreg(SReg::CtaidX);
     let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
@@ -401,7 +425,7 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
         let le = b.mov_u32(Operand::Imm(-1));
         let skip = b.new_label("skip_load");
         b.bra_unless(inside, &skip);
-        let (v, e, bad) = local_expert(&mut b, experts, i, ne, off, l, flags);
+        let (v, e, bad) = local_expert(&mut b, experts, i, ne, off, l, flags, Some(accept));
         b.assign_u32(le, v);
         // Every histogram block has taken its minimum by now: the first bad route's thread
         // records the id.

@@ -69,6 +69,9 @@ pub enum Scalar {
     SortBlocks,
     /// Expert-parallel all-to-all mode: routes per peer block `C` (`AllToAllPlan::per_peer`).
     PerPeer,
+    /// Routing sort: 1 skips `abi::ep::NO_ROUTE` silently (`abi::ep::Padding::Skip`), 0
+    /// refuses it as out of range.
+    AcceptPadding,
 }
 
 /// A device buffer; the workspace plan and the layer's tensors are named by these.
@@ -169,7 +172,7 @@ pub enum Buffer {
 
 impl Scalar {
     /// Every scalar.
-    pub const ALL: [Scalar; 13] = [
+    pub const ALL: [Scalar; 14] = [
         Scalar::Tokens,
         Scalar::NumRoutes,
         Scalar::NumExperts,
@@ -183,6 +186,7 @@ impl Scalar {
         Scalar::MaxPermutedRows,
         Scalar::SortBlocks,
         Scalar::PerPeer,
+        Scalar::AcceptPadding,
     ];
 }
 

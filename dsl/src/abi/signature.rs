@@ -174,6 +174,7 @@ pub const MOE_SORT_HISTOGRAM: &[Param] = &[
     scalar("num_experts", S::NumExperts, "experts in the model"),
     scalar("local_offset", S::LocalOffset, "first local expert"),
     scalar("local_experts", S::LocalExperts, "L"),
+    scalar("accept_padding", S::AcceptPadding, "1: NO_ROUTE is skipped; 0: out of range"),
     buffer(
         "block_counts",
         B::SortBlockCounts,
@@ -209,6 +210,7 @@ pub const MOE_SORT_SCATTER: &[Param] = &[
     scalar("num_experts", S::NumExperts, "experts in the model"),
     scalar("local_offset", S::LocalOffset, "first local expert"),
     scalar("local_experts", S::LocalExperts, "L"),
+    scalar("accept_padding", S::AcceptPadding, "1: NO_ROUTE is skipped; 0: out of range"),
     buffer(
         "block_counts",
         B::SortBlockCounts,

@@ -20,6 +20,7 @@ use std::sync::atomic::AtomicUsize;
 
 use moegen_dsl::FinalizeMode;
 use moegen_dsl::abi::Buffer;
+use moegen_dsl::abi::ep::Padding;
 
 use super::collective::{Collective, Exchange};
 use super::{EpBuffer, EpError, EpMode, EpPartition, EpWorkspace};
@@ -327,13 +328,28 @@ impl ExpertParallel {
                 ),
                 output,
             };
+            // The gathered ids are the callers' own: a NO_ROUTE there is a wrong id.
             if deterministic {
                 // Other ranks' routes must read as exact zeros in the reduce-scatter.
                 b.memset(output.ptr, 0, gathered * k * hidden * 2)?;
-                layer.run_pass(&mut **b, ws.layer_workspace(), &gio, &tactic, false)?;
+                layer.run_pass(
+                    &mut **b,
+                    ws.layer_workspace(),
+                    &gio,
+                    &tactic,
+                    false,
+                    Padding::Refuse,
+                )?;
                 reduce.push(Exchange { send: output.ptr, recv: ep_ptr(ws, EpBuffer::Routes)? });
             } else {
-                layer.run_pass(&mut **b, ws.layer_workspace(), &gio, &tactic, true)?;
+                layer.run_pass(
+                    &mut **b,
+                    ws.layer_workspace(),
+                    &gio,
+                    &tactic,
+                    true,
+                    Padding::Refuse,
+                )?;
                 reduce.push(Exchange { send: output.ptr, recv: io.output.ptr });
             }
             tactics.push(tactic);

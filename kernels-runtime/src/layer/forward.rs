@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
+use moegen_dsl::abi::ep::Padding;
 use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
 use moegen_dsl::abi::{Buffer, KernelId, KernelInfo, MapDims, Scalar, SimtFamily};
 use moegen_dsl::abi::{SimtTarget, WeightFormat};
@@ -363,13 +364,15 @@ impl MoeLayer {
         io: &ForwardIo,
         tactic: &MoeTactic,
     ) -> Result<(), LayerError> {
-        self.run_pass(b, ws, io, tactic, true)
+        self.run_pass(b, ws, io, tactic, true, Padding::Refuse)
     }
 
     /// [`Self::forward_with`], or in deterministic mode with `finalize` false everything
     /// but the final sum: each local route's bf16 row is left in the workspace's finalize
     /// scratch (`[tokens·k, H]`, expanded order) for a caller that sums routes elsewhere
-    /// (expert parallelism, `crate::ep`).
+    /// (expert parallelism, `crate::ep`). `padding`: what the sort does with
+    /// `abi::ep::NO_ROUTE`; only the all-to-all owner, whose blocks it padded itself, skips
+    /// it: in a caller's ids it is a wrong id to report.
     pub(crate) fn run_pass(
         &self,
         b: &mut dyn Backend,
@@ -377,6 +380,7 @@ impl MoeLayer {
         io: &ForwardIo,
         tactic: &MoeTactic,
         finalize: bool,
+        padding: Padding,
     ) -> Result<(), LayerError> {
         let r = self.resolved.iter().find(|r| r.tactic == *tactic).ok_or_else(|| {
             LayerError::NoTactic(format!("{tactic} is not resolved by this layer"))
@@ -423,6 +427,7 @@ impl MoeLayer {
             .scalar(Scalar::NumExperts, w.num_experts() as u64)?
             .scalar(Scalar::LocalOffset, w.offset() as u64)?
             .scalar(Scalar::LocalExperts, w.local() as u64)?
+            .scalar(Scalar::AcceptPadding, padding.scalar())?
             .scalar(Scalar::TopK, w.top_k() as u64)?
             .scalar(Scalar::Hidden, s.hidden as u64)?
             .scalar(Scalar::Intermediate, s.intermediate as u64)?
