@@ -494,8 +494,9 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
 /// shallower than K (3 stages for A16's 5 K stages, 2 for A8's 3), so the consumers' cursors
 /// skip the other's stages across several wraps and the turn barriers must order the
 /// units: the layer equals the reference bit for bit. 2I 384 is 3 units per routing tile;
-/// 37 tokens over 4 local experts fill 3 or 4 T 128 tiles, which the 4 simulated SMs'
-/// CTAs share 3 and 2 units at a time (an odd count leaves consumer 1 a unit short).
+/// 37 tokens (top 2 of 8 experts, 4 local) give a T 128 tile to each local expert with
+/// routes (3 or 4 tiles), so the 4 simulated SMs' CTAs (one per SM) get 2 or 3 units each
+/// and at least one gets 3 (an odd count: consumer 0 takes two, consumer 1 one).
 #[test]
 fn hopper_pingpong_gemm1_matches_the_reference_bit_for_bit() {
     use moegen_dsl::abi::{KernelId, KernelInfo};
