@@ -6,7 +6,7 @@ use moegen_dsl::abi::{
 };
 use moegen_dsl::{
     ActivationFormat, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, GemmKind, GemmTactic,
-    KernelDesc, KernelDescBuilder, MoeTactic, SwigluInput, Target,
+    KernelDesc, KernelDescBuilder, MoeTactic, Schedule, SwigluInput, Target,
 };
 
 use crate::kernels::{
@@ -194,12 +194,17 @@ impl Sm90Gemms {
 
 /// The MXFP4 tactics shipped by default, at every tile size: GEMM1 N 256 and GEMM2 N 128
 /// (the fast pair where H and I allow), and GEMM1 N 128 with GEMM2 N 64, which serve every H
-/// and I that are multiples of 64 (gpt-oss's 2880). MXFP4 checkpoints are served by A16 and A8.
+/// and I that are multiples of 64 (gpt-oss's 2880); at T 128 also GEMM1 N 128 ping-pong with
+/// either GEMM2 (no GEMM2 kernel of its own). MXFP4 checkpoints are served by A16 and A8.
 pub fn sm90_mxfp4_tactics() -> Vec<MoeTactic> {
     moegen_dsl::sm90_tactics()
         .into_iter()
         .filter(|t| {
-            matches!((t.gemm1().mma_tiler()[1], t.gemm2().mma_tiler()[1]), (256, 128) | (128, 64))
+            let pp = t.gemm1().schedule() == Schedule::PingPong;
+            matches!(
+                (t.gemm1().mma_tiler()[1], pp, t.gemm2().mma_tiler()[1]),
+                (256, false, 128) | (128, _, 64) | (128, true, 128)
+            )
         })
         .collect()
 }

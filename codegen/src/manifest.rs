@@ -99,6 +99,7 @@ pub fn entry(k: &crate::kernel_set::GeneratedKernel) -> ManifestEntry {
                 "bias": key.bias,
                 "finalize": key.finalize,
                 "raster": key.raster,
+                "schedule": key.schedule,
             }),
         }),
         _ => None,

@@ -37,7 +37,10 @@ fn layouts_derive_from_the_key() {
                 assert_eq!(&l.budget, d.budget());
                 let r = sm90_roles(&k);
                 assert_eq!((l.consumers, l.threads), (r.consumers, r.warps * 32), "{}", k.name());
-                assert_eq!(l.consumers * l.rows_per_consumer, l.n, "{}", k.name());
+                // The consumers split a unit's rows, or (ping-pong) each takes whole units.
+                assert_eq!(l.parts * l.rows_per_consumer, l.n, "{}", k.name());
+                assert_eq!(l.pingpong, k.schedule == moegen_dsl::Schedule::PingPong);
+                assert_eq!(l.parts, if l.pingpong { 1 } else { l.consumers }, "{}", k.name());
             }
         }
     }

@@ -5,7 +5,7 @@
 use crate::options::{
     Activation, ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, WeightFormat,
 };
-use crate::tactic::{Arch, GemmKind, GemmTactic, Raster, TacticError, TileSize};
+use crate::tactic::{Arch, GemmKind, GemmTactic, Raster, Schedule, TacticError, TileSize};
 use crate::target::Target;
 
 /// Everything that makes one GEMM kernel differ from another. A validated one comes from
@@ -26,6 +26,8 @@ pub struct GemmKey {
     pub cluster_n: u32,
     /// Tile walk order.
     pub raster: Raster,
+    /// How the consumer warpgroups share units (Hopper; cooperative on SM100).
+    pub schedule: Schedule,
     /// Operand format.
     pub format: WeightFormat,
     /// SwiGLU input precision (GEMM1; the default for GEMM2).
@@ -74,7 +76,12 @@ impl GemmKey {
                 [self.cta_group(), self.cluster_n],
                 self.raster,
             ),
-            Arch::Sm90 => GemmTactic::new_sm90(self.gemm, self.tile.rows(), self.mma_n),
+            Arch::Sm90 => GemmTactic::new_sm90_scheduled(
+                self.gemm,
+                self.tile.rows(),
+                self.mma_n,
+                self.schedule,
+            ),
         }
     }
     /// The kernel family name (`gemm1`, `gemm2`, `gemm2_deterministic`).
@@ -102,6 +109,9 @@ impl GemmKey {
         if self.arch() == Arch::Sm90 {
             s.push('_');
             s.push_str(self.activations.tag());
+        }
+        if self.schedule == Schedule::PingPong {
+            s.push_str("_pp");
         }
         if self.finalize == FinalizeMode::Deterministic {
             s.push_str("_det");

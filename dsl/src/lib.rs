@@ -35,8 +35,8 @@ pub use options::{
 pub use resources::{KernelBudget, ResourceError, plan_gemm, plan_gemm_for};
 pub use sm90_tactics::{sm90_n_granule, sm90_tactics};
 pub use tactic::{
-    Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, TacticError, TileSize, nvfp4_gemms,
-    nvfp4_tactics, tactics_for,
+    Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, Schedule, TacticError, TileSize,
+    nvfp4_gemms, nvfp4_tactics, tactics_for,
 };
 pub use target::Target;
 

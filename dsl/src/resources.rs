@@ -219,14 +219,17 @@ fn plan_sm90(
     // residency with the N width: in the first cut (N 256 shared too) DeepSeek-slice layers
     // were 12 % and 8 % faster at 128 and 1024 tokens but 32 % slower at 16, gpt-oss 15–30 %
     // faster throughout (docs/perf.md, 2026-12-02).
-    let roles = sm90_roles_for(n);
-    // GEMM1 stages its bf16 h tile (T × N/2) for coalesced stores; GEMM2 its bf16 output
-    // tile (T × N) for the per-token bulk reduce-add; each consumer has its column table.
+    // Ping-pong is a two-consumer kernel too: each consumer holds a whole unit's rows.
+    let roles = sm90_roles_for(n, tactic.schedule());
+    // GEMM1 stages its bf16 h tile (T × rows/2 per consumer) for coalesced stores; GEMM2 its
+    // bf16 output tile (T × rows) for the per-token bulk reduce-add; each consumer has its
+    // column table.
+    let rows = roles.consumers * roles.rows_per_consumer;
     let columns = roles.consumers * sm90_column_table_bytes(tactic.kind(), activations, t);
     let epilogue = columns
         + match tactic.kind() {
-            GemmKind::Gemm1 => t * (n / 2) * 2,
-            GemmKind::Gemm2 => t * n * 2,
+            GemmKind::Gemm1 => t * (rows / 2) * 2,
+            GemmKind::Gemm2 => t * rows * 2,
         };
     let need = if roles.consumers > 1 {
         u32::MAX

@@ -1,7 +1,7 @@
 //! The Hopper (sm_90a) corner of the tactic space: the weight rows per CTA, what a GEMM's N
-//! dimension must be a multiple of, and the 24 tactics.
+//! dimension must be a multiple of, and the 27 tactics.
 
-use crate::tactic::{GemmKind, GemmTactic, MoeTactic, TileSize};
+use crate::tactic::{GemmKind, GemmTactic, MoeTactic, Schedule, TileSize};
 
 /// N values of the Hopper GEMMs: weight rows per CTA (64 per wgmma M).
 pub const SM90_MMA_N: [u32; 3] = [64, 128, 256];
@@ -18,15 +18,27 @@ pub const fn sm90_n_granule(kind: GemmKind) -> u32 {
     }
 }
 
+/// The GEMM1 widths and schedules of the Hopper tactic space: N 128 and N 256 cooperative
+/// at every tile; N 128 ping-pong at T 128 only, where GEMM1's epilogue is a third of the
+/// consumers' time and both consumers of an N 256 CTA run it at once (docs/perf.md).
+fn sm90_gemm1_widths(tile: TileSize) -> Vec<(u32, Schedule)> {
+    let mut w = vec![(128, Schedule::Cooperative), (256, Schedule::Cooperative)];
+    if tile == TileSize::T128 {
+        w.push((128, Schedule::PingPong));
+    }
+    w
+}
+
 /// The Hopper tactic space: T ∈ {16, 32, 64, 128} tokens per routing tile (the wgmma N);
-/// GEMM1 N ∈ {128, 256} weight rows per CTA; GEMM2 N ∈ {64, 128, 256}. 4 · 2 · 3 = 24
-/// tactics, in a fixed order (tile, GEMM1 N, GEMM2 N).
+/// GEMM1 N ∈ {128, 256} weight rows per CTA (and N 128 ping-pong at T 128); GEMM2 N ∈ {64,
+/// 128, 256}. 4 · 2 · 3 + 3 = 27 tactics, in a fixed order (tile, GEMM1 N and schedule,
+/// GEMM2 N).
 pub fn sm90_tactics() -> Vec<MoeTactic> {
-    let mut out = Vec::with_capacity(24);
+    let mut out = Vec::with_capacity(27);
     for tile in TileSize::SM90 {
-        for n1 in [128, 256] {
+        for (n1, schedule) in sm90_gemm1_widths(tile) {
             for n2 in SM90_MMA_N {
-                let g1 = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), n1);
+                let g1 = GemmTactic::new_sm90_scheduled(GemmKind::Gemm1, tile.rows(), n1, schedule);
                 let g2 = GemmTactic::new_sm90(GemmKind::Gemm2, tile.rows(), n2);
                 if let (Ok(g1), Ok(g2)) = (g1, g2)
                     && let Ok(t) = MoeTactic::new(tile, g1, g2)

@@ -121,6 +121,31 @@ pub enum Raster {
     AlongM,
 }
 
+/// How a Hopper CTA's consumer warpgroups share its work units.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub enum Schedule {
+    /// Every consumer takes its part of every unit (one consumer per 128 weight rows), so
+    /// their K loops and their epilogues run at the same time (SM100 kernels: always).
+    #[default]
+    Cooperative,
+    /// Two consumers take alternate units of the CTA, each a whole unit of 128 weight rows,
+    /// from the one stage ring: one consumer's epilogue runs beside the other's K loop
+    /// (Hopper, N 128; docs/hopper-schedule.md).
+    PingPong,
+}
+
 /// MMA N values the kernels implement.
 pub const SUPPORTED_MMA_N: [u32; 2] = [128, 256];
 
@@ -143,6 +168,7 @@ pub struct GemmTactic {
     mma_n: u32,
     cluster_n: u32,
     raster: Raster,
+    schedule: Schedule,
 }
 
 impl GemmTactic {
@@ -186,6 +212,7 @@ impl GemmTactic {
             mma_n: mma_tiler[1],
             cluster_n: cluster[1],
             raster,
+            schedule: Schedule::Cooperative,
         })
     }
 
@@ -200,7 +227,31 @@ impl GemmTactic {
         if !SM90_MMA_N.contains(&n) || (kind == GemmKind::Gemm1 && n < 128) {
             return Err(TacticError::UnsupportedSm90N { gemm: kind, n });
         }
-        Ok(Self { arch: Arch::Sm90, kind, tile: t, mma_n: n, cluster_n: 1, raster: Raster::AlongN })
+        Ok(Self {
+            arch: Arch::Sm90,
+            kind,
+            tile: t,
+            mma_n: n,
+            cluster_n: 1,
+            raster: Raster::AlongN,
+            schedule: Schedule::Cooperative,
+        })
+    }
+
+    /// [`GemmTactic::new_sm90`] with the consumers' schedule. Ping-pong needs a unit that is
+    /// one consumer's whole width (N 128: two m64 blocks, GEMM1's up and gate), and is built
+    /// for GEMM1 only (GEMM2's finalize has not been simulated under it).
+    pub fn new_sm90_scheduled(
+        kind: GemmKind,
+        tile: u32,
+        n: u32,
+        schedule: Schedule,
+    ) -> Result<Self, TacticError> {
+        let t = Self::new_sm90(kind, tile, n)?;
+        if schedule == Schedule::PingPong && (kind != GemmKind::Gemm1 || n != 128) {
+            return Err(TacticError::UnsupportedSchedule { gemm: kind, n, schedule });
+        }
+        Ok(Self { schedule, ..t })
     }
 
     /// The tactic of a kernel identity that [`GemmTactic::new`] or [`GemmTactic::new_sm90`]
@@ -212,8 +263,9 @@ impl GemmTactic {
         mma_n: u32,
         cluster_n: u32,
         raster: Raster,
+        schedule: Schedule,
     ) -> Self {
-        Self { arch, kind, tile, mma_n, cluster_n, raster }
+        Self { arch, kind, tile, mma_n, cluster_n, raster, schedule }
     }
 
     /// The generation this tactic is shaped for.
@@ -249,6 +301,10 @@ impl GemmTactic {
     pub fn raster(&self) -> Raster {
         self.raster
     }
+    /// How the consumers share units (Hopper; SM100 tactics are cooperative).
+    pub fn schedule(&self) -> Schedule {
+        self.schedule
+    }
 
     /// Whether a grid over `n_dim` output columns can be covered by this tactic's clusters:
     /// the N-tile count must be a positive multiple of the cluster N (a cluster never
@@ -270,7 +326,13 @@ impl fmt::Display for GemmTactic {
         let [cm, cn] = self.cluster();
         match self.arch {
             Arch::Sm100 => write!(f, "{}_m{m}n{n}_c{cm}x{cn}", self.kind),
-            Arch::Sm90 => write!(f, "{}_sm90_t{m}n{n}", self.kind),
+            Arch::Sm90 => {
+                write!(f, "{}_sm90_t{m}n{n}", self.kind)?;
+                if self.schedule == Schedule::PingPong {
+                    f.write_str("_pp")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -457,6 +519,18 @@ pub enum TacticError {
         gemm: GemmKind,
         /// The N given.
         n: u32,
+    },
+    /// A consumer schedule the tactic's GEMM or width does not have.
+    #[error(
+        "Hopper {gemm} N {n} has no {schedule:?} schedule (ping-pong is built for GEMM1 at N 128: one unit per consumer)"
+    )]
+    UnsupportedSchedule {
+        /// Which GEMM.
+        gemm: GemmKind,
+        /// The N given.
+        n: u32,
+        /// The schedule asked for.
+        schedule: Schedule,
     },
     /// GEMM tactics of two generations in one layer tactic.
     #[error("GEMM1 and GEMM2 tactics are shaped for different GPU generations")]

@@ -11,11 +11,20 @@ use moegen_dsl::abi::{KernelId, launch_facts};
 use moegen_dsl::*;
 
 #[test]
-fn the_hopper_space_has_24_tactics_whose_wgmma_n_is_the_routing_tile() {
+fn the_hopper_space_has_27_tactics_whose_wgmma_n_is_the_routing_tile() {
     let ts = sm90_tactics();
-    assert_eq!(ts.len(), 24);
+    assert_eq!(ts.len(), 27);
     let names: HashSet<String> = ts.iter().map(|t| t.to_string()).collect();
-    assert_eq!(names.len(), 24);
+    assert_eq!(names.len(), 27);
+    // Ping-pong: GEMM1 N 128 at T 128, with each GEMM2.
+    let pp: Vec<&MoeTactic> =
+        ts.iter().filter(|t| t.gemm1().schedule() == Schedule::PingPong).collect();
+    assert_eq!(pp.len(), 3);
+    for t in pp {
+        assert_eq!(t.gemm1().mma_tiler(), [128, 128], "{t}");
+        assert!(t.to_string().contains("gemm1_sm90_t128n128_pp"), "{t}");
+        assert_eq!(t.gemm2().schedule(), Schedule::Cooperative, "{t}");
+    }
     for t in &ts {
         assert_eq!(t.arch(), Arch::Sm90);
         for g in [t.gemm1(), t.gemm2()] {
@@ -37,6 +46,13 @@ fn the_hopper_space_has_24_tactics_whose_wgmma_n_is_the_routing_tile() {
         GemmTactic::new_sm90(GemmKind::Gemm1, 64, 64),
         Err(TacticError::UnsupportedSm90N { n: 64, .. })
     ));
+    // Ping-pong needs whole 128-row units, and is built for GEMM1 only.
+    for (kind, n) in [(GemmKind::Gemm1, 256), (GemmKind::Gemm2, 128)] {
+        assert_eq!(
+            GemmTactic::new_sm90_scheduled(kind, 128, n, Schedule::PingPong),
+            Err(TacticError::UnsupportedSchedule { gemm: kind, n, schedule: Schedule::PingPong })
+        );
+    }
     // SM100 tactics still refuse tiles below 128.
     assert_eq!(
         GemmTactic::new(GemmKind::Gemm1, [64, 128], [1, 1], Raster::AlongN),
@@ -54,12 +70,12 @@ fn wide_hopper_tactics_apply_to_dimensions_that_are_multiples_of_the_granule() {
     let ts = sm90_tactics();
     // gpt-oss: 2I = 5760 = 22 · 256 + 128, H = 2880 = 11 · 256 + 64 = 22 · 128 + 64.
     let gpt_oss = tactic::applicable_tactics(&ts, |_| 4, 2880, 2880);
-    assert_eq!(gpt_oss.len(), 24);
+    assert_eq!(gpt_oss.len(), 27);
     assert!(
         gpt_oss.iter().any(|t| t.gemm1().mma_tiler()[1] == 256 && t.gemm2().mma_tiler()[1] == 256)
     );
     // H = 320, I = 192: 2I = 384 = 256 + 128 and H = 256 + 64.
-    assert_eq!(tactic::applicable_tactics(&ts, |_| 1, 192, 320).len(), 24);
+    assert_eq!(tactic::applicable_tactics(&ts, |_| 1, 192, 320).len(), 27);
     // Below the granule nothing applies: H = 352 is not a multiple of 64, and I = 96 makes
     // 2I = 192 half a consumer short.
     assert!(tactic::applicable_tactics(&ts, |_| 1, 192, 352).is_empty());
@@ -205,7 +221,7 @@ fn hopper_kernels_that_share_an_sm_split_its_registers_and_shared_memory() {
             let p = b.ctas_per_sm;
             assert!((1..=MAX_CTAS_PER_SM).contains(&p), "{g}: {p}");
             let [tile, n] = g.mma_tiler();
-            let roles = sm90_roles_for(n);
+            let roles = sm90_roles_for(n, g.schedule());
             let regs = sm90_registers(&roles, p);
             let threads = roles.warps * 32;
             // The resident CTAs' launch registers fit the register file, and what the

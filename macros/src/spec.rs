@@ -280,7 +280,7 @@ fn read_gemm(kind: GemmKind, v: &Value, span: Span) -> syn::Result<ReadGemm> {
             TacticError::GatherCannotMulticast { .. } | TacticError::UnsupportedClusterN { .. } => {
                 cluster_n
             }
-            TacticError::UnsupportedSm90N { .. } => mma_n,
+            TacticError::UnsupportedSm90N { .. } | TacticError::UnsupportedSchedule { .. } => mma_n,
             TacticError::UnsupportedSm90Tile { .. } => mma_m,
             TacticError::WrongGemmKind { .. }
             | TacticError::MmaMNotTileSize { .. }

@@ -65,7 +65,8 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         for g in [t.gemm1(), t.gemm2()] {
             let [m, n] = g.mma_tiler();
             let suffix = if g.kind() == moegen_dsl::GemmKind::Gemm1 { g1 } else { g2 };
-            let base = format!("moegen_sm90_{format}_{}_t{m}_n{n}_c1x1_{act}", g.kind());
+            let pp = if g.schedule() == moegen_dsl::Schedule::PingPong { "_pp" } else { "" };
+            let base = format!("moegen_sm90_{format}_{}_t{m}_n{n}_c1x1_{act}{pp}", g.kind());
             let name = format!("{base}{suffix}");
             assert!(names.contains(name.as_str()), "{name} missing");
             if g.kind() == moegen_dsl::GemmKind::Gemm2 {
@@ -82,7 +83,11 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         hopper("nvfp4", "a4", &t);
     }
     let mx = moegen_codegen::kernel_set::sm90_mxfp4_tactics();
-    assert_eq!(mx.len(), 8, "two MXFP4 tactics per tile size (N 256/128 and 128/64)");
+    assert_eq!(
+        mx.len(),
+        10,
+        "two MXFP4 tactics per tile size (N 256/128 and 128/64), and T 128 ping-pong N 128 with GEMM2 N 64 and 128"
+    );
     for t in &mx {
         for act in ["a16", "a8"] {
             hopper("mxfp4", act, t);
@@ -90,9 +95,10 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
             hopper_with("mxfp4", act, t, "_swiglu_clamped_bias", "_bias");
         }
     }
-    // MXFP4, A16 and A8 each, plain and with gpt-oss's epilogue: 8 GEMM1 (4 tiles × N 128,
-    // 256) and 8 GEMM2 (4 tiles × N 64, 128) × 2 modes.
-    let sm90_gemms = 2 * (8 + 12 * 2) + 2 * 2 * (8 + 8 * 2);
+    // NVFP4, A16 and A4: 9 GEMM1 (4 tiles × N 128, 256; T 128 N 128 ping-pong) and 12 GEMM2
+    // × 2 modes. MXFP4, A16 and A8 each, plain and with gpt-oss's epilogue: 9 GEMM1 and 8
+    // GEMM2 (4 tiles × N 64, 128) × 2 modes.
+    let sm90_gemms = 2 * (9 + 12 * 2) + 2 * 2 * (9 + 8 * 2);
     assert_eq!(names.len(), 4 + 4 + 8 + 8 + 16 + 1 + 2 + 7 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]

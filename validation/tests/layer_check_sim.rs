@@ -9,7 +9,7 @@ use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
     LayerCase, LayerCheckError, RoutePattern, bf16_ulps, check_graph_replay, check_tactics,
-    device_checked_errors, finalize_slack, problem,
+    check_tactics_in, device_checked_errors, finalize_slack, problem,
 };
 
 #[test]
@@ -120,12 +120,12 @@ fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
     // H 320 = 256 + 64 and 2I 384 = 256 + 128 are multiples of the granules, not of the
-    // wide Ns: all 24 tactics apply, the wide ones with a partial last N block. Five of them
-    // (evenly spaced in the tactic order) cover every kind of partial block: GEMM1 N 256
-    // with its second consumer past 2I (t16, t32), GEMM2 N 128 with the consumer's second
-    // m64 block past H (t16, t128), GEMM2 N 256 with the first consumer half and the second
-    // wholly past H (t64).
-    let rows = check_tactics(&mut sim, &p, Some(5)).unwrap();
+    // wide Ns: all 24 cooperative tactics apply, the wide ones with a partial last N block.
+    // Five of them (evenly spaced in the tactic order; ping-pong has its own test) cover
+    // every kind of partial block: GEMM1 N 256 with its second consumer past 2I (t16, t32),
+    // GEMM2 N 128 with the consumer's second m64 block past H (t16, t128), GEMM2 N 256 with
+    // the first consumer half and the second wholly past H (t64).
+    let rows = check_tactics_in(&mut sim, &p, Some(5), &cooperative()).unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r.tactic.as_str()).collect();
     assert_eq!(
         names,
@@ -161,7 +161,7 @@ fn hopper_a8_layer_tactics_match_the_reference_bit_for_bit() {
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
-    let rows = check_tactics(&mut sim, &p, Some(3)).unwrap();
+    let rows = check_tactics_in(&mut sim, &p, Some(3), &cooperative()).unwrap();
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
@@ -313,7 +313,11 @@ fn gpt_oss_epilogue_matches_the_reference_bit_for_bit() {
         // in the partial last block), GEMM2 N 64 and N 128 (two m64 blocks, the second past
         // H), at every tile size.
         let rows = check_tactics(&mut sim, &p, None).unwrap();
-        assert_eq!(rows.len(), 16, "4 tiles × GEMM1 N 128/256 × GEMM2 N 64/128");
+        assert_eq!(
+            rows.len(),
+            18,
+            "4 tiles × GEMM1 N 128/256 × GEMM2 N 64/128, and T 128 GEMM1 N 128 ping-pong × both"
+        );
         // The oracle has the unquantized weights: MXFP4 alone costs ~20 % here. With the
         // epilogue the reference stays as close to its oracle as the plain layer does to
         // its own; a misplaced bias or parameter would not.
@@ -398,8 +402,7 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
         };
         let p = problem(case).unwrap();
         let mut sim = SimBackend::hopper().with_sm_count(4);
-        let rows =
-            moegen_validation::layer_check::check_tactics_in(&mut sim, &p, None, &set).unwrap();
+        let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
         // As near its oracle as the plain layer is to its own (the 4-bit weights' cost).
         let plain = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
         let r = plain.reference(moegen_dsl::Arch::Sm90, TileSize::T16).unwrap();
@@ -473,8 +476,7 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
         let r: Vec<f64> = r.iter().map(|v| f64::from(v.to_f32())).collect();
         let plain_err = moegen_runtime::reference::relative_l2_error(&r, &plain.oracle);
         let mut sim = SimBackend::new().with_sm_count(4);
-        let rows =
-            moegen_validation::layer_check::check_tactics_in(&mut sim, &p, None, &set).unwrap();
+        let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
         assert!(!rows.is_empty(), "{spec:?}");
         for r in &rows {
             assert_eq!(r.identical, r.elements, "{spec:?} {}: max ulp {}", r.tactic, r.max_ulp);
@@ -485,6 +487,80 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
             );
         }
     }
+}
+
+/// The ping-pong GEMM1 (two consumers taking alternate N 128 units of a CTA from one stage
+/// ring; docs/hopper-schedule.md) in A16 and A8, with its planned ring and with a ring
+/// shallower than K (3 stages for A16's 5 K stages, 2 for A8's 3), so the consumers' cursors
+/// skip the other's stages across several wraps and the turn barriers must order the
+/// units: the layer equals the reference bit for bit. 2I 384 is 3 units per routing tile;
+/// 37 tokens (top 2 of 8 experts, 4 local) give a T 128 tile to each local expert with
+/// routes (3 or 4 tiles), so the 4 simulated SMs' CTAs (one per SM) get 2 or 3 units each
+/// and at least one gets 3 (an odd count: consumer 0 takes two, consumer 1 one).
+#[test]
+fn hopper_pingpong_gemm1_matches_the_reference_bit_for_bit() {
+    use moegen_dsl::abi::{KernelId, KernelInfo};
+    use moegen_dsl::{Arch, GemmKind, GemmTactic, KernelDescBuilder, Schedule, Target};
+    use moegen_runtime::layer::KernelSet;
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let pp = GemmTactic::new_sm90_scheduled(GemmKind::Gemm1, 128, 128, Schedule::PingPong).unwrap();
+    for (activations, format, shallow, seed) in [
+        (ActivationFormat::Bf16, WeightFormat::Nvfp4, 3, 61),
+        (ActivationFormat::Fp8, WeightFormat::Mxfp4, 2, 62),
+    ] {
+        let g1 = KernelDescBuilder::new(pp)
+            .target(Target::Sm90a)
+            .format(format)
+            .activations(activations);
+        let is_sm90_gemm1 = |k: &&'static KernelInfo| matches!(k.id, KernelId::Gemm(g) if g.gemm == GemmKind::Gemm1 && g.arch() == Arch::Sm90);
+        let builtin = KernelSet::builtin();
+        let others = || builtin.kernels().iter().copied().filter(|k| !is_sm90_gemm1(k));
+        let planned = builtin
+            .kernels()
+            .iter()
+            .copied()
+            .filter(is_sm90_gemm1)
+            .filter(|k| matches!(k.id, KernelId::Gemm(g) if g.schedule == Schedule::PingPong));
+        let sets = [
+            KernelSet::new(others().chain(planned)),
+            KernelSet::new(others().chain([generated(g1.depths(shallow, 1), "sm_90a")])),
+        ];
+        for (depths, set) in ["planned", "shallow"].into_iter().zip(&sets) {
+            let case = LayerCase {
+                shape,
+                tokens: 37,
+                planned_tokens: 37,
+                activations,
+                format,
+                finalize: FinalizeMode::Deterministic,
+                seed,
+                routes: RoutePattern::Spread,
+                epilogue: EpilogueSpec::PLAIN,
+            };
+            let p = problem(case).unwrap();
+            let mut sim = SimBackend::hopper().with_sm_count(4);
+            let rows = check_tactics_in(&mut sim, &p, Some(1), set).unwrap();
+            assert_eq!(rows.len(), 1, "{activations:?} {depths}");
+            let r = &rows[0];
+            assert!(r.tactic.contains("gemm1_sm90_t128n128_pp"), "{}", r.tactic);
+            assert_eq!(
+                r.identical, r.elements,
+                "{activations:?} {depths} {}: max ulp {}",
+                r.tactic, r.max_ulp
+            );
+        }
+    }
+}
+
+/// The built-in kernels without the ping-pong GEMMs: the candidates the cooperative tests'
+/// tactic spacing was chosen over.
+fn cooperative() -> moegen_runtime::layer::KernelSet {
+    use moegen_dsl::abi::KernelId;
+    let all = moegen_runtime::layer::KernelSet::builtin();
+    let kept = all.kernels().iter().copied().filter(
+        |k| !matches!(k.id, KernelId::Gemm(g) if g.schedule == moegen_dsl::Schedule::PingPong),
+    );
+    moegen_runtime::layer::KernelSet::new(kept.collect::<Vec<_>>())
 }
 
 /// The kernel `b` describes, generated as a build script would and kept for the test's life

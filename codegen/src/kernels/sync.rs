@@ -46,6 +46,18 @@ pub fn ring_advance(b: &mut KernelBuilder, index: Reg, phase: Reg, depth: u32) {
     b.emit_if(Guard::when(wrap), flip, vec![phase.into(), phase.into(), 1u32.into()]);
 }
 
+/// Advances a ring position `(index, phase)` over `depth` slots by `n` slots at once (a
+/// runtime count, possibly many times the depth): the phase flips once per wrap.
+pub fn ring_skip(b: &mut KernelBuilder, index: Reg, phase: Reg, depth: u32, n: Reg) {
+    let t = b.add_u32(index, n);
+    let wraps = b.div_u32(t, depth);
+    let back = b.mul_u32(wraps, depth);
+    let at = b.sub_u32(t, back);
+    b.emit(Alu::Mov(Ty::U32), vec![index.into(), at.into()]);
+    let odd = b.and_b32(wraps, 1u32);
+    b.emit(Alu::Int(IntOp::Xor, Ty::B32), vec![phase.into(), phase.into(), odd.into()]);
+}
+
 /// [`ring_advance`] when `pred` holds, without a branch (a branch inside a wgmma pipeline
 /// makes ptxas serialize it).
 pub fn ring_advance_if(b: &mut KernelBuilder, index: Reg, phase: Reg, depth: u32, pred: Reg) {

@@ -2,7 +2,7 @@
 //! TMA producer and the 2-CTA relay. Part of the ABI because the thread count follows.
 
 use crate::gemm_key::GemmKey;
-use crate::tactic::GemmKind;
+use crate::tactic::{GemmKind, Schedule};
 
 /// Epilogue warps: one per TMEM lane quarter (thread t owns accumulator row t).
 pub const EPILOGUE_WARPS: u32 = 4;
@@ -56,17 +56,20 @@ pub fn sm90_consumers(mma_n: u32) -> u32 {
 
 /// The roles of a Hopper GEMM kernel.
 pub fn sm90_roles(key: &GemmKey) -> Sm90Roles {
-    sm90_roles_for(key.mma_n)
+    sm90_roles_for(key.mma_n, key.schedule)
 }
 
-/// The roles of a Hopper GEMM kernel with `mma_n` weight rows per CTA.
-pub fn sm90_roles_for(mma_n: u32) -> Sm90Roles {
-    let consumers = sm90_consumers(mma_n);
-    Sm90Roles {
-        consumers,
-        rows_per_consumer: mma_n / consumers,
-        warps: WARPGROUP_WARPS * (1 + consumers),
-    }
+/// The roles of a Hopper GEMM kernel with `mma_n` weight rows per unit: cooperative, one
+/// consumer per 128 of them; ping-pong, two consumers that each own whole units.
+pub fn sm90_roles_for(mma_n: u32, schedule: Schedule) -> Sm90Roles {
+    let (consumers, rows_per_consumer) = match schedule {
+        Schedule::Cooperative => {
+            let c = sm90_consumers(mma_n);
+            (c, mma_n / c)
+        }
+        Schedule::PingPong => (2, mma_n),
+    };
+    Sm90Roles { consumers, rows_per_consumer, warps: WARPGROUP_WARPS * (1 + consumers) }
 }
 
 /// The roles of a GEMM kernel.

@@ -167,6 +167,7 @@ impl KernelDescBuilder {
             mma_n: self.tactic.mma_tiler()[1],
             cluster_n: self.tactic.cluster()[1],
             raster: self.tactic.raster(),
+            schedule: self.tactic.schedule(),
             format: self.format,
             swiglu_input,
             activation: self.activation,

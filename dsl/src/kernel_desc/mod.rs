@@ -96,7 +96,15 @@ impl KernelDesc {
     /// GEMM tactic.
     pub fn tactic(&self) -> GemmTactic {
         let k = &self.key;
-        GemmTactic::of_validated_key(k.arch(), k.gemm, k.tile, k.mma_n, k.cluster_n, k.raster)
+        GemmTactic::of_validated_key(
+            k.arch(),
+            k.gemm,
+            k.tile,
+            k.mma_n,
+            k.cluster_n,
+            k.raster,
+            k.schedule,
+        )
     }
     /// What the activations are.
     pub fn activations(&self) -> ActivationFormat {

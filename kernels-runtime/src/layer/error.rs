@@ -75,8 +75,9 @@ pub enum LayerError {
     TacticRejected {
         /// The tactic.
         tactic: MoeTactic,
-        /// Why.
-        reason: Rejection,
+        /// Why (boxed: a tactic and a rejection side by side would make every `Result` that
+        /// carries a `LayerError` large).
+        reason: Box<Rejection>,
     },
     /// A workspace spec that no kernel of the set can serve.
     #[error("the workspace spec cannot be served by the kernel set: {0}")]

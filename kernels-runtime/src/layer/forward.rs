@@ -189,7 +189,10 @@ impl MoeLayer {
             let (gemm1, gemm2) = match (kernel(t.gemm1()), kernel(t.gemm2())) {
                 (Ok(g1), Ok(g2)) => (g1, g2),
                 (Err(reason), _) | (_, Err(reason)) => {
-                    return Err(LayerError::TacticRejected { tactic: *t, reason });
+                    return Err(LayerError::TacticRejected {
+                        tactic: *t,
+                        reason: Box::new(reason),
+                    });
                 }
             };
             resolved.push(Resolved { tactic: *t, gemm1, gemm2 });
@@ -197,7 +200,10 @@ impl MoeLayer {
         for t in dispatch.choices() {
             if !resolved.iter().any(|r| r.tactic == *t) {
                 return Err(match report.rejected.iter().find(|r| r.tactic == *t) {
-                    Some(r) => LayerError::TacticRejected { tactic: *t, reason: r.reason.clone() },
+                    Some(r) => LayerError::TacticRejected {
+                        tactic: *t,
+                        reason: Box::new(r.reason.clone()),
+                    },
                     None => LayerError::NoTactic(format!("{t} is not a tactic of {arch:?}")),
                 });
             }

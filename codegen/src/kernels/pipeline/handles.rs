@@ -1,7 +1,7 @@
 //! The roles' handles on a ring: each holds the ring, the shared array's address and the
 //! role's cursor, so no call passes them, and arrives only as its party was declared.
 
-use super::super::sync::{map_to_rank, mbar_wait, ring_advance, ring_advance_if};
+use super::super::sync::{map_to_rank, mbar_wait, ring_advance, ring_advance_if, ring_skip};
 use super::{Arrives, Cursor, Pipeline, Side};
 use crate::ptx::instrs::{MbarWait, WaitKind};
 use crate::ptx::{KernelBuilder, Operand, Reg};
@@ -57,6 +57,10 @@ impl Position<'_> {
 
     fn advance_if(&self, b: &mut KernelBuilder, pred: Reg) {
         ring_advance_if(b, self.cur.index, self.cur.phase, self.ring.stages, pred);
+    }
+
+    fn skip(&self, b: &mut KernelBuilder, n: Reg) {
+        ring_skip(b, self.cur.index, self.cur.phase, self.ring.stages, n);
     }
 }
 
@@ -200,6 +204,12 @@ impl<'a, A: Arrives> Consumer<'a, A> {
     pub fn advance_if(&self, b: &mut KernelBuilder, pred: Reg) {
         self.at.advance_if(b, pred);
     }
+
+    /// Moves `n` slots on without touching them: the slots another consumer of the ring
+    /// waits for and releases.
+    pub fn skip(&self, b: &mut KernelBuilder, n: Reg) {
+        self.at.skip(b, n);
+    }
 }
 
 /// The handle of a role that waits for full slots and arrives on no barrier of the ring.
@@ -226,5 +236,10 @@ impl<'a> Waiter<'a> {
     /// Moves to the next slot, flipping the phase on wrap-around.
     pub fn advance(&self, b: &mut KernelBuilder) {
         self.at.advance(b);
+    }
+
+    /// Moves `n` slots on without waiting for them (slots another role consumes).
+    pub fn skip(&self, b: &mut KernelBuilder, n: Reg) {
+        self.at.skip(b, n);
     }
 }

@@ -69,7 +69,7 @@ pub(super) fn a8_unit(
     let l = &g.l;
     let e_base = b.mul_u32(u.expert, p.rows_per_expert);
     let n_base = b.mul_u32(u.n, l.n);
-    let c_base = b.mul_u32(k.ci, l.rows_per_consumer);
+    let c_base = b.mul_u32(k.part, l.rows_per_consumer);
     let first = b.add_u32(n_base, c_base);
     let first = b.add_u32(first, k.r0);
     let rho: Vec<[Reg; 2]> = (0..l.blocks)

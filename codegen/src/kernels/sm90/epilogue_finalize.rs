@@ -162,7 +162,7 @@ pub(super) fn epilogue_finalize(
     let dst = b.mul_wide_u32(dst_row, p.row_bytes);
     let dst = b.add_u64(p.out, dst);
     let col0 = b.mul_u32(u.n, l.n * 2);
-    let col0 = b.mad_u32(k.ci, row, col0);
+    let col0 = b.mad_u32(k.part, row, col0);
     let col0 = b.cvt_u64_u32(col0);
     let dst = b.add_u64(dst, col0);
     let reduce_add = match l.key.finalize {
@@ -190,7 +190,7 @@ fn unit_bias(
     hidden: Reg,
 ) -> Vec<[Reg; 2]> {
     let first = b.mul_u32(u.n, g.l.n);
-    let first = b.mad_u32(k.ci, g.l.rows_per_consumer, first);
+    let first = b.mad_u32(k.part, g.l.rows_per_consumer, first);
     let first = b.add_u32(first, k.r0);
     let last = b.sub_u32(hidden, 1u32);
     let row = b.mul_u32(u.expert, hidden);
@@ -222,7 +222,7 @@ fn partial_store(
 ) {
     let rows = g.l.rows_per_consumer;
     let first = b.mul_u32(u.n, g.l.n);
-    let first = b.mad_u32(k.ci, rows, first);
+    let first = b.mad_u32(k.part, rows, first);
     let end = b.add_u32(first, rows);
     let whole = b.setp_u32(Cmp::Ge, hidden, end);
     let whole = b.and_pred(valid, whole);

@@ -154,8 +154,8 @@ fn unit_epilogue(
     let alpha1 = b.ld_global(Ty::F32, RegClass::F32, al_addr);
     let act = p.act_params.map(|base| load_activation_params(b, base, u.expert));
     let bias = p.bias.map(|base| {
-        let ub = b.mul_u32(u.n, g.l.consumers);
-        let ub = b.add_u32(ub, k.ci);
+        let ub = b.mul_u32(u.n, g.l.parts);
+        let ub = b.add_u32(ub, k.part);
         let col0 = b.shl_b32(ub, 6u32);
         let col0 = b.add_u32(col0, k.r0);
         let last = b.sub_u32(p.inter, 1u32);
@@ -298,8 +298,8 @@ pub(super) fn epilogue_swiglu(
     }
     consumer_barrier(b, k);
     // Copy-out: 128 threads, 8 per token row, T/16 rows each.
-    let ub = b.mul_u32(u.n, l.consumers);
-    let ub = b.add_u32(ub, k.ci);
+    let ub = b.mul_u32(u.n, l.parts);
+    let ub = b.add_u32(ub, k.part);
     let exists = p.h_blocks.map(|blocks| b.setp_u32(Cmp::Lt, ub, blocks));
     let col_bytes = b.shl_b32(ub, 7u32);
     let col_bytes = b.add_u32(col_bytes, p.copy_col);

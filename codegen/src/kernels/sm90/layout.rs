@@ -7,7 +7,7 @@ use moegen_dsl::abi::roles::{WARPGROUP_WARPS, sm90_roles};
 use moegen_dsl::abi::sm90_residency::{Sm90Registers, sm90_registers};
 use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS, a8};
 use moegen_dsl::resources::{SM90_K_STAGE, sm90_column_table_bytes};
-use moegen_dsl::{ActivationFormat, GemmKind, KernelBudget, KernelDesc};
+use moegen_dsl::{ActivationFormat, GemmKind, KernelBudget, KernelDesc, Schedule};
 
 /// Bytes of one K stage of one token row of activations (64 bf16 or 128 E4M3: one 128-byte
 /// swizzle row).
@@ -32,6 +32,10 @@ pub struct Sm90Layout {
     pub rows_per_consumer: u32,
     /// m64 wgmma blocks per consumer (1 or 2).
     pub blocks: u32,
+    /// Ping-pong: the consumers take alternate units, each whole (`key.schedule`).
+    pub pingpong: bool,
+    /// Consumers that split one unit's rows: `consumers` when cooperative, 1 in ping-pong.
+    pub parts: u32,
     /// Budget from the resource model.
     pub budget: KernelBudget,
     /// Threads per CTA.
@@ -61,6 +65,8 @@ impl Sm90Layout {
             consumers: roles.consumers,
             rows_per_consumer: roles.rows_per_consumer,
             blocks: roles.rows_per_consumer / TILE_ROWS as u32,
+            pingpong: key.schedule == Schedule::PingPong,
+            parts: key.mma_n / roles.rows_per_consumer,
             budget: *desc.budget(),
             threads: roles.warps * 32,
             regs: sm90_registers(&roles, desc.budget().ctas_per_sm),

@@ -17,6 +17,7 @@ use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
 use super::Sm90;
 use super::dequant::{dequant_step, row_scales, splat};
 use super::dequant_fp8::dequant_step_fp8;
+use super::pingpong::Turn;
 use super::prologue::Common;
 use crate::kernels::pipeline::{self, Local, Waiter};
 use crate::ptx::instrs::{WgmmaMma, WgmmaMmaE4m3, WgmmaWait};
@@ -41,8 +42,12 @@ pub const DESC_LO_LBO: u32 = 1 << 16;
 /// A consumer thread's fixed coordinates.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Consumer {
-    /// Consumer index (warpgroup − 1).
+    /// Consumer index (warpgroup − 1): which staging tile, column table and named barrier
+    /// are this consumer's.
     pub ci: Reg,
+    /// Which part of a unit's rows this consumer computes: `ci` when the consumers split
+    /// each unit, 0 in ping-pong (each consumer takes whole units).
+    pub part: Reg,
     /// Thread within the warpgroup.
     pub t: Reg,
     /// Lane within the warp.
@@ -56,6 +61,8 @@ pub(super) struct Consumer {
     pub col0: Reg,
     /// One lane of the warp (for the stage hand-back).
     pub elected: Reg,
+    /// Ping-pong: this consumer's side of the turn barriers.
+    pub turn: Option<Turn>,
 }
 
 /// The 64-bit descriptor of the activation tile at `tile`, `step` K16 steps in.
@@ -115,7 +122,8 @@ pub fn wait_groups(b: &mut KernelBuilder, n: u32) {
 }
 
 /// The K loop of one work unit into `acc` (one register list per m64 block). `cur` waits
-/// for the stages in turn, `rel` hands them back one stage behind; both advance.
+/// for the stages in turn, `rel` hands them back one stage behind; both advance. In
+/// ping-pong the turn passes to the other consumer once the last stage has been waited for.
 pub(super) fn mainloop(
     b: &mut KernelBuilder,
     g: &Sm90,
@@ -131,7 +139,7 @@ pub(super) fn mainloop(
     }
     let blocks = l.blocks;
     // This thread's fragment words and scale rows within the stage, for block 0.
-    let first_tile = b.mul_u32(k.ci, blocks);
+    let first_tile = b.mul_u32(k.part, blocks);
     let v_off = b.mad_u32(first_tile, TILE_BYTES as u32, g.smem.values);
     let v_off = b.mad_u32(k.t, 4u32, v_off);
     let s_off = b.mad_u32(first_tile, SCALE_TILE_BYTES as u32, g.smem.scales);
@@ -199,6 +207,9 @@ pub(super) fn mainloop(
         }
         cur.advance(b);
     });
+    if let Some(t) = &k.turn {
+        t.pass(b);
+    }
     wait_groups(b, 0);
     rel.release(b, Some(k.elected));
     rel.advance(b);
@@ -219,7 +230,7 @@ pub(super) fn mainloop_fp8(
 ) {
     let l = &g.l;
     let blocks = l.blocks;
-    let first_tile = b.mul_u32(k.ci, blocks);
+    let first_tile = b.mul_u32(k.part, blocks);
     let v_off = b.mad_u32(first_tile, l.tile_bytes, g.smem.values);
     let v_off = b.mad_u32(k.t, 16u32, v_off);
     let s_off = b.mad_u32(first_tile, l.scale_tile_bytes, g.smem.scales);
@@ -278,6 +289,9 @@ pub(super) fn mainloop_fp8(
         }
         cur.advance(b);
     });
+    if let Some(t) = &k.turn {
+        t.pass(b);
+    }
     wait_groups(b, 0);
     rel.release(b, Some(k.elected));
     rel.advance(b);

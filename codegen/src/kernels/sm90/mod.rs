@@ -10,6 +10,7 @@
 //! - `epilogue_swiglu` (GEMM1: α1, SwiGLU, bf16 or NVFP4-requantized h) and
 //!   `epilogue_finalize` (GEMM2: α2 · router weight, bulk reduce-add or scratch rows);
 //! - `columns`: the per-token-column values the epilogues read, loaded before the K loop;
+//! - `pingpong`: the order between consumers that take alternate units;
 //! - [`layout`], [`smem`], [`rings`]: shapes and register split, shared-memory regions,
 //!   the stage ring.
 //!
@@ -24,6 +25,7 @@ mod epilogue_finalize;
 mod epilogue_swiglu;
 pub mod layout;
 mod mainloop;
+mod pingpong;
 mod producer;
 mod prologue;
 pub mod rings;
@@ -38,10 +40,11 @@ use moegen_dsl::{GemmKind, KernelDesc};
 
 use self::layout::Sm90Layout;
 use self::mainloop::Consumer;
+use self::pingpong::Turn;
 use self::prologue::{Common, prologue};
 use self::rings::Rings;
 use self::smem::Sm90Smem;
-use crate::kernels::skeleton::Needs;
+use crate::kernels::skeleton::{Needs, TileScheduler};
 use crate::ptx::instrs::SetMaxNReg;
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass};
 
@@ -92,9 +95,13 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
 }
 
 /// A consumer warpgroup: the K loop of each unit into its accumulators, then the epilogue.
+/// Cooperative: every consumer takes its part of every unit. Ping-pong: consumer ci takes
+/// every other unit of the CTA's, starting ci units in, and walks the ring over the other's
+/// stages (`pingpong`).
 fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
     let l = &g.l;
     let ci = b.sub_u32(wg, 1u32);
+    let part = if l.pingpong { b.mov_u32(0u32) } else { ci };
     let t = b.and_b32(c.tid, 127u32);
     let cw = b.and_b32(c.warp, 3u32);
     let quad = b.shr_u32(c.lane, 2u32);
@@ -102,26 +109,55 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
     let pair = b.and_b32(c.lane, 3u32);
     let col0 = b.shl_b32(pair, 1u32);
     let elected = b.elect();
-    let k = Consumer { ci, t, lane: c.lane, cw, r0, col0, elected };
+    let turn = g.smem.turns.map(|r| Turn::new(b, c.smem, r, ci, elected));
+    let k = Consumer { ci, part, t, lane: c.lane, cw, r0, col0, elected, turn };
     let acc: Vec<Vec<Reg>> = (0..l.blocks).map(|_| b.regs(RegClass::F32, l.tile / 2)).collect();
     let ring = &g.rings.stage;
     let cur = ring.waiter(b, c.smem);
     let rel = ring.consumer(b, &g.rings.consumer, c.smem);
+    let sched = match k.turn {
+        None => c.sched,
+        Some(_) => {
+            // The other consumer's unit comes first for consumer 1 (and between any two of
+            // either's): its k_tiles stages are skipped, never waited for.
+            let skip = b.mul_u32(ci, c.sched.k_tiles);
+            cur.skip(b, skip);
+            rel.skip(b, skip);
+            let first = b.mad_u32(ci, c.sched.stride, c.sched.first);
+            let stride = b.shl_b32(c.sched.stride, 1u32);
+            TileScheduler { first, stride, ..c.sched }
+        }
+    };
+    let (cur, rel) = (&cur, &rel);
+    let k_loop = |b: &mut KernelBuilder, acc: &[Vec<Reg>]| {
+        if let Some(t) = &k.turn {
+            t.wait(b);
+        }
+        mainloop::mainloop(b, g, c, &k, acc, cur, rel);
+    };
+    let skip_other = |b: &mut KernelBuilder| {
+        if k.turn.is_some() {
+            cur.skip(b, c.sched.k_tiles);
+            rel.skip(b, c.sched.k_tiles);
+        }
+    };
     match l.kind {
         GemmKind::Gemm1 => {
             let p = epilogue_swiglu::swiglu_params(b, g, c, &k);
-            c.sched.units(b, Needs::ALL, &mut |b, u| {
+            sched.units(b, Needs::ALL, &mut |b, u| {
                 let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
-                mainloop::mainloop(b, g, c, &k, &acc, &cur, &rel);
+                k_loop(b, &acc);
                 epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc, loads.as_ref());
+                skip_other(b);
             });
         }
         GemmKind::Gemm2 => {
             let p = epilogue_finalize::finalize_params(b, g, c, &k);
-            c.sched.units(b, Needs::ALL, &mut |b, u| {
+            sched.units(b, Needs::ALL, &mut |b, u| {
                 let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
-                mainloop::mainloop(b, g, c, &k, &acc, &cur, &rel);
+                k_loop(b, &acc);
                 epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &acc, loads.as_ref());
+                skip_other(b);
             });
             epilogue_finalize::finalize_drain(b, &p);
         }

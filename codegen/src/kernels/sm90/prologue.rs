@@ -29,7 +29,12 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm90) -> Common {
     let cta = b.sreg(SReg::CtaidX);
     let ctas = b.sreg(SReg::NctaidX);
     let smem = b.smem_addr(0);
-    init_barriers(b, &t, |b| g.rings.stage.init(b, smem));
+    init_barriers(b, &t, |b| {
+        g.rings.stage.init(b, smem);
+        if let Some(turns) = g.smem.turns {
+            super::pingpong::init_turns(b, smem, turns, l.consumers);
+        }
+    });
     b.bar_sync(0u32);
 
     let n_blocks =

@@ -1,7 +1,9 @@
 //! The Hopper GEMM's one pipeline, the stage ring (`ab_stages` slots): full ← the producer's
 //! elected thread (`arrive.expect_tx` of the stage's bulk-copy and TMA bytes) and, for
 //! GEMM1, the producer warpgroup's 128 gather threads (`cp.async … arrive.noinc`); empty ←
-//! one elected lane per consumer warp, once the wgmmas reading the stage have completed.
+//! one elected lane per consumer warp, once the wgmmas reading the stage have completed
+//! (every consumer's warps when they split each unit; in ping-pong only the warps of the
+//! consumer whose unit the stage belongs to).
 //! The accumulators live in the consumers' registers, so there is no accumulator ring.
 
 use moegen_dsl::GemmKind;
@@ -33,6 +35,6 @@ pub fn stage_ring(l: &Sm90Layout, smem: &Sm90Smem) -> Rings {
         stage.produced_by("gather thread", CpAsyncNoinc { threads })
     });
     let consumer =
-        stage.consumed_by("consumer warp", Local { arrivals: WARPGROUP_WARPS * l.consumers });
+        stage.consumed_by("consumer warp", Local { arrivals: WARPGROUP_WARPS * l.parts });
     Rings { stage, issuer, gather, consumer }
 }

@@ -20,6 +20,8 @@ pub struct Sm90Smem {
     pub full: Region,
     /// Empty barriers, one per stage.
     pub empty: Region,
+    /// Ping-pong: one turn barrier per consumer (`pingpong::Turn`).
+    pub turns: Option<Region>,
     /// Bytes from one stage to the next.
     pub stage_bytes: u32,
     /// The stage ring (every stage).
@@ -50,6 +52,12 @@ impl Sm90Smem {
         };
         let full = bars(&mut reserved, "stage full barriers")?;
         let empty = bars(&mut reserved, "stage empty barriers")?;
+        let turns = if l.pingpong {
+            let bytes = l.consumers * MBARRIER_BYTES;
+            Some(reserved.alloc("consumer turn barriers", None, bytes, MBARRIER_BYTES)?)
+        } else {
+            None
+        };
 
         let mut all = Arena::new("the requested dynamic shared memory", 0, bu.smem_bytes);
         all.alloc("reserved block", None, bu.reserved_bytes, SWIZZLED_TILE_ALIGN)?;
@@ -105,6 +113,7 @@ impl Sm90Smem {
         Ok(Sm90Smem {
             full,
             empty,
+            turns,
             stage_bytes: ring.stride,
             stages,
             values: values - act,
