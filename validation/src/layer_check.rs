@@ -234,6 +234,7 @@ fn setup(
     b: &mut dyn Backend,
     p: &Problem,
     max_tactics: Option<usize>,
+    named: Option<&str>,
     kernels: &KernelSet,
 ) -> Result<Bench, LayerCheckError> {
     let c = &p.case;
@@ -248,8 +249,13 @@ fn setup(
         return Err(LayerCheckError::PlannedTooFew { case: c.label() });
     }
     let planned = c.planned_tokens;
-    let mut tactics = MoeLayer::candidates(&config, kernels, planned as u64, arch, c.format)
+    let candidates = MoeLayer::candidates(&config, kernels, planned as u64, arch, c.format)
         .map_err(|e| layer_err(c, e))?;
+    // The layer dispatches over every candidate; only the named ones run.
+    let mut tactics = candidates.clone();
+    if let Some(text) = named {
+        tactics.retain(|t| t.to_string().contains(text));
+    }
     if let Some(m) = max_tactics.filter(|&m| m > 0 && m < tactics.len()) {
         let n = tactics.len();
         tactics = (0..m).map(|j| tactics[j * n / m]).collect();
@@ -263,7 +269,7 @@ fn setup(
     }
     .map_err(|e| layer_err(c, e))?;
     let dev = DeviceModel::for_layer(arch, c.activations).with_sms(b.sm_count());
-    let table = DispatchTable::analytic(&c.shape, planned as u64, &tactics, &dev)
+    let table = DispatchTable::analytic(&c.shape, planned as u64, &candidates, &dev)
         .map_err(|e| layer_err(c, e))?;
     let layer = MoeLayer::new(b, config, weights, kernels, table).map_err(|e| layer_err(c, e))?;
     let spec = WorkspaceSpec {
@@ -272,7 +278,7 @@ fn setup(
         max_local_experts: c.shape.local_experts(),
         max_hidden: c.shape.hidden,
         max_intermediate: c.shape.intermediate,
-        tile_sizes: tactics.iter().map(MoeTactic::tile).collect(),
+        tile_sizes: candidates.iter().map(MoeTactic::tile).collect(),
         deterministic: c.finalize == FinalizeMode::Deterministic,
         arch,
     };
@@ -320,7 +326,7 @@ pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck
     if c.finalize != FinalizeMode::Deterministic {
         return Err(LayerCheckError::NotDeterministic { case: c.label() });
     }
-    let s = setup(b, p, None, &KernelSet::builtin())?;
+    let s = setup(b, p, None, None, &KernelSet::builtin())?;
     b.memset(s.out, 0xFF, s.out_bytes).map_err(|e| backend(c, e))?;
     let before = b.stats();
     let tactic = s.layer.forward(b, &s.ws, &s.io).map_err(|e| layer_err(c, e))?;
@@ -364,7 +370,7 @@ pub fn device_checked_errors(
     p: &Problem,
 ) -> Result<Result<(), LayerError>, LayerCheckError> {
     let c = &p.case;
-    let s = setup(b, p, None, &KernelSet::builtin())?;
+    let s = setup(b, p, None, None, &KernelSet::builtin())?;
     s.layer.forward(b, &s.ws, &s.io).map_err(|e| layer_err(c, e))?;
     let errors = s.layer.check_errors(b, &s.ws);
     s.release(b, c)?;
@@ -390,7 +396,20 @@ pub fn check_tactics_in(
     max_tactics: Option<usize>,
     kernels: &KernelSet,
 ) -> Result<Vec<TacticRow>, LayerCheckError> {
-    let bench = setup(b, p, max_tactics, kernels)?;
+    check_tactics_picked(b, p, max_tactics, None, kernels)
+}
+
+/// [`check_tactics_in`] over only the tactics whose name (`MoeTactic`'s `Display`) contains
+/// `named` (e.g. `_pp`, the Hopper ping-pong GEMM1s), when given; none matching is an empty
+/// list, not an error: a case may have no such tactic.
+pub fn check_tactics_picked(
+    b: &mut dyn Backend,
+    p: &Problem,
+    max_tactics: Option<usize>,
+    named: Option<&str>,
+    kernels: &KernelSet,
+) -> Result<Vec<TacticRow>, LayerCheckError> {
+    let bench = setup(b, p, max_tactics, named, kernels)?;
     let rows = run_tactics(b, p, &bench)?;
     bench.release(b, &p.case)?;
     Ok(rows)

@@ -9,7 +9,7 @@ use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
     LayerCase, LayerCheckError, RoutePattern, bf16_ulps, check_graph_replay, check_tactics,
-    check_tactics_in, device_checked_errors, finalize_slack, problem,
+    check_tactics_in, check_tactics_picked, device_checked_errors, finalize_slack, problem,
 };
 
 #[test]
@@ -621,4 +621,33 @@ fn a_padding_id_in_device_ids_is_reported_with_its_route_on_both_targets() {
         let got = device_checked_errors(&mut sim, &p).unwrap();
         assert_eq!(got, Err(LayerError::Input(want)), "{}", p.case.label());
     }
+}
+
+/// gpu-check's `--layer-tactic`: only the tactics whose name holds the text run (then
+/// `--layer-tactics` spreads over those), and a text no tactic holds runs nothing.
+#[test]
+fn picked_tactics_are_the_named_ones() {
+    use moegen_runtime::layer::KernelSet;
+    let shape = MoeShape::new(256, 128, ExpertWindow::new(4, 0, 4, 2).unwrap()).unwrap();
+    let case = LayerCase {
+        shape,
+        tokens: 9,
+        planned_tokens: 9,
+        activations: ActivationFormat::Bf16,
+        format: WeightFormat::Mxfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 5,
+        routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::PLAIN,
+    };
+    let p = problem(case).unwrap();
+    let mut sim = SimBackend::hopper().with_sm_count(2);
+    let set = KernelSet::builtin();
+    let rows =
+        check_tactics_picked(&mut sim, &p, Some(1), Some("gemm2_sm90_t32n64"), &set).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].tactic.contains("gemm2_sm90_t32n64"), "{}", rows[0].tactic);
+    assert_eq!(rows[0].identical, rows[0].elements);
+    let none = check_tactics_picked(&mut sim, &p, None, Some("no such tactic"), &set).unwrap();
+    assert!(none.is_empty());
 }

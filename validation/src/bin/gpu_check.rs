@@ -20,11 +20,12 @@ use moegen_dsl::plan::PlanError;
 use moegen_dsl::{ActivationFormat, Arch, EpilogueSpec, FinalizeMode};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::cuda::CudaBackend;
-use moegen_runtime::layer::arch_of;
+use moegen_runtime::layer::{KernelSet, arch_of};
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
-    GraphCheck, LayerCase, RoutePattern, TacticRow, check_graph_replay, check_tactics, problem,
+    GraphCheck, LayerCase, RoutePattern, TacticRow, check_graph_replay, check_tactics_picked,
+    problem,
 };
 use moegen_validation::mufu_check::{self, MAX_CHUNK, Sweep};
 use moegen_validation::mufu_tally::OpTally;
@@ -58,6 +59,11 @@ struct Args {
     /// Only the layer cases whose label contains this text (e.g. `mxfp4 bulk`).
     #[arg(long)]
     layer_case: Option<String>,
+    /// Only the tactics whose name contains this text (e.g. `_pp`: the Hopper ping-pong
+    /// GEMM1s), before `--layer-tactics` spreads; the simulated tactics are picked the same way,
+    /// and the graph-replay check (the dispatch table's tactic) is left out.
+    #[arg(long)]
+    layer_tactic: Option<String>,
     /// Tactics per small layer case that are also simulated and compared byte for byte.
     #[arg(long, default_value_t = 2)]
     sim_tactics: usize,
@@ -278,13 +284,15 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         );
         let wanted =
             |c: &LayerCase| args.layer_case.as_ref().is_none_or(|f| c.label().contains(f.as_str()));
+        let builtin = KernelSet::builtin();
         for (case, simulate) in layer_cases(arch_of(&gpu))?.into_iter().filter(|(c, _)| wanted(c)) {
             eprintln!("layer case {}", case.label());
             let p = problem(case)?;
-            let rows = check_tactics(&mut gpu, &p, args.layer_tactics)?;
+            let named = args.layer_tactic.as_deref();
+            let rows = check_tactics_picked(&mut gpu, &p, args.layer_tactics, named, &builtin)?;
             let sim_rows = if simulate && args.sim_tactics > 0 {
                 let mut sim = simulator_for(target).with_sm_count(gpu.sm_count().min(8));
-                check_tactics(&mut sim, &p, Some(args.sim_tactics))?
+                check_tactics_picked(&mut sim, &p, Some(args.sim_tactics), named, &builtin)?
             } else {
                 Vec::new()
             };
@@ -308,7 +316,9 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
                 );
                 record.layer.push(LayerRow { row, sim_identical, rule, pass });
             }
-            if case.finalize == FinalizeMode::Deterministic {
+            // Graph replay runs the dispatch table's tactic, not a picked one: skipped when
+            // tactics are picked by name.
+            if case.finalize == FinalizeMode::Deterministic && named.is_none() {
                 let g = check_graph_replay(&mut gpu, &p)?;
                 ok &= g.identical && g.counted;
                 println!(
