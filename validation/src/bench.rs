@@ -290,6 +290,7 @@ pub fn bench_variant(
     let tuned = match &opts.tune {
         Some(t) => {
             let report = autotune(b, &mut layer, kernels.checksum(), &ws, t).map_err(s)?;
+            write_trials(&dir.join(format!("tune_{vn}.json")), &report.trials)?;
             report.from_cache || !report.trials.is_empty()
         }
         None => false,
@@ -355,4 +356,18 @@ pub fn bench_variant(
     let layer = layer.release(b).map_err(s);
     let ws = ws.release(b).map_err(s);
     flushed.and(layer).and(ws).map(|()| rows)
+}
+
+/// The tuner's trials (bucket, tactic, mean ms), so one tactic can be read against another
+/// on the same run's inputs (e.g. the ping-pong GEMM1 beside the cooperative one).
+fn write_trials(path: &Path, trials: &[moegen_runtime::layer::Trial]) -> Result<(), BenchError> {
+    let rows: Vec<serde_json::Value> = trials
+        .iter()
+        .map(
+            |t| serde_json::json!({"bucket": t.bucket, "tactic": t.tactic.to_string(), "ms": t.ms}),
+        )
+        .collect();
+    let text = serde_json::to_string_pretty(&rows)?;
+    std::fs::write(path, text + "\n")
+        .map_err(|source| BenchError::Io { path: path.to_path_buf(), source })
 }

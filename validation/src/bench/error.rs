@@ -84,7 +84,7 @@ pub enum BenchError {
         /// The error.
         source: std::io::Error,
     },
-    /// Serializing `inputs.json`.
-    #[error("inputs.json: {0}")]
+    /// Serializing `inputs.json` or the tuner's trials (`tune_<variant>.json`).
+    #[error("serializing JSON: {0}")]
     Json(#[from] serde_json::Error),
 }
