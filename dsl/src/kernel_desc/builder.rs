@@ -205,6 +205,14 @@ impl KernelDescBuilder {
             // E2M1 · UE8M0 is an E4M3 value times a power of two; E2M1 · UE4M3 is not.
             return Err(self.unsupported("FP8 activations with NVFP4 weights (A8 takes MXFP4)"));
         }
+        if !self.activation.gated() && self.tactic.kind() == GemmKind::Gemm1 {
+            // An ungated GEMM1 has I weight rows, not 2I, and one value per h column: neither
+            // target's GEMM1 (N tiles over 2I, (up, gate) epilogue pairs, 2I-row W1 layouts)
+            // is written for it yet, so the layer's CPU references compute it alone.
+            return Err(self.unsupported(
+                "activation relu2 (ungated GEMM1: I weight rows; no kernel implements it yet)",
+            ));
+        }
         if hopper
             && self.activations != ActivationFormat::Nvfp4
             && self.swiglu_input != SwigluInput::F32

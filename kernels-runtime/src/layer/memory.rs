@@ -244,6 +244,16 @@ impl LayerWeights {
         input_scale: f32,
     ) -> Result<Self, LayerError> {
         validate_weights(shape, w)?;
+        let activation = w.epilogue.spec().activation;
+        if !activation.gated() {
+            // No GEMM1 kernel computes ReLU² (ungated: I W1 rows); the kernel builder refuses
+            // it too, so such weights would never find a kernel.
+            return Err(RuntimeError::UnsupportedActivation {
+                what: "LayerWeights::upload (no GEMM1 kernel)",
+                activation: activation.tag(),
+            }
+            .into());
+        }
         if b.simt_target() == SimtTarget::Sm90a {
             let hw = Sm90Weights::from_prepared(shape, w, ActivationFormat::Nvfp4)?;
             return Self::upload_sm90(b, shape, &hw, input_scale);
@@ -418,6 +428,13 @@ impl LayerWeights {
         spec: EpilogueSpec,
         buffers: &[(Buffer, DeviceSlice)],
     ) -> Result<Self, LayerError> {
+        if !spec.activation.gated() {
+            return Err(RuntimeError::UnsupportedActivation {
+                what: "LayerWeights::with_device_epilogue (no GEMM1 kernel)",
+                activation: spec.activation.tag(),
+            }
+            .into());
+        }
         if self.owned || self.epilogue != EpilogueSpec::PLAIN {
             return Err(LayerError::WorkspaceMismatch {
                 reason: "epilogue buffers join engine weights (from_device) that carry none yet"

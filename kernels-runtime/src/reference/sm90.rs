@@ -65,6 +65,18 @@ fn weight_value(format: WeightFormat, code: u8, scale: u8) -> Option<f32> {
     (v.is_finite() && f32::from(bf16::from_f32(v)) == v).then_some(v)
 }
 
+/// The Hopper layouts pair W1's 2I rows (up, gate) in their fragment order and no Hopper
+/// GEMM1 computes an ungated activation: ReLU²'s I-row W1 is refused, not misread.
+fn refuse_ungated(activation: moegen_dsl::Activation) -> Result<()> {
+    if activation.gated() {
+        return Ok(());
+    }
+    Err(RuntimeError::UnsupportedActivation {
+        what: "Sm90Weights (Hopper GEMM1)",
+        activation: activation.tag(),
+    })
+}
+
 impl Sm90Weights {
     /// From NVFP4 weights prepared for SM100 (`prepare_weights`, `import_nvfp4`): the same
     /// codes with linear scales, and α for `activations` (A4 keeps α; A16 drops the
@@ -75,6 +87,7 @@ impl Sm90Weights {
         activations: ActivationFormat,
     ) -> Result<Self> {
         validate_weights(shape, w)?;
+        refuse_ungated(w.epilogue.spec().activation)?;
         let (l1, l2) = (w1_scale_layout(shape)?, w2_scale_layout(shape)?);
         let unswizzle = |s: &[u8], layout: &moegen_dsl::formats::Scale128x4| -> Result<Vec<u8>> {
             let mut out = Vec::new();
@@ -162,6 +175,7 @@ impl Sm90Weights {
     /// The same weights with the epilogue data `epilogue` (checked against `shape`).
     pub fn with_epilogue(mut self, shape: &MoeShape, epilogue: ExpertEpilogue) -> Result<Self> {
         epilogue.validate(shape)?;
+        refuse_ungated(epilogue.spec().activation)?;
         self.epilogue = epilogue;
         Ok(self)
     }
@@ -169,6 +183,7 @@ impl Sm90Weights {
     /// Checks sizes, and that every weight dequantizes to a bf16 exactly.
     pub fn validate(&self, shape: &MoeShape) -> Result<()> {
         self.epilogue.validate(shape)?;
+        refuse_ungated(self.epilogue.spec().activation)?;
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         check_len("W1", self.w1.len(), l * i * h)?;
         check_len("W1 scales", self.w1_scales.len(), l * i * h / 8)?;
