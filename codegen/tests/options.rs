@@ -144,6 +144,14 @@ fn activations_and_biases_change_the_kernels_of_both_targets() {
                     assert!(e.to_string().contains("activation"), "{e}");
                 }
             }
+            // ReLU² (ungated, W1 with I rows) has no Hopper kernel: refused by name, never
+            // built as a gated one.
+            let e = b().activation(Activation::Relu2).build().unwrap_err();
+            let named = match kind {
+                GemmKind::Gemm1 => "relu2",
+                GemmKind::Gemm2 => "activation",
+            };
+            assert!(e.to_string().contains(named), "{kind} {acts:?}: {e}");
         }
     }
     // SM100, both recipes: each option changes the kernel; GEMM2 refuses an activation.
@@ -163,6 +171,10 @@ fn activations_and_biases_change_the_kernels_of_both_targets() {
         }
         let text = ptx(b().bias(true)).unwrap();
         assert!(!seen.contains(&text), "{recipe:?}: GEMM1 bias changed nothing");
+        for bias in [false, true] {
+            let e = b().activation(Activation::Relu2).bias(bias).build().unwrap_err();
+            assert!(e.to_string().contains("relu2"), "{recipe:?}: {e}");
+        }
     }
     let t = tactic(GemmKind::Gemm2, Raster::AlongN);
     let d = KernelDescBuilder::new(t).bias(true).build().unwrap();

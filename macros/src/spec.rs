@@ -103,8 +103,9 @@ pub struct Declared {
     pub swiglu_input: Given<SwigluInput>,
     /// GEMM1 epilogue recipes (empty: the target's default).
     pub recipes: Vec<EpilogueRecipe>,
-    /// Epilogue functions (GEMM1's activation, the biases), each for every tactic.
-    pub epilogues: Vec<EpilogueSpec>,
+    /// Epilogue functions (GEMM1's activation, the biases), each for every tactic; the span
+    /// is the written activation's (else the epilogue's), where a refusal of it points.
+    pub epilogues: Vec<Given<EpilogueSpec>>,
     /// SIMT kernel flavours.
     pub simt: Vec<SimtTarget>,
 }
@@ -155,7 +156,7 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
         Some(v) => {
             list(v, "epilogues", true)?.iter().map(read_epilogue).collect::<Result<_, _>>()?
         }
-        None => defaults.epilogues,
+        None => defaults.epilogues.into_iter().map(Given::unwritten).collect(),
     };
     let simt = match keys.get("simt") {
         Some(v) => choices(v, "simt", &SimtTarget::ALL.map(|t| (t.name(), t)), false)?
@@ -169,22 +170,25 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
 
 /// One epilogue: `plain`, `gpt_oss`, or `{ activation: …, gemm1_bias: …, gemm2_bias: … }`
 /// (keys left out: plain SwiGLU, no bias).
-fn read_epilogue(v: &Value) -> syn::Result<EpilogueSpec> {
+fn read_epilogue(v: &Value) -> syn::Result<Given<EpilogueSpec>> {
     const NAMED: &[(&str, EpilogueSpec)] =
         &[("plain", EpilogueSpec::PLAIN), ("gpt_oss", EpilogueSpec::GPT_OSS)];
     if let Value::Ident(_) = v {
-        return choice(v, "epilogue", NAMED);
+        return Ok(Given::at(choice(v, "epilogue", NAMED)?, v.span()));
     }
     let keys = Keys::new(map(v, "epilogue")?, "epilogue", EPILOGUE_KEYS)?;
     const ACTIVATIONS: &[(&str, Activation)] = &[
         ("swiglu", Activation::Swiglu),
         ("swiglu_clamped", Activation::SwigluClamped),
         ("geglu_tanh", Activation::GegluTanh),
+        ("relu2", Activation::Relu2),
     ];
     const BOOLS: &[(&str, bool)] = &[("true", true), ("false", false)];
     let mut e = EpilogueSpec::PLAIN;
+    let mut span = v.span();
     if let Some(a) = keys.get("activation") {
         e.activation = choice(a, "activation", ACTIVATIONS)?;
+        span = a.span();
     }
     if let Some(b) = keys.get("gemm1_bias") {
         e.gemm1_bias = choice(b, "gemm1_bias", BOOLS)?;
@@ -192,7 +196,7 @@ fn read_epilogue(v: &Value) -> syn::Result<EpilogueSpec> {
     if let Some(b) = keys.get("gemm2_bias") {
         e.gemm2_bias = choice(b, "gemm2_bias", BOOLS)?;
     }
-    Ok(e)
+    Ok(Given::at(e, span))
 }
 
 fn read_target(v: &Value) -> syn::Result<Given<Target>> {

@@ -247,11 +247,9 @@ fn run_case(b: &mut dyn Backend, case: SimtCase) -> Result<Outputs, SimtCheckErr
             // each at its expanded index over a buffer whose untouched rows must stay.
             let fill = bf16::from_f32(-3.5);
             let mut want_out = vec![fill; tokens * k * hidden];
-            combine_unpack(&want.sent, &want_rows, tokens * k, hidden, &mut want_out)
-                .map_err(e)?;
+            combine_unpack(&want.sent, &want_rows, tokens * k, hidden, &mut want_out).map_err(e)?;
             let mut got_out = vec![fill; tokens * k * hidden];
-            device_ep_combine_unpack(b, &got.sent, &got_rows, hidden, &mut got_out)
-                .map_err(dev)?;
+            device_ep_combine_unpack(b, &got.sent, &got_rows, hidden, &mut got_out).map_err(dev)?;
             let bytes = |v: &[bf16]| -> Vec<u8> {
                 v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect()
             };
