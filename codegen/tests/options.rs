@@ -144,14 +144,31 @@ fn activations_and_biases_change_the_kernels_of_both_targets() {
                     assert!(e.to_string().contains("activation"), "{e}");
                 }
             }
-            // ReLU² (ungated, W1 with I rows) has no Hopper kernel: refused by name, never
-            // built as a gated one.
-            let e = b().activation(Activation::Relu2).build().unwrap_err();
-            let named = match kind {
-                GemmKind::Gemm1 => "relu2",
-                GemmKind::Gemm2 => "activation",
-            };
-            assert!(e.to_string().contains(named), "{kind} {acts:?}: {e}");
+            // ReLU² (ungated, W1 with I rows): its own GEMM1 with and without a bias for
+            // A16 and A4; refused by name for A8 (its factors pair 2I rows) and for GEMM2.
+            match (kind, acts) {
+                (GemmKind::Gemm1, A::Bf16 | A::Nvfp4) => {
+                    let mut seen = vec![base_ptx.clone(), ptx(b().bias(true)).unwrap()];
+                    for bias in [false, true] {
+                        let d = b().activation(Activation::Relu2).bias(bias).build().unwrap();
+                        assert!(d.key().name().contains("relu2"), "{}", d.key().name());
+                        assert_eq!(d.key().desc().unwrap(), d);
+                        assert!(!has(d.key(), Buffer::ActivationParams));
+                        assert_eq!(has(d.key(), Buffer::Gemm1Bias), bias);
+                        let text = ptx(b().activation(Activation::Relu2).bias(bias)).unwrap();
+                        assert!(
+                            !seen.contains(&text),
+                            "{acts:?} relu2 bias {bias} changed nothing"
+                        );
+                        seen.push(text);
+                    }
+                }
+                _ => {
+                    let e = b().activation(Activation::Relu2).build().unwrap_err();
+                    let named = if kind == GemmKind::Gemm1 { "relu2" } else { "activation" };
+                    assert!(e.to_string().contains(named), "{kind} {acts:?}: {e}");
+                }
+            }
         }
     }
     // SM100, both recipes: each option changes the kernel; GEMM2 refuses an activation.

@@ -17,9 +17,9 @@ use moegen_runtime::layer::{
 use moegen_runtime::reference::{
     CheckpointScales, ExpertEpilogue, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights,
     Routing, Sm90A8Weights, Sm90Weights, finalize, gemm1_reference, gemm2_contributions,
-    oracle_moe_epilogue, prepare_weights, quantize_activations, relative_l2_error,
-    sm90_a8_gemm1_reference, sm90_a8_gemm2_contributions, sm90_activations, sm90_gemm1_reference,
-    sm90_gemm2_contributions,
+    oracle_moe_epilogue, prepare_relu2_weights, prepare_weights, quantize_activations,
+    relative_l2_error, sm90_a8_gemm1_reference, sm90_a8_gemm2_contributions, sm90_activations,
+    sm90_gemm1_reference, sm90_gemm2_contributions,
 };
 use moegen_runtime::routing::moe_sort;
 

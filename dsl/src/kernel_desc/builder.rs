@@ -206,12 +206,20 @@ impl KernelDescBuilder {
             return Err(self.unsupported("FP8 activations with NVFP4 weights (A8 takes MXFP4)"));
         }
         if !self.activation.gated() && self.tactic.kind() == GemmKind::Gemm1 {
-            // An ungated GEMM1 has I weight rows, not 2I, and one value per h column: neither
-            // target's GEMM1 (N tiles over 2I, (up, gate) epilogue pairs, 2I-row W1 layouts)
-            // is written for it yet, so the layer's CPU references compute it alone.
-            return Err(self.unsupported(
-                "activation relu2 (ungated GEMM1: I weight rows; no kernel implements it yet)",
-            ));
+            // An ungated GEMM1 has I weight rows, not 2I, and one value per h column. The
+            // Hopper A16/A4 GEMM1 computes it (two h blocks per consumer); SM100's GEMM1
+            // (TMEM (up, gate) column pairs, N/2-wide output tiles) and Hopper's A8 (per-row
+            // factors and column tables over 2I rows) are not written for it.
+            if !hopper {
+                return Err(self.unsupported(
+                    "activation relu2 (ungated GEMM1: I weight rows; the SM100 GEMM1 pairs up and gate)",
+                ));
+            }
+            if self.activations == ActivationFormat::Fp8 {
+                return Err(self.unsupported(
+                    "activation relu2 with FP8 activations (the A8 GEMM1 pairs up and gate rows)",
+                ));
+            }
         }
         if hopper
             && self.activations != ActivationFormat::Nvfp4

@@ -206,8 +206,18 @@ pub(crate) fn shape_target(arch: Arch) -> Target {
 /// The N-dimension refusal of `g` for a layer dimension `value` (`dim` names it; GEMM1's N
 /// is twice it), with the next value it serves when one lies within 64 K stages.
 pub(crate) fn cover(g: &GemmTactic, dim: &'static str, value: u64) -> Result<(), Rejection> {
+    cover_rows(g, dim, value, 2)
+}
+
+/// [`cover`] for a GEMM1 of `rows_per_column` W1 rows per h column (2 gated, 1 for ReLU²).
+pub(crate) fn cover_rows(
+    g: &GemmTactic,
+    dim: &'static str,
+    value: u64,
+    rows_per_column: u64,
+) -> Result<(), Rejection> {
     let n_of = |v: u64| match g.kind() {
-        GemmKind::Gemm1 => v.saturating_mul(2),
+        GemmKind::Gemm1 => v.saturating_mul(rows_per_column),
         GemmKind::Gemm2 => v,
     };
     if g.fits_n(n_of(value)) {
@@ -323,7 +333,8 @@ fn check(
     let target = shape_target(tactic.arch());
     check_gemm_dim(target, "hidden size", s.hidden as u64).map_err(Rejection::Shape)?;
     check_gemm_dim(target, "intermediate size", s.intermediate as u64).map_err(Rejection::Shape)?;
-    cover(tactic.gemm1(), "intermediate size", s.intermediate as u64)?;
+    let rows_per_column = if config.epilogue.activation.gated() { 2 } else { 1 };
+    cover_rows(tactic.gemm1(), "intermediate size", s.intermediate as u64, rows_per_column)?;
     cover(tactic.gemm2(), "hidden size", s.hidden as u64)?;
     let routes = max_tokens.saturating_mul(s.top_k() as u64);
     let tiles = max_tiles(routes, s.local_experts() as u64, u64::from(tactic.tile().rows()))

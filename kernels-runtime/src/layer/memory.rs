@@ -244,19 +244,19 @@ impl LayerWeights {
         input_scale: f32,
     ) -> Result<Self, LayerError> {
         validate_weights(shape, w)?;
-        let activation = w.epilogue.spec().activation;
-        if !activation.gated() {
-            // No GEMM1 kernel computes ReLU² (ungated: I W1 rows); the kernel builder refuses
-            // it too, so such weights would never find a kernel.
-            return Err(RuntimeError::UnsupportedActivation {
-                what: "LayerWeights::upload (no GEMM1 kernel)",
-                activation: activation.tag(),
-            }
-            .into());
-        }
         if b.simt_target() == SimtTarget::Sm90a {
             let hw = Sm90Weights::from_prepared(shape, w, ActivationFormat::Nvfp4)?;
             return Self::upload_sm90(b, shape, &hw, input_scale);
+        }
+        let activation = w.epilogue.spec().activation;
+        if !activation.gated() {
+            // The SM100 GEMM1 pairs (up, gate) columns; the kernel builder refuses ReLU²
+            // there too, so such weights would never find a kernel.
+            return Err(RuntimeError::UnsupportedActivation {
+                what: "LayerWeights::upload on SM100 (no ungated GEMM1)",
+                activation: activation.tag(),
+            }
+            .into());
         }
         let mut parts = vec![
             (Buffer::W1, w.w1.clone()),
@@ -429,8 +429,9 @@ impl LayerWeights {
         buffers: &[(Buffer, DeviceSlice)],
     ) -> Result<Self, LayerError> {
         if !spec.activation.gated() {
+            // from_device sizes W1 for 2I rows; engine-held ReLU² weights are not taken.
             return Err(RuntimeError::UnsupportedActivation {
-                what: "LayerWeights::with_device_epilogue (no GEMM1 kernel)",
+                what: "LayerWeights::with_device_epilogue (engine weights are gated)",
                 activation: spec.activation.tag(),
             }
             .into());

@@ -21,7 +21,7 @@ use super::checkpoint::{ExpertTensors, Mxfp4Tensor, mxfp4_linear};
 use super::gemm1::check_sort;
 use super::gemm2::{Routing, finalize};
 use super::par::par_map;
-use super::weights::{PreparedWeights, validate_weights, w1_scale_layout, w2_scale_layout};
+use super::weights::{PreparedWeights, validate_weights, w1_scale_layout_for, w2_scale_layout};
 use super::wgmma_model::wgmma_dot;
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::{SortOutputs, moe_sort_router};
@@ -65,18 +65,6 @@ fn weight_value(format: WeightFormat, code: u8, scale: u8) -> Option<f32> {
     (v.is_finite() && f32::from(bf16::from_f32(v)) == v).then_some(v)
 }
 
-/// The Hopper layouts pair W1's 2I rows (up, gate) in their fragment order and no Hopper
-/// GEMM1 computes an ungated activation: ReLU²'s I-row W1 is refused, not misread.
-fn refuse_ungated(activation: moegen_dsl::Activation) -> Result<()> {
-    if activation.gated() {
-        return Ok(());
-    }
-    Err(RuntimeError::UnsupportedActivation {
-        what: "Sm90Weights (Hopper GEMM1)",
-        activation: activation.tag(),
-    })
-}
-
 impl Sm90Weights {
     /// From NVFP4 weights prepared for SM100 (`prepare_weights`, `import_nvfp4`): the same
     /// codes with linear scales, and α for `activations` (A4 keeps α; A16 drops the
@@ -87,8 +75,8 @@ impl Sm90Weights {
         activations: ActivationFormat,
     ) -> Result<Self> {
         validate_weights(shape, w)?;
-        refuse_ungated(w.epilogue.spec().activation)?;
-        let (l1, l2) = (w1_scale_layout(shape)?, w2_scale_layout(shape)?);
+        let activation = w.epilogue.spec().activation;
+        let (l1, l2) = (w1_scale_layout_for(shape, activation)?, w2_scale_layout(shape)?);
         let unswizzle = |s: &[u8], layout: &moegen_dsl::formats::Scale128x4| -> Result<Vec<u8>> {
             let mut out = Vec::new();
             for chunk in s.chunks_exact(layout.bytes()) {
@@ -173,9 +161,11 @@ impl Sm90Weights {
     }
 
     /// The same weights with the epilogue data `epilogue` (checked against `shape`).
+    /// W1's rows must be the activation's (2I gated, I for ReLU²).
     pub fn with_epilogue(mut self, shape: &MoeShape, epilogue: ExpertEpilogue) -> Result<Self> {
         epilogue.validate(shape)?;
-        refuse_ungated(epilogue.spec().activation)?;
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        check_len("W1", self.w1.len(), l * epilogue.w1_rows(i) * h / 2)?;
         self.epilogue = epilogue;
         Ok(self)
     }
@@ -183,10 +173,10 @@ impl Sm90Weights {
     /// Checks sizes, and that every weight dequantizes to a bf16 exactly.
     pub fn validate(&self, shape: &MoeShape) -> Result<()> {
         self.epilogue.validate(shape)?;
-        refuse_ungated(self.epilogue.spec().activation)?;
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
-        check_len("W1", self.w1.len(), l * i * h)?;
-        check_len("W1 scales", self.w1_scales.len(), l * i * h / 8)?;
+        let rows = self.epilogue.w1_rows(i);
+        check_len("W1", self.w1.len(), l * rows * h / 2)?;
+        check_len("W1 scales", self.w1_scales.len(), l * rows * h / 16)?;
         check_len("W2", self.w2.len(), l * h * i / 2)?;
         check_len("W2 scales", self.w2_scales.len(), l * h * i / 16)?;
         check_len("alpha1", self.alpha1.len(), l)?;
@@ -234,7 +224,7 @@ impl Sm90Weights {
             }
             (v, s)
         };
-        let (w1, s1) = shuffle(&self.w1, &self.w1_scales, 2 * i, h);
+        let (w1, s1) = shuffle(&self.w1, &self.w1_scales, self.epilogue.w1_rows(i), h);
         let (w2, s2) = shuffle(&self.w2, &self.w2_scales, h, i);
         Ok([w1, s1, w2, s2])
     }
@@ -372,17 +362,24 @@ pub fn sm90_gemm1_reference(
     check_sort(shape, sort, tokens)?;
     let rows = sort.permuted_idx_to_expanded_idx.len();
     let mut values = vec![bf16::ZERO; rows * i];
-    let (vb, sb) = (value_bytes(2 * i, h), scale_bytes(2 * i, h));
+    let w1_rows = w.epilogue.w1_rows(i);
+    let gated = w.epilogue.spec().activation.gated();
+    let (vb, sb) = (value_bytes(w1_rows, h), scale_bytes(w1_rows, h));
     // An expert's rows share its W1: decode it once, then compute its rows on every core.
     for (e, members) in rows_by_expert(sort, rows, k) {
         let (wv, ws) = (&w.w1[e * vb..(e + 1) * vb], &w.w1_scales[e * sb..(e + 1) * sb]);
-        let w1 = w.matrix_bf16(wv, ws, 2 * i, h);
+        let w1 = w.matrix_bf16(wv, ws, w1_rows, h);
         let alpha = w.alpha1[e];
         let ep = &w.epilogue;
         let out = par_map(&members, |&[_, token, _]| {
             let xr: Vec<u16> = x[token * h..(token + 1) * h].iter().map(|v| v.to_bits()).collect();
             let hrow: Vec<f32> = (0..i)
                 .map(|j| {
+                    if !gated {
+                        // ReLU²: row j is h column j's only pre-activation.
+                        let x = wgmma_dot(&xr, &w1[j]);
+                        return h_of(shape, ep, e, j, alpha, x, x, swiglu_input);
+                    }
                     let up_row =
                         (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
                     let up = wgmma_dot(&xr, &w1[up_row]);

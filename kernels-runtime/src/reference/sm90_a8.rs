@@ -145,6 +145,14 @@ impl Sm90A8Weights {
     /// From MXFP4 Hopper weights made for A8 (`Sm90Weights::from_mxfp4` with
     /// `ActivationFormat::Fp8`): the same codes with per-row factors and table codes.
     pub fn from_sm90(shape: &MoeShape, w: &Sm90Weights) -> Result<Self> {
+        let activation = w.epilogue.spec().activation;
+        if !activation.gated() {
+            // A8's row factors and tables pair W1's 2I rows; its GEMM1 is gated only.
+            return Err(RuntimeError::UnsupportedActivation {
+                what: "Sm90A8Weights (Hopper A8 GEMM1)",
+                activation: activation.tag(),
+            });
+        }
         if w.format != WeightFormat::Mxfp4 {
             return Err(RuntimeError::UnsupportedActivations {
                 what: "NVFP4 weights",

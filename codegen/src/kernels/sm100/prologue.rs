@@ -58,6 +58,8 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm100) -> Common {
 
     let shape = ProblemShape {
         kind: l.kind,
+        // The SM100 GEMM1 computes gated activations only (the builder refuses ReLU²).
+        ungated: false,
         k_stage: K_STAGE,
         n_blocks: NBlocks::RoundUp { n: l.n, cn: l.cn },
         k_ceil: false,

@@ -37,18 +37,18 @@ use crate::ptx::ops::{Access, Bar, Cvt, Memory, ShflMode, Sync};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, Space, Ty, VecWidth};
 
 /// Bytes of one staged token row: 64 h columns.
-const ROW_BYTES: u32 = 128;
+pub(super) const ROW_BYTES: u32 = 128;
 
 /// Per-consumer values the epilogue reads every unit.
 pub(super) struct SwigluParams {
-    alpha: Reg,
+    pub(super) alpha: Reg,
     out: Reg,
     /// bytes per h row: I · 2.
     out_row_bytes: Reg,
     /// fc2_input_scale (A4).
-    g: Option<Reg>,
+    pub(super) g: Option<Reg>,
     /// The four staging addresses of (v0, v1) at n8 block 0.
-    slots: [[Reg; 2]; 2],
+    pub(super) slots: [[Reg; 2]; 2],
     /// This thread's copy-out chunk: staging offset of (token t/8, chunk t%8) and the
     /// global column byte offset within the block.
     copy_src: Reg,
@@ -60,11 +60,11 @@ pub(super) struct SwigluParams {
     /// The A8 factors' buffers.
     a8: Option<A8Params>,
     /// I.
-    inter: Reg,
+    pub(super) inter: Reg,
     /// The activation's parameters, f32 [L, 4] (activations that read them).
-    act_params: Option<Reg>,
+    pub(super) act_params: Option<Reg>,
     /// GEMM1's bias, f32 [L, 2I] (kernels with a bias).
-    bias: Option<Reg>,
+    pub(super) bias: Option<Reg>,
     /// The consumer's column table (A8 scales).
     pub columns: Option<ColumnParams>,
 }
@@ -201,12 +201,12 @@ fn h_value(
 }
 
 /// `cvt.rn.bf16.f32` into a b16 register.
-fn to_bf16(b: &mut KernelBuilder, x: Reg) -> Reg {
+pub(super) fn to_bf16(b: &mut KernelBuilder, x: Reg) -> Reg {
     b.cvt(RegClass::B16, Cvt::round(Rnd::Rn, Ty::Bf16, Ty::F32), vec![x.into()])
 }
 
 /// The NVFP4 requantization of the (r0, r0+8) pair of one token, exact in bf16.
-fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
+pub(super) fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
     let a0 = b.abs_f32(h[0]);
     let a1 = b.abs_f32(h[1]);
     let zero = b.mov_f32(0f32);
@@ -297,11 +297,17 @@ pub(super) fn epilogue_swiglu(
         }
     }
     consumer_barrier(b, k);
-    // Copy-out: 128 threads, 8 per token row, T/16 rows each.
     let ub = b.mul_u32(u.n, l.parts);
     let ub = b.add_u32(ub, k.part);
-    let exists = p.h_blocks.map(|blocks| b.setp_u32(Cmp::Lt, ub, blocks));
-    let col_bytes = b.shl_b32(ub, 7u32);
+    copy_out(b, l, p, u, ub);
+}
+
+/// Copies the staged 64 h columns of h column block `hb` out to `[permuted rows, I]`:
+/// 128 threads, 8 per token row, T/16 rows each; valid token rows only, and nothing for a
+/// block past I (an expert's partial last N block).
+pub(super) fn copy_out(b: &mut KernelBuilder, l: &Sm90Layout, p: &SwigluParams, u: &Unit, hb: Reg) {
+    let exists = p.h_blocks.map(|blocks| b.setp_u32(Cmp::Lt, hb, blocks));
+    let col_bytes = b.shl_b32(hb, 7u32);
     let col_bytes = b.add_u32(col_bytes, p.copy_col);
     for it in 0..l.tile / 16 {
         let v = b.regs(RegClass::B32, 4);

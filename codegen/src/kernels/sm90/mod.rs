@@ -22,6 +22,7 @@ mod dequant;
 mod dequant_fp8;
 mod epilogue_a8;
 mod epilogue_finalize;
+mod epilogue_relu2;
 mod epilogue_swiglu;
 pub mod layout;
 mod mainloop;
@@ -147,7 +148,11 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
             sched.units(b, Needs::ALL, &mut |b, u| {
                 let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
                 k_loop(b, &acc);
-                epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc, loads.as_ref());
+                if l.ungated() {
+                    epilogue_relu2::epilogue_relu2(b, g, &k, &p, u, &acc);
+                } else {
+                    epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc, loads.as_ref());
+                }
                 skip_other(b);
             });
         }

@@ -1,0 +1,112 @@
+//! GEMM1's epilogue for an ungated activation (ReLU²). W1 has I rows in h column order, so
+//! a consumer's two m64 blocks are two consecutive 64-column blocks of h (2·ub and 2·ub + 1
+//! for its unit block ub), not an (up, gate) pair: each accumulator element is one
+//! pre-activation, `x = α1·acc` (`fma.rn` with the bias), optionally rounded to bf16, then
+//! `h = max(x, 0) ·rn max(x, 0)`. Each block goes through the same staging tile and copy-out
+//! as the gated epilogue's one block (bf16, or A4's NVFP4 requantization of 16 columns),
+//! one after the other: the staging tile stays T × 64 columns, so the shared-memory budget
+//! is the gated kernel's.
+
+use moegen_dsl::{ActivationFormat, SwigluInput};
+
+use super::Sm90;
+use super::accum::{Element, elements};
+use super::epilogue_swiglu::{
+    ROW_BYTES, SwigluParams, consumer_barrier, copy_out, requantize_pair, to_bf16,
+};
+use super::mainloop::Consumer;
+use crate::kernels::epilogue_math::{
+    activation, load_activation_params, pre_activation, round_bf16,
+};
+use crate::kernels::skeleton::Unit;
+use crate::ptx::ops::memory::st;
+use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty};
+
+/// The epilogue of one unit: `acc` = this consumer's two h column blocks.
+pub(super) fn epilogue_relu2(
+    b: &mut KernelBuilder,
+    g: &Sm90,
+    k: &Consumer,
+    p: &SwigluParams,
+    u: &Unit,
+    acc: &[Vec<Reg>],
+) {
+    let l = &g.l;
+    if acc.len() != 2 || l.a8 {
+        let kernel = b.name.clone();
+        let what = "ungated epilogue: two bf16/A4 h blocks per consumer";
+        b.error(crate::ptx::BuildError::Inconsistent { kernel, what });
+        return;
+    }
+    let al_addr = b.index_addr(p.alpha, u.expert, 4);
+    let alpha1 = b.ld_global(Ty::F32, RegClass::F32, al_addr);
+    let act = p.act_params.map(|base| load_activation_params(b, base, u.expert));
+    let ub = b.mul_u32(u.n, l.parts);
+    let ub = b.add_u32(ub, k.part);
+    let all: Vec<Element> = elements(l.tile).collect();
+    for (blk, block) in (0u32..).zip(acc) {
+        let hb = b.mad_u32(ub, 2u32, blk);
+        let bias = p.bias.map(|base| block_bias(b, k, p, u, base, hb));
+        // The previous copy-out (this unit's block 0, or the previous unit's) has read the
+        // staging tile.
+        consumer_barrier(b, k);
+        for pair in all.chunks_exact(4) {
+            // Elements (v1, v0) of one n8 block: for each token (v0), rows r0 and r0 + 8.
+            for v0 in 0..2u32 {
+                let es: Vec<Element> = pair.iter().copied().filter(|e| e.v0 == v0).collect();
+                let h: Vec<Reg> = es
+                    .iter()
+                    .map(|e| {
+                        let bias = bias.map(|rows| rows[e.v1 as usize]);
+                        let mut x = pre_activation(b, alpha1, block[e.index], bias);
+                        if l.key.swiglu_input == SwigluInput::Bf16 {
+                            x = round_bf16(b, x);
+                        }
+                        // Ungated: the pre-activation is the activation's only operand.
+                        activation(b, l.key.activation, act.as_ref(), x, x)
+                    })
+                    .collect();
+                let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
+                    (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => {
+                        requantize_pair(b, gs, hv).to_vec()
+                    }
+                    _ => h,
+                };
+                for (e, v) in es.iter().zip(vals) {
+                    let hb16 = to_bf16(b, v);
+                    let at = p.slots[e.v0 as usize][e.v1 as usize];
+                    b.emit(
+                        st(Space::Shared, Ty::B16),
+                        vec![Operand::Reg(at).at(i64::from(e.i * 8 * ROW_BYTES)), hb16.into()],
+                    );
+                }
+            }
+        }
+        consumer_barrier(b, k);
+        copy_out(b, l, p, u, hb);
+    }
+}
+
+/// This thread's two biases of h column block `hb` (rows r0 and r0 + 8): f32 [L, I], one
+/// per W1 row. In an expert's partial last N block the column may lie past I, where the
+/// consumer stores nothing, so the index is clamped to the expert's row.
+fn block_bias(
+    b: &mut KernelBuilder,
+    k: &Consumer,
+    p: &SwigluParams,
+    u: &Unit,
+    base: Reg,
+    hb: Reg,
+) -> [Reg; 2] {
+    let col0 = b.shl_b32(hb, 6u32);
+    let col0 = b.add_u32(col0, k.r0);
+    let last = b.sub_u32(p.inter, 1u32);
+    let expert_row = b.mul_u32(u.expert, p.inter);
+    [0u32, 8].map(|dv| {
+        let col = b.add_u32(col0, dv);
+        let col = b.min_u32(col, last);
+        let i = b.add_u32(expert_row, col);
+        let a = b.index_addr(base, i, 4);
+        b.ld_global(Ty::F32, RegClass::F32, a)
+    })
+}

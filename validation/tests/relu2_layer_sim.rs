@@ -1,0 +1,84 @@
+//! ReLU² (ungated: W1 with I rows) through `MoeLayer` on the simulated Hopper: its GEMM1s,
+//! generated here as a build script would (they are not in the default set), give the
+//! Hopper CPU reference's output bit for bit, A16 and A4, with and without both biases, on
+//! an I whose N 256 units end in a partial block; the layer tracks ReLU²'s own f64 oracle.
+
+use moegen_dsl::abi::{KernelInfo, WeightFormat};
+use moegen_dsl::{
+    Activation, ActivationFormat, Arch, EpilogueSpec, FinalizeMode, GemmKind, GemmTactic,
+    KernelDescBuilder, Target, TileSize,
+};
+use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::layer::KernelSet;
+use moegen_runtime::reference::{MoeShape, relative_l2_error};
+use moegen_runtime::routing::ExpertWindow;
+use moegen_validation::layer_check::{LayerCase, RoutePattern, check_tactics_in, problem};
+
+/// A kernel built from `b`, leaked into the `'static` form a `KernelSet` holds.
+fn generated(b: KernelDescBuilder) -> &'static KernelInfo {
+    let g = moegen_codegen::kernel_set::gemm_kernel(&b.build().unwrap()).unwrap();
+    Box::leak(Box::new(KernelInfo {
+        id: g.id,
+        name: Box::leak(g.name.into_boxed_str()),
+        ptx_target: "sm_90a",
+        ptx: Box::leak(g.ptx.into_boxed_str()),
+        params: g.params,
+        launch: g.launch,
+    }))
+}
+
+#[test]
+fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
+    // I = 384: the N 256 GEMM1's second unit holds 128 of its 256 rows (the consumer past I
+    // stores nothing); N 128 divides it.
+    let shape = MoeShape::new(320, 384, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let relu2 = EpilogueSpec { activation: Activation::Relu2, ..EpilogueSpec::PLAIN };
+    let both = EpilogueSpec { gemm1_bias: true, gemm2_bias: true, ..relu2 };
+    for (i, (activations, spec)) in
+        [(ActivationFormat::Bf16, relu2), (ActivationFormat::Nvfp4, both)].into_iter().enumerate()
+    {
+        let mut extra: Vec<&'static KernelInfo> = Vec::new();
+        for (kind, n) in [(GemmKind::Gemm1, 128), (GemmKind::Gemm1, 256), (GemmKind::Gemm2, 64)] {
+            let t = GemmTactic::new_sm90(kind, 16, n).unwrap();
+            let b = KernelDescBuilder::new(t)
+                .target(Target::Sm90a)
+                .format(WeightFormat::Nvfp4)
+                .activations(activations);
+            let b = match kind {
+                GemmKind::Gemm1 => b.activation(spec.activation).bias(spec.gemm1_bias),
+                GemmKind::Gemm2 => b.finalize(FinalizeMode::Deterministic).bias(spec.gemm2_bias),
+            };
+            extra.push(generated(b));
+        }
+        let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+        let case = LayerCase {
+            shape,
+            tokens: 23,
+            planned_tokens: 23,
+            activations,
+            format: WeightFormat::Nvfp4,
+            finalize: FinalizeMode::Deterministic,
+            seed: 70 + i as u64,
+            routes: RoutePattern::Spread,
+            epilogue: spec,
+        };
+        let p = problem(case).unwrap();
+        let mut sim = SimBackend::hopper().with_sm_count(4);
+        let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
+        // Only the generated ReLU² GEMM1s can serve the layer: both widths ran.
+        for g in ["gemm1_sm90_t16n128", "gemm1_sm90_t16n256"] {
+            assert!(rows.iter().any(|r| r.tactic.contains(g)), "{spec:?}: no {g}");
+        }
+        for r in &rows {
+            assert!(r.tactic.contains("gemm1_sm90_t16n"), "{}", r.tactic);
+            assert_eq!(r.identical, r.elements, "{spec:?} {}: max ulp {}", r.tactic, r.max_ulp);
+            // The 4-bit weights' cost, as for the gated layers (ReLU²'s h has a wider range).
+            assert!(r.reference_vs_oracle < 0.3, "{spec:?}: {}", r.reference_vs_oracle);
+        }
+        // Another activation on the same data is another layer: the reference is ReLU²'s.
+        let r = p.reference(Arch::Sm90, TileSize::T16).unwrap();
+        let r: Vec<f64> = r.iter().map(|v| f64::from(v.to_f32())).collect();
+        let swiglu = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
+        assert!(relative_l2_error(&r, &swiglu.oracle) > 0.5, "{spec:?}");
+    }
+}
