@@ -203,22 +203,30 @@ fn mismatched_w1_shapes_are_typed_errors_naming_the_tensor() {
 }
 
 #[test]
-fn targets_without_a_relu2_gemm1_refuse_it_by_name() {
+fn hopper_weights_take_relu2_and_a8_and_sm100_refuse_it_by_name() {
     use moegen_dsl::{GemmKind, GemmTactic, KernelDescBuilder, Target, WeightFormat};
     let l = relu2_layer(5);
-    // The Hopper weight layouts pair 2I rows: ReLU² weights are refused, not misread.
-    let Err(e) = Sm90Weights::from_prepared(&l.shape, &l.weights, ActivationFormat::Nvfp4) else {
-        panic!("Hopper weights accepted ReLU²'s I-row W1");
-    };
+    let (h, i) = (l.shape.hidden, l.shape.intermediate);
+    // Hopper A16/A4: the I-row W1 in the fragment layout (a 64-row tile multiple).
+    let w = Sm90Weights::from_prepared(&l.shape, &l.weights, ActivationFormat::Bf16)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let [w1, s1, _, _] = w.fragment_layout(&l.shape).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((w1.len(), s1.len()), (4 * i * h / 2, 4 * i * h / 16));
+    // A8's row factors and tables pair 2I rows: refused by name, not misread.
+    let e = refused(Sm90A8Weights::from_sm90(&l.shape, &w));
     assert!(matches!(e, RuntimeError::UnsupportedActivation { activation: "relu2", .. }), "{e}");
+    let fp8 = |t| {
+        KernelDescBuilder::new(t)
+            .target(Target::Sm90a)
+            .format(WeightFormat::Mxfp4)
+            .activations(ActivationFormat::Fp8)
+            .activation(Activation::Relu2)
+            .build()
+    };
+    let e = fp8(GemmTactic::new_sm90(GemmKind::Gemm1, 64, 128).unwrap()).unwrap_err();
     assert!(e.to_string().contains("relu2"), "{e}");
-    // No GEMM1 kernel of either target computes it: the descriptor refuses the option.
-    let t = GemmTactic::new_sm90(GemmKind::Gemm1, 64, 128).unwrap();
-    let e = KernelDescBuilder::new(t)
-        .target(Target::Sm90a)
-        .format(WeightFormat::Nvfp4)
-        .activation(Activation::Relu2)
-        .build()
-        .unwrap_err();
+    // No SM100 GEMM1 computes it: the descriptor refuses the option.
+    let t = moegen_dsl::tactics_for(moegen_dsl::Arch::Sm100)[0];
+    let e = KernelDescBuilder::new(*t.gemm1()).activation(Activation::Relu2).build().unwrap_err();
     assert!(e.to_string().contains("relu2"), "{e}");
 }
