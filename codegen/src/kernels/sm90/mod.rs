@@ -7,7 +7,8 @@
 //!   `cp.async` gather;
 //! - `dequant` and `mainloop`: the consumer warpgroups' FP4 → bf16 fragments and wgmmas;
 //! - `accum`: the accumulator fragment layout the epilogues read;
-//! - `epilogue_swiglu` (GEMM1: α1, SwiGLU, bf16 or NVFP4-requantized h) and
+//! - `epilogue_swiglu` (GEMM1: α1, SwiGLU, bf16 or NVFP4-requantized h; `epilogue_relu2`
+//!   for the ungated ReLU², two h blocks per consumer) and
 //!   `epilogue_finalize` (GEMM2: α2 · router weight, bulk reduce-add or scratch rows);
 //! - `columns`: the per-token-column values the epilogues read, loaded before the K loop;
 //! - `pingpong`: the order between consumers that take alternate units;
