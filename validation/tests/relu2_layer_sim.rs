@@ -82,3 +82,42 @@ fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
         assert!(relative_l2_error(&r, &swiglu.oracle) > 0.5, "{spec:?}");
     }
 }
+
+/// GEMM1's N for ReLU² is I, not 2I: an I that is no multiple of the Hopper GEMM1's N
+/// granule (128) is not covered, and the refusal says I, not 2 × I.
+#[test]
+fn relu2_tactic_coverage_counts_i_rows() {
+    use moegen_runtime::layer::{LayerConfig, MoeLayer, Rejection};
+    let relu2 = EpilogueSpec { activation: Activation::Relu2, ..EpilogueSpec::PLAIN };
+    let mut extra: Vec<&'static KernelInfo> = Vec::new();
+    for (kind, n) in [(GemmKind::Gemm1, 128), (GemmKind::Gemm2, 64)] {
+        let t = GemmTactic::new_sm90(kind, 16, n).unwrap();
+        let b = KernelDescBuilder::new(t).target(Target::Sm90a).format(WeightFormat::Nvfp4);
+        let b = match kind {
+            GemmKind::Gemm1 => b.activations(ActivationFormat::Bf16).activation(Activation::Relu2),
+            GemmKind::Gemm2 => b.activations(ActivationFormat::Bf16),
+        };
+        extra.push(generated(b));
+    }
+    let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+    let config = |i| LayerConfig {
+        activations: ActivationFormat::Bf16,
+        epilogue: relu2,
+        ..LayerConfig::new(MoeShape::new(320, i, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap())
+    };
+    let explain =
+        |i| MoeLayer::explain_candidates(&config(i), &set, 64, Arch::Sm90, WeightFormat::Nvfp4);
+    let ok = explain(384);
+    assert!(ok.accepted.iter().any(|t| t.gemm1().mma_tiler()[1] == 128), "{ok:?}");
+    let no = explain(192);
+    assert!(no.accepted.is_empty(), "{no:?}");
+    let why = no
+        .rejected
+        .iter()
+        .find_map(|r| match &r.reason {
+            e @ Rejection::NotCovered { rows_per_value: 1, value: 192, .. } => Some(e.to_string()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{no:?}"));
+    assert!(why.contains("intermediate size = 192") && !why.contains("2 ×"), "{why}");
+}
