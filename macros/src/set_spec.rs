@@ -9,7 +9,7 @@ use syn::Error;
 
 use moegen_codegen::kernel_set::{DepthOverride, KernelSetSpec, gemm_descs};
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::{EpilogueSpec, GemmTactic, MoeTactic, Raster, SwigluInput, plan_gemm};
+use moegen_dsl::{GemmTactic, MoeTactic, Raster, SwigluInput, plan_gemm};
 
 use crate::spec::{Declared, TacticDecl, refuse_depth_conflicts};
 
@@ -41,7 +41,7 @@ fn spec_of(
         tactics: tactics.into_iter().collect(),
         finalize: d.finalize.iter().map(|f| f.value).collect(),
         swiglu_input: d.swiglu_input.value,
-        epilogues: d.epilogues.iter().map(|e| e.value).collect(),
+        epilogues: d.epilogues.clone(),
         recipes: d.recipes.clone(),
         depths,
         simt: d.simt.clone(),
@@ -91,14 +91,6 @@ fn blame(d: &Declared, t: &TacticDecl, spec: &KernelSetSpec) -> Span {
     }
     if let Some(span) = d.swiglu_input.span {
         probes.push((span, KernelSetSpec { swiglu_input: SwigluInput::default(), ..spec.clone() }));
-    }
-    // An epilogue set back to plain alone (ReLU² has no GEMM1 kernel on either target).
-    for (i, e) in d.epilogues.iter().enumerate() {
-        if let Some(span) = e.span {
-            let mut epilogues = spec.epilogues.clone();
-            epilogues[i] = EpilogueSpec::PLAIN;
-            probes.push((span, KernelSetSpec { epilogues, ..spec.clone() }));
-        }
     }
     for (i, f) in d.finalize.iter().enumerate() {
         if let Some(span) = f.span {

@@ -103,9 +103,8 @@ pub struct Declared {
     pub swiglu_input: Given<SwigluInput>,
     /// GEMM1 epilogue recipes (empty: the target's default).
     pub recipes: Vec<EpilogueRecipe>,
-    /// Epilogue functions (GEMM1's activation, the biases), each for every tactic; the span
-    /// is the written activation's (else the epilogue's), where a refusal of it points.
-    pub epilogues: Vec<Given<EpilogueSpec>>,
+    /// Epilogue functions (GEMM1's activation, the biases), each for every tactic.
+    pub epilogues: Vec<EpilogueSpec>,
     /// SIMT kernel flavours.
     pub simt: Vec<SimtTarget>,
 }
@@ -156,7 +155,7 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
         Some(v) => {
             list(v, "epilogues", true)?.iter().map(read_epilogue).collect::<Result<_, _>>()?
         }
-        None => defaults.epilogues.into_iter().map(Given::unwritten).collect(),
+        None => defaults.epilogues,
     };
     let simt = match keys.get("simt") {
         Some(v) => choices(v, "simt", &SimtTarget::ALL.map(|t| (t.name(), t)), false)?
@@ -170,11 +169,11 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
 
 /// One epilogue: `plain`, `gpt_oss`, or `{ activation: …, gemm1_bias: …, gemm2_bias: … }`
 /// (keys left out: plain SwiGLU, no bias).
-fn read_epilogue(v: &Value) -> syn::Result<Given<EpilogueSpec>> {
+fn read_epilogue(v: &Value) -> syn::Result<EpilogueSpec> {
     const NAMED: &[(&str, EpilogueSpec)] =
         &[("plain", EpilogueSpec::PLAIN), ("gpt_oss", EpilogueSpec::GPT_OSS)];
     if let Value::Ident(_) = v {
-        return Ok(Given::at(choice(v, "epilogue", NAMED)?, v.span()));
+        return choice(v, "epilogue", NAMED);
     }
     let keys = Keys::new(map(v, "epilogue")?, "epilogue", EPILOGUE_KEYS)?;
     const ACTIVATIONS: &[(&str, Activation)] = &[
@@ -185,10 +184,8 @@ fn read_epilogue(v: &Value) -> syn::Result<Given<EpilogueSpec>> {
     ];
     const BOOLS: &[(&str, bool)] = &[("true", true), ("false", false)];
     let mut e = EpilogueSpec::PLAIN;
-    let mut span = v.span();
     if let Some(a) = keys.get("activation") {
         e.activation = choice(a, "activation", ACTIVATIONS)?;
-        span = a.span();
     }
     if let Some(b) = keys.get("gemm1_bias") {
         e.gemm1_bias = choice(b, "gemm1_bias", BOOLS)?;
@@ -196,7 +193,7 @@ fn read_epilogue(v: &Value) -> syn::Result<Given<EpilogueSpec>> {
     if let Some(b) = keys.get("gemm2_bias") {
         e.gemm2_bias = choice(b, "gemm2_bias", BOOLS)?;
     }
-    Ok(Given::at(e, span))
+    Ok(e)
 }
 
 fn read_target(v: &Value) -> syn::Result<Given<Target>> {

@@ -1,7 +1,7 @@
-//! The Hopper ReLU² GEMM1s (not in the default set, like GeGLU's) assemble with ptxas for
-//! sm_90a with no spill and no stack: A16 and A4, with and without a GEMM1 bias, every GEMM1
+//! The ReLU² GEMM1s (not in the default set, like GeGLU's) assemble with ptxas with no
+//! spill and no stack: on sm_90a A16 and A4, with and without a GEMM1 bias, every GEMM1
 //! width and schedule of the Hopper tactic space (cooperative N 128 and N 256, ping-pong N
-//! 128 at T 128).
+//! 128 at T 128); on SM100 both recipes, 1-CTA and 2-CTA, for sm_100f, sm_103f and sm_100a.
 
 use moegen_codegen::check::assemble_all;
 use moegen_codegen::kernel_set::gemm_kernel;
@@ -41,6 +41,49 @@ fn hopper_relu2_gemm1s_assemble_without_spills() {
     for r in &runs {
         assert!(r.kernel.contains("relu2"), "{}", r.kernel);
         assert_eq!(r.arch, "sm_90a");
+        assert_eq!(r.report.spill_stores + r.report.spill_loads + r.report.stack_frame, 0, "{r:?}");
+        assert!(r.report.registers > 0, "{r:?}: ptxas reported no registers, the parse failed");
+    }
+}
+
+/// The SM100 ReLU² GEMM1s, both recipes, with and without a bias, a 1-CTA and a 2-CTA
+/// tactic: they assemble for every architecture they target (sm_100f, sm_103f, sm_100a)
+/// with no spill and no stack.
+#[test]
+fn sm100_relu2_gemm1s_assemble_without_spills() {
+    use moegen_codegen::check::assembly_targets;
+    use moegen_dsl::{Arch, EpilogueRecipe};
+    require(moegen_codegen::tools::ptxas());
+    let mut kernels = Vec::new();
+    let mut gemm1s: Vec<_> = moegen_dsl::tactics_for(Arch::Sm100)
+        .into_iter()
+        .map(|t| *t.gemm1())
+        .filter(|g1| {
+            (g1.mma_tiler() == [128, 128] && g1.cluster() == [1, 1])
+                || (g1.mma_tiler() == [256, 256] && g1.cluster() == [2, 1])
+        })
+        .collect();
+    gemm1s.dedup();
+    assert_eq!(gemm1s.len(), 2, "{gemm1s:?}");
+    for g1 in &gemm1s {
+        for recipe in [EpilogueRecipe::Fast, EpilogueRecipe::Exact] {
+            for bias in [false, true] {
+                let d = KernelDescBuilder::new(*g1)
+                    .recipe(recipe)
+                    .activation(Activation::Relu2)
+                    .bias(bias)
+                    .build()
+                    .unwrap();
+                kernels.push(gemm_kernel(&d).unwrap());
+            }
+        }
+    }
+    assert_eq!(kernels.len(), 8);
+    let runs = assemble_all(&kernels).unwrap_or_else(|e| panic!("{e}"));
+    let expected: usize = kernels.iter().map(|k| assembly_targets(k).len()).sum();
+    assert_eq!(runs.len(), expected);
+    for r in &runs {
+        assert!(r.kernel.contains("relu2"), "{}", r.kernel);
         assert_eq!(r.report.spill_stores + r.report.spill_loads + r.report.stack_frame, 0, "{r:?}");
         assert!(r.report.registers > 0, "{r:?}: ptxas reported no registers, the parse failed");
     }

@@ -1,7 +1,8 @@
-//! ReLU² (ungated: W1 with I rows) through `MoeLayer` on the simulated Hopper: its GEMM1s,
-//! generated here as a build script would (they are not in the default set), give the
-//! Hopper CPU reference's output bit for bit, A16 and A4, with and without both biases, on
-//! an I whose N 256 units end in a partial block; the layer tracks ReLU²'s own f64 oracle.
+//! ReLU² (ungated: W1 with I rows) through `MoeLayer` on the simulated Hopper and SM100: its
+//! GEMM1s, generated here as a build script would (they are not in the default set), give
+//! the CPU reference's output bit for bit (Hopper: A16 and A4, on an I whose N 256 units
+//! end in a partial block; SM100: N 128 and the 2-CTA N 256), with and without both
+//! biases; the layer tracks ReLU²'s own f64 oracle.
 
 use moegen_dsl::abi::{KernelInfo, WeightFormat};
 use moegen_dsl::{
@@ -14,13 +15,18 @@ use moegen_runtime::reference::{MoeShape, relative_l2_error};
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{LayerCase, RoutePattern, check_tactics_in, problem};
 
-/// A kernel built from `b`, leaked into the `'static` form a `KernelSet` holds.
+/// A Hopper kernel built from `b`, leaked into the `'static` form a `KernelSet` holds.
 fn generated(b: KernelDescBuilder) -> &'static KernelInfo {
+    generated_for(b, "sm_90a")
+}
+
+/// A kernel built from `b` for `ptx_target`, in the `'static` form a `KernelSet` holds.
+fn generated_for(b: KernelDescBuilder, ptx_target: &'static str) -> &'static KernelInfo {
     let g = moegen_codegen::kernel_set::gemm_kernel(&b.build().unwrap()).unwrap();
     Box::leak(Box::new(KernelInfo {
         id: g.id,
         name: Box::leak(g.name.into_boxed_str()),
-        ptx_target: "sm_90a",
+        ptx_target,
         ptx: Box::leak(g.ptx.into_boxed_str()),
         params: g.params,
         launch: g.launch,
@@ -120,4 +126,60 @@ fn relu2_tactic_coverage_counts_i_rows() {
         })
         .unwrap_or_else(|| panic!("{no:?}"));
     assert!(why.contains("intermediate size = 192") && !why.contains("2 ×"), "{why}");
+}
+
+/// ReLU² on the simulated SM100 (Fast recipe, as the layer runs it), generated here as a
+/// build script would: a 1-CTA N 128 GEMM1 and a 2-CTA N 256 one (whose two accumulator
+/// buffers overlap, so the epilogue walks each tile's halves in a buffer-dependent order
+/// and stores each half as it completes), with and without both biases: the layer equals
+/// the SM100 CPU reference bit for bit and tracks ReLU²'s f64 oracle.
+#[test]
+fn sm100_relu2_layers_match_the_reference_bit_for_bit() {
+    let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let tactics: Vec<_> = moegen_dsl::tactics_for(Arch::Sm100)
+        .into_iter()
+        .filter(|t| {
+            let g1 = t.gemm1();
+            (t.tile().rows() == 128 && g1.mma_tiler() == [128, 128])
+                || (g1.mma_tiler() == [256, 256] && g1.cluster() == [2, 1])
+        })
+        .collect();
+    let relu2 = EpilogueSpec { activation: Activation::Relu2, ..EpilogueSpec::PLAIN };
+    let both = EpilogueSpec { gemm1_bias: true, gemm2_bias: true, ..relu2 };
+    for (i, spec) in [relu2, both].into_iter().enumerate() {
+        let mut extra: Vec<&'static KernelInfo> = Vec::new();
+        for t in &tactics {
+            let g1 = KernelDescBuilder::new(*t.gemm1())
+                .activation(spec.activation)
+                .bias(spec.gemm1_bias);
+            let g2 = KernelDescBuilder::new(*t.gemm2())
+                .finalize(FinalizeMode::Deterministic)
+                .bias(spec.gemm2_bias);
+            for b in [g1, g2] {
+                extra.push(generated_for(b, "sm_100f"));
+            }
+        }
+        let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+        let case = LayerCase {
+            shape,
+            tokens: 5,
+            planned_tokens: 5,
+            activations: ActivationFormat::Nvfp4,
+            format: WeightFormat::Nvfp4,
+            finalize: FinalizeMode::Deterministic,
+            seed: 80 + i as u64,
+            routes: RoutePattern::Spread,
+            epilogue: spec,
+        };
+        let p = problem(case).unwrap();
+        let mut sim = SimBackend::new().with_sm_count(4);
+        let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
+        for g in ["n128", "n256"] {
+            assert!(rows.iter().any(|r| r.tactic.contains(g)), "{spec:?}: no GEMM1 {g}");
+        }
+        for r in &rows {
+            assert_eq!(r.identical, r.elements, "{spec:?} {}: max ulp {}", r.tactic, r.max_ulp);
+            assert!(r.reference_vs_oracle < 0.3, "{spec:?}: {}", r.reference_vs_oracle);
+        }
+    }
 }

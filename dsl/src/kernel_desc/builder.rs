@@ -206,15 +206,9 @@ impl KernelDescBuilder {
             return Err(self.unsupported("FP8 activations with NVFP4 weights (A8 takes MXFP4)"));
         }
         if !self.activation.gated() && self.tactic.kind() == GemmKind::Gemm1 {
-            // An ungated GEMM1 has I weight rows, not 2I, and one value per h column. The
-            // Hopper A16/A4 GEMM1 computes it (two h blocks per consumer); SM100's GEMM1
-            // (TMEM (up, gate) column pairs, N/2-wide output tiles) and Hopper's A8 (per-row
-            // factors and column tables over 2I rows) are not written for it.
-            if !hopper {
-                return Err(self.unsupported(
-                    "activation relu2 (ungated GEMM1: I weight rows; the SM100 GEMM1 pairs up and gate)",
-                ));
-            }
+            // An ungated GEMM1 has I weight rows, not 2I, and one value per h column. SM100's
+            // and Hopper's A16/A4 GEMM1s compute it; Hopper's A8 (per-row factors and column
+            // tables over 2I rows) is not written for it.
             if self.activations == ActivationFormat::Fp8 {
                 return Err(self.unsupported(
                     "activation relu2 with FP8 activations (the A8 GEMM1 pairs up and gate rows)",

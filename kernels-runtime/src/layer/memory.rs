@@ -248,16 +248,6 @@ impl LayerWeights {
             let hw = Sm90Weights::from_prepared(shape, w, ActivationFormat::Nvfp4)?;
             return Self::upload_sm90(b, shape, &hw, input_scale);
         }
-        let activation = w.epilogue.spec().activation;
-        if !activation.gated() {
-            // The SM100 GEMM1 pairs (up, gate) columns; the kernel builder refuses ReLU²
-            // there too, so such weights would never find a kernel.
-            return Err(RuntimeError::UnsupportedActivation {
-                what: "LayerWeights::upload on SM100 (no ungated GEMM1)",
-                activation: activation.tag(),
-            }
-            .into());
-        }
         let mut parts = vec![
             (Buffer::W1, w.w1.clone()),
             (Buffer::W1Scales, w.w1_scales.clone()),
