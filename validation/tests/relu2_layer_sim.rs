@@ -1,7 +1,8 @@
 //! ReLU² (ungated: W1 with I rows) through `MoeLayer` on the simulated Hopper and SM100: its
 //! GEMM1s, generated here as a build script would (they are not in the default set), give
-//! the CPU reference's output bit for bit (Hopper: A16 and A4, on an I whose N 256 units
-//! end in a partial block; SM100: N 128 and the 2-CTA N 256), with and without both
+//! the CPU reference's output bit for bit (Hopper: A16 and A4, NVFP4 and MXFP4 weights, on an
+//! I whose N 256 units end in a partial block; SM100: N 128 and the 2-CTA N 256), with and
+//! without both
 //! biases; the layer tracks ReLU²'s own f64 oracle.
 
 use moegen_dsl::abi::{KernelInfo, WeightFormat};
@@ -40,15 +41,21 @@ fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
     let shape = MoeShape::new(320, 384, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
     let relu2 = EpilogueSpec { activation: Activation::Relu2, ..EpilogueSpec::PLAIN };
     let both = EpilogueSpec { gemm1_bias: true, gemm2_bias: true, ..relu2 };
-    for (i, (activations, spec)) in
-        [(ActivationFormat::Bf16, relu2), (ActivationFormat::Nvfp4, both)].into_iter().enumerate()
+    for (i, (activations, format, spec)) in [
+        (ActivationFormat::Bf16, WeightFormat::Nvfp4, relu2),
+        (ActivationFormat::Nvfp4, WeightFormat::Nvfp4, both),
+        // MXFP4 weights kept MXFP4 (`Sm90Weights::from_mxfp4_relu2`).
+        (ActivationFormat::Bf16, WeightFormat::Mxfp4, both),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let mut extra: Vec<&'static KernelInfo> = Vec::new();
         for (kind, n) in [(GemmKind::Gemm1, 128), (GemmKind::Gemm1, 256), (GemmKind::Gemm2, 64)] {
             let t = GemmTactic::new_sm90(kind, 16, n).unwrap();
             let b = KernelDescBuilder::new(t)
                 .target(Target::Sm90a)
-                .format(WeightFormat::Nvfp4)
+                .format(format)
                 .activations(activations);
             let b = match kind {
                 GemmKind::Gemm1 => b.activation(spec.activation).bias(spec.gemm1_bias),
@@ -62,7 +69,7 @@ fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
             tokens: 23,
             planned_tokens: 23,
             activations,
-            format: WeightFormat::Nvfp4,
+            format,
             finalize: FinalizeMode::Deterministic,
             seed: 70 + i as u64,
             routes: RoutePattern::Spread,

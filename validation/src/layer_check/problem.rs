@@ -154,18 +154,30 @@ impl Problem {
                 fn t(m: &(Vec<u8>, Vec<u8>)) -> Mxfp4Tensor<'_> {
                     Mxfp4Tensor { packed: &m.0, scales: &m.1, layout: CheckpointScales::Linear }
                 }
-                let experts: Vec<_> = self
-                    .mxfp4
-                    .iter()
-                    .map(|[u, g, d]| ExpertTensors { up: t(u), gate: t(g), down: t(d) })
-                    .collect();
-                Sm90Weights::from_mxfp4(
-                    &c.shape,
-                    &experts,
-                    c.activations,
-                    self.input_scale,
-                    FC2_INPUT_SCALE,
-                )
+                if !c.epilogue.activation.gated() {
+                    // ReLU²: the up codes serve as W1 [I, H] (as `prepare_relu2_weights`).
+                    let experts: Vec<_> = self.mxfp4.iter().map(|[u, _, d]| (t(u), t(d))).collect();
+                    Sm90Weights::from_mxfp4_relu2(
+                        &c.shape,
+                        &experts,
+                        c.activations,
+                        self.input_scale,
+                        FC2_INPUT_SCALE,
+                    )
+                } else {
+                    let experts: Vec<_> = self
+                        .mxfp4
+                        .iter()
+                        .map(|[u, g, d]| ExpertTensors { up: t(u), gate: t(g), down: t(d) })
+                        .collect();
+                    Sm90Weights::from_mxfp4(
+                        &c.shape,
+                        &experts,
+                        c.activations,
+                        self.input_scale,
+                        FC2_INPUT_SCALE,
+                    )
+                }
             }
         }
         .and_then(|w| w.with_epilogue(&c.shape, self.epilogue.clone()))
