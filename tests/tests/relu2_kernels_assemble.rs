@@ -1,5 +1,5 @@
 //! The ReLU² GEMM1s (not in the default set, like GeGLU's) assemble with ptxas with no
-//! spill and no stack: on sm_90a A16 and A4, with and without a GEMM1 bias, every GEMM1
+//! spill and no stack: on sm_90a A16, A4 and A8, with and without a GEMM1 bias, every GEMM1
 //! width and schedule of the Hopper tactic space (cooperative N 128 and N 256, ping-pong N
 //! 128 at T 128); on SM100 both recipes, 1-CTA and 2-CTA, for sm_100f, sm_103f and sm_100a.
 
@@ -22,11 +22,15 @@ fn hopper_relu2_gemm1s_assemble_without_spills() {
     ];
     for (tile, n, schedule) in shapes {
         let t = GemmTactic::new_sm90_scheduled(GemmKind::Gemm1, tile, n, schedule).unwrap();
-        for acts in [ActivationFormat::Bf16, ActivationFormat::Nvfp4] {
+        for (acts, format) in [
+            (ActivationFormat::Bf16, WeightFormat::Nvfp4),
+            (ActivationFormat::Nvfp4, WeightFormat::Nvfp4),
+            (ActivationFormat::Fp8, WeightFormat::Mxfp4),
+        ] {
             for bias in [false, true] {
                 let d = KernelDescBuilder::new(t)
                     .target(Target::Sm90a)
-                    .format(WeightFormat::Nvfp4)
+                    .format(format)
                     .activations(acts)
                     .activation(Activation::Relu2)
                     .bias(bias)

@@ -1,6 +1,6 @@
 //! ReLU² (ungated: W1 with I rows) through `MoeLayer` on the simulated Hopper and SM100: its
 //! GEMM1s, generated here as a build script would (they are not in the default set), give
-//! the CPU reference's output bit for bit (Hopper: A16 and A4, NVFP4 and MXFP4 weights, on an
+//! the CPU reference's output bit for bit (Hopper: A16, A4 and A8, NVFP4 and MXFP4, on an
 //! I whose N 256 units end in a partial block; SM100: N 128 and the 2-CTA N 256), with and
 //! without both
 //! biases; the layer tracks ReLU²'s own f64 oracle.
@@ -44,8 +44,9 @@ fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
     for (i, (activations, format, spec)) in [
         (ActivationFormat::Bf16, WeightFormat::Nvfp4, relu2),
         (ActivationFormat::Nvfp4, WeightFormat::Nvfp4, both),
-        // MXFP4 weights kept MXFP4 (`Sm90Weights::from_mxfp4_relu2`).
+        // MXFP4 weights kept MXFP4 (`Sm90Weights::from_mxfp4_relu2`), A16 and A8.
         (ActivationFormat::Bf16, WeightFormat::Mxfp4, both),
+        (ActivationFormat::Fp8, WeightFormat::Mxfp4, both),
     ]
     .into_iter()
     .enumerate()

@@ -205,16 +205,6 @@ impl KernelDescBuilder {
             // E2M1 · UE8M0 is an E4M3 value times a power of two; E2M1 · UE4M3 is not.
             return Err(self.unsupported("FP8 activations with NVFP4 weights (A8 takes MXFP4)"));
         }
-        if !self.activation.gated() && self.tactic.kind() == GemmKind::Gemm1 {
-            // An ungated GEMM1 has I weight rows, not 2I, and one value per h column. SM100's
-            // and Hopper's A16/A4 GEMM1s compute it; Hopper's A8 (per-row factors and column
-            // tables over 2I rows) is not written for it.
-            if self.activations == ActivationFormat::Fp8 {
-                return Err(self.unsupported(
-                    "activation relu2 with FP8 activations (the A8 GEMM1 pairs up and gate rows)",
-                ));
-            }
-        }
         if hopper
             && self.activations != ActivationFormat::Nvfp4
             && self.swiglu_input != SwigluInput::F32

@@ -2,15 +2,18 @@
 //! a consumer's two m64 blocks are two consecutive 64-column blocks of h (2·ub and 2·ub + 1
 //! for its unit block ub), not an (up, gate) pair: each accumulator element is one
 //! pre-activation, `x = α1·acc` (`fma.rn` with the bias), optionally rounded to bf16, then
-//! `h = max(x, 0) ·rn max(x, 0)`. Each block goes through the same staging tile and copy-out
-//! as the gated epilogue's one block (bf16, or A4's NVFP4 requantization of 16 columns),
-//! one after the other: the staging tile stays T × 64 columns, so the shared-memory budget
-//! is the gated kernel's.
+//! `h = max(x, 0) ·rn max(x, 0)` (A8: the accumulator first scaled by its row's and token's
+//! factors, as the gated epilogue). Each block goes through the same staging tile and
+//! copy-out as the gated epilogue's one block (bf16, or A4's NVFP4 requantization of 16
+//! columns), one after the other: the staging tile stays T × 64 columns, so the
+//! shared-memory budget is the gated kernel's.
 
 use moegen_dsl::{ActivationFormat, SwigluInput};
 
 use super::Sm90;
 use super::accum::{Element, elements};
+use super::columns::{ColumnLoads, ColumnReader, store_columns};
+use super::epilogue_a8::a8_unit;
 use super::epilogue_swiglu::{
     ROW_BYTES, SwigluParams, consumer_barrier, copy_out, requantize_pair, to_bf16,
 };
@@ -22,7 +25,8 @@ use crate::kernels::skeleton::Unit;
 use crate::ptx::ops::memory::st;
 use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty};
 
-/// The epilogue of one unit: `acc` = this consumer's two h column blocks.
+/// The epilogue of one unit: `acc` = this consumer's two h column blocks; `loads` its
+/// columns' values (A8), loaded before the K loop.
 pub(super) fn epilogue_relu2(
     b: &mut KernelBuilder,
     g: &Sm90,
@@ -30,13 +34,21 @@ pub(super) fn epilogue_relu2(
     p: &SwigluParams,
     u: &Unit,
     acc: &[Vec<Reg>],
+    loads: Option<&ColumnLoads>,
 ) {
     let l = &g.l;
-    if acc.len() != 2 || l.a8 {
+    let a8 = p.a8.as_ref().map(|a| a8_unit(b, g, k, u, a));
+    let columns = p.columns.as_ref().zip(loads);
+    if acc.len() != 2 || a8.is_some() != columns.is_some() {
         let kernel = b.name.clone();
-        let what = "ungated epilogue: two bf16/A4 h blocks per consumer";
+        let what = "ungated epilogue: two h blocks per consumer (A8: and a column table)";
         b.error(crate::ptx::BuildError::Inconsistent { kernel, what });
         return;
+    }
+    // The column table is written once per unit, before the first block's barrier (the
+    // previous unit's last copy-out has read it), and read by both blocks.
+    if let Some((cp, loads)) = columns {
+        store_columns(b, g, k, cp, loads);
     }
     let al_addr = b.index_addr(p.alpha, u.expert, 4);
     let alpha1 = b.ld_global(Ty::F32, RegClass::F32, al_addr);
@@ -50,7 +62,9 @@ pub(super) fn epilogue_relu2(
         // The previous copy-out (this unit's block 0, or the previous unit's) has read the
         // staging tile.
         consumer_barrier(b, k);
-        for pair in all.chunks_exact(4) {
+        let reader = columns.map(|(cp, _)| ColumnReader::new(b, g, k, cp));
+        for (i, pair) in (0u32..).zip(all.chunks_exact(4)) {
+            let tau = reader.map(|r| r.scales(b, i));
             // Elements (v1, v0) of one n8 block: for each token (v0), rows r0 and r0 + 8.
             for v0 in 0..2u32 {
                 let es: Vec<Element> = pair.iter().copied().filter(|e| e.v0 == v0).collect();
@@ -58,7 +72,11 @@ pub(super) fn epilogue_relu2(
                     .iter()
                     .map(|e| {
                         let bias = bias.map(|rows| rows[e.v1 as usize]);
-                        let mut x = pre_activation(b, alpha1, block[e.index], bias);
+                        let mut acc = block[e.index];
+                        if let (Some(a), Some(t)) = (&a8, tau) {
+                            acc = a.apply(b, acc, blk as usize, e.v1, t[v0 as usize]);
+                        }
+                        let mut x = pre_activation(b, alpha1, acc, bias);
                         if l.key.swiglu_input == SwigluInput::Bf16 {
                             x = round_bf16(b, x);
                         }

@@ -58,7 +58,7 @@ pub(super) struct SwigluParams {
     /// partial (its consumers past them store nothing).
     h_blocks: Option<Reg>,
     /// The A8 factors' buffers.
-    a8: Option<A8Params>,
+    pub(super) a8: Option<A8Params>,
     /// I.
     pub(super) inter: Reg,
     /// The activation's parameters, f32 [L, 4] (activations that read them).

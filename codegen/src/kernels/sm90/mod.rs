@@ -150,7 +150,7 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
                 let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
                 k_loop(b, &acc);
                 if l.ungated() {
-                    epilogue_relu2::epilogue_relu2(b, g, &k, &p, u, &acc);
+                    epilogue_relu2::epilogue_relu2(b, g, &k, &p, u, &acc, loads.as_ref());
                 } else {
                     epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc, loads.as_ref());
                 }
