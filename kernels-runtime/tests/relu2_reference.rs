@@ -154,6 +154,11 @@ fn relu2_layer_tracks_its_f64_oracle_with_both_biases() {
     assert_eq!(a.output, b.output, "tiling must not change any bit");
 }
 
+/// The value of a call that must succeed (without printing what it returns).
+fn accepted<T>(r: Result<T, RuntimeError>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The error of a call that must fail (without printing the weights it might return).
 fn refused<T>(r: Result<T, RuntimeError>) -> RuntimeError {
     match r {
@@ -212,6 +217,12 @@ fn hopper_weights_take_relu2_and_gemm2_refuses_the_option() {
         .unwrap_or_else(|e| panic!("{e}"));
     let [w1, s1, _, _] = w.fragment_layout(&l.shape).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((w1.len(), s1.len()), (4 * i * h / 2, 4 * i * h / 16));
+    // Gated Hopper weights (W1 with 2I rows) given a ReLU² epilogue: refused naming W1.
+    let gated = prepare_weights(&l.shape, &l.w1, &l.w1, &l.down, 1.0, 1.0).unwrap();
+    let gated = accepted(Sm90Weights::from_prepared(&l.shape, &gated, ActivationFormat::Bf16));
+    let relu2 = ExpertEpilogue::new(&l.shape, Activation::Relu2, vec![], None, None).unwrap();
+    let e = refused(gated.with_epilogue(&l.shape, relu2));
+    assert!(matches!(e, RuntimeError::BufferLength { what: "W1", .. }), "{e}");
     // A8 takes MXFP4 weights, ReLU² or not.
     let e = refused(Sm90A8Weights::from_sm90(&l.shape, &w));
     assert!(matches!(e, RuntimeError::UnsupportedActivations { .. }), "{e}");
