@@ -8,22 +8,19 @@
 //! columns), one after the other: the staging tile stays T × 64 columns, so the
 //! shared-memory budget is the gated kernel's.
 
-use moegen_dsl::{ActivationFormat, SwigluInput};
+use moegen_dsl::SwigluInput;
 
 use super::Sm90;
 use super::accum::{Element, elements};
 use super::columns::{ColumnLoads, ColumnReader, store_columns};
 use super::epilogue_a8::a8_unit;
-use super::epilogue_swiglu::{
-    ROW_BYTES, SwigluParams, consumer_barrier, copy_out, requantize_pair, to_bf16,
-};
+use super::epilogue_swiglu::{SwigluParams, consumer_barrier, copy_out, stage_token_pair};
 use super::mainloop::Consumer;
 use crate::kernels::epilogue_math::{
     activation, load_activation_params, pre_activation, round_bf16,
 };
 use crate::kernels::skeleton::Unit;
-use crate::ptx::ops::memory::st;
-use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty};
+use crate::ptx::{KernelBuilder, Reg, RegClass, Ty};
 
 /// The epilogue of one unit: `acc` = this consumer's two h column blocks; `loads` its
 /// columns' values (A8), loaded before the K loop.
@@ -84,20 +81,7 @@ pub(super) fn epilogue_relu2(
                         activation(b, l.key.activation, act.as_ref(), x, x)
                     })
                     .collect();
-                let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
-                    (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => {
-                        requantize_pair(b, gs, hv).to_vec()
-                    }
-                    _ => h,
-                };
-                for (e, v) in es.iter().zip(vals) {
-                    let hb16 = to_bf16(b, v);
-                    let at = p.slots[e.v0 as usize][e.v1 as usize];
-                    b.emit(
-                        st(Space::Shared, Ty::B16),
-                        vec![Operand::Reg(at).at(i64::from(e.i * 8 * ROW_BYTES)), hb16.into()],
-                    );
-                }
+                stage_token_pair(b, l, p, &es, h);
             }
         }
         consumer_barrier(b, k);

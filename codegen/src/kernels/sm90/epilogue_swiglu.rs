@@ -37,7 +37,7 @@ use crate::ptx::ops::{Access, Bar, Cvt, Memory, ShflMode, Sync};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Rnd, Space, Ty, VecWidth};
 
 /// Bytes of one staged token row: 64 h columns.
-pub(super) const ROW_BYTES: u32 = 128;
+const ROW_BYTES: u32 = 128;
 
 /// Per-consumer values the epilogue reads every unit.
 pub(super) struct SwigluParams {
@@ -201,12 +201,12 @@ fn h_value(
 }
 
 /// `cvt.rn.bf16.f32` into a b16 register.
-pub(super) fn to_bf16(b: &mut KernelBuilder, x: Reg) -> Reg {
+fn to_bf16(b: &mut KernelBuilder, x: Reg) -> Reg {
     b.cvt(RegClass::B16, Cvt::round(Rnd::Rn, Ty::Bf16, Ty::F32), vec![x.into()])
 }
 
 /// The NVFP4 requantization of the (r0, r0+8) pair of one token, exact in bf16.
-pub(super) fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
+fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
     let a0 = b.abs_f32(h[0]);
     let a1 = b.abs_f32(h[1]);
     let zero = b.mov_f32(0f32);
@@ -231,6 +231,29 @@ pub(super) fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [R
         let code = e2m1_code_sw(b, scaled);
         e2m1_times(b, code, sfd)
     })
+}
+
+/// Stores the h values of one token's element pair `es` (rows r0 and r0 + 8 of an n8
+/// block) into the staging tile: bf16, after A4's NVFP4 requantization of the pair.
+pub(super) fn stage_token_pair(
+    b: &mut KernelBuilder,
+    l: &Sm90Layout,
+    p: &SwigluParams,
+    es: &[Element],
+    h: Vec<Reg>,
+) {
+    let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
+        (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => requantize_pair(b, gs, hv).to_vec(),
+        _ => h,
+    };
+    for (e, v) in es.iter().zip(vals) {
+        let hb = to_bf16(b, v);
+        let at = p.slots[e.v0 as usize][e.v1 as usize];
+        b.emit(
+            st(Space::Shared, Ty::B16),
+            vec![Operand::Reg(at).at(i64::from(e.i * 8 * ROW_BYTES)), hb.into()],
+        );
+    }
 }
 
 /// The epilogue of one unit: `acc` = [up, gate] of this consumer; `loads` its columns'
@@ -282,18 +305,7 @@ pub(super) fn epilogue_swiglu(
                     h_value(b, l, &ep, e.v1, up, gate)
                 })
                 .collect();
-            let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
-                (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => requantize_pair(b, gs, hv).to_vec(),
-                _ => h,
-            };
-            for (e, v) in es.iter().zip(vals) {
-                let hb = to_bf16(b, v);
-                let at = p.slots[e.v0 as usize][e.v1 as usize];
-                b.emit(
-                    st(Space::Shared, Ty::B16),
-                    vec![Operand::Reg(at).at(i64::from(e.i * 8 * ROW_BYTES)), hb.into()],
-                );
-            }
+            stage_token_pair(b, l, p, &es, h);
         }
     }
     consumer_barrier(b, k);
