@@ -14,24 +14,18 @@ use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::KernelSet;
 use moegen_runtime::reference::{MoeShape, relative_l2_error};
 use moegen_runtime::routing::ExpertWindow;
-use moegen_validation::layer_check::{LayerCase, RoutePattern, check_tactics_in, problem};
+use moegen_validation::layer_check::{
+    LayerCase, RoutePattern, check_tactics_in, generated_kernel, problem,
+};
 
-/// A Hopper kernel built from `b`, leaked into the `'static` form a `KernelSet` holds.
+/// A Hopper kernel built from `b`, generated as a build script would.
 fn generated(b: KernelDescBuilder) -> &'static KernelInfo {
     generated_for(b, "sm_90a")
 }
 
-/// A kernel built from `b` for `ptx_target`, in the `'static` form a `KernelSet` holds.
+/// A kernel built from `b` for `ptx_target`, generated as a build script would.
 fn generated_for(b: KernelDescBuilder, ptx_target: &'static str) -> &'static KernelInfo {
-    let g = moegen_codegen::kernel_set::gemm_kernel(&b.build().unwrap()).unwrap();
-    Box::leak(Box::new(KernelInfo {
-        id: g.id,
-        name: Box::leak(g.name.into_boxed_str()),
-        ptx_target,
-        ptx: Box::leak(g.ptx.into_boxed_str()),
-        params: g.params,
-        launch: g.launch,
-    }))
+    generated_kernel(&b.build().unwrap(), ptx_target).unwrap()
 }
 
 #[test]
