@@ -144,6 +144,30 @@ fn activations_and_biases_change_the_kernels_of_both_targets() {
                     assert!(e.to_string().contains("activation"), "{e}");
                 }
             }
+            // ReLU² (ungated, W1 with I rows): its own GEMM1 with and without a bias for
+            // every activation format; GEMM2 refuses an activation.
+            match kind {
+                GemmKind::Gemm1 => {
+                    let mut seen = vec![base_ptx.clone(), ptx(b().bias(true)).unwrap()];
+                    for bias in [false, true] {
+                        let d = b().activation(Activation::Relu2).bias(bias).build().unwrap();
+                        assert!(d.key().name().contains("relu2"), "{}", d.key().name());
+                        assert_eq!(d.key().desc().unwrap(), d);
+                        assert!(!has(d.key(), Buffer::ActivationParams));
+                        assert_eq!(has(d.key(), Buffer::Gemm1Bias), bias);
+                        let text = ptx(b().activation(Activation::Relu2).bias(bias)).unwrap();
+                        assert!(
+                            !seen.contains(&text),
+                            "{acts:?} relu2 bias {bias} changed nothing"
+                        );
+                        seen.push(text);
+                    }
+                }
+                GemmKind::Gemm2 => {
+                    let e = b().activation(Activation::Relu2).build().unwrap_err();
+                    assert!(e.to_string().contains("activation"), "{acts:?}: {e}");
+                }
+            }
         }
     }
     // SM100, both recipes: each option changes the kernel; GEMM2 refuses an activation.
@@ -163,6 +187,17 @@ fn activations_and_biases_change_the_kernels_of_both_targets() {
         }
         let text = ptx(b().bias(true)).unwrap();
         assert!(!seen.contains(&text), "{recipe:?}: GEMM1 bias changed nothing");
+        // ReLU² (ungated, W1 with I rows): its own epilogue, with and without a bias.
+        for bias in [false, true] {
+            let d = b().activation(Activation::Relu2).bias(bias).build().unwrap();
+            assert!(d.key().name().contains("relu2"), "{}", d.key().name());
+            assert_eq!(d.key().desc().unwrap(), d);
+            assert!(!has(d.key(), Buffer::ActivationParams));
+            assert_eq!(has(d.key(), Buffer::Gemm1Bias), bias);
+            let text = ptx(b().activation(Activation::Relu2).bias(bias)).unwrap();
+            assert!(!seen.contains(&text), "{recipe:?} relu2 bias {bias} changed nothing");
+            seen.push(text);
+        }
     }
     let t = tactic(GemmKind::Gemm2, Raster::AlongN);
     let d = KernelDescBuilder::new(t).bias(true).build().unwrap();

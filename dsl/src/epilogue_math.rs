@@ -99,6 +99,8 @@ pub fn pre_activation(alpha1: f32, acc: f32, bias: Option<f32>) -> f32 {
 ///   `s = g / (1 +rn exp_f32(−z))` (div.rn), `h = (u +rn β) ·rn s`.
 /// - GegluTanh: `t = g ·rn fma(GELU_C2, g ·rn g, GELU_C1)`, `s = g / (1 +rn exp_f32(−t))`,
 ///   `h = up ·rn s`.
+/// - Relu2 (not gated: its one pre-activation comes as `up`, `gate` is not read):
+///   `r = max(up, 0)` (`max.f32`: NaN gives 0, −0 gives +0), `h = r ·rn r`.
 ///
 /// `params` is read by SwigluClamped only.
 pub fn activation_exact(kind: Activation, params: &ActivationParams, up: f32, gate: f32) -> f32 {
@@ -124,6 +126,10 @@ pub(crate) fn activation_with(
         Activation::GegluTanh => {
             let t = gate * GELU_C2.mul_add(gate * gate, GELU_C1);
             up * sig(gate, t)
+        }
+        Activation::Relu2 => {
+            let r = ptx_max(up, 0.0);
+            r * r
         }
     }
 }

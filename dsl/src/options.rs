@@ -87,9 +87,10 @@ impl ActivationFormat {
     }
 }
 
-/// The function GEMM1's epilogue turns each (up, gate) pair of pre-activations into one
-/// value of h (`epilogue_math::activation_exact` defines each operation by operation). The
-/// per-expert parameters of [`Activation::SwigluClamped`] are runtime data (a buffer), not
+/// The function GEMM1's epilogue turns its pre-activations into one value of h: a gated
+/// activation reads an (up, gate) pair (W1 has 2I rows), an ungated one ([`Activation::Relu2`])
+/// one value (W1 has I rows; `Activation::gated`). `epilogue_math::activation_exact` defines
+/// each operation by operation. The per-expert parameters of [`Activation::SwigluClamped`] are runtime data (a buffer), not
 /// part of a kernel's identity.
 #[derive(
     Clone,
@@ -115,19 +116,34 @@ pub enum Activation {
     /// GeGLU with the tanh approximation: h = up · gelu_tanh(gate), gelu_tanh(g) =
     /// g · σ(2·√(2/π)·(g + 0.044715·g³)).
     GegluTanh,
+    /// ReLU², not gated: h = relu(x)² with x the one pre-activation of h's column (W1 has I
+    /// rows, not 2I): `max(x, 0)` (a NaN x gives 0, as PTX's `max.f32`) times itself.
+    Relu2,
 }
 
 impl Activation {
     /// Every activation.
-    pub const ALL: [Activation; 3] =
-        [Activation::Swiglu, Activation::SwigluClamped, Activation::GegluTanh];
-    /// Short tag used in kernel names and keys: `swiglu`, `swiglu_clamped`, `geglu_tanh`.
+    pub const ALL: [Activation; 4] =
+        [Activation::Swiglu, Activation::SwigluClamped, Activation::GegluTanh, Activation::Relu2];
+    /// Short tag used in kernel names and keys: `swiglu`, `swiglu_clamped`, `geglu_tanh`,
+    /// `relu2`.
     pub const fn tag(self) -> &'static str {
         match self {
             Activation::Swiglu => "swiglu",
             Activation::SwigluClamped => "swiglu_clamped",
             Activation::GegluTanh => "geglu_tanh",
+            Activation::Relu2 => "relu2",
         }
+    }
+    /// Whether h is a function of an (up, gate) pair, so that W1 holds 2I rows (up and gate
+    /// per h column); false for ReLU², whose W1 holds I rows.
+    pub const fn gated(self) -> bool {
+        !matches!(self, Activation::Relu2)
+    }
+    /// W1's rows per expert for `intermediate` h columns: 2I gated, I ungated. Every size
+    /// derived from W1 (weights, scales, GEMM1 bias) follows it.
+    pub const fn w1_rows(self, intermediate: usize) -> usize {
+        if self.gated() { 2 * intermediate } else { intermediate }
     }
     /// Whether the activation reads per-expert parameters (α, β, limit).
     pub const fn has_params(self) -> bool {

@@ -73,3 +73,27 @@ fn biases_round_once() {
     assert_eq!(gemm2_value(3.0, 0.5, 0.25, None), 3.0 * (0.5 * 0.25));
     assert_eq!(gemm2_value(3.0, 0.5, 0.25, Some(1.0)), (3.0f32).mul_add(0.5, 1.0) * 0.25);
 }
+
+#[test]
+fn relu2_is_max_then_one_product_and_reads_no_gate() {
+    use moegen_dsl::epilogue_math::fast::activation_fast;
+    let at = |x: f32, gate: f32| activation_exact(Activation::Relu2, &P, x, gate);
+    for i in -200..=200 {
+        let x = i as f32 * 0.173;
+        let want = if x > 0.0 { x * x } else { 0.0 };
+        // The gate operand is not read: ungated, W1 has I rows.
+        assert_eq!(at(x, 1e30).to_bits(), want.to_bits(), "{x}");
+        assert_eq!(at(x, f32::NAN).to_bits(), want.to_bits(), "{x}");
+        // No sigmoid: the Fast recipe's value is the Exact one's.
+        assert_eq!(activation_fast(Activation::Relu2, &P, x, 0.0).to_bits(), want.to_bits());
+    }
+    // max.f32: −0 and NaN give +0; the square rounds once (overflow to +inf).
+    assert_eq!(at(-0.0, 0.0).to_bits(), 0.0f32.to_bits());
+    assert_eq!(at(f32::NAN, 0.0).to_bits(), 0.0f32.to_bits());
+    assert_eq!(at(f32::MAX, 0.0), f32::INFINITY);
+    let x = 1.0 + f32::EPSILON;
+    assert_eq!(at(x, 0.0), x * x);
+    // Not gated: W1 has I rows.
+    assert!(!Activation::Relu2.gated() && Activation::GegluTanh.gated());
+    assert_eq!((Activation::Relu2.w1_rows(64), Activation::Swiglu.w1_rows(64)), (64, 128));
+}

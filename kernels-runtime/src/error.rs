@@ -121,6 +121,15 @@ pub enum RuntimeError {
         /// Why.
         reason: &'static str,
     },
+    /// A GEMM1 activation the called routine does not compute (ReLU², ungated, on the
+    /// Hopper weight layouts, which interleave 2I rows).
+    #[error("{what} does not implement activation {activation}")]
+    UnsupportedActivation {
+        /// The routine or input at fault.
+        what: &'static str,
+        /// The activation's tag (`Activation::tag`).
+        activation: &'static str,
+    },
     /// A format routine rejected its input.
     #[error(transparent)]
     Format(#[from] FormatError),

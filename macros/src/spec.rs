@@ -180,6 +180,7 @@ fn read_epilogue(v: &Value) -> syn::Result<EpilogueSpec> {
         ("swiglu", Activation::Swiglu),
         ("swiglu_clamped", Activation::SwigluClamped),
         ("geglu_tanh", Activation::GegluTanh),
+        ("relu2", Activation::Relu2),
     ];
     const BOOLS: &[(&str, bool)] = &[("true", true), ("false", false)];
     let mut e = EpilogueSpec::PLAIN;

@@ -17,9 +17,9 @@ use moegen_runtime::layer::{
 use moegen_runtime::reference::{
     CheckpointScales, ExpertEpilogue, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights,
     Routing, Sm90A8Weights, Sm90Weights, finalize, gemm1_reference, gemm2_contributions,
-    oracle_moe_epilogue, prepare_weights, quantize_activations, relative_l2_error,
-    sm90_a8_gemm1_reference, sm90_a8_gemm2_contributions, sm90_activations, sm90_gemm1_reference,
-    sm90_gemm2_contributions,
+    oracle_moe_epilogue, prepare_relu2_weights, prepare_weights, quantize_activations,
+    relative_l2_error, sm90_a8_gemm1_reference, sm90_a8_gemm2_contributions, sm90_activations,
+    sm90_gemm1_reference, sm90_gemm2_contributions,
 };
 use moegen_runtime::routing::moe_sort;
 
@@ -29,6 +29,24 @@ mod problem;
 pub use error::LayerCheckError;
 
 pub use problem::{FC2_INPUT_SCALE, Problem, problem};
+
+/// The GEMM kernel `desc` describes, generated as a build script would and kept for the
+/// process's life (a `KernelSet` holds `'static` kernels): what the tests of epilogues the
+/// default set does not ship add to a set.
+pub fn generated_kernel(
+    desc: &moegen_dsl::KernelDesc,
+    ptx_target: &'static str,
+) -> Result<&'static moegen_dsl::abi::KernelInfo, moegen_codegen::kernel_set::GenerateError> {
+    let g = moegen_codegen::kernel_set::gemm_kernel(desc)?;
+    Ok(Box::leak(Box::new(moegen_dsl::abi::KernelInfo {
+        id: g.id,
+        name: Box::leak(g.name.into_boxed_str()),
+        ptx_target,
+        ptx: Box::leak(g.ptx.into_boxed_str()),
+        params: g.params,
+        launch: g.launch,
+    })))
+}
 
 /// How the synthetic routing spreads routes over experts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -563,21 +563,12 @@ fn cooperative() -> moegen_runtime::layer::KernelSet {
     moegen_runtime::layer::KernelSet::new(kept.collect::<Vec<_>>())
 }
 
-/// The kernel `b` describes, generated as a build script would and kept for the test's life
-/// (a `KernelSet` holds `'static` kernels).
+/// The kernel `b` describes, generated as a build script would.
 fn generated(
     b: moegen_dsl::KernelDescBuilder,
     ptx_target: &'static str,
 ) -> &'static moegen_dsl::abi::KernelInfo {
-    let g = moegen_codegen::kernel_set::gemm_kernel(&b.build().unwrap()).unwrap();
-    Box::leak(Box::new(moegen_dsl::abi::KernelInfo {
-        id: g.id,
-        name: Box::leak(g.name.into_boxed_str()),
-        ptx_target,
-        ptx: Box::leak(g.ptx.into_boxed_str()),
-        params: g.params,
-        launch: g.launch,
-    }))
+    moegen_validation::layer_check::generated_kernel(&b.build().unwrap(), ptx_target).unwrap()
 }
 
 #[test]

@@ -55,6 +55,7 @@ fn a_hidden_size_the_clusters_cannot_cover_is_the_reason_given() {
             gemm: *tactic.gemm2(),
             dim: "hidden size",
             value: 256,
+            rows_per_value: 1,
             next: Some(512)
         }
     );

@@ -120,6 +120,11 @@ fn activation_with(
             let s = sig(b, gate, t);
             b.mul_f32(up, s)
         }
+        (Activation::Relu2, _) => {
+            // Ungated: the one pre-activation comes as `up`; max.f32 gives 0 for a NaN.
+            let r = b.max_f32(up, 0f32);
+            b.mul_f32(r, r)
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::param::{Buffer, TensorMap};
 use crate::gemm_key::GemmKey;
+use crate::tactic::GemmKind;
 
 /// Element type of a tensor map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -91,11 +92,20 @@ pub fn layout(map: TensorMap, key: &GemmKey, d: &MapDims) -> TensorMapLayout {
         (_, 1) => [2, 1],
         _ => [4, 1],
     };
+    // W1's rows per expert: 2I gated, I for ReLU² (`Activation::w1_rows`).
+    let w1_rows = match key.gemm {
+        GemmKind::Gemm1 if !key.activation.gated() => i,
+        _ => 2 * i,
+    };
     match map {
-        TensorMap::W1 => {
-            fp4(Buffer::W1, vec![h, 2 * i, l], vec![h / 2, i * h], vec![256, b_rows, 1], 128)
-        }
-        TensorMap::W1Scales => scales(Buffer::W1Scales, h, 2 * i, Some(l), sfb_box),
+        TensorMap::W1 => fp4(
+            Buffer::W1,
+            vec![h, w1_rows, l],
+            vec![h / 2, w1_rows * h / 2],
+            vec![256, b_rows, 1],
+            128,
+        ),
+        TensorMap::W1Scales => scales(Buffer::W1Scales, h, w1_rows, Some(l), sfb_box),
         TensorMap::Gemm1OutputStore => {
             fp4(Buffer::Gemm1Output, vec![i, rows], vec![i / 2], vec![n / 2, 32], 0)
         }

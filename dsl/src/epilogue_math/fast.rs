@@ -77,7 +77,8 @@ pub fn sigmoid_times_fast(x: f32, z: f32) -> f32 {
 /// - SwiGLU: `up ·rn sigmoid_times_fast(gate, gate)`;
 /// - SwigluClamped: `g = min(gate, limit)`, `u = min(max(up, −limit), limit)`,
 ///   `(u +rn β) ·rn sigmoid_times_fast(g, α ·rn g)`;
-/// - GegluTanh: `up ·rn sigmoid_times_fast(gate, gate ·rn fma(C2, gate ·rn gate, C1))`.
+/// - GegluTanh: `up ·rn sigmoid_times_fast(gate, gate ·rn fma(C2, gate ·rn gate, C1))`;
+/// - Relu2: no sigmoid, so the Exact recipe's `max(up, 0)` squared.
 pub fn activation_fast(
     kind: crate::options::Activation,
     p: &super::ActivationParams,

@@ -122,8 +122,9 @@ pub enum Rejection {
     /// H or I is not a multiple of what the target's GEMMs consume per K stage.
     #[error(transparent)]
     Shape(PlanError),
-    /// The GEMM's clusters cannot cover the layer's N dimension (GEMM1: 2 × I; GEMM2: H).
-    #[error("{}", not_covered(gemm, dim, *value, *next))]
+    /// The GEMM's clusters cannot cover the layer's N dimension (GEMM1: 2 × I, ReLU²'s I;
+    /// GEMM2: H).
+    #[error("{}", not_covered(gemm, dim, *value, *rows_per_value, *next))]
     NotCovered {
         /// The GEMM.
         gemm: GemmTactic,
@@ -131,6 +132,9 @@ pub enum Rejection {
         dim: &'static str,
         /// Its value.
         value: u64,
+        /// The GEMM's N per unit of it: 2 for a gated GEMM1 (2I rows), 1 for ReLU²'s GEMM1
+        /// and for GEMM2.
+        rows_per_value: u64,
         /// The next larger value of that dimension this GEMM serves, if one is near.
         next: Option<u64>,
     },
@@ -170,12 +174,19 @@ fn list<T: fmt::Debug>(items: &[T]) -> String {
     names.join(" or ")
 }
 
-fn not_covered(gemm: &GemmTactic, dim: &str, value: u64, next: Option<u64>) -> String {
+fn not_covered(
+    gemm: &GemmTactic,
+    dim: &str,
+    value: u64,
+    rows_per_value: u64,
+    next: Option<u64>,
+) -> String {
     let n = u64::from(gemm.mma_tiler()[1]);
     let cn = gemm.cluster()[1];
-    let (cols, what) = match gemm.kind() {
-        GemmKind::Gemm1 => (2 * value, format!("2 × {dim} = {}", 2 * value)),
-        GemmKind::Gemm2 => (value, format!("{dim} = {value}")),
+    let cols = rows_per_value * value;
+    let what = match rows_per_value {
+        1 => format!("{dim} = {value}"),
+        r => format!("{r} × {dim} = {cols}"),
     };
     let mut s = match gemm.arch() {
         Arch::Sm90 => format!(
@@ -206,17 +217,28 @@ pub(crate) fn shape_target(arch: Arch) -> Target {
 /// The N-dimension refusal of `g` for a layer dimension `value` (`dim` names it; GEMM1's N
 /// is twice it), with the next value it serves when one lies within 64 K stages.
 pub(crate) fn cover(g: &GemmTactic, dim: &'static str, value: u64) -> Result<(), Rejection> {
-    let n_of = |v: u64| match g.kind() {
-        GemmKind::Gemm1 => v.saturating_mul(2),
-        GemmKind::Gemm2 => v,
+    cover_rows(g, dim, value, 2)
+}
+
+/// [`cover`] for a GEMM1 of `rows_per_column` W1 rows per h column (2 gated, 1 for ReLU²).
+pub(crate) fn cover_rows(
+    g: &GemmTactic,
+    dim: &'static str,
+    value: u64,
+    rows_per_column: u64,
+) -> Result<(), Rejection> {
+    let rows_per_value = match g.kind() {
+        GemmKind::Gemm1 => rows_per_column,
+        GemmKind::Gemm2 => 1,
     };
+    let n_of = |v: u64| v.saturating_mul(rows_per_value);
     if g.fits_n(n_of(value)) {
         return Ok(());
     }
     let step = gemm_shape_multiple(shape_target(g.arch()));
     let first = (value / step + 1) * step;
     let next = (0..64).map(|i| first + i * step).find(|&v| g.fits_n(n_of(v)));
-    Err(Rejection::NotCovered { gemm: *g, dim, value, next })
+    Err(Rejection::NotCovered { gemm: *g, dim, value, rows_per_value, next })
 }
 
 /// A tactic and why it cannot run the layer.
@@ -323,7 +345,8 @@ fn check(
     let target = shape_target(tactic.arch());
     check_gemm_dim(target, "hidden size", s.hidden as u64).map_err(Rejection::Shape)?;
     check_gemm_dim(target, "intermediate size", s.intermediate as u64).map_err(Rejection::Shape)?;
-    cover(tactic.gemm1(), "intermediate size", s.intermediate as u64)?;
+    let rows_per_column = if config.epilogue.activation.gated() { 2 } else { 1 };
+    cover_rows(tactic.gemm1(), "intermediate size", s.intermediate as u64, rows_per_column)?;
     cover(tactic.gemm2(), "hidden size", s.hidden as u64)?;
     let routes = max_tokens.saturating_mul(s.top_k() as u64);
     let tiles = max_tiles(routes, s.local_experts() as u64, u64::from(tactic.tile().rows()))

@@ -418,6 +418,14 @@ impl LayerWeights {
         spec: EpilogueSpec,
         buffers: &[(Buffer, DeviceSlice)],
     ) -> Result<Self, LayerError> {
+        if !spec.activation.gated() {
+            // from_device sizes W1 for 2I rows; engine-held ReLU² weights are not taken.
+            return Err(RuntimeError::UnsupportedActivation {
+                what: "LayerWeights::with_device_epilogue (engine weights are gated)",
+                activation: spec.activation.tag(),
+            }
+            .into());
+        }
         if self.owned || self.epilogue != EpilogueSpec::PLAIN {
             return Err(LayerError::WorkspaceMismatch {
                 reason: "epilogue buffers join engine weights (from_device) that carry none yet"

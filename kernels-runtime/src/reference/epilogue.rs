@@ -21,7 +21,8 @@ pub struct ExpertEpilogue {
 impl ExpertEpilogue {
     /// `activation` with its per-expert `params` (one per local expert for activations that
     /// read them, `Activation::has_params`; otherwise none), GEMM1's bias `[L, 2I]` (per
-    /// expert the up rows' I values, then the gate rows') and GEMM2's bias `[L, H]`, each
+    /// expert the up rows' I values, then the gate rows'; `[L, I]` for an ungated activation,
+    /// one per W1 row: `Activation::w1_rows`) and GEMM2's bias `[L, H]`, each
     /// optional. Lengths are checked against `shape`, and every value must be finite.
     pub fn new(
         shape: &MoeShape,
@@ -59,7 +60,7 @@ impl ExpertEpilogue {
             return Err(RuntimeError::BadScale { what: "activation limit", value: p.limit });
         }
         let lens = [
-            ("GEMM1 bias", &self.gemm1_bias, self.spec.gemm1_bias, l * 2 * i),
+            ("GEMM1 bias", &self.gemm1_bias, self.spec.gemm1_bias, l * self.w1_rows(i)),
             ("GEMM2 bias", &self.gemm2_bias, self.spec.gemm2_bias, l * h),
         ];
         for (what, v, on, len) in lens {
@@ -83,11 +84,21 @@ impl ExpertEpilogue {
             limit: 0.0,
         })
     }
-    /// Expert `e`'s GEMM1 bias of h column `j`: (up, gate), when there is one.
+    /// W1's rows per expert under this activation (`Activation::w1_rows`).
+    pub fn w1_rows(&self, intermediate: usize) -> usize {
+        self.spec.activation.w1_rows(intermediate)
+    }
+    /// Expert `e`'s GEMM1 bias of h column `j`: (up, gate), when there is one. An ungated
+    /// activation has one bias per h column: it comes as the up value, the gate one is 0
+    /// (never read: `activation_exact` reads one pre-activation).
     pub fn gemm1_bias(&self, shape: &MoeShape, e: usize, j: usize) -> Option<(f32, f32)> {
         let i = shape.intermediate;
-        let at = e * 2 * i + j;
-        Some((*self.gemm1_bias.get(at)?, *self.gemm1_bias.get(at + i)?))
+        let at = e * self.w1_rows(i) + j;
+        let up = *self.gemm1_bias.get(at)?;
+        if !self.spec.activation.gated() {
+            return Some((up, 0.0));
+        }
+        Some((up, *self.gemm1_bias.get(at + i)?))
     }
     /// Expert `e`'s GEMM2 bias of output column `c`, when there is one.
     pub fn gemm2_bias(&self, shape: &MoeShape, e: usize, c: usize) -> Option<f32> {

@@ -8,7 +8,7 @@ use moegen_dsl::formats::{Scale128x4, pack_nibbles, quantize_nvfp4_block};
 use moegen_dsl::{Activation, EpilogueRecipe, SwigluInput};
 
 use super::exact_dot::{DecodedRow, block_scaled_dot};
-use super::weights::{Nvfp4Activations, PreparedWeights, validate_weights, w1_scale_layout};
+use super::weights::{Nvfp4Activations, PreparedWeights, validate_weights, w1_scale_layout_for};
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::SortOutputs;
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
@@ -129,14 +129,16 @@ pub fn gemm1_reference(
     let out_layout = Scale128x4::new(rows, i / 16)?;
     let mut codes = vec![0u8; rows * i];
     let mut scales = vec![0u8; out_layout.bytes()];
-    let l1 = w1_scale_layout(shape)?;
+    let activation = w.epilogue.spec().activation;
+    let l1 = w1_scale_layout_for(shape, activation)?;
+    let w1_rows = activation.w1_rows(i);
     let mut decoded: Option<(usize, Vec<DecodedRow>)> = None;
     let mut hrow = vec![0f32; i];
     for row in 0..rows {
         let Some((expert, token, _slot)) = sort.route_of_row(row, shape.top_k()) else { continue };
         // Rows arrive grouped by expert, so each expert is decoded once.
         if decoded.as_ref().is_none_or(|(e, _)| *e != expert) {
-            decoded = Some((expert, decode_expert(&w.w1, &w.w1_scales, &l1, expert, 2 * i, h)));
+            decoded = Some((expert, decode_expert(&w.w1, &w.w1_scales, &l1, expert, w1_rows, h)));
         }
         let Some((_, w1)) = decoded.as_ref() else { continue };
         let xs = &x.scales[token * h / 16..(token + 1) * h / 16];
@@ -146,7 +148,12 @@ pub fn gemm1_reference(
             h,
         );
         let alpha = w.alpha1[expert];
+        // (up, gate) of h column j; ungated (ReLU²), row j's value as up and no gate (the
+        // activation reads up only).
         let dot = |j: usize| {
+            if !activation.gated() {
+                return (block_scaled_dot(&xrow, &w1[j]), 0.0);
+            }
             let up_row = (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
             (
                 block_scaled_dot(&xrow, &w1[up_row]),

@@ -33,8 +33,8 @@ pub use sm90_a8::{
     sm90_a8_gemm1_reference, sm90_a8_gemm2_contributions,
 };
 pub use weights::{
-    Nvfp4Activations, PreparedWeights, prepare_weights, quantize_activations, validate_weights,
-    w1_scale_layout, w2_scale_layout,
+    Nvfp4Activations, PreparedWeights, prepare_relu2_weights, prepare_weights,
+    quantize_activations, validate_weights, w1_scale_layout, w1_scale_layout_for, w2_scale_layout,
 };
 pub use wgmma_fp8_model::{wgmma_dot_e4m3, wgmma_step_e4m3};
 pub use wgmma_model::{wgmma_dot, wgmma_step};

@@ -37,12 +37,15 @@ fn activation_f64(kind: Activation, p: &ActivationParams, u: f64, g: f64) -> f64
             let c = (2.0 / std::f64::consts::PI).sqrt();
             0.5 * g * (1.0 + (c * (g + 0.044715 * g * g * g)).tanh()) * u
         }
+        // Ungated: u is W1·x (+ b1), g is not computed.
+        Activation::Relu2 => u.max(0.0).powi(2),
     }
 }
 
 /// [`oracle_moe`] with the epilogue functions and data of `ep`: GEMM1's bias added to the
 /// up and gate pre-activations, the activation, and GEMM2's bias added before the router
-/// weight: `out[t] = Σ w · (down_e · act(W1_e·x + b1_e) + b2_e)`.
+/// weight: `out[t] = Σ w · (down_e · act(W1_e·x + b1_e) + b2_e)`. For an ungated activation
+/// (ReLU²) `up` is W1 `[L, I, H]` and `gate` must be empty.
 pub fn oracle_moe_epilogue<T: Copy + Into<f32> + Sync>(
     shape: &MoeShape,
     x: &[T],
@@ -57,8 +60,14 @@ pub fn oracle_moe_epilogue<T: Copy + Into<f32> + Sync>(
     let (h, i, k, l) = (shape.hidden, shape.intermediate, shape.top_k(), shape.local_experts());
     let n = routing.tokens;
     check_len("activations", x.len(), n * h)?;
-    for (what, w) in [("up weights", up), ("gate weights", gate), ("down weights", down)] {
-        check_len(what, w.len(), l * i * h)?;
+    let gated = kind.gated();
+    let gate_len = if gated { l * i * h } else { 0 };
+    for (what, w, len) in [
+        ("up weights", up, l * i * h),
+        ("gate weights", gate, gate_len),
+        ("down weights", down, l * i * h),
+    ] {
+        check_len(what, w.len(), len)?;
     }
     check_len("routing experts", routing.experts.len(), n * k)?;
     check_len("router weights", routing.weights.len(), n * k)?;
@@ -93,7 +102,9 @@ pub fn oracle_moe_epilogue<T: Copy + Into<f32> + Sync>(
                 let (mut u, mut g) = (0f64, 0f64);
                 for c in 0..h {
                     u += f(up[at + c]) * f(xt[c]);
-                    g += f(gate[at + c]) * f(xt[c]);
+                    if gated {
+                        g += f(gate[at + c]) * f(xt[c]);
+                    }
                 }
                 if let Some((bu, bg)) = ep.gemm1_bias(shape, le, j) {
                     u += f64::from(bu);

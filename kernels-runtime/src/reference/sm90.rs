@@ -15,13 +15,13 @@ use moegen_dsl::formats::{
     e2m1_to_f32, e4m3_to_f32, nibble_at, quantize_nvfp4, quantize_nvfp4_block, ue8m0_to_f32,
 };
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
-use moegen_dsl::{ActivationFormat, FinalizeMode, SwigluInput, TileSize};
+use moegen_dsl::{Activation, ActivationFormat, FinalizeMode, SwigluInput, TileSize};
 
 use super::checkpoint::{ExpertTensors, Mxfp4Tensor, mxfp4_linear};
 use super::gemm1::check_sort;
 use super::gemm2::{Routing, finalize};
 use super::par::par_map;
-use super::weights::{PreparedWeights, validate_weights, w1_scale_layout, w2_scale_layout};
+use super::weights::{PreparedWeights, validate_weights, w1_scale_layout_for, w2_scale_layout};
 use super::wgmma_model::wgmma_dot;
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::{SortOutputs, moe_sort_router};
@@ -75,7 +75,8 @@ impl Sm90Weights {
         activations: ActivationFormat,
     ) -> Result<Self> {
         validate_weights(shape, w)?;
-        let (l1, l2) = (w1_scale_layout(shape)?, w2_scale_layout(shape)?);
+        let activation = w.epilogue.spec().activation;
+        let (l1, l2) = (w1_scale_layout_for(shape, activation)?, w2_scale_layout(shape)?);
         let unswizzle = |s: &[u8], layout: &moegen_dsl::formats::Scale128x4| -> Result<Vec<u8>> {
             let mut out = Vec::new();
             for chunk in s.chunks_exact(layout.bytes()) {
@@ -119,35 +120,82 @@ impl Sm90Weights {
         input_scale: f32,
         fc2_input_scale: f32,
     ) -> Result<Self> {
+        let (h, i) = (shape.hidden, shape.intermediate);
+        let per16 = |s: &[u8]| s.iter().flat_map(|&c| [c, c]).collect::<Vec<u8>>();
+        // W1: up and gate rows interleaved in blocks of 64, as the kernels pair them.
+        let w1_of = |e: usize| -> Result<(Vec<u8>, Vec<u8>)> {
+            let x = &experts[e];
+            let (up, up_s) = mxfp4_linear("checkpoint up", &x.up, i, h)?;
+            let (gate, gate_s) = mxfp4_linear("checkpoint gate", &x.gate, i, h)?;
+            let (up_s, gate_s) = (per16(&up_s), per16(&gate_s));
+            let (mut w1, mut s1) = (Vec::with_capacity(i * h), Vec::with_capacity(i * h / 8));
+            for b in 0..i / SWIGLU_INTERLEAVE {
+                for (v, s) in [(&up, &up_s), (&gate, &gate_s)] {
+                    let rows = b * SWIGLU_INTERLEAVE..(b + 1) * SWIGLU_INTERLEAVE;
+                    w1.extend_from_slice(&v[rows.start * h / 2..rows.end * h / 2]);
+                    s1.extend_from_slice(&s[rows.start * h / 16..rows.end * h / 16]);
+                }
+            }
+            Ok((w1, s1))
+        };
+        let downs: Vec<Mxfp4Tensor<'_>> = experts.iter().map(|x| x.down).collect();
+        let ep = ExpertEpilogue::default();
+        Self::mxfp4_with(shape, ep, &w1_of, &downs, activations, input_scale, fc2_input_scale)
+    }
+
+    /// [`Sm90Weights::from_mxfp4`] for ReLU², which is not gated: per local expert its W1
+    /// `[I, H]` (one row per h column) and its down projection `[H, I]`. The weights carry
+    /// a bias-free ReLU² epilogue ([`Sm90Weights::with_epilogue`] adds biases).
+    pub fn from_mxfp4_relu2(
+        shape: &MoeShape,
+        experts: &[(Mxfp4Tensor<'_>, Mxfp4Tensor<'_>)],
+        activations: ActivationFormat,
+        input_scale: f32,
+        fc2_input_scale: f32,
+    ) -> Result<Self> {
+        let (h, i) = (shape.hidden, shape.intermediate);
+        let w1_of = |e: usize| -> Result<(Vec<u8>, Vec<u8>)> {
+            let (w1, s) = mxfp4_linear("checkpoint W1", &experts[e].0, i, h)?;
+            Ok((w1, s.iter().flat_map(|&c| [c, c]).collect()))
+        };
+        let downs: Vec<Mxfp4Tensor<'_>> = experts.iter().map(|x| x.1).collect();
+        let ep = ExpertEpilogue::new(shape, Activation::Relu2, vec![], None, None)?;
+        Self::mxfp4_with(shape, ep, &w1_of, &downs, activations, input_scale, fc2_input_scale)
+    }
+
+    /// MXFP4 weights from each expert's W1 rows (`w1_of(e)`: codes and per-16 scales, as
+    /// many rows as `epilogue`'s activation reads) and down projection.
+    fn mxfp4_with(
+        shape: &MoeShape,
+        epilogue: ExpertEpilogue,
+        w1_of: &dyn Fn(usize) -> Result<(Vec<u8>, Vec<u8>)>,
+        downs: &[Mxfp4Tensor<'_>],
+        activations: ActivationFormat,
+        input_scale: f32,
+        fc2_input_scale: f32,
+    ) -> Result<Self> {
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
-        check_len("experts", experts.len(), l)?;
+        check_len("experts", downs.len(), l)?;
+        let rows = epilogue.w1_rows(i);
         let mut out = Self {
             format: WeightFormat::Mxfp4,
             activations,
-            w1: Vec::with_capacity(l * i * h),
-            w1_scales: Vec::with_capacity(l * i * h / 8),
+            w1: Vec::with_capacity(l * rows * h / 2),
+            w1_scales: Vec::with_capacity(l * rows * h / 16),
             w2: Vec::with_capacity(l * h * i / 2),
             w2_scales: Vec::with_capacity(l * h * i / 16),
             alpha1: Vec::with_capacity(l),
             alpha2: Vec::with_capacity(l),
             fc2_input_scale,
-            epilogue: ExpertEpilogue::default(),
+            epilogue,
         };
-        for x in experts {
-            let (up, up_s) = mxfp4_linear("checkpoint up", &x.up, i, h)?;
-            let (gate, gate_s) = mxfp4_linear("checkpoint gate", &x.gate, i, h)?;
-            let (down, down_s) = mxfp4_linear("checkpoint down", &x.down, h, i)?;
-            let per16 = |s: &[u8]| s.iter().flat_map(|&c| [c, c]).collect::<Vec<u8>>();
-            let (up_s, gate_s) = (per16(&up_s), per16(&gate_s));
-            for b in 0..i / SWIGLU_INTERLEAVE {
-                for (v, s) in [(&up, &up_s), (&gate, &gate_s)] {
-                    let rows = b * SWIGLU_INTERLEAVE..(b + 1) * SWIGLU_INTERLEAVE;
-                    out.w1.extend_from_slice(&v[rows.start * h / 2..rows.end * h / 2]);
-                    out.w1_scales.extend_from_slice(&s[rows.start * h / 16..rows.end * h / 16]);
-                }
-            }
+        for (e, down) in downs.iter().enumerate() {
+            let (w1, s1) = w1_of(e)?;
+            out.w1.extend(w1);
+            out.w1_scales.extend(s1);
+            let (down, down_s) = mxfp4_linear("checkpoint down", down, h, i)?;
             out.w2.extend_from_slice(&down);
-            out.w2_scales.extend(per16(&down_s));
+            out.w2_scales.extend(down_s.iter().flat_map(|&c| [c, c]));
             let (a1, a2) = match activations {
                 ActivationFormat::Nvfp4 => (1.0 / input_scale, 1.0 / fc2_input_scale),
                 ActivationFormat::Bf16 | ActivationFormat::Fp8 => (1.0, 1.0),
@@ -160,8 +208,11 @@ impl Sm90Weights {
     }
 
     /// The same weights with the epilogue data `epilogue` (checked against `shape`).
+    /// W1's rows must be the activation's (2I gated, I for ReLU²).
     pub fn with_epilogue(mut self, shape: &MoeShape, epilogue: ExpertEpilogue) -> Result<Self> {
         epilogue.validate(shape)?;
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        check_len("W1", self.w1.len(), l * epilogue.w1_rows(i) * h / 2)?;
         self.epilogue = epilogue;
         Ok(self)
     }
@@ -170,8 +221,9 @@ impl Sm90Weights {
     pub fn validate(&self, shape: &MoeShape) -> Result<()> {
         self.epilogue.validate(shape)?;
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
-        check_len("W1", self.w1.len(), l * i * h)?;
-        check_len("W1 scales", self.w1_scales.len(), l * i * h / 8)?;
+        let rows = self.epilogue.w1_rows(i);
+        check_len("W1", self.w1.len(), l * rows * h / 2)?;
+        check_len("W1 scales", self.w1_scales.len(), l * rows * h / 16)?;
         check_len("W2", self.w2.len(), l * h * i / 2)?;
         check_len("W2 scales", self.w2_scales.len(), l * h * i / 16)?;
         check_len("alpha1", self.alpha1.len(), l)?;
@@ -219,7 +271,7 @@ impl Sm90Weights {
             }
             (v, s)
         };
-        let (w1, s1) = shuffle(&self.w1, &self.w1_scales, 2 * i, h);
+        let (w1, s1) = shuffle(&self.w1, &self.w1_scales, self.epilogue.w1_rows(i), h);
         let (w2, s2) = shuffle(&self.w2, &self.w2_scales, h, i);
         Ok([w1, s1, w2, s2])
     }
@@ -357,17 +409,24 @@ pub fn sm90_gemm1_reference(
     check_sort(shape, sort, tokens)?;
     let rows = sort.permuted_idx_to_expanded_idx.len();
     let mut values = vec![bf16::ZERO; rows * i];
-    let (vb, sb) = (value_bytes(2 * i, h), scale_bytes(2 * i, h));
+    let w1_rows = w.epilogue.w1_rows(i);
+    let gated = w.epilogue.spec().activation.gated();
+    let (vb, sb) = (value_bytes(w1_rows, h), scale_bytes(w1_rows, h));
     // An expert's rows share its W1: decode it once, then compute its rows on every core.
     for (e, members) in rows_by_expert(sort, rows, k) {
         let (wv, ws) = (&w.w1[e * vb..(e + 1) * vb], &w.w1_scales[e * sb..(e + 1) * sb]);
-        let w1 = w.matrix_bf16(wv, ws, 2 * i, h);
+        let w1 = w.matrix_bf16(wv, ws, w1_rows, h);
         let alpha = w.alpha1[e];
         let ep = &w.epilogue;
         let out = par_map(&members, |&[_, token, _]| {
             let xr: Vec<u16> = x[token * h..(token + 1) * h].iter().map(|v| v.to_bits()).collect();
             let hrow: Vec<f32> = (0..i)
                 .map(|j| {
+                    if !gated {
+                        // ReLU²: row j is h column j's only pre-activation.
+                        let x = wgmma_dot(&xr, &w1[j]);
+                        return h_of(shape, ep, e, j, alpha, x, x, swiglu_input);
+                    }
                     let up_row =
                         (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
                     let up = wgmma_dot(&xr, &w1[up_row]);

@@ -165,7 +165,7 @@ impl Sm90A8Weights {
             }
         }
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
-        let p1 = prepare(&w.w1, &w.w1_scales, l * 2 * i, h);
+        let p1 = prepare(&w.w1, &w.w1_scales, l * w.epilogue.w1_rows(i), h);
         let p2 = prepare(&w.w2, &w.w2_scales, l * h, i);
         Ok(Self {
             w1: p1.codes,
@@ -185,9 +185,11 @@ impl Sm90A8Weights {
         check_a8_shape(shape)?;
         self.epilogue.validate(shape)?;
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
-        check_len("A8 W1", self.w1.len(), l * i * h)?;
-        check_len("A8 W1 table codes", self.w1_codes.len(), l * 2 * i * h / 32)?;
-        check_len("A8 W1 row factors", self.w1_rows.len(), l * 2 * i)?;
+        // W1's rows: 2I gated, I for ReLU².
+        let rows = self.epilogue.w1_rows(i);
+        check_len("A8 W1", self.w1.len(), l * rows * h / 2)?;
+        check_len("A8 W1 table codes", self.w1_codes.len(), l * rows * h / 32)?;
+        check_len("A8 W1 row factors", self.w1_rows.len(), l * rows)?;
         check_len("A8 W2", self.w2.len(), l * h * i / 2)?;
         check_len("A8 W2 table codes", self.w2_codes.len(), l * h * i / 32)?;
         check_len("A8 W2 row factors", self.w2_rows.len(), l * h)?;
@@ -248,7 +250,7 @@ impl Sm90A8Weights {
             }
             (v, s)
         };
-        let (w1, s1) = shuffle(&self.w1, &self.w1_codes, 2 * i, h);
+        let (w1, s1) = shuffle(&self.w1, &self.w1_codes, self.epilogue.w1_rows(i), h);
         let (w2, s2) = shuffle(&self.w2, &self.w2_codes, h, i);
         Ok([w1, s1, w2, s2])
     }
@@ -302,9 +304,10 @@ pub fn sm90_a8_gemm1_reference(
         quantize_fp8_row(&x[t * h..(t + 1) * h], hp)
     });
     let mut values = vec![bf16::ZERO; rows * i];
+    let (w1_rows, gated) = (w.epilogue.w1_rows(i), w.epilogue.spec().activation.gated());
     for (e, members) in rows_by_expert(sort, rows, k) {
-        let base = e * 2 * i;
-        let w1: Vec<Vec<u8>> = par_map(&(0..2 * i).collect::<Vec<_>>(), |&r| {
+        let base = e * w1_rows;
+        let w1: Vec<Vec<u8>> = par_map(&(0..w1_rows).collect::<Vec<_>>(), |&r| {
             Sm90A8Weights::row_e4m3(&w.w1, &w.w1_codes, base + r, h, hp)
         });
         let alpha = w.alpha1[e];
@@ -312,11 +315,16 @@ pub fn sm90_a8_gemm1_reference(
             let (xq, tau) = &quantized[token];
             (0..i)
                 .map(|j| {
-                    let up_row =
-                        (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
-                    let gate_row = up_row + SWIGLU_INTERLEAVE;
                     let v = |r: usize| dot_padded(xq, &w1[r]) * (w.w1_rows[base + r] * tau);
-                    let (up, gate) = (v(up_row), v(gate_row));
+                    // ReLU²: row j is h column j's only pre-activation.
+                    let (up, gate) = if gated {
+                        let up_row =
+                            (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
+                        (v(up_row), v(up_row + SWIGLU_INTERLEAVE))
+                    } else {
+                        let x = v(j);
+                        (x, x)
+                    };
                     bf16::from_f32(h_of(
                         shape,
                         &w.epilogue,

@@ -7,6 +7,7 @@ use moegen_dsl::formats::{
 
 use super::epilogue::ExpertEpilogue;
 use crate::error::{Result, RuntimeError, check_len};
+use moegen_dsl::Activation;
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 
 /// NVFP4 activations `[tokens, hidden]` with linear per-token scales.
@@ -39,9 +40,10 @@ pub fn quantize_activations<T: Copy + Into<f32>>(
 /// Expert weights in kernel layout, with their dequantization factors.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreparedWeights {
-    /// `[L, 2I, H/2]`: up and gate rows interleaved in blocks of 64.
+    /// `[L, 2I, H/2]`: up and gate rows interleaved in blocks of 64 (an ungated activation,
+    /// ReLU²: `[L, I, H/2]`, rows in h column order; `Activation::w1_rows`).
     pub w1: Vec<u8>,
-    /// L consecutive 128x4 scale blocks of `[2I, H/16]`.
+    /// L consecutive 128x4 scale blocks of `[2I, H/16]` (ungated: `[I, H/16]`).
     pub w1_scales: Vec<u8>,
     /// `[L, H, I/2]`.
     pub w2: Vec<u8>,
@@ -63,17 +65,25 @@ pub struct PreparedWeights {
 }
 
 impl PreparedWeights {
-    /// The same weights with the epilogue data `epilogue` (checked against `shape`).
+    /// The same weights with the epilogue data `epilogue` (checked against `shape`, and
+    /// W1's rows against its activation: gated weights cannot serve ReLU², nor the reverse).
     pub fn with_epilogue(mut self, shape: &MoeShape, epilogue: ExpertEpilogue) -> Result<Self> {
         epilogue.validate(shape)?;
+        let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        check_len("W1", self.w1.len(), l * epilogue.w1_rows(i) * h / 2)?;
         self.epilogue = epilogue;
         Ok(self)
     }
 }
 
-/// The 128x4 layout of one expert's W1 scales.
+/// The 128x4 layout of one expert's W1 scales for a gated activation (2I rows).
 pub fn w1_scale_layout(shape: &MoeShape) -> Result<Scale128x4> {
-    Ok(Scale128x4::new(2 * shape.intermediate, shape.hidden / 16)?)
+    w1_scale_layout_for(shape, Activation::Swiglu)
+}
+
+/// The 128x4 layout of one expert's W1 scales for `activation` (`Activation::w1_rows`).
+pub fn w1_scale_layout_for(shape: &MoeShape, activation: Activation) -> Result<Scale128x4> {
+    Ok(Scale128x4::new(activation.w1_rows(shape.intermediate), shape.hidden / 16)?)
 }
 
 /// The 128x4 layout of one expert's W2 scales.
@@ -106,23 +116,8 @@ pub fn prepare_weights<T: Copy + Into<f32>>(
     let per = i * h;
     check_len("up weights", up.len(), l * per)?;
     check_len("gate weights", gate.len(), l * per)?;
-    check_len("down weights", down.len(), l * per)?;
-    let gs_x = positive("input scale", input_scale)?;
-    let gs_h = positive("fc2 input scale", fc2_input_scale)?;
-    let (l1, l2) = (w1_scale_layout(shape)?, w2_scale_layout(shape)?);
-    let mut out = PreparedWeights {
-        w1: Vec::with_capacity(l * per),
-        w1_scales: Vec::with_capacity(l * l1.bytes()),
-        w2: Vec::with_capacity(l * per / 2),
-        w2_scales: Vec::with_capacity(l * l2.bytes()),
-        w1_global_scale: Vec::with_capacity(l),
-        w2_global_scale: Vec::with_capacity(l),
-        alpha1: Vec::with_capacity(l),
-        alpha2: Vec::with_capacity(l),
-        fc2_input_scale: gs_h,
-        epilogue: ExpertEpilogue::default(),
-    };
-    for e in 0..l {
+    // Per expert, up and gate rows interleaved in blocks of 64 (what the kernels pair).
+    let w1_of = |e: usize| {
         let (u, g) = (&up[e * per..(e + 1) * per], &gate[e * per..(e + 1) * per]);
         let mut w1 = Vec::with_capacity(2 * per);
         for b in 0..i / SWIGLU_INTERLEAVE {
@@ -131,7 +126,60 @@ pub fn prepare_weights<T: Copy + Into<f32>>(
                 w1.extend(rows.iter().map(|&v| v.into()));
             }
         }
-        let (q1, gs1) = quantize_expert(&w1, 2 * i, h)?;
+        w1
+    };
+    prepare_with(shape, ExpertEpilogue::default(), &w1_of, down, input_scale, fc2_input_scale)
+}
+
+/// [`prepare_weights`] for ReLU², which is not gated: `w1` `[L, I, H]` (one row per h
+/// column, no gate) and `down` `[L, H, I]`. The weights carry a bias-free ReLU² epilogue;
+/// [`PreparedWeights::with_epilogue`] adds biases.
+pub fn prepare_relu2_weights<T: Copy + Into<f32>>(
+    shape: &MoeShape,
+    w1: &[T],
+    down: &[T],
+    input_scale: f32,
+    fc2_input_scale: f32,
+) -> Result<PreparedWeights> {
+    let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+    let per = i * h;
+    check_len("W1 weights", w1.len(), l * per)?;
+    let epilogue = ExpertEpilogue::new(shape, Activation::Relu2, vec![], None, None)?;
+    let w1_of = |e: usize| w1[e * per..(e + 1) * per].iter().map(|&v| v.into()).collect();
+    prepare_with(shape, epilogue, &w1_of, down, input_scale, fc2_input_scale)
+}
+
+/// Quantizes each expert's W1 rows (`w1_of(e)`, `epilogue.w1_rows(I)` × H) and W2.
+fn prepare_with<T: Copy + Into<f32>>(
+    shape: &MoeShape,
+    epilogue: ExpertEpilogue,
+    w1_of: &dyn Fn(usize) -> Vec<f32>,
+    down: &[T],
+    input_scale: f32,
+    fc2_input_scale: f32,
+) -> Result<PreparedWeights> {
+    let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+    let per = i * h;
+    let rows = epilogue.w1_rows(i);
+    check_len("down weights", down.len(), l * per)?;
+    let gs_x = positive("input scale", input_scale)?;
+    let gs_h = positive("fc2 input scale", fc2_input_scale)?;
+    let activation = epilogue.spec().activation;
+    let (l1, l2) = (w1_scale_layout_for(shape, activation)?, w2_scale_layout(shape)?);
+    let mut out = PreparedWeights {
+        w1: Vec::with_capacity(l * rows * h / 2),
+        w1_scales: Vec::with_capacity(l * l1.bytes()),
+        w2: Vec::with_capacity(l * per / 2),
+        w2_scales: Vec::with_capacity(l * l2.bytes()),
+        w1_global_scale: Vec::with_capacity(l),
+        w2_global_scale: Vec::with_capacity(l),
+        alpha1: Vec::with_capacity(l),
+        alpha2: Vec::with_capacity(l),
+        fc2_input_scale: gs_h,
+        epilogue,
+    };
+    for e in 0..l {
+        let (q1, gs1) = quantize_expert(&w1_of(e), rows, h)?;
         let d: Vec<f32> = down[e * per..(e + 1) * per].iter().map(|&v| v.into()).collect();
         let (q2, gs2) = quantize_expert(&d, h, i)?;
         out.w1.extend_from_slice(&q1.packed);
@@ -160,9 +208,11 @@ pub(crate) fn check_ue4m3_codes(what: &'static str, codes: &[u8]) -> Result<()> 
 /// Checks that prepared weights match `shape` and hold no NaN scales or bad factors.
 pub fn validate_weights(shape: &MoeShape, w: &PreparedWeights) -> Result<()> {
     let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
-    check_len("W1", w.w1.len(), l * i * h)?;
+    let activation = w.epilogue.spec().activation;
+    check_len("W1", w.w1.len(), l * activation.w1_rows(i) * h / 2)?;
     check_len("W2", w.w2.len(), l * h * i / 2)?;
-    check_len("W1 scales", w.w1_scales.len(), l * w1_scale_layout(shape)?.bytes())?;
+    let l1 = w1_scale_layout_for(shape, activation)?;
+    check_len("W1 scales", w.w1_scales.len(), l * l1.bytes())?;
     check_len("W2 scales", w.w2_scales.len(), l * w2_scale_layout(shape)?.bytes())?;
     check_len("alpha1", w.alpha1.len(), l)?;
     check_len("alpha2", w.alpha2.len(), l)?;

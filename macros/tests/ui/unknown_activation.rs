@@ -1,7 +1,7 @@
-// An epilogue's activation is swiglu, swiglu_clamped or geglu_tanh (ReLU² is not generated).
+// An epilogue's activation is swiglu, swiglu_clamped, geglu_tanh or relu2.
 moegen_macros::moe_kernels! {
     pub mod kernels {
-        epilogues: [plain, { activation: relu2, gemm1_bias: true }],
+        epilogues: [plain, { activation: gelu_erf, gemm1_bias: true }],
     }
 }
 

@@ -45,7 +45,8 @@ fn epilogue(r: &mut Rng, case: LayerCase) -> Result<ExpertEpilogue, LayerCheckEr
     } else {
         Vec::new()
     };
-    let b1 = spec.gemm1_bias.then(|| (0..l * 2 * i).map(|_| uniform(-0.5, 0.5)).collect());
+    let rows = spec.activation.w1_rows(i);
+    let b1 = spec.gemm1_bias.then(|| (0..l * rows).map(|_| uniform(-0.5, 0.5)).collect());
     let b2 = spec.gemm2_bias.then(|| (0..l * h).map(|_| uniform(-0.05, 0.05)).collect());
     ExpertEpilogue::new(s, spec.activation, params, b1, b2).map_err(|source| {
         LayerCheckError::Reference { case: case.label(), source: Box::new(source) }
@@ -109,8 +110,14 @@ pub fn problem(case: LayerCase) -> Result<Problem, LayerCheckError> {
     let routing = Routing { tokens: n, experts, weights };
     let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
     let input_scale = nvfp4_global_scale(block_amax(&xf)).map_err(format)?;
-    let prepared =
-        prepare_weights(s, &up, &gate, &down, input_scale, FC2_INPUT_SCALE).map_err(reference)?;
+    // An ungated activation (ReLU²) has W1 [L, I, H]: `up` serves as W1, `gate` goes unused.
+    let gated = case.epilogue.activation.gated();
+    let prepared = if gated {
+        prepare_weights(s, &up, &gate, &down, input_scale, FC2_INPUT_SCALE)
+    } else {
+        prepare_relu2_weights(s, &up, &down, input_scale, FC2_INPUT_SCALE)
+    }
+    .map_err(reference)?;
     let mx = |v: &[f32], rows, cols| -> Result<(Vec<u8>, Vec<u8>), LayerCheckError> {
         let m = quantize_mxfp4(v, rows, cols, MxScaleRule::NoClip).map_err(format)?;
         Ok((m.packed, m.scales))
@@ -129,8 +136,9 @@ pub fn problem(case: LayerCase) -> Result<Problem, LayerCheckError> {
     }
     let epilogue = epilogue(&mut r, case)?;
     let prepared = prepared.with_epilogue(s, epilogue.clone()).map_err(reference)?;
+    let gate: &[f32] = if gated { &gate } else { &[] };
     let oracle =
-        oracle_moe_epilogue(s, &xf, &up, &gate, &down, &routing, &epilogue).map_err(reference)?;
+        oracle_moe_epilogue(s, &xf, &up, gate, &down, &routing, &epilogue).map_err(reference)?;
     Ok(Problem { case, x, routing, input_scale, prepared, mxfp4, epilogue, oracle })
 }
 
@@ -146,18 +154,30 @@ impl Problem {
                 fn t(m: &(Vec<u8>, Vec<u8>)) -> Mxfp4Tensor<'_> {
                     Mxfp4Tensor { packed: &m.0, scales: &m.1, layout: CheckpointScales::Linear }
                 }
-                let experts: Vec<_> = self
-                    .mxfp4
-                    .iter()
-                    .map(|[u, g, d]| ExpertTensors { up: t(u), gate: t(g), down: t(d) })
-                    .collect();
-                Sm90Weights::from_mxfp4(
-                    &c.shape,
-                    &experts,
-                    c.activations,
-                    self.input_scale,
-                    FC2_INPUT_SCALE,
-                )
+                if !c.epilogue.activation.gated() {
+                    // ReLU²: the up codes serve as W1 [I, H] (as `prepare_relu2_weights`).
+                    let experts: Vec<_> = self.mxfp4.iter().map(|[u, _, d]| (t(u), t(d))).collect();
+                    Sm90Weights::from_mxfp4_relu2(
+                        &c.shape,
+                        &experts,
+                        c.activations,
+                        self.input_scale,
+                        FC2_INPUT_SCALE,
+                    )
+                } else {
+                    let experts: Vec<_> = self
+                        .mxfp4
+                        .iter()
+                        .map(|[u, g, d]| ExpertTensors { up: t(u), gate: t(g), down: t(d) })
+                        .collect();
+                    Sm90Weights::from_mxfp4(
+                        &c.shape,
+                        &experts,
+                        c.activations,
+                        self.input_scale,
+                        FC2_INPUT_SCALE,
+                    )
+                }
             }
         }
         .and_then(|w| w.with_epilogue(&c.shape, self.epilogue.clone()))

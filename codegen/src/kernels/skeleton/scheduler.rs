@@ -43,6 +43,8 @@ pub struct ProblemShape {
     /// Which GEMM (K and N are hidden and 2·intermediate for GEMM1, the other way round
     /// for GEMM2).
     pub kind: GemmKind,
+    /// GEMM1 whose activation is not gated (ReLU²): W1 has I rows, so N is I, not 2I.
+    pub ungated: bool,
     /// K elements per stage (a power of two).
     pub k_stage: u32,
     /// Whether a K that is not a multiple of `k_stage` ends in a partial stage (its operands
@@ -146,6 +148,7 @@ impl TileScheduler {
         let k_dim = if shape.k_ceil { b.add_u32(k_dim, shape.k_stage - 1) } else { k_dim };
         let k_tiles = b.shr_u32(k_dim, shape.k_stage.trailing_zeros());
         let n_dim = match shape.kind {
+            GemmKind::Gemm1 if shape.ungated => b.ld_scalar(Scalar::Intermediate),
             GemmKind::Gemm1 => {
                 let i = b.ld_scalar(Scalar::Intermediate);
                 b.shl_b32(i, 1u32)

@@ -4,13 +4,15 @@
 //! - `producer`: TMA loads of B/SFB (and GEMM2's A/SFA);
 //! - `gather`: GEMM1's cp.async gather of A/SFA and the 2-CTA relay;
 //! - `mma`: scale factors into TMEM, block-scaled MMAs, commits;
-//! - `epilogue`, `epilogue_swiglu`, `epilogue_finalize`: GEMM1's SwiGLU + NVFP4
+//! - `epilogue`, `epilogue_swiglu` (`epilogue_relu2` for the ungated ReLU²),
+//!   `epilogue_finalize`: GEMM1's activation + NVFP4
 //!   quantization, GEMM2's scaled bf16 reduce-add;
 //! - [`layout`] (roles, tile sizes, descriptors), [`smem`] (shared-memory regions) and
 //!   [`rings`] (the pipelines between the roles).
 
 mod epilogue;
 mod epilogue_finalize;
+mod epilogue_relu2;
 mod epilogue_swiglu;
 mod gather;
 pub mod layout;
@@ -99,6 +101,9 @@ pub fn build_layout(l: Sm100Layout) -> (KernelBuilder, Sm100Layout) {
     }
     routes.enter(&mut b, Role::Epilogue);
     match l.kind {
+        GemmKind::Gemm1 if !l.key.activation.gated() => {
+            epilogue_relu2::epilogue_relu2(&mut b, &g, &c)
+        }
         GemmKind::Gemm1 => epilogue_swiglu::epilogue_swiglu(&mut b, &g, &c),
         GemmKind::Gemm2 => epilogue_finalize::epilogue_finalize(&mut b, &g, &c),
     }

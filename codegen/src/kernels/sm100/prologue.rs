@@ -2,6 +2,7 @@
 //! barrier initialization, this CTA's place in its cluster, TMEM allocation (by the MMA
 //! warp, published to the others through the address slot), then the skeleton's schedule.
 
+use moegen_dsl::GemmKind;
 use moegen_dsl::resources::{CTA_ROWS, K_STAGE};
 
 use super::Sm100;
@@ -58,6 +59,8 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm100) -> Common {
 
     let shape = ProblemShape {
         kind: l.kind,
+        // ReLU²'s GEMM1: N = I.
+        ungated: l.kind == GemmKind::Gemm1 && !l.key.activation.gated(),
         k_stage: K_STAGE,
         n_blocks: NBlocks::RoundUp { n: l.n, cn: l.cn },
         k_ceil: false,

@@ -20,7 +20,7 @@ use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty};
 pub(super) struct A8Params {
     /// f32 2^ρ per weight row of every expert.
     rows: Reg,
-    /// Weight rows per expert (2I or H).
+    /// Weight rows per expert (2I, ReLU²'s I, or H).
     rows_per_expert: Reg,
 }
 
@@ -34,6 +34,8 @@ pub(super) fn a8_params(b: &mut KernelBuilder, g: &Sm90) -> Option<A8Params> {
         GemmKind::Gemm2 => Buffer::W2RowScales,
     };
     let rows_per_expert = match g.l.kind {
+        // ReLU²'s W1 has I rows.
+        GemmKind::Gemm1 if g.l.ungated() => b.ld_scalar(Scalar::Intermediate),
         GemmKind::Gemm1 => {
             let i = b.ld_scalar(Scalar::Intermediate);
             b.shl_b32(i, 1u32)

@@ -41,14 +41,14 @@ const ROW_BYTES: u32 = 128;
 
 /// Per-consumer values the epilogue reads every unit.
 pub(super) struct SwigluParams {
-    alpha: Reg,
+    pub(super) alpha: Reg,
     out: Reg,
     /// bytes per h row: I · 2.
     out_row_bytes: Reg,
     /// fc2_input_scale (A4).
-    g: Option<Reg>,
+    pub(super) g: Option<Reg>,
     /// The four staging addresses of (v0, v1) at n8 block 0.
-    slots: [[Reg; 2]; 2],
+    pub(super) slots: [[Reg; 2]; 2],
     /// This thread's copy-out chunk: staging offset of (token t/8, chunk t%8) and the
     /// global column byte offset within the block.
     copy_src: Reg,
@@ -58,13 +58,13 @@ pub(super) struct SwigluParams {
     /// partial (its consumers past them store nothing).
     h_blocks: Option<Reg>,
     /// The A8 factors' buffers.
-    a8: Option<A8Params>,
+    pub(super) a8: Option<A8Params>,
     /// I.
-    inter: Reg,
+    pub(super) inter: Reg,
     /// The activation's parameters, f32 [L, 4] (activations that read them).
-    act_params: Option<Reg>,
+    pub(super) act_params: Option<Reg>,
     /// GEMM1's bias, f32 [L, 2I] (kernels with a bias).
-    bias: Option<Reg>,
+    pub(super) bias: Option<Reg>,
     /// The consumer's column table (A8 scales).
     pub columns: Option<ColumnParams>,
 }
@@ -233,6 +233,29 @@ fn requantize_pair(b: &mut KernelBuilder, gs: Reg, h: [Reg; 2]) -> [Reg; 2] {
     })
 }
 
+/// Stores the h values of one token's element pair `es` (rows r0 and r0 + 8 of an n8
+/// block) into the staging tile: bf16, after A4's NVFP4 requantization of the pair.
+pub(super) fn stage_token_pair(
+    b: &mut KernelBuilder,
+    l: &Sm90Layout,
+    p: &SwigluParams,
+    es: &[Element],
+    h: Vec<Reg>,
+) {
+    let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
+        (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => requantize_pair(b, gs, hv).to_vec(),
+        _ => h,
+    };
+    for (e, v) in es.iter().zip(vals) {
+        let hb = to_bf16(b, v);
+        let at = p.slots[e.v0 as usize][e.v1 as usize];
+        b.emit(
+            st(Space::Shared, Ty::B16),
+            vec![Operand::Reg(at).at(i64::from(e.i * 8 * ROW_BYTES)), hb.into()],
+        );
+    }
+}
+
 /// The epilogue of one unit: `acc` = [up, gate] of this consumer; `loads` its columns'
 /// values (A8), loaded before the K loop.
 pub(super) fn epilogue_swiglu(
@@ -282,26 +305,21 @@ pub(super) fn epilogue_swiglu(
                     h_value(b, l, &ep, e.v1, up, gate)
                 })
                 .collect();
-            let vals = match (l.key.activations, p.g, <[Reg; 2]>::try_from(h.as_slice())) {
-                (ActivationFormat::Nvfp4, Some(gs), Ok(hv)) => requantize_pair(b, gs, hv).to_vec(),
-                _ => h,
-            };
-            for (e, v) in es.iter().zip(vals) {
-                let hb = to_bf16(b, v);
-                let at = p.slots[e.v0 as usize][e.v1 as usize];
-                b.emit(
-                    st(Space::Shared, Ty::B16),
-                    vec![Operand::Reg(at).at(i64::from(e.i * 8 * ROW_BYTES)), hb.into()],
-                );
-            }
+            stage_token_pair(b, l, p, &es, h);
         }
     }
     consumer_barrier(b, k);
-    // Copy-out: 128 threads, 8 per token row, T/16 rows each.
     let ub = b.mul_u32(u.n, l.parts);
     let ub = b.add_u32(ub, k.part);
-    let exists = p.h_blocks.map(|blocks| b.setp_u32(Cmp::Lt, ub, blocks));
-    let col_bytes = b.shl_b32(ub, 7u32);
+    copy_out(b, l, p, u, ub);
+}
+
+/// Copies the staged 64 h columns of h column block `hb` out to `[permuted rows, I]`:
+/// 128 threads, 8 per token row, T/16 rows each; valid token rows only, and nothing for a
+/// block past I (an expert's partial last N block).
+pub(super) fn copy_out(b: &mut KernelBuilder, l: &Sm90Layout, p: &SwigluParams, u: &Unit, hb: Reg) {
+    let exists = p.h_blocks.map(|blocks| b.setp_u32(Cmp::Lt, hb, blocks));
+    let col_bytes = b.shl_b32(hb, 7u32);
     let col_bytes = b.add_u32(col_bytes, p.copy_col);
     for it in 0..l.tile / 16 {
         let v = b.regs(RegClass::B32, 4);

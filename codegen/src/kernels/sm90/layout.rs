@@ -85,6 +85,12 @@ impl Sm90Layout {
         }
     }
 
+    /// GEMM1 with an ungated activation (ReLU²): W1 has I rows in h column order, so a
+    /// consumer's m64 blocks are consecutive h column blocks, not an (up, gate) pair.
+    pub fn ungated(&self) -> bool {
+        self.kind == GemmKind::Gemm1 && !self.key.activation.gated()
+    }
+
     /// Kernel entry name.
     pub fn name(&self) -> String {
         self.key.name()

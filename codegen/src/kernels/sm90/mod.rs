@@ -7,7 +7,8 @@
 //!   `cp.async` gather;
 //! - `dequant` and `mainloop`: the consumer warpgroups' FP4 → bf16 fragments and wgmmas;
 //! - `accum`: the accumulator fragment layout the epilogues read;
-//! - `epilogue_swiglu` (GEMM1: α1, SwiGLU, bf16 or NVFP4-requantized h) and
+//! - `epilogue_swiglu` (GEMM1: α1, SwiGLU, bf16 or NVFP4-requantized h; `epilogue_relu2`
+//!   for the ungated ReLU², two h blocks per consumer) and
 //!   `epilogue_finalize` (GEMM2: α2 · router weight, bulk reduce-add or scratch rows);
 //! - `columns`: the per-token-column values the epilogues read, loaded before the K loop;
 //! - `pingpong`: the order between consumers that take alternate units;
@@ -22,6 +23,7 @@ mod dequant;
 mod dequant_fp8;
 mod epilogue_a8;
 mod epilogue_finalize;
+mod epilogue_relu2;
 mod epilogue_swiglu;
 pub mod layout;
 mod mainloop;
@@ -147,7 +149,11 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
             sched.units(b, Needs::ALL, &mut |b, u| {
                 let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
                 k_loop(b, &acc);
-                epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc, loads.as_ref());
+                if l.ungated() {
+                    epilogue_relu2::epilogue_relu2(b, g, &k, &p, u, &acc, loads.as_ref());
+                } else {
+                    epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc, loads.as_ref());
+                }
                 skip_other(b);
             });
         }

@@ -107,17 +107,19 @@ fn weight_params(b: &mut KernelBuilder, l: &Sm90Layout) -> WeightParams {
     let scales = b.ld_buffer(ws);
     let hidden = b.ld_scalar(Scalar::Hidden);
     let inter = b.ld_scalar(Scalar::Intermediate);
-    // rows × K of one expert's matrix: W1 [2I, H], W2 [H, I]; either way 2·I·H or I·H.
+    // rows × K of one expert's matrix: W1 [2I, H] (ungated: [I, H]), W2 [H, I]; either
+    // way 2·I·H or I·H.
     let ih = b.mul_u32(hidden, inter);
     let rows = match l.kind {
+        GemmKind::Gemm1 if l.ungated() => inter,
         GemmKind::Gemm1 => b.shl_b32(inter, 1u32),
         GemmKind::Gemm2 => hidden,
     };
     let plain = (!l.a8).then(|| match l.kind {
         // 2·I·H values: I·H bytes, I·H / 8 scale bytes.
-        GemmKind::Gemm1 => (ih, b.shr_u32(ih, 3u32)),
+        GemmKind::Gemm1 if !l.ungated() => (ih, b.shr_u32(ih, 3u32)),
         // I·H values: I·H / 2 bytes, I·H / 16 scale bytes.
-        GemmKind::Gemm2 => (b.shr_u32(ih, 1u32), b.shr_u32(ih, 4u32)),
+        GemmKind::Gemm1 | GemmKind::Gemm2 => (b.shr_u32(ih, 1u32), b.shr_u32(ih, 4u32)),
     });
     let row_tiles = b.shr_u32(rows, (TILE_ROWS as u32).trailing_zeros());
     let value_k_stride = b.mul_u32(row_tiles, l.tile_bytes);

@@ -39,7 +39,13 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm90) -> Common {
 
     let n_blocks =
         if ends_partial(l) { NBlocks::Ceil { n: l.n } } else { NBlocks::Exact { n: l.n } };
-    let shape = ProblemShape { kind: l.kind, k_stage: l.k_stage, k_ceil: l.a8, n_blocks };
+    let shape = ProblemShape {
+        kind: l.kind,
+        ungated: l.ungated(),
+        k_stage: l.k_stage,
+        k_ceil: l.a8,
+        n_blocks,
+    };
     let sched = TileScheduler::load(b, &shape, cta, ctas, l.tile, None);
     Common { tid, warp, lane, smem, sched, target: () }
 }
