@@ -385,7 +385,10 @@ impl MoeTactic {
 
     /// The applicability guard: both GEMMs' grids must be coverable by their clusters for a
     /// layer with intermediate size `intermediate` (GEMM1 has N = 2·I) and hidden size
-    /// `hidden` (GEMM2 has N = H), and the layer must have at least one routing tile.
+    /// `hidden` (GEMM2 has N = H), and the layer must have at least one routing tile. A gated
+    /// layer's view: an ungated GEMM1 (ReLU², N = I) is judged with its activation by the
+    /// runtime's candidate check (`moegen_runtime::layer::CandidateReport`), which every
+    /// `MoeLayer` applies to its dispatch table.
     pub fn applies_to(&self, max_tiles: u64, intermediate: u64, hidden: u64) -> bool {
         max_tiles >= 1
             && self.gemm1.fits_n(intermediate.saturating_mul(2))

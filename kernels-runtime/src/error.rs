@@ -121,8 +121,9 @@ pub enum RuntimeError {
         /// Why.
         reason: &'static str,
     },
-    /// A GEMM1 activation the called routine does not compute (ReLU², ungated, on the
-    /// Hopper weight layouts, which interleave 2I rows).
+    /// A GEMM1 activation the called routine does not take: ReLU² (ungated, W1 of I rows)
+    /// for weights already in an engine's memory (`LayerWeights::from_device` sizes W1 for
+    /// a gated layer's 2I rows).
     #[error("{what} does not implement activation {activation}")]
     UnsupportedActivation {
         /// The routine or input at fault.

@@ -90,6 +90,16 @@ pub fn device_moe_layer(
         ));
     }
     validate_weights(shape, w)?;
+    // The kernels looked up below are the plain-SwiGLU ones without biases, whose W1 map
+    // spans 2I gated rows: any other epilogue (biases, another activation, ReLU²'s I rows)
+    // is refused rather than run with the weights read as the wrong layout.
+    let epilogue = w.epilogue.spec();
+    if epilogue != moegen_dsl::EpilogueSpec::PLAIN {
+        return Err(DeviceOpError::MissingKernel(format!(
+            "GEMM1/GEMM2 with the weights' epilogue {epilogue:?} (this routine runs the plain \
+             SwiGLU kernels without biases)"
+        )));
+    }
     if routing.tokens != x.tokens || x.hidden != h || routing.weights.len() != routing.tokens * k {
         return Err(RuntimeError::BufferLength {
             what: "routing/activations",

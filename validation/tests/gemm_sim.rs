@@ -335,3 +335,20 @@ fn other_shapes_and_top_k_4() {
     }
     assert_eq!(ran, 12, "the four GEMM2 N=256 cluster-2 tactics are guarded out");
 }
+
+/// The kernel-by-kernel runner has only the plain-SwiGLU kernels: weights carrying another
+/// epilogue (here a GEMM2 bias) are refused by name, never run as if plain.
+#[test]
+fn weights_with_another_epilogue_are_refused() {
+    let mut p = problem(8, 3, &random_routes);
+    let l = p.shape.local_experts();
+    let bias = vec![0.5f32; l * p.shape.hidden];
+    let epilogue =
+        ExpertEpilogue::new(&p.shape, moegen_dsl::Activation::Swiglu, Vec::new(), None, Some(bias))
+            .unwrap();
+    p.weights = p.weights.clone().with_epilogue(&p.shape, epilogue).unwrap();
+    let tactic = nvfp4_tactics()[0];
+    let opts = ReferenceOptions::default();
+    let e = device_moe_layer(&mut SimBackend::new(), &p.inputs(), &tactic, opts, 1).unwrap_err();
+    assert!(e.to_string().contains("gemm2_bias: true"), "{e}");
+}

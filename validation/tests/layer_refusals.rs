@@ -262,3 +262,28 @@ fn typed_buffers_round_trip_and_refuse_partial_elements() {
     let d = b.upload_slice(&[1i32]).unwrap();
     assert_eq!(b.download_slice::<i32>(d).unwrap(), [1]);
 }
+
+/// Weights in the engine's memory are laid out for a gated W1 (2I rows): an ungated
+/// activation (ReLU², I rows) is refused by name when the engine adds its epilogue.
+#[test]
+fn engine_weights_refuse_an_ungated_activation() {
+    use moegen_dsl::{Activation, ActivationFormat, Arch, EpilogueSpec, WeightFormat};
+    let s = shape(256, 128);
+    let mut sim = SimBackend::hopper();
+    let mut buffers = Vec::new();
+    for (buf, bytes) in LayerWeights::sizes_for(&s, Arch::Sm90, ActivationFormat::Bf16).unwrap() {
+        let ptr = sim.alloc(bytes as usize).unwrap();
+        buffers.push((buf, DeviceSlice::new(ptr, bytes)));
+    }
+    let w = LayerWeights::from_device(
+        &s,
+        Arch::Sm90,
+        WeightFormat::Mxfp4,
+        ActivationFormat::Bf16,
+        &buffers,
+    )
+    .unwrap();
+    let spec = EpilogueSpec { activation: Activation::Relu2, ..EpilogueSpec::PLAIN };
+    let e = w.with_device_epilogue(spec, &[]).unwrap_err().to_string();
+    assert!(e.contains("with_device_epilogue") && e.contains("relu2"), "{e}");
+}

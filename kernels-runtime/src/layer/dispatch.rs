@@ -136,7 +136,9 @@ impl DeviceModel {
 /// Estimated µs of one layer with `tactic` for `tokens` tokens routed uniformly: each GEMM
 /// is the slower of its weight traffic and its padded MMA work (plus, where the device
 /// dequantizes weights in software, that work per unit) spread over whole waves of
-/// persistent clusters, plus a fixed cost per launch.
+/// persistent clusters, plus a fixed cost per launch. GEMM1 is costed as a gated layer's
+/// (N = 2I): for ReLU² (N = I) its units and weight bytes are counted twice, which moves
+/// only the ranking of tactics, never what a tactic computes.
 pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &DeviceModel) -> f64 {
     let (h, i) = (shape.hidden as f64, shape.intermediate as f64);
     let w = &shape.window;
@@ -267,7 +269,9 @@ impl DispatchTable {
     }
 }
 
-/// The tactics of `candidates` that apply to a layer with up to `max_tokens` tokens.
+/// The tactics of `candidates` that apply to a layer with up to `max_tokens` tokens, as a
+/// gated layer (GEMM1 N = 2I, [`MoeTactic::applies_to`]); [`super::CandidateReport`] judges
+/// with the layer's activation (ReLU²: N = I) and is what `MoeLayer::new` applies.
 pub fn applicable(shape: &MoeShape, max_tokens: u64, candidates: &[MoeTactic]) -> Vec<MoeTactic> {
     let routes = max_tokens.saturating_mul(shape.top_k() as u64);
     candidates

@@ -80,6 +80,9 @@ fn modes(m: &[FinalizeMode]) -> String {
 /// Checks that `set` can serve `spec`: it holds tactics of `spec.arch` at every tile size of
 /// the spec, `max_hidden` and `max_intermediate` are sizes one of those tactics serves (the
 /// spec's largest layer has them), and its GEMM2 finalize modes match `deterministic`.
+/// `max_intermediate` is judged as a gated layer's (GEMM1 N = 2I): the spec carries no
+/// activation, so a ReLU² layer (N = I) that a kernel of the set cannot cover passes here and
+/// is refused, naming the tactic, by `MoeLayer::new`'s candidate check.
 pub fn check_spec(set: &KernelSet, spec: &WorkspaceSpec) -> Result<(), WorkspaceRefusal> {
     let arch = spec.arch;
     let gemms: Vec<HeldGemm> = set

@@ -109,9 +109,11 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 add_u64_in_place(b, s, 128);
             }
             let sfa = b.add_u32(st, sf_row);
+            // Each K block takes the row's next 16 scale bytes, so one 128-byte L2 line
+            // serves eight K blocks: the hint fetches it whole on the first.
             for kb in 0..4u32 {
                 b.push(CpAsync {
-                    cache: CacheOp::Ca,
+                    cache: CacheOp::CaPrefetch128,
                     dst: sfa,
                     dst_offset: kb * 512,
                     src: src_sf,

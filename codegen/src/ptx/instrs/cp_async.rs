@@ -29,7 +29,7 @@ impl TypedInstr for CpAsync {
     fn lower(self) -> Result<(Op, Vec<Operand>), OperandError> {
         let c = Check("cp.async");
         let sizes = match self.cache {
-            CacheOp::Ca => &[4, 8, 16][..],
+            CacheOp::Ca | CacheOp::CaPrefetch128 => &[4, 8, 16][..],
             CacheOp::Cg | CacheOp::CgPrefetch128 => &[16][..],
         };
         if !sizes.contains(&self.bytes) {

@@ -45,6 +45,9 @@ pub enum CacheOp {
     Cg,
     /// `.cg` with `.L2::128B`: the L2 fetches the whole 128-byte line (a hint).
     CgPrefetch128,
+    /// `.ca` with `.L2::128B`: small copies that walk along a row, so the line's next bytes
+    /// are in L2 for the copies that follow (a hint).
+    CaPrefetch128,
 }
 
 /// The bulk (TMA engine) copies.
@@ -184,6 +187,7 @@ impl fmt::Display for Memory {
                     CacheOp::Ca => ("ca", ""),
                     CacheOp::Cg => ("cg", ""),
                     CacheOp::CgPrefetch128 => ("cg", ".L2::128B"),
+                    CacheOp::CaPrefetch128 => ("ca", ".L2::128B"),
                 };
                 write!(f, "cp.async.{c}.shared.global{hint}")
             }
