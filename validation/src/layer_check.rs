@@ -48,6 +48,31 @@ pub fn generated_kernel(
     })))
 }
 
+/// The built-in set plus the kernels of epilogue `spec` for `gemms`, generated as a build
+/// script would (each builder first passed through `base`: target, format, activations):
+/// GEMM1 with `spec`'s activation and GEMM1 bias, GEMM2 with the deterministic finalize and
+/// `spec`'s GEMM2 bias. The set the tests of epilogues the default set does not ship run.
+pub fn builtin_with_epilogue(
+    gemms: &[moegen_dsl::GemmTactic],
+    spec: EpilogueSpec,
+    ptx_target: &'static str,
+    base: impl Fn(moegen_dsl::KernelDescBuilder) -> moegen_dsl::KernelDescBuilder,
+) -> Result<KernelSet, moegen_codegen::kernel_set::GenerateError> {
+    let mut extra = Vec::with_capacity(gemms.len());
+    for g in gemms {
+        let b = base(moegen_dsl::KernelDescBuilder::new(*g));
+        let b = match g.kind() {
+            moegen_dsl::GemmKind::Gemm1 => b.activation(spec.activation).bias(spec.gemm1_bias),
+            moegen_dsl::GemmKind::Gemm2 => {
+                b.finalize(FinalizeMode::Deterministic).bias(spec.gemm2_bias)
+            }
+        };
+        let desc = b.build().map_err(moegen_codegen::kernel_set::GenerateError::from)?;
+        extra.push(generated_kernel(&desc, ptx_target)?);
+    }
+    Ok(KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra)))
+}
+
 /// How the synthetic routing spreads routes over experts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum RoutePattern {

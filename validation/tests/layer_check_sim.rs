@@ -8,8 +8,9 @@ use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
-    LayerCase, LayerCheckError, RoutePattern, bf16_ulps, check_graph_replay, check_tactics,
-    check_tactics_in, check_tactics_picked, device_checked_errors, finalize_slack, problem,
+    LayerCase, LayerCheckError, RoutePattern, bf16_ulps, builtin_with_epilogue, check_graph_replay,
+    check_tactics, check_tactics_in, check_tactics_picked, device_checked_errors, finalize_slack,
+    problem,
 };
 
 #[test]
@@ -355,9 +356,7 @@ fn gpt_oss_epilogue_matches_the_reference_bit_for_bit() {
 /// the layer in the simulator: bit for bit the reference.
 #[test]
 fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
-    use moegen_dsl::abi::KernelInfo;
-    use moegen_dsl::{Activation, GemmKind, GemmTactic, KernelDescBuilder, Target};
-    use moegen_runtime::layer::KernelSet;
+    use moegen_dsl::{Activation, GemmKind, GemmTactic, Target};
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
     let variants = [
         (
@@ -375,20 +374,13 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
         (ActivationFormat::Bf16, EpilogueSpec { gemm2_bias: true, ..EpilogueSpec::PLAIN }),
     ];
     for (i, (activations, spec)) in variants.into_iter().enumerate() {
-        let mut extra: Vec<&'static KernelInfo> = Vec::new();
-        for (kind, n) in [(GemmKind::Gemm1, 128), (GemmKind::Gemm2, 64)] {
-            let t = GemmTactic::new_sm90(kind, 16, n).unwrap();
-            let b = KernelDescBuilder::new(t)
-                .target(Target::Sm90a)
-                .format(WeightFormat::Nvfp4)
-                .activations(activations);
-            let b = match kind {
-                GemmKind::Gemm1 => b.activation(spec.activation).bias(spec.gemm1_bias),
-                GemmKind::Gemm2 => b.finalize(FinalizeMode::Deterministic).bias(spec.gemm2_bias),
-            };
-            extra.push(generated(b, "sm_90a"));
-        }
-        let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+        let gemms: Vec<GemmTactic> = [(GemmKind::Gemm1, 128), (GemmKind::Gemm2, 64)]
+            .map(|(kind, n)| GemmTactic::new_sm90(kind, 16, n).unwrap())
+            .to_vec();
+        let set = builtin_with_epilogue(&gemms, spec, "sm_90a", |b| {
+            b.target(Target::Sm90a).format(WeightFormat::Nvfp4).activations(activations)
+        })
+        .unwrap();
         let case = LayerCase {
             shape,
             tokens: 23,
@@ -429,9 +421,7 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
 /// equals the SM100 reference bit for bit, and stays as near its oracle as the plain layer.
 #[test]
 fn sm100_epilogues_match_the_reference_bit_for_bit() {
-    use moegen_dsl::abi::KernelInfo;
-    use moegen_dsl::{Activation, Arch, KernelDescBuilder};
-    use moegen_runtime::layer::KernelSet;
+    use moegen_dsl::{Activation, Arch};
     let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
     let tactic = moegen_dsl::tactics_for(Arch::Sm100)
         .into_iter()
@@ -448,17 +438,8 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
     .into_iter()
     .enumerate()
     {
-        let mut extra: Vec<&'static KernelInfo> = Vec::new();
-        let g1 = KernelDescBuilder::new(*tactic.gemm1())
-            .activation(spec.activation)
-            .bias(spec.gemm1_bias);
-        let g2 = KernelDescBuilder::new(*tactic.gemm2())
-            .finalize(FinalizeMode::Deterministic)
-            .bias(spec.gemm2_bias);
-        for b in [g1, g2] {
-            extra.push(generated(b, "sm_100f"));
-        }
-        let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+        let gemms = [*tactic.gemm1(), *tactic.gemm2()];
+        let set = builtin_with_epilogue(&gemms, spec, "sm_100f", |b| b).unwrap();
         let case = LayerCase {
             shape,
             tokens: 5,

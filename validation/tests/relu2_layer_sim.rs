@@ -15,17 +15,12 @@ use moegen_runtime::layer::KernelSet;
 use moegen_runtime::reference::{MoeShape, relative_l2_error};
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
-    LayerCase, RoutePattern, check_tactics_in, generated_kernel, problem,
+    LayerCase, RoutePattern, builtin_with_epilogue, check_tactics_in, generated_kernel, problem,
 };
 
 /// A Hopper kernel built from `b`, generated as a build script would.
 fn generated(b: KernelDescBuilder) -> &'static KernelInfo {
-    generated_for(b, "sm_90a")
-}
-
-/// A kernel built from `b` for `ptx_target`, generated as a build script would.
-fn generated_for(b: KernelDescBuilder, ptx_target: &'static str) -> &'static KernelInfo {
-    generated_kernel(&b.build().unwrap(), ptx_target).unwrap()
+    generated_kernel(&b.build().unwrap(), "sm_90a").unwrap()
 }
 
 #[test]
@@ -45,20 +40,14 @@ fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
     .into_iter()
     .enumerate()
     {
-        let mut extra: Vec<&'static KernelInfo> = Vec::new();
-        for (kind, n) in [(GemmKind::Gemm1, 128), (GemmKind::Gemm1, 256), (GemmKind::Gemm2, 64)] {
-            let t = GemmTactic::new_sm90(kind, 16, n).unwrap();
-            let b = KernelDescBuilder::new(t)
-                .target(Target::Sm90a)
-                .format(format)
-                .activations(activations);
-            let b = match kind {
-                GemmKind::Gemm1 => b.activation(spec.activation).bias(spec.gemm1_bias),
-                GemmKind::Gemm2 => b.finalize(FinalizeMode::Deterministic).bias(spec.gemm2_bias),
-            };
-            extra.push(generated(b));
-        }
-        let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+        let gemms: Vec<GemmTactic> =
+            [(GemmKind::Gemm1, 128), (GemmKind::Gemm1, 256), (GemmKind::Gemm2, 64)]
+                .map(|(kind, n)| GemmTactic::new_sm90(kind, 16, n).unwrap())
+                .to_vec();
+        let set = builtin_with_epilogue(&gemms, spec, "sm_90a", |b| {
+            b.target(Target::Sm90a).format(format).activations(activations)
+        })
+        .unwrap();
         let case = LayerCase {
             shape,
             tokens: 23,
@@ -149,19 +138,9 @@ fn sm100_relu2_layers_match_the_reference_bit_for_bit() {
     let relu2 = EpilogueSpec { activation: Activation::Relu2, ..EpilogueSpec::PLAIN };
     let both = EpilogueSpec { gemm1_bias: true, gemm2_bias: true, ..relu2 };
     for (i, spec) in [relu2, both].into_iter().enumerate() {
-        let mut extra: Vec<&'static KernelInfo> = Vec::new();
-        for t in &tactics {
-            let g1 = KernelDescBuilder::new(*t.gemm1())
-                .activation(spec.activation)
-                .bias(spec.gemm1_bias);
-            let g2 = KernelDescBuilder::new(*t.gemm2())
-                .finalize(FinalizeMode::Deterministic)
-                .bias(spec.gemm2_bias);
-            for b in [g1, g2] {
-                extra.push(generated_for(b, "sm_100f"));
-            }
-        }
-        let set = KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra));
+        let gemms: Vec<GemmTactic> =
+            tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
+        let set = builtin_with_epilogue(&gemms, spec, "sm_100f", |b| b).unwrap();
         let case = LayerCase {
             shape,
             tokens: 5,
