@@ -333,6 +333,14 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             }
             save(&record)?;
         }
+        // A filter that ran nothing is an error, not a pass.
+        if record.layer.is_empty() {
+            let filters = format!(
+                "--layer-case {:?} --layer-tactic {:?}",
+                args.layer_case, args.layer_tactic
+            );
+            return Err(format!("no layer row ran ({filters}): nothing matched").into());
+        }
     }
     // Last: its result buffer (4 GiB at the default chunk) stays allocated to the end.
     if args.parts.contains(&Part::Mufu) {
