@@ -167,6 +167,10 @@ pub struct Sm90Gemms {
     /// Epilogue functions, each generated for every tactic and activation format (GEMM1 per
     /// activation and GEMM1 bias, GEMM2 per GEMM2 bias).
     pub epilogues: Vec<EpilogueSpec>,
+    /// GEMM1 epilogue recipes (empty: Hopper's default, Exact). Fast (MUFU `ex2`/`rcp` in
+    /// the activation) exists for bf16 and FP8 activations only: a set asking for it with
+    /// NVFP4 activations fails to generate, naming the option.
+    pub recipes: Vec<EpilogueRecipe>,
 }
 
 impl Sm90Gemms {
@@ -181,12 +185,14 @@ impl Sm90Gemms {
                 activations: vec![ActivationFormat::Bf16, ActivationFormat::Nvfp4],
                 tactics: moegen_dsl::sm90_tactics(),
                 epilogues: vec![EpilogueSpec::PLAIN],
+                recipes: Vec::new(),
             },
             Sm90Gemms {
                 format: WeightFormat::Mxfp4,
                 activations: vec![ActivationFormat::Bf16, ActivationFormat::Fp8],
                 tactics: sm90_mxfp4_tactics(),
                 epilogues: vec![EpilogueSpec::PLAIN, EpilogueSpec::GPT_OSS],
+                recipes: Vec::new(),
             },
         ]
     }
@@ -331,10 +337,12 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
             }
         }
     }
-    // The Hopper kernels implement one recipe (Exact).
-    let sm90_recipes = [Target::Sm90a.default_recipe()];
     for set in &spec.sm90 {
         for &a in &set.activations {
+            let sm90_recipes: Vec<EpilogueRecipe> = match set.recipes.as_slice() {
+                [] => vec![Target::Sm90a.default_recipe()],
+                r => r.to_vec(),
+            };
             // bf16 SwiGLU inputs exist for A4 only; A16 and A8 keep f32 (the description
             // builder refuses the other combinations).
             if a != ActivationFormat::Nvfp4 && spec.swiglu_input != SwigluInput::F32 {

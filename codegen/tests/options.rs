@@ -207,3 +207,49 @@ fn activations_and_biases_change_the_kernels_of_both_targets() {
     let e = KernelDescBuilder::new(t).activation(Activation::GegluTanh).build().unwrap_err();
     assert!(e.to_string().contains("activation"), "{e}");
 }
+
+/// Hopper's Fast recipe: its own GEMM1 (`_fast`) with MUFU `ex2`/`rcp` in the activation for
+/// bf16 and FP8 activations, every activation; NVFP4 activations refuse it by name.
+#[test]
+fn the_fast_recipe_on_hopper_is_its_own_gemm1_or_refused() {
+    use moegen_dsl::Activation;
+    use moegen_dsl::ActivationFormat as A;
+    let t = GemmTactic::new_sm90(GemmKind::Gemm1, 64, 128).unwrap();
+    for (acts, format) in [(A::Bf16, WeightFormat::Nvfp4), (A::Fp8, WeightFormat::Mxfp4)] {
+        for a in [Activation::Swiglu, Activation::SwigluClamped, Activation::GegluTanh] {
+            let b = || {
+                KernelDescBuilder::new(t)
+                    .target(Target::Sm90a)
+                    .format(format)
+                    .activations(acts)
+                    .activation(a)
+            };
+            let exact = ptx(b()).unwrap();
+            let d = b().recipe(EpilogueRecipe::Fast).build().unwrap();
+            assert!(d.key().name().contains("_fast"), "{}", d.key().name());
+            assert_eq!(d.key().desc().unwrap(), d);
+            let fast = ptx(b().recipe(EpilogueRecipe::Fast)).unwrap();
+            assert!(!exact.contains("ex2.approx"), "{acts:?} {a:?}: Exact uses MUFU");
+            assert!(fast.contains("ex2.approx.ftz.f32"), "{acts:?} {a:?}: Fast has no ex2");
+            assert!(fast.contains("rcp.approx.ftz.f32"), "{acts:?} {a:?}: Fast has no rcp");
+            // Exact's IEEE division (silu's g / (1 + e)) is gone.
+            assert!(exact.contains("div.rn.f32") && !fast.contains("div.rn.f32"), "{a:?}");
+        }
+    }
+    let e = KernelDescBuilder::new(t)
+        .target(Target::Sm90a)
+        .activations(A::Nvfp4)
+        .recipe(EpilogueRecipe::Fast)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("Fast epilogue recipe"), "{e}");
+    // GEMM2 has no recipe to choose on Hopper either.
+    let t2 = GemmTactic::new_sm90(GemmKind::Gemm2, 64, 128).unwrap();
+    let e = KernelDescBuilder::new(t2)
+        .target(Target::Sm90a)
+        .activations(A::Bf16)
+        .recipe(EpilogueRecipe::Fast)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("recipe"), "{e}");
+}

@@ -218,10 +218,11 @@ pub enum EpilogueRecipe {
     /// exp): the same bits on any IEEE machine, ~35 instructions per output element and a
     /// `div.rn` slow-path call per element.
     Exact,
-    /// `ex2.approx.ftz` and `rcp.approx.ftz` (one MUFU each), α1 folded into the
-    /// quantization: ~11 instructions per output element, branch-free. Modelled as correctly
-    /// rounded with flush-to-zero; docs/reference.md states the model and the tolerance for
-    /// hardware that deviates from it.
+    /// `ex2.approx.ftz` and `rcp.approx.ftz` (one MUFU each) for the sigmoid; on SM100 with
+    /// α1 folded into the quantization (~11 instructions per output element, branch-free),
+    /// on Hopper (bf16 and FP8 activations) in place of Exact's exp polynomial and division.
+    /// Modelled as correctly rounded with flush-to-zero; docs/reference.md states the model
+    /// and the tolerance for hardware that deviates from it.
     #[default]
     Fast,
 }

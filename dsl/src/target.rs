@@ -74,7 +74,8 @@ impl Target {
     }
 
     /// The epilogue recipe a target's kernels use unless told otherwise: `Fast` on SM100;
-    /// `Exact` on Hopper, whose kernels implement only that one.
+    /// `Exact` on Hopper (whose Fast GEMM1 exists for bf16 and FP8 activations, as an
+    /// option).
     pub const fn default_recipe(self) -> EpilogueRecipe {
         match self.arch() {
             crate::tactic::Arch::Sm100 => EpilogueRecipe::Fast,

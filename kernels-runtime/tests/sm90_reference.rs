@@ -227,3 +227,32 @@ fn gemm2_refuses_a_sort_that_does_not_fit_the_routing() {
     let e = sm90_gemm2_contributions(&p.shape, &g1, &w, &sort, &short).unwrap_err();
     assert!(matches!(e, RuntimeError::SortMismatch { .. }), "{e}");
 }
+
+/// Hopper's Fast recipe: the same GEMM1 with the MUFU model's sigmoid — within a few f32 ulps
+/// of Exact's h, not equal to it everywhere — and refused with NVFP4 activations by name.
+#[test]
+fn the_fast_recipe_moves_h_by_ulps_and_refuses_a4() {
+    use moegen_dsl::EpilogueRecipe::{Exact, Fast};
+    let p = problem(16);
+    let w = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Bf16).unwrap();
+    let sort = moe_sort(&p.routing.experts, 16, &p.shape.window, TileSize::T16).unwrap();
+    let x = bf16s(&p.x);
+    let h = |recipe| {
+        let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe };
+        sm90_gemm1_h(&p.shape, &x, &w, &sort, opts).unwrap()
+    };
+    let (fast, exact) = (h(Fast), h(Exact));
+    let differ = fast.iter().zip(&exact).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+    assert!(differ > 0, "Fast computed Exact's h");
+    for (f, e) in fast.iter().zip(&exact) {
+        assert!((f - e).abs() <= 64.0 * f32::EPSILON * e.abs().max(f32::MIN_POSITIVE), "{f} {e}");
+    }
+    // The bf16 GEMM1 output is the rounded f32 h; the default entry point is Exact's.
+    let exact_out = sm90_gemm1_reference(&p.shape, &x, &w, &sort, SwigluInput::F32).unwrap();
+    assert!(exact_out.values.iter().zip(&exact).all(|(o, &e)| *o == bf16::from_f32(e)));
+    let a4 = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Nvfp4).unwrap();
+    let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe: Fast };
+    let e = sm90_gemm1_reference_with(&p.shape, &x, &a4, &sort, opts).unwrap_err();
+    assert!(matches!(e, RuntimeError::UnsupportedActivations { .. }), "{e}");
+    assert!(e.to_string().contains("Fast"), "{e}");
+}

@@ -9,7 +9,7 @@ use std::path::Path;
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::{ActivationFormat, Arch, EpilogueSpec, FinalizeMode, MoeTactic};
+use moegen_dsl::{ActivationFormat, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, MoeTactic};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::layer::{
     DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerWeights,
@@ -98,30 +98,73 @@ impl BenchShape {
     }
 }
 
-/// A way of running the layer: weight format and activation format.
+/// A way of running the layer: weight format, activation format and GEMM1's epilogue recipe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
-    /// `mxfp4-a16`, `mxfp4-a8`, `nvfp4-a16`, `nvfp4-a4`.
+    /// `mxfp4-a16`, `mxfp4-a8`, `nvfp4-a16`, `nvfp4-a4`, `mxfp4-fast-a16`, `mxfp4-fast-a8`.
     pub name: &'static str,
     /// Weights.
     pub format: WeightFormat,
     /// Activations entering GEMM1.
     pub activations: ActivationFormat,
+    /// GEMM1's epilogue recipe; `None`: the target's default (Exact on Hopper, Fast on
+    /// SM100).
+    pub recipe: Option<EpilogueRecipe>,
 }
 
-/// Every variant, by name.
-pub const VARIANTS: [Variant; 4] = [
-    Variant { name: "mxfp4-a16", format: WeightFormat::Mxfp4, activations: ActivationFormat::Bf16 },
-    Variant { name: "mxfp4-a8", format: WeightFormat::Mxfp4, activations: ActivationFormat::Fp8 },
-    Variant { name: "nvfp4-a16", format: WeightFormat::Nvfp4, activations: ActivationFormat::Bf16 },
-    Variant { name: "nvfp4-a4", format: WeightFormat::Nvfp4, activations: ActivationFormat::Nvfp4 },
+const fn variant(name: &'static str, format: WeightFormat, a: ActivationFormat) -> Variant {
+    Variant { name, format, activations: a, recipe: None }
+}
+
+const fn fast(name: &'static str, a: ActivationFormat) -> Variant {
+    Variant {
+        name,
+        format: WeightFormat::Mxfp4,
+        activations: a,
+        recipe: Some(EpilogueRecipe::Fast),
+    }
+}
+
+/// Every variant, by name. The `-fast-` ones run Hopper's Fast recipe (MUFU ex2/rcp in GEMM1's
+/// activation, docs/reference.md), whose GEMM1s are generated at start-up.
+pub const VARIANTS: [Variant; 6] = [
+    variant("mxfp4-a16", WeightFormat::Mxfp4, ActivationFormat::Bf16),
+    variant("mxfp4-a8", WeightFormat::Mxfp4, ActivationFormat::Fp8),
+    variant("nvfp4-a16", WeightFormat::Nvfp4, ActivationFormat::Bf16),
+    variant("nvfp4-a4", WeightFormat::Nvfp4, ActivationFormat::Nvfp4),
+    fast("mxfp4-fast-a16", ActivationFormat::Bf16),
+    fast("mxfp4-fast-a8", ActivationFormat::Fp8),
 ];
 
 impl Variant {
-    /// Whether a device of generation `arch` runs it (SM100: NVFP4 activations only; Hopper:
-    /// all).
+    /// Whether a device of generation `arch` runs it (SM100: NVFP4 activations with the
+    /// default recipe; Hopper: all).
     pub fn runs_on(&self, arch: Arch) -> bool {
-        arch == Arch::Sm90 || self.activations == ActivationFormat::Nvfp4
+        arch == Arch::Sm90 || (self.activations == ActivationFormat::Nvfp4 && self.recipe.is_none())
+    }
+
+    /// Whether a run that names no variants runs it: the ones `arch` runs, with its default
+    /// recipe.
+    pub fn by_default(&self, arch: Arch) -> bool {
+        self.runs_on(arch) && self.recipe.is_none()
+    }
+
+    /// The variant called `name`, or an error listing them all.
+    pub fn named(name: &str) -> Result<Variant, String> {
+        VARIANTS.iter().copied().find(|v| v.name == name).ok_or_else(|| {
+            let all: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
+            format!("unknown variant {name:?} ({})", all.join(", "))
+        })
+    }
+
+    /// The kernels it runs with: the built-in set, plus Hopper's Fast GEMM1s for a Fast
+    /// variant.
+    pub fn kernels(&self) -> Result<KernelSet, BenchError> {
+        match self.recipe {
+            Some(EpilogueRecipe::Fast) => crate::layer_check::builtin_with_hopper_fast()
+                .map_err(|e| BenchError::Kernels { variant: self.name, source: Box::new(e) }),
+            _ => Ok(KernelSet::builtin()),
+        }
     }
 }
 
@@ -262,9 +305,10 @@ pub fn bench_variant(
         finalize: opts.finalize,
         activations: v.activations,
         epilogue: opts.epilogue,
+        recipe: v.recipe,
         ..LayerConfig::new(ms)
     };
-    let kernels = KernelSet::builtin();
+    let kernels = v.kernels()?;
     let tactics =
         MoeLayer::candidates(&config, &kernels, max_tokens as u64, arch, v.format).map_err(s)?;
     let dev = DeviceModel::for_layer(arch, v.activations).with_sms(b.sm_count());

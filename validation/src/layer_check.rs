@@ -4,10 +4,13 @@
 //! oracle. `gpu-check` runs it on the H200; the tests run it on the simulator.
 
 use half::bf16;
+use moegen_codegen::kernel_set::GenerateError;
+use moegen_dsl::abi::KernelInfo;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{MxScaleRule, block_amax, nvfp4_global_scale, quantize_mxfp4};
 use moegen_dsl::{
-    ActivationFormat, Arch, EpilogueSpec, FinalizeMode, MoeTactic, SwigluInput, TileSize,
+    ActivationFormat, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, MoeTactic, SwigluInput,
+    TileSize,
 };
 use moegen_runtime::backend::{Backend, BackendError, DevicePtr};
 use moegen_runtime::layer::{
@@ -18,16 +21,19 @@ use moegen_runtime::reference::{
     CheckpointScales, ExpertEpilogue, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights,
     Routing, Sm90A8Weights, Sm90Weights, finalize, gemm1_reference, gemm2_contributions,
     oracle_moe_epilogue, prepare_relu2_weights, prepare_weights, quantize_activations,
-    relative_l2_error, sm90_a8_gemm1_reference, sm90_a8_gemm2_contributions, sm90_activations,
-    sm90_gemm1_reference, sm90_gemm2_contributions,
+    relative_l2_error, sm90_a8_gemm2_contributions, sm90_activations, sm90_gemm2_contributions,
 };
 use moegen_runtime::routing::moe_sort;
 
 mod error;
+mod fast_recipe;
 mod problem;
 
 pub use error::LayerCheckError;
 
+pub use fast_recipe::{
+    FAST_ABS, FAST_D_EX2, FAST_D_RCP, FastHCheck, compare_fast_h, fast_epsilon_h, fast_h_candidates,
+};
 pub use problem::{FC2_INPUT_SCALE, Problem, problem};
 
 /// The GEMM kernel `desc` describes, generated as a build script would and kept for the
@@ -73,6 +79,43 @@ pub fn builtin_with_epilogue(
     Ok(KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra)))
 }
 
+/// Hopper's Fast-recipe GEMM1s of the MXFP4 tactics moegen ships (A16 and A8; plain SwiGLU
+/// and gpt-oss's epilogue), generated in this process as a build script would: the default
+/// set holds the Exact ones only. Each is generated once per process.
+pub fn hopper_fast_gemm1s() -> Result<Vec<&'static KernelInfo>, GenerateError> {
+    use moegen_codegen::kernel_set::{KernelSetSpec, Sm90Gemms, gemm_descs, sm90_mxfp4_tactics};
+    static MADE: std::sync::OnceLock<Vec<&'static KernelInfo>> = std::sync::OnceLock::new();
+    if let Some(k) = MADE.get() {
+        return Ok(k.clone());
+    }
+    let spec = KernelSetSpec {
+        tactics: Vec::new(),
+        simt: Vec::new(),
+        corpus: false,
+        sm90: vec![Sm90Gemms {
+            format: WeightFormat::Mxfp4,
+            activations: vec![ActivationFormat::Bf16, ActivationFormat::Fp8],
+            tactics: sm90_mxfp4_tactics(),
+            epilogues: vec![EpilogueSpec::PLAIN, EpilogueSpec::GPT_OSS],
+            recipes: vec![EpilogueRecipe::Fast],
+        }],
+        ..KernelSetSpec::full(moegen_dsl::Target::Sm100f)
+    };
+    let mut made = Vec::new();
+    for d in gemm_descs(&spec)? {
+        if d.key().gemm == moegen_dsl::GemmKind::Gemm1 {
+            made.push(generated_kernel(&d, "sm_90a")?);
+        }
+    }
+    Ok(MADE.get_or_init(|| made).clone())
+}
+
+/// The built-in set plus [`hopper_fast_gemm1s`].
+pub fn builtin_with_hopper_fast() -> Result<KernelSet, GenerateError> {
+    let extra = hopper_fast_gemm1s()?;
+    Ok(KernelSet::new(KernelSet::builtin().kernels().iter().copied().chain(extra)))
+}
+
 /// How the synthetic routing spreads routes over experts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum RoutePattern {
@@ -111,6 +154,9 @@ pub struct LayerCase {
     /// GEMM1's activation and the biases (the built-in set has gpt-oss's for Hopper MXFP4
     /// only; other cases need kernels from `check_tactics_in`).
     pub epilogue: EpilogueSpec,
+    /// GEMM1's epilogue recipe; `None`: the target's default (Fast on SM100, Exact on
+    /// Hopper). Hopper's Fast GEMM1s are not in the built-in set (`check_tactics_in`).
+    pub recipe: Option<EpilogueRecipe>,
 }
 
 impl LayerCase {
@@ -149,8 +195,13 @@ impl LayerCase {
                 bias(e.gemm2_bias, "+b2")
             )
         };
+        let recipe = match self.recipe {
+            None => "",
+            Some(EpilogueRecipe::Fast) => " fast",
+            Some(EpilogueRecipe::Exact) => " exact",
+        };
         format!(
-            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}{planned}{r}{ep}",
+            "H{} I{} E{} L{} k{} {a} {f} {fin} N={}{planned}{r}{ep}{recipe}",
             s.hidden,
             s.intermediate,
             s.window.num_experts(),
@@ -183,6 +234,11 @@ pub struct TacticRow {
     pub rel_l2_vs_oracle: f64,
     /// The reference's own relative L2 error against the oracle (what quantization costs).
     pub reference_vs_oracle: f64,
+    /// Hopper's Fast recipe: the device's GEMM1 output against the model within the
+    /// recipe's tolerance ([`FastHCheck`]); `identical`, `max_ulp` and `beyond_slack` then
+    /// compare with the reference's GEMM2 and finalize run on the device's own h, and
+    /// `rel_l2_vs_reference` with the model's output. `None` for every other tactic.
+    pub fast_h: Option<FastHCheck>,
     /// The raw output bytes (bf16, little endian) for comparing backends.
     #[serde(skip)]
     pub output: Vec<bf16>,
@@ -286,6 +342,7 @@ fn setup(
         finalize: c.finalize,
         activations: c.activations,
         epilogue: c.epilogue,
+        recipe: c.recipe,
         ..LayerConfig::new(c.shape)
     };
     if c.planned_tokens < c.tokens {
@@ -365,11 +422,20 @@ pub struct GraphCheck {
 /// routes. Sets the layer up afresh (weights, workspace, buffers), so it can run on its
 /// own.
 pub fn check_graph_replay(b: &mut dyn Backend, p: &Problem) -> Result<GraphCheck, LayerCheckError> {
+    check_graph_replay_in(b, p, &KernelSet::builtin())
+}
+
+/// [`check_graph_replay`] with the layer built from `kernels`.
+pub fn check_graph_replay_in(
+    b: &mut dyn Backend,
+    p: &Problem,
+    kernels: &KernelSet,
+) -> Result<GraphCheck, LayerCheckError> {
     let c = &p.case;
     if c.finalize != FinalizeMode::Deterministic {
         return Err(LayerCheckError::NotDeterministic { case: c.label() });
     }
-    let s = setup(b, p, None, None, &KernelSet::builtin())?;
+    let s = setup(b, p, None, None, kernels)?;
     b.memset(s.out, 0xFF, s.out_bytes).map_err(|e| backend(c, e))?;
     let before = b.stats();
     let tactic = s.layer.forward(b, &s.ws, &s.io).map_err(|e| layer_err(c, e))?;
@@ -486,13 +552,20 @@ fn run_tactics(
             .chunks_exact(2)
             .map(|h| bf16::from_bits(u16::from_le_bytes([h[0], h[1]])))
             .collect();
-        let (want, contrib) = match &reference {
+        let (model, model_contrib) = match &reference {
             Some(r) => r.clone(),
             None => {
                 let r = p.reference_and_contributions(arch, t.tile())?;
                 reference = Some(r.clone());
                 r
             }
+        };
+        let fast = arch == Arch::Sm90 && c.recipe == Some(EpilogueRecipe::Fast);
+        let (want, contrib, fast_h) = if fast {
+            let f = fast_recipe::fast_pass(b, p, ws, t.tile())?;
+            (f.want, f.contrib, Some(f.check))
+        } else {
+            (model.clone(), model_contrib, None)
         };
         let slack = finalize_slack(&contrib, c.tokens, c.shape.top_k(), c.shape.hidden, c.finalize);
         let beyond_slack = got
@@ -508,7 +581,7 @@ fn run_tactics(
             })
             .count();
         let f64s = |v: &[bf16]| v.iter().map(|x| f64::from(x.to_f32())).collect::<Vec<_>>();
-        let (g, wv) = (f64s(&got), f64s(&want));
+        let (g, wv) = (f64s(&got), f64s(&model));
         rows.push(TacticRow {
             case: c.label(),
             tactic: t.to_string(),
@@ -519,6 +592,7 @@ fn run_tactics(
             beyond_slack,
             rel_l2_vs_oracle: relative_l2_error(&g, &p.oracle),
             reference_vs_oracle: relative_l2_error(&wv, &p.oracle),
+            fast_h,
             output: got,
         });
     }

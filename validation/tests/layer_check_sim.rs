@@ -48,6 +48,7 @@ fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
         seed: 9,
         routes: RoutePattern::Spread,
         epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::new().with_sm_count(4);
@@ -83,6 +84,7 @@ fn routing_edge_cases_match_the_reference() {
             seed: 4,
             routes,
             epilogue: EpilogueSpec::PLAIN,
+            recipe: None,
         };
         let p = problem(case).unwrap();
         let local = |e: &i32| (2..6).contains(e);
@@ -117,6 +119,7 @@ fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
         seed: 3,
         routes: RoutePattern::Spread,
         epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -159,6 +162,7 @@ fn hopper_a8_layer_tactics_match_the_reference_bit_for_bit() {
         seed: 17,
         routes: RoutePattern::Spread,
         epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -188,6 +192,7 @@ fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
         seed: 4,
         routes: RoutePattern::Spread,
         epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -224,6 +229,7 @@ fn a_layer_planned_for_a_larger_batch_runs_a_small_one_exactly() {
             seed: 16,
             routes: RoutePattern::Spread,
             epilogue: EpilogueSpec::PLAIN,
+            recipe: None,
         };
         let p = problem(case).unwrap();
         let mut sim = if sm100 { SimBackend::new() } else { SimBackend::hopper() }.with_sm_count(4);
@@ -259,6 +265,7 @@ fn a8_refuses_a16_uploads_and_more_than_32_slots() {
         seed: 4,
         routes: RoutePattern::Spread,
         epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper();
@@ -307,6 +314,7 @@ fn gpt_oss_epilogue_matches_the_reference_bit_for_bit() {
             seed,
             routes: RoutePattern::Spread,
             epilogue: EpilogueSpec::GPT_OSS,
+            recipe: None,
         };
         let p = problem(case).unwrap();
         let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -391,6 +399,7 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
             seed: 40 + i as u64,
             routes: RoutePattern::Spread,
             epilogue: spec,
+            recipe: None,
         };
         let p = problem(case).unwrap();
         let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -450,6 +459,7 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
             seed: 50 + i as u64,
             routes: RoutePattern::Spread,
             epilogue: spec,
+            recipe: None,
         };
         let p = problem(case).unwrap();
         let plain = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
@@ -517,6 +527,7 @@ fn hopper_pingpong_gemm1_matches_the_reference_bit_for_bit() {
                 seed,
                 routes: RoutePattern::Spread,
                 epilogue: EpilogueSpec::PLAIN,
+                recipe: None,
             };
             let p = problem(case).unwrap();
             let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -570,6 +581,7 @@ fn a_padding_id_in_device_ids_is_reported_with_its_route_on_both_targets() {
         // No local route: the GEMMs have no tile, the sort is what is tested.
         routes: RoutePattern::NoneLocal,
         epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
     };
     let sm90 = LayerCase {
         shape: MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(),
@@ -611,6 +623,7 @@ fn picked_tactics_are_the_named_ones() {
         seed: 5,
         routes: RoutePattern::Spread,
         epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
     };
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(2);

@@ -58,6 +58,7 @@ fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
             seed: 70 + i as u64,
             routes: RoutePattern::Spread,
             epilogue: spec,
+            recipe: None,
         };
         let p = problem(case).unwrap();
         let mut sim = SimBackend::hopper().with_sm_count(4);
@@ -151,6 +152,7 @@ fn sm100_relu2_layers_match_the_reference_bit_for_bit() {
             seed: 80 + i as u64,
             routes: RoutePattern::Spread,
             epilogue: spec,
+            recipe: None,
         };
         let p = problem(case).unwrap();
         let mut sim = SimBackend::new().with_sm_count(4);

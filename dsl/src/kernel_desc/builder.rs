@@ -124,10 +124,12 @@ impl KernelDescBuilder {
         let hopper = self.target.arch() == Arch::Sm90;
         self.check_target(hopper)?;
         let recipe = self.recipe.unwrap_or(self.target.default_recipe());
-        if hopper && recipe != EpilogueRecipe::Exact {
-            return Err(
-                self.unsupported("the Fast epilogue recipe (the Hopper kernels implement Exact)")
-            );
+        // Hopper's Fast recipe swaps the activation's sigmoid for MUFU ex2/rcp; A4's NVFP4
+        // requantization of h has no Fast form there (SM100 folds α into its block factors).
+        if hopper && recipe == EpilogueRecipe::Fast && self.activations == ActivationFormat::Nvfp4 {
+            return Err(self.unsupported(
+                "the Fast epilogue recipe with NVFP4 activations (Hopper's A4 GEMM1 is Exact only)",
+            ));
         }
         if self.tactic.raster() != Raster::AlongN {
             return Err(self.unsupported("raster AlongM (the persistent schedule walks N fastest)"));

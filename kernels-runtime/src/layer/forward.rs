@@ -41,9 +41,11 @@ pub struct LayerConfig {
     /// biases). The weights must carry the matching data (`Sm90Weights::with_epilogue`,
     /// `PreparedWeights::with_epilogue`) and the kernel set the matching GEMMs.
     pub epilogue: EpilogueSpec,
-    /// GEMM1's epilogue recipe; `None`: the target's default (`Fast` on SM100, the Hopper
-    /// kernels' only one, `Exact`, on sm_90a). `Exact` uses IEEE operations only, so CPU,
-    /// simulator and GPU agree bit for bit (docs/reference.md).
+    /// GEMM1's epilogue recipe; `None`: the target's default (`Fast` on SM100, `Exact` on
+    /// sm_90a). `Exact` uses IEEE operations only, so CPU, simulator and GPU agree bit for
+    /// bit; `Fast` uses MUFU `ex2`/`rcp`, within a derived tolerance on hardware
+    /// (docs/reference.md). Hopper's Fast GEMM1s (bf16 and FP8 activations) are not in the
+    /// built-in set: a set that serves a Fast layer generates them (`Sm90Gemms::recipes`).
     pub recipe: Option<EpilogueRecipe>,
 }
 

@@ -8,6 +8,7 @@
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::{scale_bytes, scale_position, value_bytes, value_position};
+use moegen_dsl::epilogue_math::fast::activation_fast;
 use moegen_dsl::epilogue_math::{activation_exact, gemm2_value, pre_activation, round_to_bf16};
 
 use super::epilogue::ExpertEpilogue;
@@ -15,10 +16,12 @@ use moegen_dsl::formats::{
     e2m1_to_f32, e4m3_to_f32, nibble_at, quantize_nvfp4, quantize_nvfp4_block, ue8m0_to_f32,
 };
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
-use moegen_dsl::{Activation, ActivationFormat, FinalizeMode, SwigluInput, TileSize};
+use moegen_dsl::{
+    Activation, ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, TileSize,
+};
 
 use super::checkpoint::{ExpertTensors, Mxfp4Tensor, mxfp4_linear};
-use super::gemm1::check_sort;
+use super::gemm1::{Gemm1Options, check_sort};
 use super::gemm2::{Routing, finalize};
 use super::par::par_map;
 use super::weights::{PreparedWeights, validate_weights, w1_scale_layout_for, w2_scale_layout};
@@ -382,19 +385,38 @@ pub(super) fn h_of(
     alpha1: f32,
     up: f32,
     gate: f32,
-    swiglu_input: SwigluInput,
+    opts: Gemm1Options,
 ) -> f32 {
     let bias = ep.gemm1_bias(shape, e, j);
     let mut u = pre_activation(alpha1, up, bias.map(|b| b.0));
     let mut g = pre_activation(alpha1, gate, bias.map(|b| b.1));
-    if swiglu_input == SwigluInput::Bf16 {
+    if opts.swiglu_input == SwigluInput::Bf16 {
         u = round_to_bf16(u);
         g = round_to_bf16(g);
     }
-    activation_exact(ep.spec().activation, &ep.params(e), u, g)
+    let (kind, params) = (ep.spec().activation, ep.params(e));
+    match opts.recipe {
+        EpilogueRecipe::Exact => activation_exact(kind, &params, u, g),
+        EpilogueRecipe::Fast => activation_fast(kind, &params, u, g),
+    }
 }
 
-/// Hopper GEMM1 for every valid permuted row.
+/// Hopper's GEMM1 has a Fast form for bf16 and FP8 activations only (the kernels' builder
+/// refuses NVFP4 activations with it).
+pub(super) fn check_sm90_recipe(
+    activations: ActivationFormat,
+    recipe: EpilogueRecipe,
+) -> Result<()> {
+    if recipe == EpilogueRecipe::Fast && activations == ActivationFormat::Nvfp4 {
+        return Err(RuntimeError::UnsupportedActivations {
+            what: "Hopper GEMM1 with the Fast epilogue recipe",
+            reason: "NVFP4 activations (A4) have the Exact recipe only",
+        });
+    }
+    Ok(())
+}
+
+/// Hopper GEMM1 for every valid permuted row, with the Exact recipe (the Hopper default).
 pub fn sm90_gemm1_reference(
     shape: &MoeShape,
     x: &[bf16],
@@ -402,13 +424,50 @@ pub fn sm90_gemm1_reference(
     sort: &SortOutputs,
     swiglu_input: SwigluInput,
 ) -> Result<Sm90Gemm1Output> {
+    let opts = Gemm1Options { swiglu_input, recipe: EpilogueRecipe::Exact };
+    sm90_gemm1_reference_with(shape, x, w, sort, opts)
+}
+
+/// Hopper GEMM1 for every valid permuted row with the given SwiGLU input and recipe.
+pub fn sm90_gemm1_reference_with(
+    shape: &MoeShape,
+    x: &[bf16],
+    w: &Sm90Weights,
+    sort: &SortOutputs,
+    opts: Gemm1Options,
+) -> Result<Sm90Gemm1Output> {
+    let hf = sm90_gemm1_h(shape, x, w, sort, opts)?;
+    let i = shape.intermediate;
+    let rows = sort.permuted_idx_to_expanded_idx.len();
+    let mut values = vec![bf16::ZERO; rows * i];
+    if i > 0 {
+        for (row, hrow) in hf.chunks_exact(i).enumerate() {
+            // Padding rows stay zero, as the kernels never write them.
+            if sort.route_of_row(row, shape.top_k()).is_some() {
+                values[row * i..(row + 1) * i].copy_from_slice(&gemm1_row_output(hrow, w));
+            }
+        }
+    }
+    Ok(Sm90Gemm1Output { rows, cols: i, values })
+}
+
+/// GEMM1's h in f32 before its output rounding, `[permuted rows, I]` (padding rows zero): what
+/// a hardware tolerance for the Fast recipe is computed from (docs/reference.md).
+pub fn sm90_gemm1_h(
+    shape: &MoeShape,
+    x: &[bf16],
+    w: &Sm90Weights,
+    sort: &SortOutputs,
+    opts: Gemm1Options,
+) -> Result<Vec<f32>> {
     let (h, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
+    check_sm90_recipe(w.activations, opts.recipe)?;
     w.validate(shape)?;
     let tokens = x.len() / h.max(1);
     check_len("activations", x.len(), tokens * h)?;
     check_sort(shape, sort, tokens)?;
     let rows = sort.permuted_idx_to_expanded_idx.len();
-    let mut values = vec![bf16::ZERO; rows * i];
+    let mut values = vec![0f32; rows * i];
     let w1_rows = w.epilogue.w1_rows(i);
     let gated = w.epilogue.spec().activation.gated();
     let (vb, sb) = (value_bytes(w1_rows, h), scale_bytes(w1_rows, h));
@@ -425,22 +484,22 @@ pub fn sm90_gemm1_reference(
                     if !gated {
                         // ReLU²: row j is h column j's only pre-activation.
                         let x = wgmma_dot(&xr, &w1[j]);
-                        return h_of(shape, ep, e, j, alpha, x, x, swiglu_input);
+                        return h_of(shape, ep, e, j, alpha, x, x, opts);
                     }
                     let up_row =
                         (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
                     let up = wgmma_dot(&xr, &w1[up_row]);
                     let gate = wgmma_dot(&xr, &w1[up_row + SWIGLU_INTERLEAVE]);
-                    h_of(shape, ep, e, j, alpha, up, gate, swiglu_input)
+                    h_of(shape, ep, e, j, alpha, up, gate, opts)
                 })
                 .collect();
-            gemm1_row_output(&hrow, w)
+            hrow
         });
         for (&[row, _, _], vals) in members.iter().zip(out) {
             values[row * i..(row + 1) * i].copy_from_slice(&vals);
         }
     }
-    Ok(Sm90Gemm1Output { rows, cols: i, values })
+    Ok(values)
 }
 
 /// Hopper GEMM2: each route's `bf16(acc · (α2[e] · w))` (with a bias

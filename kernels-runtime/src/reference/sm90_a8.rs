@@ -13,9 +13,9 @@ use super::epilogue::ExpertEpilogue;
 use super::sm90::h_of;
 use moegen_dsl::formats::{e2m1_to_f32, f32_to_e2m1, f32_to_e4m3, nibble_at};
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
-use moegen_dsl::{ActivationFormat, FinalizeMode, TileSize};
+use moegen_dsl::{ActivationFormat, EpilogueRecipe, FinalizeMode, TileSize};
 
-use super::gemm1::check_sort;
+use super::gemm1::{Gemm1Options, check_sort};
 use super::gemm2::{Routing, finalize};
 use super::par::par_map;
 use super::sm90::{Sm90Weights, rows_by_expert};
@@ -287,14 +287,48 @@ impl Sm90A8Weights {
     }
 }
 
-/// Hopper A8 GEMM1 for every valid permuted row: bf16 h `[rows, I]` (padding rows zero).
+/// Hopper A8 GEMM1 for every valid permuted row: bf16 h `[rows, I]` (padding rows zero),
+/// with the Exact recipe (the Hopper default).
 pub fn sm90_a8_gemm1_reference(
     shape: &MoeShape,
     x: &[bf16],
     w: &Sm90A8Weights,
     sort: &SortOutputs,
 ) -> Result<Vec<bf16>> {
+    sm90_a8_gemm1_reference_with(shape, x, w, sort, EpilogueRecipe::Exact)
+}
+
+/// Hopper A8 GEMM1 with the given epilogue recipe.
+pub fn sm90_a8_gemm1_reference_with(
+    shape: &MoeShape,
+    x: &[bf16],
+    w: &Sm90A8Weights,
+    sort: &SortOutputs,
+    recipe: EpilogueRecipe,
+) -> Result<Vec<bf16>> {
+    let hf = sm90_a8_gemm1_h(shape, x, w, sort, recipe)?;
+    let (i, k) = (shape.intermediate, shape.top_k());
+    Ok(hf
+        .iter()
+        .enumerate()
+        .map(|(at, &v)| {
+            // Padding rows stay zero, as the kernels never write them.
+            let route = i > 0 && sort.route_of_row(at / i, k).is_some();
+            if route { bf16::from_f32(v) } else { bf16::ZERO }
+        })
+        .collect())
+}
+
+/// A8 GEMM1's h in f32 before its bf16 rounding, `[permuted rows, I]` (padding rows zero).
+pub fn sm90_a8_gemm1_h(
+    shape: &MoeShape,
+    x: &[bf16],
+    w: &Sm90A8Weights,
+    sort: &SortOutputs,
+    recipe: EpilogueRecipe,
+) -> Result<Vec<f32>> {
     let (h, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
+    let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe };
     w.validate(shape)?;
     let tokens = x.len() / h.max(1);
     check_len("activations", x.len(), tokens * h)?;
@@ -303,7 +337,7 @@ pub fn sm90_a8_gemm1_reference(
     let quantized: Vec<(Vec<u8>, f32)> = par_map(&(0..tokens).collect::<Vec<_>>(), |&t| {
         quantize_fp8_row(&x[t * h..(t + 1) * h], hp)
     });
-    let mut values = vec![bf16::ZERO; rows * i];
+    let mut values = vec![0f32; rows * i];
     let (w1_rows, gated) = (w.epilogue.w1_rows(i), w.epilogue.spec().activation.gated());
     for (e, members) in rows_by_expert(sort, rows, k) {
         let base = e * w1_rows;
@@ -325,18 +359,9 @@ pub fn sm90_a8_gemm1_reference(
                         let x = v(j);
                         (x, x)
                     };
-                    bf16::from_f32(h_of(
-                        shape,
-                        &w.epilogue,
-                        e,
-                        j,
-                        alpha,
-                        up,
-                        gate,
-                        SwigluInput::F32,
-                    ))
+                    h_of(shape, &w.epilogue, e, j, alpha, up, gate, opts)
                 })
-                .collect::<Vec<bf16>>()
+                .collect::<Vec<f32>>()
         });
         for (&[row, _, _], vals) in members.iter().zip(out) {
             values[row * i..(row + 1) * i].copy_from_slice(&vals);

@@ -37,6 +37,14 @@ pub enum BenchError {
         /// The reference's error.
         source: Box<RuntimeError>,
     },
+    /// The variant's kernels could not be generated.
+    #[error("{variant}: generating its kernels: {source}")]
+    Kernels {
+        /// The variant's name.
+        variant: &'static str,
+        /// The generator's error (boxed: it is large).
+        source: Box<moegen_codegen::kernel_set::GenerateError>,
+    },
     /// The variant's weights could not be uploaded.
     #[error("{variant}: {source}")]
     Upload {

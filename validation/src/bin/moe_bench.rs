@@ -31,7 +31,9 @@ struct Args {
     /// Token counts (default: the shape's own list).
     #[arg(long, value_delimiter = ',')]
     tokens: Option<Vec<usize>>,
-    /// Variants (default: every one the device runs): mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4.
+    /// Variants (default: every one the device runs with its default recipe): mxfp4-a16,
+    /// mxfp4-a8, nvfp4-a16, nvfp4-a4; on Hopper also mxfp4-fast-a16 and mxfp4-fast-a8 (the
+    /// Fast recipe, GEMM1s generated at start-up).
     #[arg(long, value_delimiter = ',')]
     variants: Option<Vec<String>>,
     /// Timed graph replays per token count (median reported).
@@ -122,15 +124,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut gpu = CudaBackend::new(0)?;
     let arch = arch_of(&gpu);
     let variants: Vec<Variant> = match &args.variants {
-        Some(names) => names
-            .iter()
-            .map(|n| {
-                VARIANTS.iter().copied().find(|v| v.name == n).ok_or_else(|| {
-                    format!("unknown variant {n:?} (mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4)")
-                })
-            })
-            .collect::<Result<_, _>>()?,
-        None => VARIANTS.iter().copied().filter(|v| v.runs_on(arch)).collect(),
+        Some(names) => names.iter().map(|n| Variant::named(n)).collect::<Result<_, _>>()?,
+        None => VARIANTS.iter().copied().filter(|v| v.by_default(arch)).collect(),
     };
     if let Some(v) = variants.iter().find(|v| !v.runs_on(arch)) {
         return Err(format!("variant {} does not run on {arch:?}", v.name).into());
@@ -237,16 +232,16 @@ fn run_ep(args: &Args, g: usize) -> Result<(), Box<dyn std::error::Error>> {
     let backends = open_devices(g)?;
     let arch = arch_of(&backends[0]);
     let names = args.variants.clone().unwrap_or_else(|| vec!["mxfp4-a16".to_owned()]);
-    let variants: Vec<Variant> = names
-        .iter()
-        .map(|n| {
-            VARIANTS.iter().copied().find(|v| v.name == n).ok_or_else(|| {
-                format!("unknown variant {n:?} (mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4)")
-            })
-        })
-        .collect::<Result<_, _>>()?;
+    let variants: Vec<Variant> =
+        names.iter().map(|n| Variant::named(n)).collect::<Result<_, _>>()?;
     if let Some(v) = variants.iter().find(|v| !v.runs_on(arch)) {
         return Err(format!("variant {} does not run on {arch:?}", v.name).into());
+    }
+    // Expert parallelism builds its ranks' layers from the built-in set.
+    if let Some(v) = variants.iter().find(|v| v.recipe.is_some()) {
+        return Err(
+            format!("variant {} is not offered with --ep (built-in kernels only)", v.name).into()
+        );
     }
     let device = format!("{} x{g} ({} SMs each)", backends[0].name, backends[0].sm_count());
     println!("device: {device}");

@@ -3,7 +3,11 @@
 
 use super::*;
 use crate::rng::Rng;
+use moegen_dsl::Target;
 use moegen_dsl::epilogue_math::ActivationParams;
+use moegen_runtime::reference::{
+    Gemm1Options, sm90_a8_gemm1_reference_with, sm90_gemm1_reference_with,
+};
 
 /// The synthetic problem of a case: data, quantized weights, routing and the oracle.
 pub struct Problem {
@@ -216,13 +220,15 @@ impl Problem {
                 let xf: Vec<f32> = self.x.iter().map(|v| v.to_f32()).collect();
                 let acts =
                     quantize_activations(&xf, c.tokens, s.hidden, self.input_scale).map_err(e)?;
-                let h = gemm1_reference(s, &acts, &self.prepared, &sort, SwigluInput::F32)
-                    .map_err(e)?;
+                let recipe = c.recipe.unwrap_or(Target::Sm100f.default_recipe());
+                let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe };
+                let h = gemm1_reference(s, &acts, &self.prepared, &sort, opts).map_err(e)?;
                 gemm2_contributions(s, &h, &self.prepared, &sort, r).map_err(e)?
             }
             Arch::Sm90 if c.activations == ActivationFormat::Fp8 => {
                 let w = self.sm90_a8_weights()?;
-                let h = sm90_a8_gemm1_reference(s, &self.x, &w, &sort).map_err(e)?;
+                let recipe = c.recipe.unwrap_or(Target::Sm90a.default_recipe());
+                let h = sm90_a8_gemm1_reference_with(s, &self.x, &w, &sort, recipe).map_err(e)?;
                 sm90_a8_gemm2_contributions(s, &h, &w, &sort, r).map_err(e)?
             }
             Arch::Sm90 => {
@@ -230,7 +236,9 @@ impl Problem {
                 let acts =
                     sm90_activations(&self.x, c.tokens, s.hidden, c.activations, self.input_scale)
                         .map_err(e)?;
-                let h = sm90_gemm1_reference(s, &acts, &w, &sort, SwigluInput::F32).map_err(e)?;
+                let recipe = c.recipe.unwrap_or(Target::Sm90a.default_recipe());
+                let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe };
+                let h = sm90_gemm1_reference_with(s, &acts, &w, &sort, opts).map_err(e)?;
                 sm90_gemm2_contributions(s, &h, &w, &sort, r).map_err(e)?
             }
         };

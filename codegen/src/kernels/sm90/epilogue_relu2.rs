@@ -8,7 +8,7 @@
 //! columns), one after the other: the staging tile stays T × 64 columns, so the
 //! shared-memory budget is the gated kernel's.
 
-use moegen_dsl::SwigluInput;
+use moegen_dsl::{EpilogueRecipe, SwigluInput};
 
 use super::Sm90;
 use super::accum::{Element, elements};
@@ -17,7 +17,7 @@ use super::epilogue_a8::a8_unit;
 use super::epilogue_swiglu::{SwigluParams, consumer_barrier, copy_out, stage_token_pair};
 use super::mainloop::Consumer;
 use crate::kernels::epilogue_math::{
-    activation, load_activation_params, pre_activation, round_bf16,
+    activation, activation_fast, load_activation_params, pre_activation, round_bf16,
 };
 use crate::kernels::skeleton::Unit;
 use crate::ptx::{KernelBuilder, Reg, RegClass, Ty};
@@ -78,7 +78,12 @@ pub(super) fn epilogue_relu2(
                             x = round_bf16(b, x);
                         }
                         // Ungated: the pre-activation is the activation's only operand.
-                        activation(b, l.key.activation, act.as_ref(), x, x)
+                        let kind = l.key.activation;
+                        match l.key.recipe {
+                            EpilogueRecipe::Exact => activation(b, kind, act.as_ref(), x, x),
+                            // ReLU² has no transcendental: the same operations.
+                            EpilogueRecipe::Fast => activation_fast(b, kind, act.as_ref(), x, x),
+                        }
                     })
                     .collect();
                 stage_token_pair(b, l, p, &es, h);

@@ -1,7 +1,8 @@
 //! GEMM1's epilogue. A consumer's two m64 blocks are an up block of W1 and its gate block
 //! (the 64-row interleave), so element e of both accumulators is the same (h column, token):
 //! `u = α1·up`, `g = α1·gate` (`mul.rn`), optionally rounded to bf16, `h = swiglu(u, g)` with
-//! the IEEE-only sequence of `epilogue_math`, then
+//! the IEEE-only sequence of `epilogue_math` (Exact) or its sigmoid by MUFU `ex2`/`rcp`
+//! (Fast: `fast::activation_fast`, A16 and A8 only), then
 //!
 //! - A16: `bf16_rn(h)`;
 //! - A4: NVFP4 quantization of each 16 h columns of a token with the device
@@ -17,7 +18,7 @@
 //! columns lie past I computed on stale weight tiles and stores nothing.
 
 use moegen_dsl::abi::{Buffer, Scalar};
-use moegen_dsl::{ActivationFormat, SwigluInput};
+use moegen_dsl::{ActivationFormat, EpilogueRecipe, SwigluInput};
 
 use super::Sm90;
 use super::accum::{Element, elements};
@@ -27,8 +28,8 @@ use super::layout::Sm90Layout;
 use super::mainloop::Consumer;
 use super::prologue::{Common, ends_partial};
 use crate::kernels::epilogue_math::{
-    ActivationRegs, BlockScale, activation, e2m1_code_sw, e2m1_times, load_activation_params,
-    nvfp4_block_scale, pre_activation, round_bf16,
+    ActivationRegs, BlockScale, activation, activation_fast, e2m1_code_sw, e2m1_times,
+    load_activation_params, nvfp4_block_scale, pre_activation, round_bf16,
 };
 use crate::kernels::skeleton::Unit;
 use crate::ptx::instrs::Shfl;
@@ -197,7 +198,10 @@ fn h_value(
         u = round_bf16(b, u);
         gg = round_bf16(b, gg);
     }
-    activation(b, l.key.activation, ep.act.as_ref(), u, gg)
+    match l.key.recipe {
+        EpilogueRecipe::Exact => activation(b, l.key.activation, ep.act.as_ref(), u, gg),
+        EpilogueRecipe::Fast => activation_fast(b, l.key.activation, ep.act.as_ref(), u, gg),
+    }
 }
 
 /// `cvt.rn.bf16.f32` into a b16 register.
