@@ -41,6 +41,10 @@ pub struct MoeBlockConfig {
     pub max_tokens: usize,
     /// Which layout the experts are stored in.
     pub layout: CheckpointLayout,
+    /// How routes are summed: `BulkReduceAdd` (fastest; with more than two routes per
+    /// token the GPU's add order, and so the last bf16 bit, can change from call to call)
+    /// or `Deterministic` (a fixed-order reduction: the same bits every call).
+    pub finalize: FinalizeMode,
 }
 
 struct Inner {
@@ -98,6 +102,7 @@ fn load_weights(
     let source = VarBuilderSource::new(vb);
     let shape = config.shape;
     let mut layer_config = LayerConfig::new(shape);
+    layer_config.finalize = config.finalize;
     let weights = match config.layout {
         CheckpointLayout::GptOssMxfp4(params) => {
             let experts = GptOssExperts::load(&source, config.layer, &shape)?;

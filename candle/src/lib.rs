@@ -16,5 +16,6 @@ mod source;
 
 pub use block::{CheckpointLayout, MoeBlock, MoeBlockConfig};
 pub use error::MoeBlockError;
+pub use moegen_dsl::FinalizeMode;
 pub use moegen_dsl::epilogue_math::ActivationParams;
 pub use moegen_runtime::layer::{ExpertWindow, MoeShape};

@@ -8,8 +8,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use common::{E, H, I, LAYER, gpt_oss_tensors, name, write};
 use moegen_candle::{
-    ActivationParams, CheckpointLayout, ExpertWindow, MoeBlock, MoeBlockConfig, MoeBlockError,
-    MoeShape,
+    ActivationParams, CheckpointLayout, ExpertWindow, FinalizeMode, MoeBlock, MoeBlockConfig,
+    MoeBlockError, MoeShape,
 };
 use moegen_runtime::checkpoint_files::{GptOssExperts, SafetensorsFiles};
 use moegen_runtime::prelude::*;
@@ -27,6 +27,7 @@ fn config() -> MoeBlockConfig {
         shape: shape(),
         max_tokens: 16,
         layout: CheckpointLayout::GptOssMxfp4(ActivationParams::GPT_OSS),
+        finalize: FinalizeMode::BulkReduceAdd,
     }
 }
 
@@ -85,6 +86,13 @@ fn gpt_oss_block_equals_the_cpu_reference_of_the_file() {
     .unwrap();
     assert!(out.iter().any(|v| v.to_f32() != 0.0), "a non-trivial output");
     assert_eq!(out, reference.output, "the block differs from moegen's CPU reference");
+
+    // The fixed-order finalize: its own reduction kernel over a scratch, the same sums here
+    // (two routes per token add in one order either way).
+    let det = MoeBlockConfig { finalize: FinalizeMode::Deterministic, ..config() };
+    let det = MoeBlock::new(&vb(&path), det).unwrap();
+    let again = det.forward(&xs, &ti, &tw).unwrap().flatten_all().unwrap();
+    assert_eq!(again.to_vec1::<bf16>().unwrap(), out, "deterministic finalize");
 
     // U32 and I64 ids are the same ids.
     let cpu = Device::Cpu;

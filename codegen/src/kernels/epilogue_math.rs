@@ -345,6 +345,33 @@ pub fn swiglu_fast(b: &mut KernelBuilder, f: &FastRegs, up: Reg, gate: Reg) -> R
     b.mul_f32(u, s)
 }
 
+/// [`swiglu_fast`] of two elements with the f32 SwiGLU inputs, its multiplies and the add
+/// as `.f32x2` pairs (one FMUL2/FADD2 per pair, sm_100 only): each lane is the scalar
+/// sequence's operation with the same rounding, so the values are [`swiglu_fast`]'s.
+/// `exp_scale2` and `one2` are the pairs (exp_scale, exp_scale) and (1, 1).
+pub fn swiglu_fast_x2(
+    b: &mut KernelBuilder,
+    exp_scale2: Reg,
+    one2: Reg,
+    up: [Reg; 2],
+    gate: [Reg; 2],
+) -> [Reg; 2] {
+    let g2 = b.pack_b64(gate[0], gate[1]);
+    let u2 = b.pack_b64(up[0], up[1]);
+    let t2 = b.mul_f32x2(g2, exp_scale2);
+    let (t0, t1) = b.unpack_f32x2(t2);
+    let (e0, e1) = (b.ex2_approx_ftz_f32(t0), b.ex2_approx_ftz_f32(t1));
+    let e2 = b.pack_b64(e0, e1);
+    let d2 = b.add_f32x2(one2, e2);
+    let (d0, d1) = b.unpack_f32x2(d2);
+    let (r0, r1) = (b.rcp_approx_ftz_f32(d0), b.rcp_approx_ftz_f32(d1));
+    let r2 = b.pack_b64(r0, r1);
+    let s2 = b.mul_f32x2(g2, r2);
+    let h2 = b.mul_f32x2(u2, s2);
+    let (h0, h1) = b.unpack_f32x2(h2);
+    [h0, h1]
+}
+
 /// `sigmoid_times_fast`: `t = z ·rn −log2e; e = ex2(t); r = rcp(1 +rn e); x ·rn r`.
 fn sigmoid_times_fast(b: &mut KernelBuilder, x: Reg, z: Reg) -> Reg {
     let t = b.mul_f32(z, NEG_LOG2E);
@@ -420,7 +447,15 @@ pub fn requant_pair(b: &mut KernelBuilder, v: &[Reg; 32], how: BlockQuant) -> ([
         let q = b.min_f32(q, f32::MAX);
         let is0 = b.setp_f32(Cmp::Eq, sfd, 0f32);
         let q = b.selp_f32(0f32, q, is0);
-        let scaled: [Reg; 16] = std::array::from_fn(|i| b.mul_f32(v[16 * j + i], q));
+        // v · q in pairs (one FMUL2 each; lanes round as the scalar multiply does).
+        let q2 = b.pack_b64(q, q);
+        let mut scaled = Vec::with_capacity(16);
+        for i in (0..16).step_by(2) {
+            let p = b.pack_b64(v[16 * j + i], v[16 * j + i + 1]);
+            let prod = b.mul_f32x2(p, q2);
+            let (lo, hi) = b.unpack_f32x2(prod);
+            scaled.extend([lo, hi]);
+        }
         let (lo, hi) = scaled.split_at(8);
         words.push(pack8(b, lo, true));
         words.push(pack8(b, hi, true));

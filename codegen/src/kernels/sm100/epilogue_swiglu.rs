@@ -13,7 +13,7 @@ use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
 use super::prologue::Common;
 use crate::kernels::epilogue_math::{
     BlockQuant, activation, activation_fast, fast_factors, load_activation_params, pre_activation,
-    requant_pair, round_bf16, swiglu_fast, unfolded_block_quant,
+    requant_pair, round_bf16, swiglu_fast, swiglu_fast_x2, unfolded_block_quant,
 };
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{BulkWait, TmaStore};
@@ -76,6 +76,11 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
         let fast = (folded && l.key.recipe == EpilogueRecipe::Fast)
             .then(|| fast_factors(b, al, gs, l.key.swiglu_input));
+        // f32 inputs: the element pairs run as `.f32x2` (FMUL2/FADD2).
+        let pairs = fast.filter(|f| f.input == SwigluInput::F32).map(|f| {
+            let one = b.mov_f32(1f32);
+            (b.pack_b64(f.exp_scale, f.exp_scale), b.pack_b64(one, one))
+        });
         let act = act_params.map(|base| load_activation_params(b, base, u.expert));
         // This unit's bias rows: the expert's up values from h column n·N/2, its gate
         // values I further.
@@ -115,9 +120,19 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                     load_f32x64(b, at)
                 })
             });
-            let h: [Reg; 64] = std::array::from_fn(|i| match &fast {
-                Some(f) => swiglu_fast(b, f, up[i], gate[i]),
-                None => {
+            let paired: Option<Vec<Reg>> = pairs.map(|(exp_scale2, one2)| {
+                (0..64)
+                    .step_by(2)
+                    .flat_map(|i| {
+                        let (u, g) = ([up[i], up[i + 1]], [gate[i], gate[i + 1]]);
+                        swiglu_fast_x2(b, exp_scale2, one2, u, g)
+                    })
+                    .collect()
+            });
+            let h: [Reg; 64] = std::array::from_fn(|i| match (&paired, &fast) {
+                (Some(p), _) => p[i],
+                (None, Some(f)) => swiglu_fast(b, f, up[i], gate[i]),
+                (None, None) => {
                     let bias = biases.as_ref().map(|[bu, bg]| (bu[i], bg[i]));
                     let mut uu = pre_activation(b, al, up[i], bias.map(|x| x.0));
                     let mut gg = pre_activation(b, al, gate[i], bias.map(|x| x.1));

@@ -253,6 +253,11 @@ impl KernelBuilder {
         let op = Alu::Float(FloatOp::Mul(Rnd::Rn), Ty::F32x2);
         self.op(RegClass::B64, op, vec![a.into(), b.into()])
     }
+    /// `add.rn.f32x2` on `.b64` pairs (one FADD2): lanes add independently.
+    pub fn add_f32x2(&mut self, a: Reg, b: Reg) -> Reg {
+        let op = Alu::Float(FloatOp::Add(Rnd::Rn), Ty::F32x2);
+        self.op(RegClass::B64, op, vec![a.into(), b.into()])
+    }
     /// `mov.b64 {lo, hi}, v`: the two f32 halves of a pair.
     pub fn unpack_f32x2(&mut self, v: Reg) -> (Reg, Reg) {
         let (lo, hi) = (self.reg(RegClass::F32), self.reg(RegClass::F32));
