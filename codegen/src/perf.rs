@@ -101,8 +101,9 @@ pub fn render_roles(rows: &[KernelStats]) -> String {
     let _ = writeln!(
         s,
         "per warp role: dynamic PTX per K block (gather: per thread; epilogue: issue slots, the \
-         PTX less its register `mov`s, per output element and thread), from \
-         docs/role-stats.json; (§A2 reference SASS)"
+         PTX less its `mov`s (pair packing, copies, address conversions) as the B200 model \
+         counts them, per output element and thread), from docs/role-stats.json; (§A2 \
+         reference SASS)"
     );
     let _ = writeln!(
         s,

@@ -219,7 +219,8 @@ pub enum EpilogueRecipe {
     /// `div.rn` slow-path call per element.
     Exact,
     /// `ex2.approx.ftz` and `rcp.approx.ftz` (one MUFU each) for the sigmoid; on SM100 with
-    /// α1 folded into the quantization (~11 instructions per output element, branch-free),
+    /// α1 folded into the quantization and element pairs as `.f32x2` (~8.5 issue slots per
+    /// output element, branch-free),
     /// on Hopper (bf16 and FP8 activations) in place of Exact's exp polynomial and division.
     /// Modelled as correctly rounded with flush-to-zero; docs/reference.md states the model
     /// and the tolerance for hardware that deviates from it.

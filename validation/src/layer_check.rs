@@ -84,9 +84,12 @@ pub fn builtin_with_epilogue(
 /// set holds the Exact ones only. Each is generated once per process.
 pub fn hopper_fast_gemm1s() -> Result<Vec<&'static KernelInfo>, GenerateError> {
     use moegen_codegen::kernel_set::{KernelSetSpec, Sm90Gemms, gemm_descs, sm90_mxfp4_tactics};
-    static MADE: std::sync::OnceLock<Vec<&'static KernelInfo>> = std::sync::OnceLock::new();
-    if let Some(k) = MADE.get() {
-        return Ok(k.clone());
+    // One generation per process even when tests call this at once (the kernels are leaked:
+    // a `KernelSet` holds `'static` kernels).
+    static MADE: std::sync::Mutex<Vec<&'static KernelInfo>> = std::sync::Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !made.is_empty() {
+        return Ok(made.clone());
     }
     let spec = KernelSetSpec {
         tactics: Vec::new(),
@@ -101,13 +104,14 @@ pub fn hopper_fast_gemm1s() -> Result<Vec<&'static KernelInfo>, GenerateError> {
         }],
         ..KernelSetSpec::full(moegen_dsl::Target::Sm100f)
     };
-    let mut made = Vec::new();
+    let mut fresh = Vec::new();
     for d in gemm_descs(&spec)? {
         if d.key().gemm == moegen_dsl::GemmKind::Gemm1 {
-            made.push(generated_kernel(&d, "sm_90a")?);
+            fresh.push(generated_kernel(&d, "sm_90a")?);
         }
     }
-    Ok(MADE.get_or_init(|| made).clone())
+    *made = fresh;
+    Ok(made.clone())
 }
 
 /// The built-in set plus [`hopper_fast_gemm1s`].

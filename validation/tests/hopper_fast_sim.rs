@@ -57,6 +57,8 @@ fn hopper_fast_layers_match_the_fast_reference_bit_for_bit() {
         (ActivationFormat::Bf16, EpilogueSpec::PLAIN, "t16:gemm1_sm90_t16n256"),
         (ActivationFormat::Fp8, EpilogueSpec::GPT_OSS, "t16:gemm1_sm90_t16n128"),
         (ActivationFormat::Bf16, EpilogueSpec::GPT_OSS, "t32:gemm1_sm90_t32n128"),
+        // The ping-pong GEMM1 (two consumers taking alternate units) with the Fast recipe.
+        (ActivationFormat::Fp8, EpilogueSpec::PLAIN, "t128:gemm1_sm90_t128n128_pp"),
     ]
     .into_iter()
     .enumerate()
@@ -154,6 +156,17 @@ fn the_fast_h_tolerance_allows_only_the_neighbour_across_a_nearby_boundary() {
     // Two steps at the risky element are outside too.
     let two = dev(1.0 + 2f32.powi(-6), far, 3.0);
     assert_eq!(compare_fast_h(&model, &ref_e2p, &two, &[1, -1], 3).0.outside, 1);
+    // A tiny model value (the absolute term: a result near the flush-to-zero threshold) may
+    // come back as any bf16 of its interval, zero included; its neighbours' sign may not flip
+    // beyond it.
+    let tiny = [2f32.powi(-120), 0.0, 3.0];
+    let (lo, hi) = fast_h_candidates(tiny[0]);
+    assert!(lo.to_f32() < 0.0 && hi.to_f32() > 2f32.powi(-120), "{lo} {hi}");
+    let flushed = dev(0.0, 0.0, 3.0);
+    let (c, _) = compare_fast_h(&tiny, &ref_e2p, &flushed, &[1, -1], 3);
+    assert_eq!((c.identical, c.moved, c.outside), (2, 1, 0), "{c:?}");
+    let big = dev(2f32.powi(-60), 0.0, 3.0);
+    assert_eq!(compare_fast_h(&tiny, &ref_e2p, &big, &[1, -1], 3).0.outside, 1);
     // A route the device dropped (or placed where the model has none) fails all its elements.
     let (c, _) = compare_fast_h(&model, &ref_e2p, &moved, &[-1, 0], 3);
     assert_eq!(c.outside, 6, "{c:?}");

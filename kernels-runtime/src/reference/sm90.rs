@@ -441,11 +441,13 @@ pub fn sm90_gemm1_reference_with(
     let rows = sort.permuted_idx_to_expanded_idx.len();
     let mut values = vec![bf16::ZERO; rows * i];
     if i > 0 {
-        for (row, hrow) in hf.chunks_exact(i).enumerate() {
-            // Padding rows stay zero, as the kernels never write them.
-            if sort.route_of_row(row, shape.top_k()).is_some() {
-                values[row * i..(row + 1) * i].copy_from_slice(&gemm1_row_output(hrow, w));
-            }
+        // Padding rows stay zero, as the kernels never write them; the rows' outputs (A4's
+        // requantization) on every core.
+        let live: Vec<usize> =
+            (0..rows).filter(|&r| sort.route_of_row(r, shape.top_k()).is_some()).collect();
+        let out = par_map(&live, |&r| gemm1_row_output(&hf[r * i..(r + 1) * i], w));
+        for (&r, vals) in live.iter().zip(out) {
+            values[r * i..(r + 1) * i].copy_from_slice(&vals);
         }
     }
     Ok(Sm90Gemm1Output { rows, cols: i, values })

@@ -308,15 +308,16 @@ pub fn sm90_a8_gemm1_reference_with(
 ) -> Result<Vec<bf16>> {
     let hf = sm90_a8_gemm1_h(shape, x, w, sort, recipe)?;
     let (i, k) = (shape.intermediate, shape.top_k());
-    Ok(hf
-        .iter()
-        .enumerate()
-        .map(|(at, &v)| {
+    let mut out = vec![bf16::ZERO; hf.len()];
+    if i > 0 {
+        for (row, (o, h)) in out.chunks_exact_mut(i).zip(hf.chunks_exact(i)).enumerate() {
             // Padding rows stay zero, as the kernels never write them.
-            let route = i > 0 && sort.route_of_row(at / i, k).is_some();
-            if route { bf16::from_f32(v) } else { bf16::ZERO }
-        })
-        .collect())
+            if sort.route_of_row(row, k).is_some() {
+                o.iter_mut().zip(h).for_each(|(o, &v)| *o = bf16::from_f32(v));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A8 GEMM1's h in f32 before its bf16 rounding, `[permuted rows, I]` (padding rows zero).

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use moegen_runtime::ep::{EpMode, NcclCollective, open_devices};
-use moegen_validation::bench::{BenchShape, VARIANTS};
+use moegen_validation::bench::{BenchShape, Variant};
 use moegen_validation::ep_run::{check_collectives, check_ranks, env_rank, mode_name};
 
 /// Checks the G-rank expert-parallel layer against the single-GPU layer.
@@ -38,7 +38,8 @@ struct Args {
     /// Routes per token.
     #[arg(long, default_value_t = 8)]
     top_k: usize,
-    /// mxfp4-a16, mxfp4-a8, nvfp4-a16 or nvfp4-a4 (the device must run it).
+    /// mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4, mxfp4-fast-a16 or mxfp4-fast-a8 (the device
+    /// must run it; the Fast ones on Hopper, their GEMM1s generated at start-up).
     #[arg(long, default_value = "mxfp4-a16")]
     variant: String,
     /// Seed of the synthetic data.
@@ -84,9 +85,7 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     if args.tokens.contains(&0) {
         return Err("--tokens: a token count must be positive".into());
     }
-    let v = VARIANTS.iter().copied().find(|v| v.name == args.variant).ok_or_else(|| {
-        format!("--variant {:?}: not one of mxfp4-a16, mxfp4-a8, nvfp4-a16, nvfp4-a4", args.variant)
-    })?;
+    let v = Variant::named(&args.variant).map_err(|e| format!("--variant: {e}"))?;
     let full = BenchShape {
         name: "ep-check",
         hidden: args.hidden,

@@ -237,12 +237,6 @@ fn run_ep(args: &Args, g: usize) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(v) = variants.iter().find(|v| !v.runs_on(arch)) {
         return Err(format!("variant {} does not run on {arch:?}", v.name).into());
     }
-    // Expert parallelism builds its ranks' layers from the built-in set.
-    if let Some(v) = variants.iter().find(|v| v.recipe.is_some()) {
-        return Err(
-            format!("variant {} is not offered with --ep (built-in kernels only)", v.name).into()
-        );
-    }
     let device = format!("{} x{g} ({} SMs each)", backends[0].name, backends[0].sm_count());
     println!("device: {device}");
     let refs: Vec<_> = backends.iter().collect();

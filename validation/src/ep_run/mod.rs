@@ -110,8 +110,14 @@ pub fn build_layer(
     let ms = shape.moe_shape()?;
     let arch = arch_of(b);
     let lw = upload_weights(b, &ms, weights, v, gs_x, &ExpertEpilogue::default())?;
-    let config = LayerConfig { finalize, activations: v.activations, ..LayerConfig::new(ms) };
-    let kernels = KernelSet::builtin();
+    let config = LayerConfig {
+        finalize,
+        activations: v.activations,
+        recipe: v.recipe,
+        ..LayerConfig::new(ms)
+    };
+    // The variant's kernels: the built-in set, with Hopper's Fast GEMM1s for a Fast variant.
+    let kernels = v.kernels()?;
     let max = max_tokens as u64;
     let tactics = MoeLayer::candidates(&config, &kernels, max, arch, v.format)?;
     let dev = DeviceModel::for_layer(arch, v.activations).with_sms(b.sm_count());
