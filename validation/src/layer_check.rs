@@ -541,6 +541,8 @@ fn run_tactics(
     // The reference's output does not depend on the tile size (rows only move; tested in
     // moegen-runtime's reference tests), so it is computed once per case.
     let mut reference: Option<(Vec<bf16>, Vec<f32>)> = None;
+    // Likewise the Fast recipe's model h and the weights its check reads.
+    let mut fast_model: Option<fast_recipe::FastModel> = None;
     for t in tactics {
         // Stale output must not pass for a result: poison it first.
         let tactic_err = |e| LayerCheckError::Tactic {
@@ -566,7 +568,12 @@ fn run_tactics(
         };
         let fast = arch == Arch::Sm90 && c.recipe == Some(EpilogueRecipe::Fast);
         let (want, contrib, fast_h) = if fast {
-            let f = fast_recipe::fast_pass(b, p, ws, t.tile())?;
+            let m = match fast_model.take() {
+                Some(m) => m,
+                None => fast_recipe::fast_model(p)?,
+            };
+            let f = fast_recipe::fast_pass(b, p, &m, ws, t.tile())?;
+            fast_model = Some(m);
             (f.want, f.contrib, Some(f.check))
         } else {
             (model.clone(), model_contrib, None)

@@ -16,6 +16,7 @@ use super::*;
 use moegen_dsl::EpilogueRecipe;
 use moegen_dsl::abi::Buffer;
 use moegen_runtime::reference::{Gemm1Options, Sm90Gemm1Output, sm90_a8_gemm1_h, sm90_gemm1_h};
+use moegen_runtime::routing::SortOutputs;
 
 /// ex2's measured distance from the model, in ulps (H200, all 2^32 inputs).
 pub const FAST_D_EX2: u32 = 2;
@@ -127,6 +128,55 @@ fn download_buffer(
     }
 }
 
+/// The case's weights as its Hopper GEMMs read them.
+enum FastWeights {
+    A16(Sm90Weights),
+    A8(Sm90A8Weights),
+}
+
+/// What a case's Fast check needs from the CPU once, whatever the tactic: the weights and the
+/// model's f32 h in the row order of `sort` (a tactic's tile only moves rows).
+pub(super) struct FastModel {
+    sort: SortOutputs,
+    h: Vec<f32>,
+    weights: FastWeights,
+}
+
+/// The model's h of case `p` under the Fast recipe.
+pub(super) fn fast_model(p: &Problem) -> Result<FastModel, LayerCheckError> {
+    let c = &p.case;
+    let (s, r) = (&c.shape, &p.routing);
+    let e = |source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) };
+    let sort = moe_sort(&r.experts, r.tokens, &s.window, TileSize::T16).map_err(e)?;
+    let (h, weights) = if c.activations == ActivationFormat::Fp8 {
+        let w = p.sm90_a8_weights()?;
+        let h = sm90_a8_gemm1_h(s, &p.x, &w, &sort, EpilogueRecipe::Fast).map_err(e)?;
+        (h, FastWeights::A8(w))
+    } else {
+        let w = p.sm90_weights()?;
+        let acts =
+            sm90_activations(&p.x, c.tokens, s.hidden, c.activations, p.input_scale).map_err(e)?;
+        let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe: EpilogueRecipe::Fast };
+        (sm90_gemm1_h(s, &acts, &w, &sort, opts).map_err(e)?, FastWeights::A16(w))
+    };
+    Ok(FastModel { sort, h, weights })
+}
+
+/// Rows of `h` (in the order of the expanded → permuted map `from`) moved to the order of
+/// `to`, a sort of `rows` rows; rows no route maps to stay zero.
+fn relayout(h: &[bf16], from: &[i32], to: &[i32], rows: usize, inter: usize) -> Vec<bf16> {
+    let mut out = vec![bf16::ZERO; rows * inter];
+    for (&f, &t) in from.iter().zip(to) {
+        if let (Ok(f), Ok(t)) = (usize::try_from(f), usize::try_from(t))
+            && let (Some(src), Some(dst)) =
+                (h.get(f * inter..(f + 1) * inter), out.get_mut(t * inter..(t + 1) * inter))
+        {
+            dst.copy_from_slice(src);
+        }
+    }
+    out
+}
+
 /// The Fast-recipe row of one tactic's pass: the h check, and the reference output on the
 /// device's own h with its contributions (for the finalize slack).
 pub(super) struct FastPass {
@@ -140,6 +190,7 @@ pub(super) struct FastPass {
 pub(super) fn fast_pass(
     b: &mut dyn Backend,
     p: &Problem,
+    model: &FastModel,
     ws: &Workspace,
     tile: TileSize,
 ) -> Result<FastPass, LayerCheckError> {
@@ -161,25 +212,19 @@ pub(super) fn fast_pass(
         .map(|v| bf16::from_bits(u16::from_le_bytes([v[0], v[1]])))
         .collect();
     let inter = s.intermediate;
-    let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe: EpilogueRecipe::Fast };
-    let ref_e2p = &sort.expanded_idx_to_permuted_idx;
-    let (check, contrib) = if c.activations == ActivationFormat::Fp8 {
-        let w = p.sm90_a8_weights()?;
-        let model = sm90_a8_gemm1_h(s, &p.x, &w, &sort, EpilogueRecipe::Fast).map_err(e)?;
-        let (check, laid) = compare_fast_h(&model, ref_e2p, &gpu_h, &gpu_e2p, inter);
-        let contrib = sm90_a8_gemm2_contributions(s, &laid, &w, &sort, r).map_err(e)?;
-        (check, contrib)
-    } else {
-        let w = p.sm90_weights()?;
-        let acts =
-            sm90_activations(&p.x, c.tokens, s.hidden, c.activations, p.input_scale).map_err(e)?;
-        let model = sm90_gemm1_h(s, &acts, &w, &sort, opts).map_err(e)?;
-        let (check, laid) = compare_fast_h(&model, ref_e2p, &gpu_h, &gpu_e2p, inter);
-        let rows = sort.permuted_idx_to_expanded_idx.len();
-        let h = Sm90Gemm1Output { rows, cols: inter, values: laid };
-        let contrib = sm90_gemm2_contributions(s, &h, &w, &sort, r).map_err(e)?;
-        (check, contrib)
-    };
+    let model_e2p = &model.sort.expanded_idx_to_permuted_idx;
+    let (check, laid) = compare_fast_h(&model.h, model_e2p, &gpu_h, &gpu_e2p, inter);
+    // GEMM2's reference on the device's h, in this tactic's row order.
+    let rows = sort.permuted_idx_to_expanded_idx.len();
+    let laid = relayout(&laid, model_e2p, &sort.expanded_idx_to_permuted_idx, rows, inter);
+    let contrib = match &model.weights {
+        FastWeights::A8(w) => sm90_a8_gemm2_contributions(s, &laid, w, &sort, r),
+        FastWeights::A16(w) => {
+            let h = Sm90Gemm1Output { rows, cols: inter, values: laid };
+            sm90_gemm2_contributions(s, &h, w, &sort, r)
+        }
+    }
+    .map_err(e)?;
     let want = finalize(&contrib, c.tokens, s.top_k(), s.hidden, c.finalize).map_err(e)?;
     Ok(FastPass { check, want, contrib })
 }
