@@ -70,22 +70,44 @@ fn nvfp4_scale_words_become_the_four_steps_scales() {
 }
 
 #[test]
-fn mxfp4_scale_words_become_the_two_blocks_scales() {
-    // Bytes 0 and 2 (steps 0–1 and 2–3: one 32-block each) into the bf16 exponents, code 0
-    // as the subnormal 2^-127 by `max.u16x2` with 0x0040.
-    let max_u16x2 = |a: u32, b: u32| {
-        let lo = (a & 0xFFFF).max(b & 0xFFFF);
-        let hi = (a >> 16).max(b >> 16);
-        lo | (hi << 16)
-    };
+fn mxfp4_scale_words_become_the_two_blocks_factors() {
+    // Bytes 0 and 2 (steps 0–1 and 2–3: one 32-block each) are bf16 exponent fields
+    // (1‥254): `(s << 7) & 0x7F807F80` makes each the factor 2^(field − 127), whatever the
+    // neighbouring bytes hold.
     for fill in [0u32, 0xFFFF_FFFF, 0x1234_5678] {
-        for code in 0u32..=0xFE {
+        for field in 1u32..=254 {
             for j in [0, 2] {
-                let s = word(code, j, fill);
-                let pair = max_u16x2((s << 7) & 0x7F80_7F80, 0x0040_0040);
+                let s = word(field, j, fill);
+                let pair = (s << 7) & 0x7F80_7F80;
                 let half = pair >> (16 * (j / 2));
-                assert_eq!(bf16(half), ue8m0_to_f32(code as u8), "{code:#x} in byte {j}");
+                let want = (2f64).powi(field as i32 - 127);
+                assert_eq!(f64::from(bf16(half)), want, "{field} in byte {j}");
             }
+        }
+    }
+}
+
+/// `mul.rn.bf16x2`'s exact product, where it is a bf16 (the only case the runtime lets
+/// reach the kernels).
+fn exact_bf16_product(a: f64, b: f64) -> Option<f64> {
+    let p = a * b;
+    let bits = (p as f32).to_bits();
+    let rounded = f64::from(f32::from_bits(bits & 0xFFFF_0000));
+    (rounded == p && (p as f32) as f64 == p).then_some(p)
+}
+
+#[test]
+fn mxfp4_one_multiply_gives_e2m1_times_scale_for_every_unshifted_code() {
+    // Unshifted matrices (every code ≤ 128) store field = code + 126, so the placed bits
+    // times the factor are e2m1 · 2^(code − 127): the weight itself, for every code the
+    // runtime accepts unshifted.
+    let two126 = (2f64).powi(126);
+    for code in 0u8..=128 {
+        let factor = (2f64).powi(i32::from(code) + 126 - 127);
+        for c in 0u8..16 {
+            let placed = f64::from(e2m1_to_f32(c)) / two126;
+            let want = f64::from(e2m1_to_f32(c)) * f64::from(ue8m0_to_f32(code));
+            assert_eq!(exact_bf16_product(placed, factor), Some(want), "code {code}, e2m1 {c:#x}");
         }
     }
 }

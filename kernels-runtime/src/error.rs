@@ -73,6 +73,25 @@ pub enum RuntimeError {
         /// Byte offset.
         offset: usize,
     },
+    /// An MXFP4 block on Hopper whose weights the kernels cannot form exactly: its scale
+    /// lies too far below the largest of its expert's matrix (the matrix is shifted by
+    /// 2^−ρ so that its largest scale fits the kernels' bf16 factor; docs/hopper.md,
+    /// "Dequantization").
+    #[error(
+        "{what}: the block at byte {offset} (scale code {code}) is more than 133 binades below its expert's largest scale code {max}; the Hopper kernels' weights e2m1 · scale · 2^-{shift} would not be exact bf16"
+    )]
+    Mxfp4ScaleSpan {
+        /// Which tensor.
+        what: &'static str,
+        /// Byte offset of the block's scale (per-16 codes, expert after expert).
+        offset: usize,
+        /// The block's UE8M0 code.
+        code: u8,
+        /// The largest code of the expert's matrix.
+        max: u8,
+        /// The matrix's shift ρ.
+        shift: u8,
+    },
     /// A NaN scale code in a weight tensor.
     #[error("{what} holds a NaN scale code at byte {offset}")]
     NanScaleCode {

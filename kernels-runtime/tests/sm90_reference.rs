@@ -256,3 +256,127 @@ fn the_fast_recipe_moves_h_by_ulps_and_refuses_a4() {
     assert!(matches!(e, RuntimeError::UnsupportedActivations { .. }), "{e}");
     assert!(e.to_string().contains("Fast"), "{e}");
 }
+
+/// MXFP4 weights of `p` kept MXFP4, with `bump(e, matrix)` added to every scale code of
+/// expert e's matrix (0: up and gate, 1: down).
+fn mxfp4_bumped(p: &Problem, bump: impl Fn(usize, usize) -> u8) -> Sm90Weights {
+    let (h, i) = (256, 128);
+    let mx = |v: &[f32], rows, cols, add: u8| {
+        let mut m = quantize_mxfp4(v, rows, cols, MxScaleRule::NoClip).unwrap();
+        m.scales.iter_mut().for_each(|s| *s += add);
+        m
+    };
+    let per = i * h;
+    let mats: Vec<_> = (0..4)
+        .map(|e| {
+            let s = e * per..(e + 1) * per;
+            (
+                mx(&p.up[s.clone()], i, h, bump(e, 0)),
+                mx(&p.gate[s.clone()], i, h, bump(e, 0)),
+                mx(&p.down[s], h, i, bump(e, 1)),
+            )
+        })
+        .collect();
+    fn tensor(m: &moegen_dsl::formats::Mxfp4Matrix) -> Mxfp4Tensor<'_> {
+        Mxfp4Tensor { packed: &m.packed, scales: &m.scales, layout: CheckpointScales::Linear }
+    }
+    let experts: Vec<_> = mats
+        .iter()
+        .map(|(u, g, d)| ExpertTensors { up: tensor(u), gate: tensor(g), down: tensor(d) })
+        .collect();
+    Sm90Weights::from_mxfp4(&p.shape, &experts, ActivationFormat::Bf16, p.gs_x, 336.0).unwrap()
+}
+
+/// Hopper's MXFP4 kernels multiply each placed E2M1 by one factor 2^126 · scale, a bf16 only
+/// for scales up to 2 (codes ≤ 128); a matrix with larger scales is shifted by 2^−ρ and its
+/// α carries 2^ρ. The layer is then exactly the unshifted one scaled: down scales 2^100
+/// larger give outputs 2^100 larger, bit for bit (the wgmma model, f32 and bf16 roundings
+/// are all scale-free away from their range ends), and the scale bytes the kernels read
+/// are the shifted factors' exponent fields.
+#[test]
+fn mxfp4_scales_above_two_are_shifted_into_alpha_exactly() {
+    let p = problem(32);
+    let x = bf16s(&p.x);
+    let run = |w: &Sm90Weights| {
+        moe_reference_sm90(
+            &p.shape,
+            &x,
+            p.gs_x,
+            w,
+            &p.routing,
+            TileSize::T16,
+            SwigluInput::F32,
+            FinalizeMode::Deterministic,
+        )
+        .unwrap()
+        .output
+    };
+    let base = mxfp4_bumped(&p, |_, _| 0);
+    // Unit-variance weights: every scale code is far below 128, nothing is shifted.
+    assert!(base.w1_scales.iter().chain(&base.w2_scales).all(|&c| c <= 128));
+    assert_eq!(base.kernel_alphas(&p.shape).unwrap(), (base.alpha1.clone(), base.alpha2.clone()));
+    let big = mxfp4_bumped(&p, |_, m| if m == 1 { 100 } else { 0 });
+    let max2 = *big.w2_scales.iter().max().unwrap();
+    let rho = max2 - 128;
+    assert!(rho > 0, "the bump must force a shift (max code {max2})");
+    let (a1, a2) = big.kernel_alphas(&p.shape).unwrap();
+    assert_eq!(a1, big.alpha1);
+    // Per expert: its own largest code decides.
+    for (e, a) in a2.iter().enumerate() {
+        let per = 256 * 128 / 16;
+        let m = *big.w2_scales[e * per..(e + 1) * per].iter().max().unwrap();
+        assert_eq!(*a, big.alpha2[e] * 2f32.powi(i32::from(m.saturating_sub(128))), "expert {e}");
+    }
+    // The stored W2 scale bytes are code − ρ_e + 126.
+    let [_, _, _, s2] = big.fragment_layout(&p.shape).unwrap();
+    let [_, _, _, s2_base] = base.fragment_layout(&p.shape).unwrap();
+    let per = 256 * 128 / 16;
+    for e in 0..4 {
+        let m = *big.w2_scales[e * per..(e + 1) * per].iter().max().unwrap();
+        let shift = m.saturating_sub(128);
+        for o in e * per..(e + 1) * per {
+            assert_eq!(i32::from(s2[o]), i32::from(s2_base[o]) + 100 - i32::from(shift), "at {o}");
+        }
+    }
+    let (want, got) = (run(&base), run(&big));
+    let scale = 2f32.powi(100);
+    for (j, (a, b)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(b.to_f32(), a.to_f32() * scale, "element {j}");
+    }
+}
+
+/// A block too far below its matrix's largest scale cannot be formed by the shifted factor:
+/// refused by name, with its offset; a block of zeros there is accepted (it is zero whatever
+/// its factor).
+#[test]
+fn mxfp4_blocks_past_the_shift_range_are_refused_by_name() {
+    let p = problem(4);
+    let mut w = mxfp4_bumped(&p, |_, _| 0);
+    // Expert 1's first W2 block gets the largest finite code: ρ = 252 − 128 = 124, so a code
+    // of 0 elsewhere in that matrix sits 252 binades down, past the factor's range.
+    let per = 256 * 128 / 16;
+    w.w2_scales[per] = 252;
+    w.w2_scales[per + 2] = 0;
+    let e = w.fragment_layout(&p.shape).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RuntimeError::Mxfp4ScaleSpan { what: "W2 scales", offset, code: 0, max: 252, shift: 124 }
+                if offset == per + 2
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("W2 scales") && e.to_string().contains("byte"), "{e}");
+    assert!(w.kernel_alphas(&p.shape).is_err());
+    // The same block holding only zeros (±0) is fine.
+    for v in 0..16 {
+        let at = (per + 2) * 16 + v;
+        let byte = &mut w.w2[at / 2];
+        *byte &= if at % 2 == 0 { 0xF0 } else { 0x0F };
+        if v == 3 {
+            *byte |= if at % 2 == 0 { 0x08 } else { 0x80 };
+        }
+    }
+    assert!(w.fragment_layout(&p.shape).is_ok());
+    assert_eq!(w.kernel_alphas(&p.shape).unwrap().1[1], w.alpha2[1] * 2f32.powi(124));
+}

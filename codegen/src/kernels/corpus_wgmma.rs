@@ -105,7 +105,7 @@ pub fn build() -> KernelBuilder {
         let j = j as u32;
         let s_lo = splat(&mut b, scales[0][j as usize]);
         let s_hi = splat(&mut b, scales[1][j as usize]);
-        let frag = dequant_step(&mut b, word, s_lo, s_hi);
+        let frag = dequant_step(&mut b, WeightFormat::Nvfp4, word, s_lo, s_hi);
         for (k, &r) in frag.iter().enumerate() {
             b.emit(
                 st(Space::Global, Ty::B32),

@@ -17,7 +17,41 @@
 //! 16 bits apart like the halves they become, which is what lets the dequantization place
 //! both with one multiply (`codegen`'s `sm90/dequant.rs`). A 256-byte scale tile holds, for each of
 //! its 64 rows, the scale bytes of its four K steps (`row · 4 + j`): one byte per 16 values
-//! (UE4M3 for NVFP4; for MXFP4 each UE8M0 scale appears for both 16-halves of its 32-block).
+//! (UE4M3 for NVFP4; for MXFP4 each 32-block's byte appears for both 16-halves).
+//!
+//! An MXFP4 scale byte is not the UE8M0 code S itself but the bf16 exponent field of the one
+//! factor the kernel multiplies the placed E2M1 bits by ([`mxfp4_scale_field`]): the placed
+//! bits are e2m1 · 2^−126, so the factor is 2^126 · 2^(S − 127) · 2^−ρ, ρ being the
+//! matrix's shift ([`mxfp4_shift`], 0 unless some code exceeds 128, where 2^126 · scale
+//! would not be a bf16). The weights the kernel multiplies are then e2m1 · scale · 2^−ρ, and
+//! the epilogue's per-expert α carries 2^ρ.
+
+/// The bf16 exponent bias of the MXFP4 scale field: 126 (the 2^126 that makes placed bits
+/// E2M1 values) + 127 (bf16) − 127 (UE8M0).
+pub const MXFP4_FIELD_BIAS: i32 = 126;
+
+/// The largest UE8M0 code whose 2^126 · scale is still a bf16 (2^127).
+pub const MXFP4_UNSHIFTED_MAX: u8 = 128;
+
+/// The shift ρ of an MXFP4 matrix whose largest scale code is `max_code`: the least
+/// ρ ≥ 0 with 2^126 · 2^(max_code − 127 − ρ) a bf16.
+pub fn mxfp4_shift(max_code: u8) -> u8 {
+    max_code.saturating_sub(MXFP4_UNSHIFTED_MAX)
+}
+
+/// The bf16 exponent field (the stored scale byte) of a block with UE8M0 code `code` in a
+/// matrix shifted by `shift`, or `None` where it is not a normal bf16 exponent (1‥254):
+/// that block's factor 2^(field − 127) cannot be formed.
+pub fn mxfp4_scale_field(code: u8, shift: u8) -> Option<u8> {
+    let f = i32::from(code) - i32::from(shift) + MXFP4_FIELD_BIAS;
+    u8::try_from(f).ok().filter(|f| (1..=254).contains(f))
+}
+
+/// The weight the kernel forms from E2M1 value `e2m1` and scale field `field`:
+/// e2m1 · 2^−126 · 2^(field − 127), exact in f64 (a bf16 when the runtime accepts it).
+pub fn mxfp4_kernel_weight(e2m1: f64, field: u8) -> f64 {
+    e2m1 * (2f64).powi(i32::from(field) - 127 - 126)
+}
 
 /// Rows of a fragment tile (one wgmma M).
 pub const TILE_ROWS: usize = 64;

@@ -7,7 +7,10 @@
 
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::abi::sm90_weights::{scale_bytes, scale_position, value_bytes, value_position};
+use moegen_dsl::abi::sm90_weights::{
+    mxfp4_kernel_weight, mxfp4_scale_field, mxfp4_shift, scale_bytes, scale_position, value_bytes,
+    value_position,
+};
 use moegen_dsl::epilogue_math::fast::activation_fast;
 use moegen_dsl::epilogue_math::{activation_exact, gemm2_value, pre_activation, round_to_bf16};
 
@@ -56,6 +59,14 @@ pub struct Sm90Weights {
     /// The activation's per-expert parameters and the biases (plain SwiGLU, none, by
     /// default; [`Self::with_epilogue`]).
     pub epilogue: ExpertEpilogue,
+}
+
+/// What the Hopper kernels read of one matrix kind (W1 or W2), every expert: the scale
+/// bytes as stored (NVFP4: the UE4M3 codes; MXFP4: the factors' bf16 exponent fields,
+/// `abi::sm90_weights::mxfp4_scale_field`) and each expert's shift ρ (0 for NVFP4).
+struct KernelScales {
+    bytes: Vec<u8>,
+    shifts: Vec<u8>,
 }
 
 fn weight_value(format: WeightFormat, code: u8, scale: u8) -> Option<f32> {
@@ -248,10 +259,101 @@ impl Sm90Weights {
         Ok(())
     }
 
+    /// One matrix kind's scales as the kernels read them (`what` names it in errors):
+    /// `per_expert` per-16 codes per expert, `codes` the expert's packed E2M1 values.
+    fn kernel_scales_of(
+        &self,
+        what: &'static str,
+        scales: &[u8],
+        values: &[u8],
+        per_expert: usize,
+    ) -> Result<KernelScales> {
+        if self.format == WeightFormat::Nvfp4 {
+            let experts = scales.len() / per_expert.max(1);
+            return Ok(KernelScales { bytes: scales.to_vec(), shifts: vec![0; experts] });
+        }
+        let mut out = KernelScales { bytes: Vec::with_capacity(scales.len()), shifts: Vec::new() };
+        for (e, block_codes) in scales.chunks_exact(per_expert).enumerate() {
+            let max = block_codes.iter().copied().max().unwrap_or(0);
+            let shift = mxfp4_shift(max);
+            for (b, &code) in block_codes.iter().enumerate() {
+                let offset = e * per_expert + b;
+                let field = mxfp4_scale_field(code, shift);
+                // From field 121 up every E2M1 value times the factor is a bf16 (the least,
+                // 0.5 · 2^(121 − 253), is bf16's least subnormal): nothing to check.
+                if let Some(f) = field.filter(|&f| f >= 121) {
+                    out.bytes.push(f);
+                    continue;
+                }
+                let codes = (0..16).map(|v| nibble_at(values, offset * 16 + v).unwrap_or(0));
+                let f = match field {
+                    Some(f) => f,
+                    // A block of zeros is zero whatever its factor: the least field serves.
+                    None if codes.clone().all(|c| c & 0x7 == 0) => 1,
+                    None => {
+                        return Err(RuntimeError::Mxfp4ScaleSpan {
+                            what,
+                            offset,
+                            code,
+                            max,
+                            shift,
+                        });
+                    }
+                };
+                let exact = codes
+                    .map(|c| mxfp4_kernel_weight(f64::from(e2m1_to_f32(c)), f))
+                    .all(|v| f64::from(bf16::from_f64(v)) == v);
+                if !exact {
+                    return Err(RuntimeError::Mxfp4ScaleSpan { what, offset, code, max, shift });
+                }
+                out.bytes.push(f);
+            }
+            out.shifts.push(shift);
+        }
+        Ok(out)
+    }
+
+    /// W1's and W2's scales as the kernels read them.
+    fn kernel_scales(&self, shape: &MoeShape) -> Result<[KernelScales; 2]> {
+        let (h, i) = (shape.hidden, shape.intermediate);
+        let rows = self.epilogue.w1_rows(i);
+        Ok([
+            self.kernel_scales_of("W1 scales", &self.w1_scales, &self.w1, rows * h / 16)?,
+            self.kernel_scales_of("W2 scales", &self.w2_scales, &self.w2, h * i / 16)?,
+        ])
+    }
+
+    /// α1 and α2 as the kernels take them: each expert's α times 2^ρ of its matrix (MXFP4
+    /// matrices with scales above 2 are shifted by 2^−ρ; `abi::sm90_weights`). Equal to
+    /// [`Self::alpha1`] and [`Self::alpha2`] for every matrix whose scale codes are at most
+    /// 128, which covers checkpoints (weights up to 12).
+    pub fn kernel_alphas(&self, shape: &MoeShape) -> Result<(Vec<f32>, Vec<f32>)> {
+        self.validate(shape)?;
+        let (_, a1, a2) = self.kernel_form(shape)?;
+        Ok((a1, a2))
+    }
+
+    /// The scales and α the kernels read ([`Self::kernel_scales`], [`Self::kernel_alphas`]).
+    fn kernel_form(&self, shape: &MoeShape) -> Result<([KernelScales; 2], Vec<f32>, Vec<f32>)> {
+        let [s1, s2] = self.kernel_scales(shape)?;
+        let times = |alpha: &[f32], shifts: &[u8]| -> Result<Vec<f32>> {
+            let out: Vec<f32> =
+                alpha.iter().zip(shifts).map(|(&a, &s)| a * (2f32).powi(i32::from(s))).collect();
+            if out.iter().any(|a| !a.is_finite()) {
+                return Err(RuntimeError::NonFinite { what: "alpha times its MXFP4 shift 2^rho" });
+            }
+            Ok(out)
+        };
+        let (a1, a2) = (times(&self.alpha1, &s1.shifts)?, times(&self.alpha2, &s2.shifts)?);
+        Ok(([s1, s2], a1, a2))
+    }
+
     /// The weights in the Hopper kernels' fragment layout (`moegen_dsl::abi::sm90_weights`):
-    /// (W1, W1 scales, W2, W2 scales), expert after expert.
+    /// (W1, W1 scales, W2, W2 scales), expert after expert. MXFP4 scale bytes are the
+    /// kernels' factor fields, with α from [`Self::kernel_alphas`].
     pub fn fragment_layout(&self, shape: &MoeShape) -> Result<[Vec<u8>; 4]> {
         self.validate(shape)?;
+        let [ks1, ks2] = self.kernel_scales(shape)?;
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         let shuffle = |values: &[u8], scales: &[u8], rows: usize, k: usize| -> (Vec<u8>, Vec<u8>) {
             let (vb, sb) = (value_bytes(rows, k), scale_bytes(rows, k));
@@ -274,18 +376,24 @@ impl Sm90Weights {
             }
             (v, s)
         };
-        let (w1, s1) = shuffle(&self.w1, &self.w1_scales, self.epilogue.w1_rows(i), h);
-        let (w2, s2) = shuffle(&self.w2, &self.w2_scales, h, i);
+        let (w1, s1) = shuffle(&self.w1, &ks1.bytes, self.epilogue.w1_rows(i), h);
+        let (w2, s2) = shuffle(&self.w2, &ks2.bytes, h, i);
         Ok([w1, s1, w2, s2])
     }
 
-    /// Row `r` of one expert's matrix as bf16 bits (exact).
+    /// Row `r` of one expert's matrix as the bf16 bits the kernels multiply (exact), from
+    /// the scale bytes as the kernels read them ([`Self::kernel_scales`]).
     fn row_bf16(&self, values: &[u8], scales: &[u8], r: usize, k: usize) -> Vec<u16> {
         (0..k)
             .map(|c| {
                 let code = nibble_at(values, r * k + c).unwrap_or(0);
-                let v = weight_value(self.format, code, scales[r * k / 16 + c / 16])
-                    .unwrap_or(f32::NAN);
+                let s = scales[r * k / 16 + c / 16];
+                let v = match self.format {
+                    WeightFormat::Nvfp4 => weight_value(self.format, code, s).unwrap_or(f32::NAN),
+                    WeightFormat::Mxfp4 => {
+                        mxfp4_kernel_weight(f64::from(e2m1_to_f32(code)), s) as f32
+                    }
+                };
                 bf16::from_f32(v).to_bits()
             })
             .collect()
@@ -473,11 +581,12 @@ pub fn sm90_gemm1_h(
     let w1_rows = w.epilogue.w1_rows(i);
     let gated = w.epilogue.spec().activation.gated();
     let (vb, sb) = (value_bytes(w1_rows, h), scale_bytes(w1_rows, h));
+    let ([ks1, _], alpha1, _) = w.kernel_form(shape)?;
     // An expert's rows share its W1: decode it once, then compute its rows on every core.
     for (e, members) in rows_by_expert(sort, rows, k) {
-        let (wv, ws) = (&w.w1[e * vb..(e + 1) * vb], &w.w1_scales[e * sb..(e + 1) * sb]);
+        let (wv, ws) = (&w.w1[e * vb..(e + 1) * vb], &ks1.bytes[e * sb..(e + 1) * sb]);
         let w1 = w.matrix_bf16(wv, ws, w1_rows, h);
-        let alpha = w.alpha1[e];
+        let alpha = alpha1[e];
         let ep = &w.epilogue;
         let out = par_map(&members, |&[_, token, _]| {
             let xr: Vec<u16> = x[token * h..(token + 1) * h].iter().map(|v| v.to_bits()).collect();
@@ -520,10 +629,11 @@ pub fn sm90_gemm2_contributions(
     crate::routing::check_router_weights(&routing.weights, k)?;
     check_len("GEMM1 output", h_in.values.len(), h_in.rows * i)?;
     let (vb, sb) = (value_bytes(hid, i), scale_bytes(hid, i));
+    let ([_, ks2], _, alpha2) = w.kernel_form(shape)?;
     let mut contrib = vec![0f32; routing.tokens * k * hid];
     // An expert's rows share its W2: decode it once, then compute its rows on every core.
     for (e, members) in rows_by_expert(sort, h_in.rows, k) {
-        let (wv, ws) = (&w.w2[e * vb..(e + 1) * vb], &w.w2_scales[e * sb..(e + 1) * sb]);
+        let (wv, ws) = (&w.w2[e * vb..(e + 1) * vb], &ks2.bytes[e * sb..(e + 1) * sb]);
         let w2 = w.matrix_bf16(wv, ws, hid, i);
         let out = par_map(&members, |&[row, token, slot]| {
             let a: Vec<u16> =
@@ -533,7 +643,7 @@ pub fn sm90_gemm2_contributions(
                 .enumerate()
                 .map(|(c, wrow)| {
                     let bias = w.epilogue.gemm2_bias(shape, e, c);
-                    round_to_bf16(gemm2_value(wgmma_dot(&a, wrow), w.alpha2[e], rw, bias))
+                    round_to_bf16(gemm2_value(wgmma_dot(&a, wrow), alpha2[e], rw, bias))
                 })
                 .collect::<Vec<f32>>()
         });

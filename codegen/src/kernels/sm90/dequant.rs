@@ -1,45 +1,48 @@
 //! Weights into wgmma A registers: per K16 step each consumer thread holds one 32-bit word
 //! of eight E2M1 codes — exactly its A fragment (`abi::sm90_weights`): register k takes
 //! nibble k (low bf16 half) and nibble k + 4 (high half) — and the scale words of its two
-//! rows (r, r+8). Every value becomes the exact bf16 of e2m1 · scale:
+//! rows (r, r+8). Every value becomes the exact bf16 the runtime's reference says:
 //!
 //! 1. Per register k: `c = src & (0xF000F << 4·(k % 2))`, with `src = w` for k < 2 and
 //!    `w >> 8` for k ≥ 2 (one shift per word), isolates the register's two codes 16 bits
 //!    apart; `c · 0x1040` (k even) or `c · 0x0104` (k odd) is `c << 6 | c << 12` or
 //!    `c << 2 | c << 8` (the copies do not overlap, so the product carries nothing), and
 //!    `& 0x81C081C0` keeps each half's magnitude bits at bf16 bits 6–8 and its sign at bit
-//!    15: the bf16 2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a bf16 subnormal).
-//!    `mul.rn.bf16x2` by 2^126 makes it the E2M1 value exactly, and a second one by the
-//!    splatted scale gives e2m1 · scale, exact because it is a bf16 (validated by the
-//!    runtime). 1 + 4 × 3 placing instructions per word, 2 multiplies per register.
-//! 2. Scales, once per row and stage (the word's byte j is step j's scale): NVFP4:
+//!    15: the bf16 2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a bf16 subnormal), which
+//!    is e2m1 · 2^−126 exactly.
+//! 2. NVFP4: `mul.rn.bf16x2` by 2^126 makes it the E2M1 value, and a second one by the
+//!    splatted UE4M3 scale gives e2m1 · scale, exact because it is a bf16 (validated by the
+//!    runtime): 2 multiplies per register. MXFP4: one multiply by the splatted factor
+//!    2^126 · scale · 2^−ρ, which the host stores as a bf16 exponent field
+//!    (`abi::sm90_weights::mxfp4_scale_field`; ρ > 0 only for matrices with scales above 2,
+//!    and the epilogue's α carries 2^ρ): 1 multiply per register. (NVFP4's 2^126 · scale is
+//!    no bf16 for UE4M3 scales from 4 up, and no per-matrix power of two keeps every
+//!    product exact, so NVFP4 keeps two.)
+//! 3. Scales, once per row and stage (the word's byte j is step j's scale): NVFP4:
 //!    `(s << 4) & 0x07F007F0` and `(s >> 4) & 0x07F007F0` put bytes 0, 2 and 1, 3 at bf16
 //!    bits 4–10 (2^(e−127)·(1 + m/8), or the E4M3 subnormal m/8·2^−126; the mask drops the
 //!    clear sign bit), and `mul.rn.bf16x2` by 2^120 makes them the E4M3 values: 6
 //!    instructions for four scales. MXFP4 (bytes 0, 1 and 2, 3 are the same 32-block's
-//!    UE8M0): `(s << 7) & 0x7F807F80` puts bytes 0 and 2 in the bf16 exponents and
-//!    `max.u16x2` with 0x0040 turns code 0 (2^−127, which the exponent field alone cannot
-//!    say) into the bf16 subnormal 2^−127: 3 instructions for four steps.
-//! 3. The scale multiply reads its step's half as `{h, h}` (`mov.b32` from a `.b16`
+//!    field): `(s << 7) & 0x7F807F80` puts bytes 0 and 2 in the bf16 exponents: 2
+//!    instructions for four steps.
+//! 4. The scale multiply reads its step's half as `{h, h}` (`mov.b32` from a `.b16`
 //!    pair), which ptxas folds into `HMUL2`'s `.H0_H0`/`.H1_H1` operand selector: the
 //!    splat costs no instruction.
 //!
-//! Per K16 step and m64 block: 1 shared load, 13 + 8 multiplies + the scales' share (NVFP4
-//! 2 × 6 / 4 = 3, MXFP4 2 × 3 / 4 = 1.5) = 24 / 22.5 ALU instructions for 8 values (was 29
-//! with a per-step scale splat and an even/odd nibble split); docs/hopper.md has the SASS
-//! counts.
+//! Per K16 step and m64 block: 1 shared load, 13 placing instructions, then NVFP4 8
+//! multiplies + its scales' share 2 × 6 / 4 = 3 (24 ALU instructions for 8 values), MXFP4 4
+//! multiplies + 2 × 2 / 4 = 1 (18; 22.5 before the factor was folded); docs/hopper.md has
+//! the SASS counts.
 
 use moegen_dsl::abi::WeightFormat;
 
-use crate::ptx::ops::{Alu, FloatOp, IntOp};
+use crate::ptx::ops::{Alu, FloatOp};
 use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Rnd, Ty};
 
 /// bf16x2 2^126, 2^126.
 const BF16X2_2P126: u32 = 0x7E80_7E80;
 /// bf16x2 2^120, 2^120.
 const BF16X2_2P120: u32 = 0x7B80_7B80;
-/// bf16x2 2^−127 (the subnormal 0x0040) twice: UE8M0 code 0.
-const BF16X2_2M127: u32 = 0x0040_0040;
 
 /// `mul.rn.bf16x2 d, a, k` with a constant pair.
 fn mul_bf16x2(b: &mut KernelBuilder, a: Reg, k: impl Into<Operand>) -> Reg {
@@ -67,15 +70,10 @@ pub fn row_scales(b: &mut KernelBuilder, format: WeightFormat, word: Reg) -> [Re
             [s0, s1, s2, s3]
         }
         WeightFormat::Mxfp4 => {
-            // Bytes 0 (steps 0, 1: one 32-block) and 2 (steps 2, 3) into the bf16 exponents.
+            // Bytes 0 (steps 0, 1: one 32-block) and 2 (steps 2, 3): the factors' bf16
+            // exponent fields (1‥254, so never a subnormal or the sign).
             let bits = b.shl_b32(word, 7u32);
-            let bits = b.and_b32(bits, Operand::Hex(0x7F80_7F80));
-            let floor = b.mov_u32(Operand::Hex(BF16X2_2M127));
-            let pair = b.op(
-                RegClass::B32,
-                Alu::Int(IntOp::Max, Ty::U16x2),
-                vec![bits.into(), floor.into()],
-            );
+            let pair = b.and_b32(bits, Operand::Hex(0x7F80_7F80));
             let (s01, s23) = unpack(b, pair);
             [s01, s01, s23, s23]
         }
@@ -95,12 +93,22 @@ pub fn splat(b: &mut KernelBuilder, h: Reg) -> Reg {
     b.mov_b32(RegClass::B32, Operand::regs(&[h, h]))
 }
 
-/// The four A registers of one K16 step from the fragment word `w`, with the scales of the
-/// thread's rows r (`s_lo`, registers 0 and 2) and r+8 (`s_hi`, registers 1 and 3).
-pub fn dequant_step(b: &mut KernelBuilder, w: Reg, s_lo: Reg, s_hi: Reg) -> [Reg; 4] {
+/// The four A registers of one K16 step from the fragment word `w`, with the scales (from
+/// [`row_scales`] of the same `format`) of the thread's rows r (`s_lo`, registers 0 and 2)
+/// and r+8 (`s_hi`, registers 1 and 3).
+pub fn dequant_step(
+    b: &mut KernelBuilder,
+    format: WeightFormat,
+    w: Reg,
+    s_lo: Reg,
+    s_hi: Reg,
+) -> [Reg; 4] {
     // Nibbles 2, 6 and 3, 7 to where nibbles 0, 4 and 1, 5 are.
     let upper = b.shr_u32(w, 8u32);
-    let k126 = b.mov_u32(Operand::Hex(BF16X2_2P126));
+    let k126 = match format {
+        WeightFormat::Nvfp4 => Some(b.mov_u32(Operand::Hex(BF16X2_2P126))),
+        WeightFormat::Mxfp4 => None,
+    };
     std::array::from_fn(|k| {
         let src = if k < 2 { w } else { upper };
         // Codes at bits 0–3 and 16–19 (even k) or 4–7 and 20–23 (odd k): copies to the
@@ -110,7 +118,11 @@ pub fn dequant_step(b: &mut KernelBuilder, w: Reg, s_lo: Reg, s_hi: Reg) -> [Reg
         let c = b.and_b32(src, Operand::Hex(mask));
         let spread = b.mul_u32(c, spread);
         let bits = b.and_b32(spread, Operand::Hex(0x81C0_81C0));
-        let e2m1 = mul_bf16x2(b, bits, k126);
-        mul_bf16x2(b, e2m1, if k % 2 == 0 { s_lo } else { s_hi })
+        // NVFP4: the E2M1 value first; MXFP4's factor already holds the 2^126.
+        let bits = match k126 {
+            Some(k126) => mul_bf16x2(b, bits, k126),
+            None => bits,
+        };
+        mul_bf16x2(b, bits, if k % 2 == 0 { s_lo } else { s_hi })
     })
 }

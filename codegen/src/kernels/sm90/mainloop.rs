@@ -198,7 +198,7 @@ pub(super) fn mainloop(
                 .map(|blk| {
                     let s_lo = splat(b, scales[blk][0][j as usize]);
                     let s_hi = splat(b, scales[blk][1][j as usize]);
-                    dequant_step(b, words[blk][j as usize], s_lo, s_hi)
+                    dequant_step(b, l.key.format, words[blk][j as usize], s_lo, s_hi)
                 })
                 .collect();
             let desc = act_desc(b, st, j);
