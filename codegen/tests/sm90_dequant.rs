@@ -1,9 +1,10 @@
 //! The integer and bf16 steps of the Hopper dequantization (`kernels/sm90/dequant.rs`),
 //! replayed on the CPU: every E2M1 code and every scale code gives the exact weight the CPU
-//! reference uses, and the nibble placement puts nibble k of a fragment word in the low half
-//! of A register k and nibble k + 4 in its high half (`abi::sm90_weights::value_position`).
+//! reference uses, and the placement puts value 2k of a fragment word in the low half of A
+//! register k and value 2k + 1 in its high half (`abi::sm90_weights::VALUE_BITS`).
 //! (The H200 ran the PTX itself: docs/hopper.md.)
 
+use moegen_dsl::abi::sm90_weights::{VALUE_BITS, code_at, place_code};
 use moegen_dsl::formats::{e2m1_to_f32, e4m3_to_f32, ue8m0_to_f32};
 
 /// A bf16 bit pattern as f32 (exact, subnormals included).
@@ -11,15 +12,17 @@ fn bf16(bits: u32) -> f32 {
     f32::from_bits((bits & 0xFFFF) << 16)
 }
 
-/// The four A registers of a fragment word, before the ×2^126 and ×scale multiplies: as
-/// the kernel places them (one shared `w >> 8`, then per register `and`, `mul.lo`, `and`).
+/// The four A registers of a fragment word, before the multiplies: as the kernel places
+/// them (registers 0, 1: `shf.r.wrap` by 2, 5 and `and`; registers 2, 3: `and`, `mul.lo`
+/// by 0x42, 9, `and`).
 fn placed(w: u32) -> [u32; 4] {
-    let upper = w >> 8;
-    std::array::from_fn(|k| {
-        let src = if k < 2 { w } else { upper };
-        let (mask, spread) = if k % 2 == 0 { (0x000F_000F, 0x1040) } else { (0x00F0_00F0, 0x0104) };
-        (src & mask).wrapping_mul(spread) & 0x81C0_81C0
-    })
+    let keep = 0x81C0_81C0;
+    [
+        w.rotate_right(2) & keep,
+        w.rotate_right(5) & keep,
+        (w & 0x4045_4045).wrapping_mul(0x42) & keep,
+        (w & 0x80A8_80A8).wrapping_mul(9) & keep,
+    ]
 }
 
 #[test]
@@ -32,11 +35,24 @@ fn every_code_lands_in_its_half_as_the_e2m1_value_times_2_pow_minus_126() {
         x ^= x << 5;
         let regs = placed(x);
         for (k, &r) in regs.iter().enumerate() {
-            for (half, nib) in [(0, k), (1, k + 4)] {
-                let code = ((x >> (4 * nib)) & 0xF) as u8;
+            for half in 0..2 {
+                // Value 2k + half of the word, at the bits the ABI gives it.
+                let code = code_at(x, VALUE_BITS[2 * k + half]);
                 let v = f64::from(bf16(r >> (16 * half))) * two126;
                 let want = f64::from(e2m1_to_f32(code));
                 assert!(v == want && v.is_sign_negative() == want.is_sign_negative(), "{x:08x}");
+            }
+        }
+    }
+    // Every code in every position, the other values zero and all ones.
+    for (i, &bits) in VALUE_BITS.iter().enumerate() {
+        for code in 0u8..16 {
+            for rest in [0u32, u32::MAX] {
+                let others = VALUE_BITS.iter().enumerate().filter(|&(o, _)| o != i);
+                let base = others.fold(0, |w, (_, &b)| place_code(w, b, (rest & 0xF) as u8));
+                let w = place_code(base, bits, code);
+                let r = placed(w)[i / 2] >> (16 * (i % 2));
+                assert_eq!(f64::from(bf16(r)) * two126, f64::from(e2m1_to_f32(code)), "{i} {code}");
             }
         }
     }

@@ -5,7 +5,8 @@ use std::collections::HashSet;
 
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::{
-    SCALE_TILE_BYTES, TILE_BYTES, scale_bytes, scale_position, value_bytes, value_position,
+    SCALE_TILE_BYTES, TILE_BYTES, VALUE_BITS, code_at, place_code, scale_bytes, scale_position,
+    value_bytes, value_position,
 };
 use moegen_dsl::abi::{KernelId, launch_facts};
 use moegen_dsl::*;
@@ -151,9 +152,11 @@ fn the_fragment_layout_is_a_bijection_onto_the_packed_bytes() {
         let mut scales = HashSet::new();
         for r in 0..rows {
             for c in 0..k {
-                let (byte, nibble) = value_position(rows, k, r, c).unwrap();
-                assert!(byte < value_bytes(rows, k));
-                assert!(seen.insert((byte, nibble)), "({r}, {c}) collides");
+                let (byte, bits) = value_position(rows, k, r, c).unwrap();
+                assert!(byte % 4 == 0 && byte < value_bytes(rows, k));
+                for b in bits {
+                    assert!(seen.insert(byte * 8 + b as usize), "({r}, {c}) collides");
+                }
                 let s = scale_position(rows, k, r, c).unwrap();
                 assert!(s < scale_bytes(rows, k));
                 scales.insert(s);
@@ -161,7 +164,8 @@ fn the_fragment_layout_is_a_bijection_onto_the_packed_bytes() {
                 assert_eq!(scale_position(rows, k, r, c - c % 16), Some(s));
             }
         }
-        assert_eq!(seen.len(), rows * k);
+        // Four bits per value: every bit of the packed bytes is some value's, once.
+        assert_eq!(seen.len(), rows * k * 4);
         assert_eq!(scales.len(), rows * k / 16);
     }
     assert_eq!(value_position(64, 64, 64, 0), None);
@@ -180,10 +184,9 @@ fn thread_words_hold_the_wgmma_a_fragment() {
     // 32 + 2 and +1, +8, +9.
     let want = [(17, 34), (17, 35), (25, 34), (25, 35), (17, 42), (17, 43), (25, 42), (25, 43)];
     for (i, (r, c)) in want.into_iter().enumerate() {
-        // Register i / 2's two values are nibbles i / 2 and i / 2 + 4 (low and high half).
-        let n = i / 2 + 4 * (i % 2);
-        let (byte, nibble) = value_position(64, 64, r, c).unwrap();
-        assert_eq!((byte, nibble), ((2 * 128 + 37) * 4 + n / 2, (n % 2) as u32), "a{i}");
+        // Value i's bits are VALUE_BITS[i] of the thread's word for the step.
+        let (byte, bits) = value_position(64, 64, r, c).unwrap();
+        assert_eq!((byte, bits), ((2 * 128 + 37) * 4, VALUE_BITS[i]), "a{i}");
     }
 }
 
@@ -257,4 +260,22 @@ fn hopper_kernels_that_share_an_sm_split_its_registers_and_shared_memory() {
     assert_eq!(plan_gemm(Target::Sm90a, &big).unwrap().ctas_per_sm, 1);
     let small = GemmTactic::new_sm90(GemmKind::Gemm1, 16, 128).unwrap();
     assert_eq!(plan_gemm(Target::Sm90a, &small).unwrap().ctas_per_sm, 3);
+}
+
+#[test]
+fn value_bits_use_every_bit_of_a_word_once_and_round_trip() {
+    let mut all: Vec<u32> = VALUE_BITS.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..32).collect::<Vec<u32>>());
+    for (i, &bits) in VALUE_BITS.iter().enumerate() {
+        for code in 0u8..16 {
+            let w = place_code(0, bits, code);
+            assert_eq!(code_at(w, bits), code);
+            assert_eq!(w.count_ones(), code.count_ones(), "value {i} code {code}");
+            // The other values of the word read zero.
+            for (_, &other) in VALUE_BITS.iter().enumerate().filter(|&(o, _)| o != i) {
+                assert_eq!(code_at(w, other), 0);
+            }
+        }
+    }
 }

@@ -4,7 +4,7 @@
 
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::abi::sm90_weights::value_position;
+use moegen_dsl::abi::sm90_weights::{code_at, value_position};
 use moegen_dsl::formats::{MxScaleRule, block_amax, nibble_at, nvfp4_global_scale, quantize_mxfp4};
 use moegen_dsl::{ActivationFormat, FinalizeMode, SwigluInput, TileSize};
 use moegen_runtime::RuntimeError;
@@ -109,8 +109,10 @@ fn the_fragment_layout_holds_every_code_where_the_abi_says() {
     for e in [0, 3] {
         for (r, c) in [(0, 0), (5, 17), (64, 63), (130, 200), (255, 255)] {
             let code = nibble_at(&w.w1[e * per..], r * k + c).unwrap();
-            let (byte, nib) = value_position(rows, k, r, c).unwrap();
-            assert_eq!((w1[e * per + byte] >> (4 * nib)) & 0xF, code, "expert {e} ({r}, {c})");
+            let (byte, bits) = value_position(rows, k, r, c).unwrap();
+            let at = e * per + byte;
+            let word = u32::from_le_bytes([w1[at], w1[at + 1], w1[at + 2], w1[at + 3]]);
+            assert_eq!(code_at(word, bits), code, "expert {e} ({r}, {c})");
         }
     }
     assert_eq!(s1.len(), w.w1_scales.len());

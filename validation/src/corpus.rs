@@ -1,7 +1,9 @@
 //! Runs the differential corpus (`moegen_sm90_corpus_*`) on a backend and returns each case's
 //! output bytes, so a GPU and the simulator can be compared byte for byte.
 
-use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, scale_position, value_position};
+use moegen_dsl::abi::sm90_weights::{
+    SCALE_TILE_BYTES, TILE_BYTES, place_code, scale_position, value_position,
+};
 use moegen_dsl::abi::{CorpusKernel, KernelId};
 use moegen_dsl::formats::{e2m1_to_f32, e4m3_to_f32};
 use moegen_runtime::backend::{Backend, KernelArg, TensorMapSpec, TmaElement};
@@ -301,8 +303,10 @@ impl WgmmaOperands {
         let mut w = vec![0u8; TILE_BYTES + SCALE_TILE_BYTES];
         for m in 0..64 {
             for k in 0..64 {
-                if let Some((byte, nib)) = value_position(64, 64, m, k) {
-                    w[byte] |= self.codes[m][k] << (4 * nib);
+                if let Some((byte, bits)) = value_position(64, 64, m, k) {
+                    let word = u32::from_le_bytes([w[byte], w[byte + 1], w[byte + 2], w[byte + 3]]);
+                    let word = place_code(word, bits, self.codes[m][k]);
+                    w[byte..byte + 4].copy_from_slice(&word.to_le_bytes());
                 }
                 if k % 16 == 0
                     && let Some(o) = scale_position(64, 64, m, k)

@@ -12,10 +12,13 @@
 //! `c = 16j + 2·(l%4)`, fragment values 0‥7 are (r, c), (r, c+1), (r+8, c), (r+8, c+1),
 //! (r, c+8), (r, c+9), (r+8, c+8), (r+8, c+9) — the A-fragment order of `wgmma.m64nNk16`
 //! (as `mma.m16n8k16`'s per warp): A register `i / 2` takes value `i` in its low bf16 half
-//! when `i` is even, in its high half when odd. Value `i` sits in nibble `i / 2 + 4·(i % 2)`
-//! of the word (nibble n: bits 4n‥4n+3): register k's two values are nibbles k and k + 4,
-//! 16 bits apart like the halves they become, which is what lets the dequantization place
-//! both with one multiply (`codegen`'s `sm90/dequant.rs`). A 256-byte scale tile holds, for each of
+//! when `i` is even, in its high half when odd. The four bits of value i's E2M1 code
+//! (mantissa, the two exponent bits, sign) sit at the word's bits [`VALUE_BITS`]`[i]`,
+//! scattered so that the dequantization places each register with few instructions
+//! (`codegen`'s `sm90/dequant.rs`): registers 0 and 1 are the word rotated right by 2 and 5
+//! and masked; registers 2 and 3 are the word masked and multiplied by 0x42 and 9 (two
+//! shifted copies that do not collide), then masked — 10 instructions per word. A 256-byte
+//! scale tile holds, for each of
 //! its 64 rows, the scale bytes of its four K steps (`row · 4 + j`): one byte per 16 values
 //! (UE4M3 for NVFP4; for MXFP4 each 32-block's byte appears for both 16-halves).
 //!
@@ -67,9 +70,46 @@ fn tile(rows: usize, row: usize, k: usize) -> usize {
     (k / TILE_K) * (rows / TILE_ROWS) + row / TILE_ROWS
 }
 
-/// Byte offset and nibble (0: low, 1: high) of value (row, k) of one expert's `[rows, k]`
-/// matrix, or `None` outside it or when a dimension is not a multiple of 64.
-pub fn value_position(rows: usize, k_dim: usize, row: usize, k: usize) -> Option<(usize, u32)> {
+/// Where the bits of fragment value i (0‥7) of a word sit: `[mantissa, exponent bit 0,
+/// exponent bit 1, sign]`, the E2M1 code's bits 0‥3. Register i / 2's placement takes value
+/// i's mantissa and exponent to bf16 bits 6–8 and its sign to 15 (+16 for the high half):
+///
+/// - register 0 (values 0, 1): `rotr(w, 2) & 0x81C081C0`;
+/// - register 1 (values 2, 3): `rotr(w, 5) & 0x81C081C0`;
+/// - register 2 (values 4, 5): `((w & 0x40454045) · 0x42) & 0x81C081C0`;
+/// - register 3 (values 6, 7): `((w & 0x80A880A8) · 9) & 0x81C081C0`.
+///
+/// Every bit of the word is used once.
+pub const VALUE_BITS: [[u32; 4]; 8] = [
+    [8, 9, 10, 17],
+    [24, 25, 26, 1],
+    [11, 12, 13, 20],
+    [27, 28, 29, 4],
+    [0, 6, 2, 14],
+    [16, 22, 18, 30],
+    [3, 7, 5, 15],
+    [19, 23, 21, 31],
+];
+
+/// `word` with the E2M1 `code` (low four bits) of value `bits` (a row of [`VALUE_BITS`]) set.
+pub fn place_code(word: u32, bits: [u32; 4], code: u8) -> u32 {
+    bits.iter().enumerate().fold(word, |w, (j, &b)| w | (u32::from((code >> j) & 1) << b))
+}
+
+/// The E2M1 code of value `bits` (a row of [`VALUE_BITS`]) in `word`.
+pub fn code_at(word: u32, bits: [u32; 4]) -> u8 {
+    bits.iter().enumerate().fold(0, |c, (j, &b)| c | ((((word >> b) & 1) as u8) << j))
+}
+
+/// Byte offset of the 32-bit word (little-endian) holding value (row, k) of one expert's
+/// `[rows, k]` matrix and the bits of its code there ([`VALUE_BITS`]), or `None` outside
+/// the matrix or when a dimension is not a multiple of 64.
+pub fn value_position(
+    rows: usize,
+    k_dim: usize,
+    row: usize,
+    k: usize,
+) -> Option<(usize, [u32; 4])> {
     if row >= rows || k >= k_dim || !rows.is_multiple_of(TILE_ROWS) || !k_dim.is_multiple_of(TILE_K)
     {
         return None;
@@ -81,8 +121,7 @@ pub fn value_position(rows: usize, k_dim: usize, row: usize, k: usize) -> Option
     let t = w * 32 + lane;
     let i = (cc % 2) + 2 * (rr / 8) + 4 * (cc / 8);
     let word = j * 128 + t;
-    let nibble = i / 2 + 4 * (i % 2);
-    Some((tile(rows, row, k) * TILE_BYTES + word * 4 + nibble / 2, (nibble % 2) as u32))
+    Some((tile(rows, row, k) * TILE_BYTES + word * 4, VALUE_BITS[i]))
 }
 
 /// Byte offset of the scale of value (row, k) (its 16-block) of one expert's `[rows, k]`

@@ -8,8 +8,8 @@
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::{
-    mxfp4_kernel_weight, mxfp4_scale_field, mxfp4_shift, scale_bytes, scale_position, value_bytes,
-    value_position,
+    mxfp4_kernel_weight, mxfp4_scale_field, mxfp4_shift, place_code, scale_bytes, scale_position,
+    value_bytes, value_position,
 };
 use moegen_dsl::epilogue_math::fast::activation_fast;
 use moegen_dsl::epilogue_math::{activation_exact, gemm2_value, pre_activation, round_to_bf16};
@@ -357,14 +357,16 @@ impl Sm90Weights {
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         let shuffle = |values: &[u8], scales: &[u8], rows: usize, k: usize| -> (Vec<u8>, Vec<u8>) {
             let (vb, sb) = (value_bytes(rows, k), scale_bytes(rows, k));
-            let mut v = vec![0u8; l * vb];
+            // The fragment layout scatters each code's bits over a 32-bit word.
+            let mut words = vec![0u32; l * vb / 4];
             let mut s = vec![0u8; l * sb];
             for e in 0..l {
                 for r in 0..rows {
                     for c in 0..k {
                         let code = nibble_at(&values[e * vb..(e + 1) * vb], r * k + c).unwrap_or(0);
-                        if let Some((byte, nib)) = value_position(rows, k, r, c) {
-                            v[e * vb + byte] |= code << (4 * nib);
+                        if let Some((byte, bits)) = value_position(rows, k, r, c) {
+                            let w = &mut words[(e * vb + byte) / 4];
+                            *w = place_code(*w, bits, code);
                         }
                         if c % 16 == 0
                             && let Some(o) = scale_position(rows, k, r, c)
@@ -374,7 +376,7 @@ impl Sm90Weights {
                     }
                 }
             }
-            (v, s)
+            (words.iter().flat_map(|w| w.to_le_bytes()).collect(), s)
         };
         let (w1, s1) = shuffle(&self.w1, &ks1.bytes, self.epilogue.w1_rows(i), h);
         let (w2, s2) = shuffle(&self.w2, &ks2.bytes, h, i);

@@ -1,15 +1,16 @@
 //! Weights into wgmma A registers: per K16 step each consumer thread holds one 32-bit word
 //! of eight E2M1 codes — exactly its A fragment (`abi::sm90_weights`): register k takes
-//! nibble k (low bf16 half) and nibble k + 4 (high half) — and the scale words of its two
-//! rows (r, r+8). Every value becomes the exact bf16 the runtime's reference says:
+//! values 2k (low bf16 half) and 2k + 1 (high half), their bits scattered over the word —
+//! and the scale words of its two rows (r, r+8). Every value becomes the exact bf16 the runtime's reference says:
 //!
-//! 1. Per register k: `c = src & (0xF000F << 4·(k % 2))`, with `src = w` for k < 2 and
-//!    `w >> 8` for k ≥ 2 (one shift per word), isolates the register's two codes 16 bits
-//!    apart; `c · 0x1040` (k even) or `c · 0x0104` (k odd) is `c << 6 | c << 12` or
-//!    `c << 2 | c << 8` (the copies do not overlap, so the product carries nothing), and
-//!    `& 0x81C081C0` keeps each half's magnitude bits at bf16 bits 6–8 and its sign at bit
-//!    15: the bf16 2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a bf16 subnormal), which
-//!    is e2m1 · 2^−126 exactly.
+//! 1. Per register k the two codes' bits go to bf16 bits 6–8 (mantissa, exponent) and 15
+//!    (sign) of each half (`abi::sm90_weights::VALUE_BITS` scatters them for this):
+//!    registers 0 and 1 are `shf.r.wrap` of the word by 2 and 5 and `& 0x81C081C0`;
+//!    registers 2 and 3 are `w & 0x40454045` times 0x42 and `w & 0x80A880A8` times 9 (two
+//!    copies each, `c << 1 + c << 6` and `c + c << 3`, whose overlaps and carries fall
+//!    outside the kept bits), then `& 0x81C081C0`: 10 instructions per word (13 with
+//!    nibbles, which allow no such split: docs/hopper.md). Each half is then the bf16
+//!    2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a bf16 subnormal): e2m1 · 2^−126 exactly.
 //! 2. NVFP4: `mul.rn.bf16x2` by 2^126 makes it the E2M1 value, and a second one by the
 //!    splatted UE4M3 scale gives e2m1 · scale, exact because it is a bf16 (validated by the
 //!    runtime): 2 multiplies per register. MXFP4: one multiply by the splatted factor
@@ -29,16 +30,17 @@
 //!    pair), which ptxas folds into `HMUL2`'s `.H0_H0`/`.H1_H1` operand selector: the
 //!    splat costs no instruction.
 //!
-//! Per K16 step and m64 block: 1 shared load, 13 placing instructions, then NVFP4 8
-//! multiplies + its scales' share 2 × 6 / 4 = 3 (24 ALU instructions for 8 values), MXFP4 4
-//! multiplies + 2 × 2 / 4 = 1 (18; 22.5 before the factor was folded); docs/hopper.md has
-//! the SASS counts.
+//! Per K16 step and m64 block: 1 shared load, 10 placing instructions, then NVFP4 8
+//! multiplies + its scales' share 2 × 6 / 4 = 3 (21 ALU instructions for 8 values), MXFP4 4
+//! multiplies + 2 × 2 / 4 = 1 (15); docs/hopper.md has the SASS counts.
 
 use moegen_dsl::abi::WeightFormat;
 
 use crate::ptx::ops::{Alu, FloatOp};
 use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Rnd, Ty};
 
+/// Each bf16 half's placed bits: exponent bits 7–8, the mantissa's top bit 6, the sign.
+const PLACED_BITS: u32 = 0x81C0_81C0;
 /// bf16x2 2^126, 2^126.
 const BF16X2_2P126: u32 = 0x7E80_7E80;
 /// bf16x2 2^120, 2^120.
@@ -103,21 +105,21 @@ pub fn dequant_step(
     s_lo: Reg,
     s_hi: Reg,
 ) -> [Reg; 4] {
-    // Nibbles 2, 6 and 3, 7 to where nibbles 0, 4 and 1, 5 are.
-    let upper = b.shr_u32(w, 8u32);
     let k126 = match format {
         WeightFormat::Nvfp4 => Some(b.mov_u32(Operand::Hex(BF16X2_2P126))),
         WeightFormat::Mxfp4 => None,
     };
     std::array::from_fn(|k| {
-        let src = if k < 2 { w } else { upper };
-        // Codes at bits 0–3 and 16–19 (even k) or 4–7 and 20–23 (odd k): copies to the
-        // magnitude position (<< 6 or << 2) and the sign position (<< 12 or << 8).
-        let (mask, spread) =
-            if k % 2 == 0 { (0x000F_000F, 0x1040u32) } else { (0x00F0_00F0, 0x0104u32) };
-        let c = b.and_b32(src, Operand::Hex(mask));
-        let spread = b.mul_u32(c, spread);
-        let bits = b.and_b32(spread, Operand::Hex(0x81C0_81C0));
+        let spread = match k {
+            0 => b.rotr_b32(w, 2),
+            1 => b.rotr_b32(w, 5),
+            _ => {
+                let (mask, times) = if k == 2 { (0x4045_4045, 0x42u32) } else { (0x80A8_80A8, 9) };
+                let c = b.and_b32(w, Operand::Hex(mask));
+                b.mul_u32(c, times)
+            }
+        };
+        let bits = b.and_b32(spread, Operand::Hex(PLACED_BITS));
         // NVFP4: the E2M1 value first; MXFP4's factor already holds the 2^126.
         let bits = match k126 {
             Some(k126) => mul_bf16x2(b, bits, k126),

@@ -61,6 +61,10 @@ impl KernelBuilder {
     pub fn shr_u32(&mut self, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
         self.b32(IntOp::Shr, Ty::U32, a, b)
     }
+    /// `shf.r.wrap.b32 d, a, a, n`: `a` rotated right by `n` bits.
+    pub fn rotr_b32(&mut self, a: Reg, n: u32) -> Reg {
+        self.op(RegClass::B32, int(IntOp::ShfRWrap, Ty::B32), vec![a.into(), a.into(), n.into()])
+    }
     /// `and.b32`.
     pub fn and_b32(&mut self, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
         self.b32(IntOp::And, Ty::B32, a, b)

@@ -31,6 +31,8 @@ pub enum IntOp {
     /// `prmt`: four bytes picked from a pair of registers by a selector (a selector nibble
     /// with bit 3 set replicates the sign bit of the byte it names).
     Prmt,
+    /// `shf.r.wrap`: the low 32 bits of `{b, a} >> (c % 32)` (with a = b, a rotation).
+    ShfRWrap,
 }
 
 /// Floating-point operations. Rounding is explicit on add, mul, div and fma so that ptxas
@@ -128,6 +130,7 @@ impl fmt::Display for IntOp {
             IntOp::Xor => "xor",
             IntOp::Bfi => "bfi",
             IntOp::Prmt => "prmt",
+            IntOp::ShfRWrap => "shf.r.wrap",
         })
     }
 }
