@@ -87,6 +87,7 @@ fn typed_opcodes_spell_their_modifiers() {
         (Wgmma::SetMaxNReg { inc: false }.into(), "setmaxnreg.dec.sync.aligned.u32"),
         (Alu::Int(IntOp::Prmt, Ty::B32).into(), "prmt.b32"),
         (Alu::Int(IntOp::Max, Ty::U16x2).into(), "max.u16x2"),
+        (Alu::Int(IntOp::ShfRWrap, Ty::B32).into(), "shf.r.wrap.b32"),
         (Alu::Float(FloatOp::Mul(Rnd::Rn), Ty::Bf16x2).into(), "mul.rn.bf16x2"),
     ];
     for (op, text) in cases {

@@ -2,7 +2,7 @@
 //! replayed on the CPU: every E2M1 code and every scale code gives the exact weight the CPU
 //! reference uses, and the placement puts value 2k of a fragment word in the low half of A
 //! register k and value 2k + 1 in its high half (`abi::sm90_weights::VALUE_BITS`).
-//! (The H200 ran the PTX itself: docs/hopper.md.)
+//! (An H100 ran the PTX itself, the corpus and the layer: docs/validation.md, 2026-12-06.)
 
 use moegen_dsl::abi::sm90_weights::{VALUE_BITS, code_at, place_code};
 use moegen_dsl::formats::{e2m1_to_f32, e4m3_to_f32, ue8m0_to_f32};

@@ -78,12 +78,15 @@ pub enum RuntimeError {
     /// 2^−ρ so that its largest scale fits the kernels' bf16 factor; docs/hopper.md,
     /// "Dequantization").
     #[error(
-        "{what}: the block at byte {offset} (scale code {code}) is more than 133 binades below its expert's largest scale code {max}; the Hopper kernels' weights e2m1 · scale · 2^-{shift} would not be exact bf16"
+        "{what} of expert {expert}: the block at byte {offset} (scale code {code}) is more than 133 binades below the expert's largest scale code {max}; the Hopper kernels' weights e2m1 · scale · 2^-{shift} would not be exact bf16"
     )]
     Mxfp4ScaleSpan {
         /// Which tensor.
         what: &'static str,
-        /// Byte offset of the block's scale (per-16 codes, expert after expert).
+        /// The local expert.
+        expert: usize,
+        /// Byte offset of the block's scale in `Sm90Weights::w1_scales` or `w2_scales` (one
+        /// code per 16 values, expert after expert).
         offset: usize,
         /// The block's UE8M0 code.
         code: u8,

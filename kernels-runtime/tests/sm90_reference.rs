@@ -347,15 +347,16 @@ fn mxfp4_scales_above_two_are_shifted_into_alpha_exactly() {
     }
 }
 
-/// A block too far below its matrix's largest scale cannot be formed by the shifted factor:
-/// refused by name, with its offset; a block of zeros there is accepted (it is zero whatever
-/// its factor).
+/// A block far below its matrix's largest scale gets a factor so small that its products
+/// underflow bf16: refused by name, with its expert and offset; a block of zeros there is
+/// accepted (zero whatever its factor), and so is a block whose values all stay exact.
 #[test]
 fn mxfp4_blocks_past_the_shift_range_are_refused_by_name() {
     let p = problem(4);
     let mut w = mxfp4_bumped(&p, |_, _| 0);
-    // Expert 1's first W2 block gets the largest finite code: ρ = 252 − 128 = 124, so a code
-    // of 0 elsewhere in that matrix sits 252 binades down, past the factor's range.
+    // Expert 1's first W2 block gets the largest code the runtime accepts (6 · 2^125 is the
+    // largest bf16 weight): ρ = 252 − 128 = 124, so a code of 0 elsewhere in that matrix
+    // gets the factor 2^(2 − 127) and e2m1 · 2^-251, far below bf16's least subnormal.
     let per = 256 * 128 / 16;
     w.w2_scales[per] = 252;
     w.w2_scales[per + 2] = 0;
@@ -363,12 +364,14 @@ fn mxfp4_blocks_past_the_shift_range_are_refused_by_name() {
     assert!(
         matches!(
             e,
-            RuntimeError::Mxfp4ScaleSpan { what: "W2 scales", offset, code: 0, max: 252, shift: 124 }
-                if offset == per + 2
+            RuntimeError::Mxfp4ScaleSpan {
+                what: "W2 scales", expert: 1, offset, code: 0, max: 252, shift: 124
+            } if offset == per + 2
         ),
         "{e}"
     );
-    assert!(e.to_string().contains("W2 scales") && e.to_string().contains("byte"), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("W2 scales of expert 1") && text.contains("byte"), "{text}");
     assert!(w.kernel_alphas(&p.shape).is_err());
     // The same block holding only zeros (±0) is fine.
     for v in 0..16 {

@@ -18,9 +18,9 @@
 //! (`codegen`'s `sm90/dequant.rs`): registers 0 and 1 are the word rotated right by 2 and 5
 //! and masked; registers 2 and 3 are the word masked and multiplied by 0x42 and 9 (two
 //! shifted copies that do not collide), then masked — 10 instructions per word. A 256-byte
-//! scale tile holds, for each of
-//! its 64 rows, the scale bytes of its four K steps (`row · 4 + j`): one byte per 16 values
-//! (UE4M3 for NVFP4; for MXFP4 each 32-block's byte appears for both 16-halves).
+//! scale tile holds, for each of its 64 rows, the scale bytes of its four K steps
+//! (`row · 4 + j`): one byte per 16 values (UE4M3 for NVFP4; for MXFP4 each 32-block's byte
+//! appears for both 16-halves).
 //!
 //! An MXFP4 scale byte is not the UE8M0 code S itself but the bf16 exponent field of the one
 //! factor the kernel multiplies the placed E2M1 bits by ([`mxfp4_scale_field`]): the placed
@@ -91,7 +91,8 @@ pub const VALUE_BITS: [[u32; 4]; 8] = [
     [19, 23, 21, 31],
 ];
 
-/// `word` with the E2M1 `code` (low four bits) of value `bits` (a row of [`VALUE_BITS`]) set.
+/// `word` with the E2M1 `code` (low four bits) of value `bits` (a row of [`VALUE_BITS`])
+/// OR-ed in: the value's bits must be clear in `word`.
 pub fn place_code(word: u32, bits: [u32; 4], code: u8) -> u32 {
     bits.iter().enumerate().fold(word, |w, (j, &b)| w | (u32::from((code >> j) & 1) << b))
 }

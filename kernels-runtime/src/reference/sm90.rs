@@ -259,54 +259,46 @@ impl Sm90Weights {
         Ok(())
     }
 
-    /// One matrix kind's scales as the kernels read them (`what` names it in errors):
-    /// `per_expert` per-16 codes per expert, `codes` the expert's packed E2M1 values.
+    /// One matrix kind's scales as the kernels read them (`what` names it in errors): the
+    /// per-16 `scales` and packed E2M1 `values` of `experts` experts, `per_expert` scale
+    /// codes each.
     fn kernel_scales_of(
         &self,
         what: &'static str,
         scales: &[u8],
         values: &[u8],
+        experts: usize,
         per_expert: usize,
     ) -> Result<KernelScales> {
-        if self.format == WeightFormat::Nvfp4 {
-            let experts = scales.len() / per_expert.max(1);
+        check_len(what, scales.len(), experts * per_expert)?;
+        if self.format == WeightFormat::Nvfp4 || per_expert == 0 {
             return Ok(KernelScales { bytes: scales.to_vec(), shifts: vec![0; experts] });
         }
         let mut out = KernelScales { bytes: Vec::with_capacity(scales.len()), shifts: Vec::new() };
-        for (e, block_codes) in scales.chunks_exact(per_expert).enumerate() {
+        for (expert, block_codes) in scales.chunks_exact(per_expert).enumerate() {
             let max = block_codes.iter().copied().max().unwrap_or(0);
             let shift = mxfp4_shift(max);
             for (b, &code) in block_codes.iter().enumerate() {
-                let offset = e * per_expert + b;
-                let field = mxfp4_scale_field(code, shift);
-                // From field 121 up every E2M1 value times the factor is a bf16 (the least,
-                // 0.5 · 2^(121 − 253), is bf16's least subnormal): nothing to check.
-                if let Some(f) = field.filter(|&f| f >= 121) {
-                    out.bytes.push(f);
-                    continue;
-                }
-                let codes = (0..16).map(|v| nibble_at(values, offset * 16 + v).unwrap_or(0));
-                let f = match field {
-                    Some(f) => f,
-                    // A block of zeros is zero whatever its factor: the least field serves.
-                    None if codes.clone().all(|c| c & 0x7 == 0) => 1,
-                    None => {
-                        return Err(RuntimeError::Mxfp4ScaleSpan {
-                            what,
-                            offset,
-                            code,
-                            max,
-                            shift,
-                        });
-                    }
+                let offset = expert * per_expert + b;
+                let refused =
+                    RuntimeError::Mxfp4ScaleSpan { what, expert, offset, code, max, shift };
+                // Codes the runtime accepts (at most 252) keep the field at 2 or above.
+                let Some(field) = mxfp4_scale_field(code, shift) else {
+                    return Err(refused);
                 };
-                let exact = codes
-                    .map(|c| mxfp4_kernel_weight(f64::from(e2m1_to_f32(c)), f))
-                    .all(|v| f64::from(bf16::from_f64(v)) == v);
-                if !exact {
-                    return Err(RuntimeError::Mxfp4ScaleSpan { what, offset, code, max, shift });
+                // From field 121 up every E2M1 value times the factor is a bf16 (the least,
+                // 0.5 · 2^(121 − 253), is bf16's least subnormal): nothing to check. Below,
+                // each value must still come out exact (zeros always do).
+                if field < 121 {
+                    let exact = (0..16)
+                        .map(|v| nibble_at(values, offset * 16 + v).unwrap_or(0))
+                        .map(|c| mxfp4_kernel_weight(f64::from(e2m1_to_f32(c)), field))
+                        .all(|v| f64::from(bf16::from_f64(v)) == v);
+                    if !exact {
+                        return Err(refused);
+                    }
                 }
-                out.bytes.push(f);
+                out.bytes.push(field);
             }
             out.shifts.push(shift);
         }
@@ -317,9 +309,10 @@ impl Sm90Weights {
     fn kernel_scales(&self, shape: &MoeShape) -> Result<[KernelScales; 2]> {
         let (h, i) = (shape.hidden, shape.intermediate);
         let rows = self.epilogue.w1_rows(i);
+        let l = shape.local_experts();
         Ok([
-            self.kernel_scales_of("W1 scales", &self.w1_scales, &self.w1, rows * h / 16)?,
-            self.kernel_scales_of("W2 scales", &self.w2_scales, &self.w2, h * i / 16)?,
+            self.kernel_scales_of("W1 scales", &self.w1_scales, &self.w1, l, rows * h / 16)?,
+            self.kernel_scales_of("W2 scales", &self.w2_scales, &self.w2, l, h * i / 16)?,
         ])
     }
 
@@ -336,15 +329,17 @@ impl Sm90Weights {
     /// The scales and α the kernels read ([`Self::kernel_scales`], [`Self::kernel_alphas`]).
     fn kernel_form(&self, shape: &MoeShape) -> Result<([KernelScales; 2], Vec<f32>, Vec<f32>)> {
         let [s1, s2] = self.kernel_scales(shape)?;
-        let times = |alpha: &[f32], shifts: &[u8]| -> Result<Vec<f32>> {
+        let times = |what, alpha: &[f32], shifts: &[u8]| -> Result<Vec<f32>> {
+            check_len(what, alpha.len(), shifts.len())?;
             let out: Vec<f32> =
                 alpha.iter().zip(shifts).map(|(&a, &s)| a * (2f32).powi(i32::from(s))).collect();
             if out.iter().any(|a| !a.is_finite()) {
-                return Err(RuntimeError::NonFinite { what: "alpha times its MXFP4 shift 2^rho" });
+                return Err(RuntimeError::NonFinite { what });
             }
             Ok(out)
         };
-        let (a1, a2) = (times(&self.alpha1, &s1.shifts)?, times(&self.alpha2, &s2.shifts)?);
+        let a1 = times("alpha1 times 2^rho of its MXFP4 W1", &self.alpha1, &s1.shifts)?;
+        let a2 = times("alpha2 times 2^rho of its MXFP4 W2", &self.alpha2, &s2.shifts)?;
         Ok(([s1, s2], a1, a2))
     }
 

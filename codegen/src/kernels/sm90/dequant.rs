@@ -7,8 +7,9 @@
 //!    (sign) of each half (`abi::sm90_weights::VALUE_BITS` scatters them for this):
 //!    registers 0 and 1 are `shf.r.wrap` of the word by 2 and 5 and `& 0x81C081C0`;
 //!    registers 2 and 3 are `w & 0x40454045` times 0x42 and `w & 0x80A880A8` times 9 (two
-//!    copies each, `c << 1 + c << 6` and `c + c << 3`, whose overlaps and carries fall
-//!    outside the kept bits), then `& 0x81C081C0`: 10 instructions per word (13 with
+//!    copies each, `c << 1 + c << 6` and `c + c << 3`, which share no bit, so the sum
+//!    carries nothing; each bit lands once where it belongs, the other copy outside the kept
+//!    bits), then `& 0x81C081C0`: 10 instructions per word (13 with
 //!    nibbles, which allow no such split: docs/hopper.md). Each half is then the bf16
 //!    2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a bf16 subnormal): e2m1 · 2^−126 exactly.
 //! 2. NVFP4: `mul.rn.bf16x2` by 2^126 makes it the E2M1 value, and a second one by the
