@@ -11,6 +11,7 @@ mod oracle;
 mod par;
 mod sm90;
 mod sm90_a8;
+mod sm90_kernel_form;
 mod weights;
 mod wgmma_fp8_model;
 mod wgmma_model;
