@@ -158,26 +158,19 @@ fn a4_is_the_blackwell_arithmetic_up_to_accumulation_order() {
     assert_eq!(t16.output, hopper.output);
 }
 
+/// The Hopper reference layer's output for `p` with weights `w`.
+fn layer(p: &Problem, x: &[bf16], w: &Sm90Weights, tile: TileSize, fin: FinalizeMode) -> Vec<bf16> {
+    let r = moe_reference_sm90(&p.shape, x, p.gs_x, w, &p.routing, tile, SwigluInput::F32, fin);
+    r.unwrap().output
+}
+
 #[test]
 fn a16_and_mxfp4_track_the_unquantized_oracle() {
     let p = problem(32);
     let x = bf16s(&p.x);
     let oracle = oracle_moe(&p.shape, &p.x, &p.up, &p.gate, &p.down, &p.routing).unwrap();
     let a16 = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Bf16).unwrap();
-    let run = |w: &Sm90Weights| {
-        moe_reference_sm90(
-            &p.shape,
-            &x,
-            p.gs_x,
-            w,
-            &p.routing,
-            TileSize::T64,
-            SwigluInput::F32,
-            FinalizeMode::BulkReduceAdd,
-        )
-        .unwrap()
-        .output
-    };
+    let run = |w: &Sm90Weights| layer(&p, &x, w, TileSize::T64, FinalizeMode::BulkReduceAdd);
     let err16 = relative_l2_error(&to_f64(&run(&a16)), &oracle);
     let a4 = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Nvfp4).unwrap();
     let err4 = relative_l2_error(&to_f64(&run(&a4)), &oracle);
@@ -186,27 +179,7 @@ fn a16_and_mxfp4_track_the_unquantized_oracle() {
     assert!(err16 < err4, "A16 {err16} should beat A4 {err4}");
     assert!(err16 < 0.2 && err4 < 0.3);
     // MXFP4 weights, kept MXFP4 (power-of-two scales per 32).
-    let (h, i) = (256, 128);
-    let mx = |v: &[f32], rows, cols| quantize_mxfp4(v, rows, cols, MxScaleRule::NoClip).unwrap();
-    let mats: Vec<_> = (0..4)
-        .map(|e| {
-            let per = i * h;
-            (
-                mx(&p.up[e * per..(e + 1) * per], i, h),
-                mx(&p.gate[e * per..(e + 1) * per], i, h),
-                mx(&p.down[e * per..(e + 1) * per], h, i),
-            )
-        })
-        .collect();
-    fn tensor(m: &moegen_dsl::formats::Mxfp4Matrix) -> Mxfp4Tensor<'_> {
-        Mxfp4Tensor { packed: &m.packed, scales: &m.scales, layout: CheckpointScales::Linear }
-    }
-    let experts: Vec<_> = mats
-        .iter()
-        .map(|(u, g, d)| ExpertTensors { up: tensor(u), gate: tensor(g), down: tensor(d) })
-        .collect();
-    let w =
-        Sm90Weights::from_mxfp4(&p.shape, &experts, ActivationFormat::Bf16, p.gs_x, 336.0).unwrap();
+    let w = mxfp4_bumped(&p, |_, _| 0);
     assert_eq!(w.format, WeightFormat::Mxfp4);
     let errmx = relative_l2_error(&to_f64(&run(&w)), &oracle);
     eprintln!("MXFP4 A16: {errmx:.4}");
@@ -299,20 +272,7 @@ fn mxfp4_bumped(p: &Problem, bump: impl Fn(usize, usize) -> u8) -> Sm90Weights {
 fn mxfp4_scales_above_two_are_shifted_into_alpha_exactly() {
     let p = problem(32);
     let x = bf16s(&p.x);
-    let run = |w: &Sm90Weights| {
-        moe_reference_sm90(
-            &p.shape,
-            &x,
-            p.gs_x,
-            w,
-            &p.routing,
-            TileSize::T16,
-            SwigluInput::F32,
-            FinalizeMode::Deterministic,
-        )
-        .unwrap()
-        .output
-    };
+    let run = |w: &Sm90Weights| layer(&p, &x, w, TileSize::T16, FinalizeMode::Deterministic);
     let base = mxfp4_bumped(&p, |_, _| 0);
     // Unit-variance weights: every scale code is far below 128, nothing is shifted.
     assert!(base.w1_scales.iter().chain(&base.w2_scales).all(|&c| c <= 128));
