@@ -95,6 +95,17 @@ pub enum RuntimeError {
         /// The matrix's shift ρ.
         shift: u8,
     },
+    /// A scale code whose weights are no bf16 on Hopper: 6 · scale overflows (MXFP4 codes
+    /// 253 and 254; the kernels' weights are bf16).
+    #[error("{what}: scale code {code} at byte {offset} makes 6 · scale overflow bf16")]
+    ScaleOverflow {
+        /// Which tensor.
+        what: &'static str,
+        /// Byte offset.
+        offset: usize,
+        /// The code.
+        code: u8,
+    },
     /// A NaN scale code in a weight tensor.
     #[error("{what} holds a NaN scale code at byte {offset}")]
     NanScaleCode {

@@ -344,4 +344,16 @@ fn mxfp4_blocks_past_the_shift_range_are_refused_by_name() {
     }
     assert!(w.fragment_layout(&p.shape).is_ok());
     assert_eq!(w.kernel_alphas(&p.shape).unwrap().1[1], w.alpha2[1] * 2f32.powi(124));
+    // Codes past 252: 6 · scale overflows bf16 (253, 254), or NaN (255): refused by name.
+    for (code, overflow) in [(253u8, true), (254, true), (255, false)] {
+        w.w2_scales[per + 5] = code;
+        let e = w.fragment_layout(&p.shape).unwrap_err();
+        let want = if overflow {
+            matches!(e, RuntimeError::ScaleOverflow { what: "W2 scales", offset, code: c }
+                if offset == per + 5 && c == code)
+        } else {
+            matches!(e, RuntimeError::NanScaleCode { what: "W2 scales", offset } if offset == per + 5)
+        };
+        assert!(want, "code {code}: {e}");
+    }
 }

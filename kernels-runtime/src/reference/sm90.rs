@@ -244,7 +244,16 @@ impl Sm90Weights {
             if let Some(offset) =
                 s.iter().position(|&c| weight_value(self.format, 0x7, c).is_none())
             {
-                return Err(RuntimeError::NanScaleCode { what, offset });
+                let code = s[offset];
+                let nan = match self.format {
+                    WeightFormat::Nvfp4 => e4m3_to_f32(code).is_nan(),
+                    WeightFormat::Mxfp4 => ue8m0_to_f32(code).is_nan(),
+                };
+                return Err(if nan {
+                    RuntimeError::NanScaleCode { what, offset }
+                } else {
+                    RuntimeError::ScaleOverflow { what, offset, code }
+                });
             }
         }
         Ok(())
