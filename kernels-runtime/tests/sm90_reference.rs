@@ -283,6 +283,9 @@ fn mxfp4_scales_above_two_are_shifted_into_alpha_exactly() {
     assert!(rho > 0, "the bump must force a shift (max code {max2})");
     let (a1, a2) = big.kernel_alphas(&p.shape).unwrap();
     assert_eq!(a1, big.alpha1);
+    // The upload's one-pass form is the two parts.
+    let (layout, b1, b2) = big.kernel_layout(&p.shape).unwrap();
+    assert_eq!((layout, &b1, &b2), (big.fragment_layout(&p.shape).unwrap(), &a1, &a2));
     // Per expert: its own largest code decides.
     for (e, a) in a2.iter().enumerate() {
         let per = 256 * 128 / 16;

@@ -283,8 +283,7 @@ impl LayerWeights {
             }
             .into());
         }
-        let [w1, s1, w2, s2] = w.fragment_layout(shape)?;
-        let (alpha1, alpha2) = w.kernel_alphas(shape)?;
+        let ([w1, s1, w2, s2], alpha1, alpha2) = w.kernel_layout(shape)?;
         let mut parts = vec![
             (Buffer::W1, w1),
             (Buffer::W1Scales, s1),
@@ -371,7 +370,8 @@ impl LayerWeights {
     /// Weights already on the device (the engine's memory), each checked against `shape`:
     /// W1, W1 scales, W2, W2 scales, α1, α2, `fc2_input_scale` and the activation global
     /// scale, in the layout of `arch`'s kernels (SM100: `reference::PreparedWeights`;
-    /// Hopper: `Sm90Weights::fragment_layout` with α from `Sm90Weights::kernel_alphas`, or
+    /// Hopper: `Sm90Weights::fragment_layout` with α from `Sm90Weights::kernel_alphas` (both
+    /// from `Sm90Weights::kernel_layout`), or
     /// for FP8 activations
     /// `Sm90A8Weights::fragment_layout` and the row factors `W1RowScales`, `W2RowScales`),
     /// with the scale encoding `format` and α for `activations`.

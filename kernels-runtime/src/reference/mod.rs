@@ -26,8 +26,9 @@ pub use gemm2::{Routing, finalize, gemm2_contributions};
 pub use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 pub use oracle::{oracle_moe, oracle_moe_epilogue, relative_l2_error};
 pub use sm90::{
-    Sm90Gemm1Output, Sm90ReferenceRun, Sm90Weights, moe_reference_sm90, sm90_activations,
-    sm90_gemm1_h, sm90_gemm1_reference, sm90_gemm1_reference_with, sm90_gemm2_contributions,
+    KernelLayout, Sm90Gemm1Output, Sm90ReferenceRun, Sm90Weights, moe_reference_sm90,
+    sm90_activations, sm90_gemm1_h, sm90_gemm1_reference, sm90_gemm1_reference_with,
+    sm90_gemm2_contributions,
 };
 pub use sm90_a8::{
     Sm90A8ReferenceRun, Sm90A8Weights, moe_reference_sm90_a8, quantize_fp8_row, sm90_a8_gemm1_h,

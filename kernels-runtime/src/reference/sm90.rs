@@ -14,6 +14,7 @@ use moegen_dsl::epilogue_math::fast::activation_fast;
 use moegen_dsl::epilogue_math::{activation_exact, gemm2_value, pre_activation, round_to_bf16};
 
 use super::epilogue::ExpertEpilogue;
+use super::sm90_kernel_form::KernelScales;
 use moegen_dsl::formats::{
     e2m1_to_f32, e4m3_to_f32, nibble_at, quantize_nvfp4, quantize_nvfp4_block, ue8m0_to_f32,
 };
@@ -59,6 +60,10 @@ pub struct Sm90Weights {
     /// default; [`Self::with_epilogue`]).
     pub epilogue: ExpertEpilogue,
 }
+
+/// What an upload of Hopper weights takes: the fragment layout (W1, W1 scales, W2, W2
+/// scales) and α1, α2 as the kernels read them.
+pub type KernelLayout = ([Vec<u8>; 4], Vec<f32>, Vec<f32>);
 
 fn weight_value(format: WeightFormat, code: u8, scale: u8) -> Option<f32> {
     let s = match format {
@@ -264,7 +269,20 @@ impl Sm90Weights {
     /// kernels' factor fields, with α from [`Self::kernel_alphas`].
     pub fn fragment_layout(&self, shape: &MoeShape) -> Result<[Vec<u8>; 4]> {
         self.validate(shape)?;
-        let [ks1, ks2] = self.kernel_scales(shape)?;
+        let scales = self.kernel_scales(shape)?;
+        Ok(self.laid_out(shape, &scales))
+    }
+
+    /// [`Self::fragment_layout`] and [`Self::kernel_alphas`] together (what an upload
+    /// needs), validating and deriving the kernels' scales once.
+    pub fn kernel_layout(&self, shape: &MoeShape) -> Result<KernelLayout> {
+        self.validate(shape)?;
+        let (scales, alpha1, alpha2) = self.kernel_form(shape)?;
+        Ok((self.laid_out(shape, &scales), alpha1, alpha2))
+    }
+
+    /// The fragment layout of validated weights with the kernels' scale bytes `ks1`, `ks2`.
+    fn laid_out(&self, shape: &MoeShape, [ks1, ks2]: &[KernelScales; 2]) -> [Vec<u8>; 4] {
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         let shuffle = |values: &[u8], scales: &[u8], rows: usize, k: usize| -> (Vec<u8>, Vec<u8>) {
             let (vb, sb) = (value_bytes(rows, k), scale_bytes(rows, k));
@@ -291,7 +309,7 @@ impl Sm90Weights {
         };
         let (w1, s1) = shuffle(&self.w1, &ks1.bytes, self.epilogue.w1_rows(i), h);
         let (w2, s2) = shuffle(&self.w2, &ks2.bytes, h, i);
-        Ok([w1, s1, w2, s2])
+        [w1, s1, w2, s2]
     }
 
     /// Row `r` of one expert's matrix as the bf16 bits the kernels multiply (exact), from

@@ -1,7 +1,8 @@
 //! Weights into wgmma A registers: per K16 step each consumer thread holds one 32-bit word
 //! of eight E2M1 codes — exactly its A fragment (`abi::sm90_weights`): register k takes
 //! values 2k (low bf16 half) and 2k + 1 (high half), their bits scattered over the word —
-//! and the scale words of its two rows (r, r+8). Every value becomes the exact bf16 the runtime's reference says:
+//! and the scale words of its two rows (r, r+8). Every value becomes the exact bf16 the
+//! runtime's reference computes:
 //!
 //! 1. Per register k the two codes' bits go to bf16 bits 6–8 (mantissa, exponent) and 15
 //!    (sign) of each half (`abi::sm90_weights::VALUE_BITS` scatters them for this):
@@ -9,9 +10,9 @@
 //!    registers 2 and 3 are `w & 0x40454045` times 0x42 and `w & 0x80A880A8` times 9 (two
 //!    copies each, `c << 1 + c << 6` and `c + c << 3`, which share no bit, so the sum
 //!    carries nothing; each bit lands once where it belongs, the other copy outside the kept
-//!    bits), then `& 0x81C081C0`: 10 instructions per word (13 with
-//!    nibbles, which allow no such split: docs/hopper.md). Each half is then the bf16
-//!    2^(e−127)·(1 + m/2), or m·2^−127 when e = 0 (a bf16 subnormal): e2m1 · 2^−126 exactly.
+//!    bits), then `& 0x81C081C0`: 10 instructions per word (13 with nibbles, which allow no
+//!    such split: docs/hopper.md). Each half is then the bf16 2^(e−127)·(1 + m/2), or
+//!    m·2^−127 when e = 0 (a bf16 subnormal): e2m1 · 2^−126 exactly.
 //! 2. NVFP4: `mul.rn.bf16x2` by 2^126 makes it the E2M1 value, and a second one by the
 //!    splatted UE4M3 scale gives e2m1 · scale, exact because it is a bf16 (validated by the
 //!    runtime): 2 multiplies per register. MXFP4: one multiply by the splatted factor
