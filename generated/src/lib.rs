@@ -225,7 +225,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_moe_sort_scatter.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_SCATTER,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 8192, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QuantizeNvfp4, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -1623,7 +1623,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_moe_sort_scatter.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_SCATTER,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 4096, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 8192, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QuantizeNvfp4, target: ::moegen_dsl::abi::SimtTarget::Sm90a },

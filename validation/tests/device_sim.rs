@@ -199,7 +199,7 @@ fn planted_defects_in_the_simt_kernels_are_caught() {
     )
     .unwrap();
     assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want.clone()));
-    // The rank counts routes of another expert: two routes share a row. The rank loop's
+    // The rank within a chunk counts routes of another expert: two routes share a row. That
     // compare is the first `setp.eq.u32` after the barrier (those before it belong to the
     // error record).
     let mut sim = SimBackend::new();
@@ -208,6 +208,14 @@ fn planted_defects_in_the_simt_kernels_are_caught() {
     let at = barrier + ptx[barrier..].find("setp.eq.u32").unwrap();
     let bad = format!("{}setp.ne.u32{}", &ptx[..at], &ptx[at + "setp.eq.u32".len()..]);
     sim.replace_kernel("moegen_sm100_moe_sort_scatter", &bad).unwrap();
+    assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want.clone()));
+    // The per-expert counts of earlier chunks never rise: every chunk's ranks start at 0.
+    let mut sim = SimBackend::new();
+    sim.replace_kernel(
+        "moegen_sm100_moe_sort_scatter",
+        &mutated("moegen_sm100_moe_sort_scatter", "red.shared.max.u32", "red.shared.min.u32"),
+    )
+    .unwrap();
     assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want));
     // A wrong constant (1/4 for 1/6) in the scale computation.
     let x: Vec<bf16> = (0..64).map(|i| bf16::from_f32(i as f32 - 30.0)).collect();

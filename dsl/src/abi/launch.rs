@@ -156,10 +156,12 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                 simt(SORT_THREADS, 0, 4, GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK })
             }
             SimtFamily::MoeSortOffsets => simt(SORT_OFFSET_THREADS, 4, 8, GridRule::Single),
+            // Shared memory: the block's local experts and their ranks (4 bytes a route
+            // each), then one counter per local expert.
             SimtFamily::MoeSortScatter => simt(
                 SORT_THREADS,
-                4 * ROUTES_PER_BLOCK,
-                0,
+                8 * ROUTES_PER_BLOCK,
+                4,
                 GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK },
             ),
             SimtFamily::QuantizeNvfp4 => simt(

@@ -208,20 +208,21 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, end: &L
     b.bra(end);
 }
 
-/// GEMM1: thread t of the 128 copies chunks `[first, first + per_thread)` of tile row
-/// `row` (threads_per_row = 128 / T consecutive threads share a row, so each warp's copies
-/// are contiguous runs of the source rows).
+/// GEMM1: the 128 threads gather the tile's rows in T/16 rounds of 16 rows; in each round
+/// eight consecutive threads copy one row's eight 16-byte chunks, so every warp instruction
+/// reads four whole 128-byte lines. (One thread per row at T 128, each copying its row's
+/// chunks one instruction at a time, made every warp instruction touch 32 lines for 16
+/// bytes each: GEMM1 was bound by the L2's request rate at large batches, ncu 2026-12-06.)
 fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     let (l, ring) = (&g.l, &g.rings.stage);
     let Some(party) = g.rings.gather else {
         let kernel = b.name.clone();
         return b.error(BuildError::Inconsistent { kernel, what: "gather role without a party" });
     };
-    let threads_per_row = Sm90Layout::warpgroup_threads() / l.tile;
-    let per_thread = CHUNKS_PER_ROW / threads_per_row;
-    let row = b.div_u32(c.tid, threads_per_row);
-    let part = b.rem_u32(c.tid, threads_per_row);
-    let first = b.mul_u32(part, per_thread);
+    let rows_per_round = Sm90Layout::warpgroup_threads() / CHUNKS_PER_ROW;
+    let rounds = l.tile / rows_per_round;
+    let row = b.shr_u32(c.tid, CHUNKS_PER_ROW.trailing_zeros());
+    let chunk = b.and_b32(c.tid, CHUNKS_PER_ROW - 1);
     let is_issuer = b.setp_u32(Cmp::Eq, c.tid, 0u32);
     let wp = weight_params(b, l);
     let x = b.ld_buffer(match l.key.activations {
@@ -239,22 +240,32 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     } else {
         b.shl_b32(hidden, 1u32)
     };
-    // This thread's row within the 128B-swizzled tile: 16-byte chunk j of row r lives at
-    // chunk j ^ (r % 8) (the tile is 1024-aligned, so the pattern starts at row 0).
-    let dst_row = b.mul_u32(row, ACT_ROW_BYTES);
+    // This thread's chunk within the 128B-swizzled tile: 16-byte chunk j of row r lives at
+    // chunk j ^ (r % 8) (the tile is 1024-aligned, so the pattern starts at row 0). The
+    // rounds are 16 rows apart, so r % 8 is the same in each.
     let swz = b.and_b32(row, 7u32);
+    let sw = b.xor_b32(chunk, swz);
+    let dst_row = b.mul_u32(row, ACT_ROW_BYTES);
+    let dst_off = b.mad_u32(sw, CHUNK, dst_row);
+    let chunk_bytes = b.mul_u32(chunk, CHUNK);
+    let chunk_bytes = b.cvt_u64_u32(chunk_bytes);
+    let x_chunk = b.add_u64(x, chunk_bytes);
     let gather = ring.producer(b, &party, c.smem);
     // Thread 0 also issues the weights: the elected thread's party, in the same slot.
     let issuer = ring.producer_on(b, &g.rings.issuer, c.smem, gather.cursor());
     c.sched.units(b, Needs::ALL, &mut |b, u| {
-        let prow = b.add_u32(u.row0, row);
-        let TokenRow { token, valid } = token_of_row(b, p2e, top_k, prow, u.mn_limit);
-        let src_row = b.mul_wide_u32(token, row_bytes);
-        let src_row = b.add_u64(x, src_row);
-        let chunk0 = b.mul_u32(first, CHUNK);
-        let chunk0 = b.cvt_u64_u32(chunk0);
-        let src_row = b.add_u64(src_row, chunk0);
-        let n16 = b.selp_u32(CHUNK, 0u32, valid);
+        // Per round: this thread's source chunk of the row's k block 0, and the bytes it
+        // reads (0 past mn_limit: the chunk is zero-filled).
+        let sources: Vec<(Reg, Reg)> = (0..rounds)
+            .map(|i| {
+                let prow = b.add_u32(u.row0, row);
+                let prow = if i > 0 { b.add_u32(prow, i * rows_per_round) } else { prow };
+                let TokenRow { token, valid } = token_of_row(b, p2e, top_k, prow, u.mn_limit);
+                let off = b.mul_wide_u32(token, row_bytes);
+                let src = b.add_u64(x_chunk, off);
+                (src, b.selp_u32(CHUNK, 0u32, valid))
+            })
+            .collect();
         let w = weight_base(b, g, &wp, u);
         c.sched.k_loop(b, &mut |b, kk| {
             gather.acquire(b);
@@ -263,19 +274,16 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
             issue_stage(b, g, c, &issuer, kk, &w, None);
             b.label(&skip);
             let st = g.smem.stage_base(b, c.smem, gather.cursor().index);
-            let tile_row = b.add_u32(st, dst_row);
+            let dst = b.add_u32(st, dst_off);
             let koff = b.mul_wide_u32(kk, ACT_ROW_BYTES);
-            let src = b.add_u64(src_row, koff);
-            for i in 0..per_thread {
-                let ch = b.add_u32(first, i);
-                let sw = b.xor_b32(ch, swz);
-                let dst = b.mad_u32(sw, CHUNK, tile_row);
+            for (i, &(src, n16)) in sources.iter().enumerate() {
+                let src = b.add_u64(src, koff);
                 b.push(CpAsync {
                     cache: CacheOp::Cg,
                     dst,
-                    dst_offset: 0,
+                    dst_offset: i as u32 * rows_per_round * ACT_ROW_BYTES,
                     src,
-                    src_offset: i * CHUNK,
+                    src_offset: 0,
                     bytes: CHUNK,
                     src_bytes: n16,
                 });
