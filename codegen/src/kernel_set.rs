@@ -10,8 +10,8 @@ use moegen_dsl::{
 };
 
 use crate::kernels::{
-    corpus, corpus_mufu, corpus_wgmma, ep_copy, ep_pack, finalize_reduce, moe_sort, qdq, quant_fp8,
-    quantize, sm90, sm100,
+    corpus, corpus_mufu, corpus_wgmma, ep_copy, ep_pack, finalize_reduce, moe_sort,
+    moe_sort_single, qdq, quant_fp8, quantize, sm90, sm100,
 };
 use crate::ptx::{KernelBuilder, ModuleHeader, RenderError, render_module};
 
@@ -118,6 +118,7 @@ pub fn simt_kernel(
         SimtFamily::MoeSortHistogram => moe_sort::build_histogram(target),
         SimtFamily::MoeSortOffsets => moe_sort::build_offsets(target),
         SimtFamily::MoeSortScatter => moe_sort::build_scatter(target),
+        SimtFamily::MoeSortSingle => moe_sort_single::build_single(target),
         SimtFamily::QuantizeNvfp4 => quantize::build(target),
         SimtFamily::FinalizeReduce => finalize_reduce::build(target),
         SimtFamily::QdqNvfp4 => qdq::build(target),

@@ -228,6 +228,14 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 8192, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortSingle, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
+        name: "moegen_sm100_moe_sort_single",
+        ptx_target: "sm_100f",
+        ptx: include_str!("../ptx/moegen_sm100_moe_sort_single.ptx"),
+        params: ::moegen_dsl::abi::signature::MOE_SORT_SINGLE,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 8196, per_local_expert: 16 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Single, ctas_per_sm: 1, programmatic: false },
+    },
+    ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QuantizeNvfp4, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
         name: "moegen_sm100_quantize_nvfp4",
         ptx_target: "sm_100f",
@@ -1624,6 +1632,14 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx: include_str!("../ptx/moegen_sm90_moe_sort_scatter.ptx"),
         params: ::moegen_dsl::abi::signature::MOE_SORT_SCATTER,
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 8192, per_local_expert: 4 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRoutes { per_block: 1024 }, ctas_per_sm: 1, programmatic: false },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::MoeSortSingle, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
+        name: "moegen_sm90_moe_sort_single",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_moe_sort_single.ptx"),
+        params: ::moegen_dsl::abi::signature::MOE_SORT_SINGLE,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 8196, per_local_expert: 16 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Single, ctas_per_sm: 1, programmatic: false },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QuantizeNvfp4, target: ::moegen_dsl::abi::SimtTarget::Sm90a },

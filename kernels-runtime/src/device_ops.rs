@@ -175,9 +175,13 @@ pub fn device_moe_sort_buffers(
         .scalar(Scalar::MaxPermutedRows, rows as u64)?;
     let grid =
         GridInputs { routes: routes as u64, local_experts: l as u64, ..GridInputs::default() };
-    for family in
-        [SimtFamily::MoeSortHistogram, SimtFamily::MoeSortOffsets, SimtFamily::MoeSortScatter]
-    {
+    // As the layer's forward: one launch when one block holds every route.
+    let families: &[SimtFamily] = if blocks <= 1 {
+        &[SimtFamily::MoeSortSingle]
+    } else {
+        &[SimtFamily::MoeSortHistogram, SimtFamily::MoeSortOffsets, SimtFamily::MoeSortScatter]
+    };
+    for &family in families {
         let k = simt_kernel(b, family)?;
         run(b, k, &bind, &grid)?;
     }

@@ -40,6 +40,7 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
             "moe_sort_histogram",
             "moe_sort_offsets",
             "moe_sort_scatter",
+            "moe_sort_single",
             "quantize_nvfp4",
             "finalize_reduce",
             "ep_dispatch_pack",
@@ -99,7 +100,7 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     // × 2 modes. MXFP4, A16 and A8 each, plain and with gpt-oss's epilogue: 9 GEMM1 and 8
     // GEMM2 (4 tiles × N 64, 128) × 2 modes.
     let sm90_gemms = 2 * (9 + 12 * 2) + 2 * 2 * (9 + 8 * 2);
-    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 16 + 1 + 2 + 7 + sm90_gemms);
+    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 18 + 1 + 2 + 7 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()

@@ -20,6 +20,7 @@ fn one_kernel_per_family() {
         "moegen_sm100_moe_sort_histogram",
         "moegen_sm100_moe_sort_offsets",
         "moegen_sm100_moe_sort_scatter",
+        "moegen_sm100_moe_sort_single",
         "moegen_sm90_quantize_nvfp4",
         "moegen_sm100_finalize_reduce",
         "moegen_sm90_qdq_nvfp4",

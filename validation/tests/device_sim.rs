@@ -87,10 +87,17 @@ fn duplicate_experts_are_recorded_as_the_host_names_them() {
     let w = ExpertWindow::new(experts, 4, 8, k).unwrap();
     let good = routing(tokens, k, experts, 3, true);
     // A duplicate in the second histogram block (route 1030: token 257, slots 0 and 2, and 3
-    // too), then one more in the first block (route 14), which must win.
-    let dups: [&[(usize, usize)]; 2] = [&[(1030, 1028)], &[(1030, 1028), (14, 12)]];
-    for set in dups {
-        let mut ids = good.clone();
+    // too), then one more in the first block (route 14), which must win. With 200 tokens
+    // (800 routes) the one-block sort runs: route 530 and then 14.
+    let dups: [(usize, &[(usize, usize)]); 4] = [
+        (tokens, &[(1030, 1028)]),
+        (tokens, &[(1030, 1028), (14, 12)]),
+        (200, &[(530, 528)]),
+        (200, &[(530, 528), (14, 12)]),
+    ];
+    for (tokens, set) in dups {
+        let good = &good[..tokens * k];
+        let mut ids = good.to_vec();
         for &(route, from) in set {
             ids[route] = ids[from];
             ids[route + 1] = ids[from];
@@ -184,8 +191,9 @@ fn mutated(name: &str, from: &str, to: &str) -> String {
 #[test]
 fn planted_defects_in_the_simt_kernels_are_caught() {
     let w = ExpertWindow::new(8, 2, 4, 2).unwrap();
-    let ids = routing(300, 2, 8, 3, true);
-    let want = moe_sort(&ids, 300, &w, TileSize::T128).unwrap();
+    // 1200 routes: two blocks, so the three-pass sort runs.
+    let ids = routing(600, 2, 8, 3, true);
+    let want = moe_sort(&ids, 600, &w, TileSize::T128).unwrap();
     // Off-by-one in the tile's valid-row limit: the offsets kernel computes min((t+1)·T, end).
     let mut sim = SimBackend::new();
     let ptx = moegen_kernels::kernel("moegen_sm100_moe_sort_offsets").unwrap().ptx;
@@ -198,7 +206,7 @@ fn planted_defects_in_the_simt_kernels_are_caught() {
         &ptx.replacen(line, &format!("{line}\n{bad}"), 1),
     )
     .unwrap();
-    assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want.clone()));
+    assert_ne!(device_moe_sort(&mut sim, &ids, 600, &w, TileSize::T128).ok(), Some(want.clone()));
     // The rank within a chunk counts routes of another expert: two routes share a row. That
     // compare is the first `setp.eq.u32` after the barrier (those before it belong to the
     // error record).
@@ -208,7 +216,7 @@ fn planted_defects_in_the_simt_kernels_are_caught() {
     let at = barrier + ptx[barrier..].find("setp.eq.u32").unwrap();
     let bad = format!("{}setp.ne.u32{}", &ptx[..at], &ptx[at + "setp.eq.u32".len()..]);
     sim.replace_kernel("moegen_sm100_moe_sort_scatter", &bad).unwrap();
-    assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want.clone()));
+    assert_ne!(device_moe_sort(&mut sim, &ids, 600, &w, TileSize::T128).ok(), Some(want.clone()));
     // The per-expert counts of earlier chunks never rise: every chunk's ranks start at 0.
     let mut sim = SimBackend::new();
     sim.replace_kernel(
@@ -216,7 +224,29 @@ fn planted_defects_in_the_simt_kernels_are_caught() {
         &mutated("moegen_sm100_moe_sort_scatter", "red.shared.max.u32", "red.shared.min.u32"),
     )
     .unwrap();
-    assert_ne!(device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok(), Some(want));
+    assert_ne!(device_moe_sort(&mut sim, &ids, 600, &w, TileSize::T128).ok(), Some(want));
+    // The one-block sort (300 tokens, 600 routes): the same two defects of its own.
+    let ids = routing(300, 2, 8, 3, true);
+    let want = moe_sort(&ids, 300, &w, TileSize::T128).unwrap();
+    assert_eq!(
+        device_moe_sort(&mut SimBackend::new(), &ids, 300, &w, TileSize::T128).ok(),
+        Some(want.clone())
+    );
+    for (from, to) in [
+        // Each route counted at most once per expert: the tile plan is wrong.
+        ("atom.shared.add.u32", "atom.shared.max.u32"),
+        // The earlier chunks' counts never rise.
+        ("red.shared.max.u32", "red.shared.min.u32"),
+    ] {
+        let mut sim = SimBackend::new();
+        sim.replace_kernel(
+            "moegen_sm100_moe_sort_single",
+            &mutated("moegen_sm100_moe_sort_single", from, to),
+        )
+        .unwrap();
+        let got = device_moe_sort(&mut sim, &ids, 300, &w, TileSize::T128).ok();
+        assert_ne!(got, Some(want.clone()), "{from} → {to}");
+    }
     // A wrong constant (1/4 for 1/6) in the scale computation.
     let x: Vec<bf16> = (0..64).map(|i| bf16::from_f32(i as f32 - 30.0)).collect();
     let want = quantize_activations(&x, 1, 64, 10.0).unwrap();

@@ -8,6 +8,7 @@ pub mod ep_pack;
 pub mod epilogue_math;
 pub mod finalize_reduce;
 pub mod moe_sort;
+pub mod moe_sort_single;
 pub mod pipeline;
 pub mod qdq;
 pub mod quant_fp8;

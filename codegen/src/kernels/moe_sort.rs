@@ -7,6 +7,9 @@
 //! 3. `moe_sort_scatter`: each route's row = its block's base for the expert + the number of
 //!    earlier routes of the block with the same expert.
 //!
+//! When one block holds every route, `moe_sort_single` (`moe_sort_single.rs`) runs the same
+//! three passes in one launch, from the helpers here.
+//!
 //! Rows within an expert come out in ascending expanded index, the CPU reference's order, so
 //! the outputs are identical to `moe_sort` bit for bit. Expert ids outside [0, experts) are
 //! treated as non-local and recorded in the error record (`abi::error_record`: the flag, the
@@ -203,47 +206,83 @@ pub(crate) fn record_duplicate(
     b.label(&done);
 }
 
-/// Counts per block and local expert.
-pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
-    let mut b = simt_builder(SimtFamily::MoeSortHistogram, target);
+/// The inputs every pass over the routes reads.
+pub(crate) struct Routes {
+    pub experts: Reg,
+    pub routes: Reg,
+    pub top_k: Reg,
+    pub ne: Reg,
+    pub off: Reg,
+    pub l: Reg,
+    pub flags: Reg,
+    pub accept: Reg,
+}
+
+pub(crate) fn routes_in(b: &mut KernelBuilder) -> Routes {
     let experts = b.ld_buffer(Buffer::RoutedExperts);
-    let weights = b.ld_buffer(Buffer::RouterWeights);
     let routes = b.ld_scalar(Scalar::NumRoutes);
     let top_k = b.ld_scalar(Scalar::TopK);
     let ne = b.ld_scalar(Scalar::NumExperts);
     let off = b.ld_scalar(Scalar::LocalOffset);
     let l = b.ld_scalar(Scalar::LocalExperts);
-    let counts = b.ld_buffer(Buffer::SortBlockCounts);
     let flags = b.ld_buffer(Buffer::ErrorFlags);
-    let accept = accepts_padding(&mut b);
+    let accept = accepts_padding(b);
+    Routes { experts, routes, top_k, ne, off, l, flags, accept }
+}
+
+/// `body(j, i, inside)` for the block's routes: j = tid + r · THREADS (unrolled over r), its
+/// route i = first + j and whether i < routes.
+pub(crate) fn block_routes(
+    b: &mut KernelBuilder,
+    tid: Reg,
+    first: Reg,
+    routes: Reg,
+    body: &mut dyn FnMut(&mut KernelBuilder, Reg, Reg, Reg),
+) {
+    for r in 0..ROUTES_PER_BLOCK / THREADS {
+        let j = b.add_u32(tid, r * THREADS);
+        let i = b.add_u32(first, j);
+        let inside = b.setp_u32(Cmp::Lt, i, routes);
+        body(b, j, i, inside);
+    }
+}
+
+/// The histogram's work for route `i`: the error checks (router weight, expert id,
+/// duplicate slot) and one count for its local expert in `hist` (shared).
+pub(crate) fn count_route(b: &mut KernelBuilder, r: &Routes, weights: Reg, i: Reg, hist: Reg) {
+    let skip = b.new_label("skip");
+    check_weight(b, weights, i, r.flags);
+    let (le, e, _) = local_expert(b, r.experts, i, r.ne, r.off, r.l, r.flags, Some(r.accept));
+    check_duplicate(b, r.experts, i, e, r.top_k, r.flags, Some(r.accept));
+    let none = b.setp_s32(Cmp::Lt, le, 0i32);
+    b.bra_if(none, &skip);
+    let a = b.mad_u32(le, 4u32, hist);
+    let add = Memory::Atom(Space::Shared, AtomOp::Add, Ty::U32);
+    b.emit(add, vec![Operand::Sink, Operand::addr(a), 1u32.into()]);
+    b.label(&skip);
+}
+
+/// Counts per block and local expert.
+pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
+    let mut b = simt_builder(SimtFamily::MoeSortHistogram, target);
+    let r = routes_in(&mut b);
+    let weights = b.ld_buffer(Buffer::RouterWeights);
+    let counts = b.ld_buffer(Buffer::SortBlockCounts);
     let tid = b.sreg(SReg::TidX);
     let bid = b.sreg(SReg::CtaidX);
     let hist = b.smem_addr(0);
-    strided(&mut b, tid, l, THREADS, &mut |b, e| {
-        let a = b.mad_u32(e, 4u32, hist);
-        b.st_shared(Ty::U32, a, 0u32);
-    });
+    zero_shared(&mut b, tid, r.l, hist);
     b.bar_sync(0u32);
     let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
-    for r in 0..ROUTES_PER_BLOCK / THREADS {
-        let i = b.add_u32(first, tid);
-        let i = b.add_u32(i, r * THREADS);
-        let inside = b.setp_u32(Cmp::Lt, i, routes);
-        let skip = b.new_label("skip");
+    block_routes(&mut b, tid, first, r.routes, &mut |b, _, i, inside| {
+        let skip = b.new_label("outside");
         b.bra_unless(inside, &skip);
-        check_weight(&mut b, weights, i, flags);
-        let (le, e, _) = local_expert(&mut b, experts, i, ne, off, l, flags, Some(accept));
-        check_duplicate(&mut b, experts, i, e, top_k, flags, Some(accept));
-        let none = b.setp_s32(Cmp::Lt, le, 0i32);
-        b.bra_if(none, &skip);
-        let a = b.mad_u32(le, 4u32, hist);
-        let add = Memory::Atom(Space::Shared, AtomOp::Add, Ty::U32);
-        b.emit(add, vec![Operand::Sink, Operand::addr(a), 1u32.into()]);
+        count_route(b, &r, weights, i, hist);
         b.label(&skip);
-    }
+    });
     b.bar_sync(0u32);
-    let row = b.mul_u32(bid, l);
-    strided(&mut b, tid, l, THREADS, &mut |b, e| {
+    let row = b.mul_u32(bid, r.l);
+    strided(&mut b, tid, r.l, THREADS, &mut |b, e| {
         let a = b.mad_u32(e, 4u32, hist);
         let v = b.ld_shared(Ty::U32, RegClass::B32, a);
         let idx = b.add_u32(row, e);
@@ -252,6 +291,14 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
     });
     b.ret();
     b
+}
+
+/// Zeroes `n` words of shared memory at `at`, the block's threads striding.
+pub(crate) fn zero_shared(b: &mut KernelBuilder, tid: Reg, n: Reg, at: Reg) {
+    strided(b, tid, n, THREADS, &mut |b, e| {
+        let a = b.mad_u32(e, 4u32, at);
+        b.st_shared(Ty::U32, a, 0u32);
+    });
 }
 
 /// `for (v = start; v < end; v += step) body(v)`.
@@ -274,19 +321,132 @@ pub(crate) fn strided(
     b.label(&done);
 }
 
+/// The tile plan's outputs.
+pub(crate) struct TilePlan {
+    pub t: Reg,
+    pub max_tiles: Reg,
+    pub tile_e: Reg,
+    pub tile_m: Reg,
+    pub p2e: Reg,
+}
+
+pub(crate) fn tile_plan_in(b: &mut KernelBuilder) -> TilePlan {
+    let t = b.ld_scalar(Scalar::TileSize);
+    let max_tiles = b.ld_scalar(Scalar::MaxTiles);
+    let tile_e = b.ld_buffer(Buffer::TileIdxToExpertIdx);
+    let tile_m = b.ld_buffer(Buffer::TileIdxToMnLimit);
+    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
+    TilePlan { t, max_tiles, tile_e, tile_m, p2e }
+}
+
+/// Thread 0: the exclusive scan of the experts' tile counts from their route counts
+/// `totals` (shared) into `starts` (shared, L + 1 words: the last is the live tile count),
+/// the two counters and the overflow flag. L is small (experts per rank): one thread
+/// suffices. The caller synchronizes before reading `starts`.
+pub(crate) fn scan_tiles(
+    b: &mut KernelBuilder,
+    tid: Reg,
+    l: Reg,
+    p: &TilePlan,
+    totals: Reg,
+    starts: Reg,
+) {
+    let not0 = b.setp_u32(Cmp::Ne, tid, 0u32);
+    let after_scan = b.new_label("after_scan");
+    b.bra_if(not0, &after_scan);
+    let run = b.mov_u32(0u32);
+    let zero = b.mov_u32(0u32);
+    strided(b, zero, l, 1, &mut |b, e| {
+        let a = b.mad_u32(e, 4u32, starts);
+        b.st_shared(Ty::U32, a, run);
+        let ta = b.mad_u32(e, 4u32, totals);
+        let c = b.ld_shared(Ty::U32, RegClass::B32, ta);
+        let c1 = b.add_u32(c, p.t);
+        let c1 = b.sub_u32(c1, 1u32);
+        let tiles = b.div_u32(c1, p.t);
+        b.inc_u32(run, tiles);
+    });
+    let live = b.min_u32(run, p.max_tiles);
+    let over = b.setp_u32(Cmp::Gt, run, p.max_tiles);
+    let fp = b.ld_buffer(Buffer::ErrorFlags);
+    b.emit_if(Guard::when(over), set_flag(), vec![Operand::addr(fp), FLAG_TILE_OVERFLOW.into()]);
+    let np = b.ld_buffer(Buffer::NumNonExitingTiles);
+    b.st_global(Ty::U32, np, live);
+    let padded = b.mul_u32(live, p.t);
+    let pp = b.ld_buffer(Buffer::TotalNumPaddedTokens);
+    b.st_global(Ty::U32, pp, padded);
+    let la = b.mad_u32(l, 4u32, starts);
+    b.st_shared(Ty::U32, la, live);
+    b.label(&after_scan);
+}
+
+/// Expert `e`'s tiles (expert and row limit), the padding rows of its last tile (−1);
+/// returns its first row.
+pub(crate) fn expert_tiles(
+    b: &mut KernelBuilder,
+    e: Reg,
+    p: &TilePlan,
+    totals: Reg,
+    starts: Reg,
+) -> Reg {
+    let sa = b.mad_u32(e, 4u32, starts);
+    let first = b.ld_shared(Ty::U32, RegClass::B32, sa);
+    let ta = b.mad_u32(e, 4u32, totals);
+    let count = b.ld_shared(Ty::U32, RegClass::B32, ta);
+    let c1 = b.add_u32(count, p.t);
+    let c1 = b.sub_u32(c1, 1u32);
+    let tiles = b.div_u32(c1, p.t);
+    let row0 = b.mul_u32(first, p.t);
+    let end_row = b.add_u32(row0, count);
+    let zero = b.mov_u32(0u32);
+    strided(b, zero, tiles, 1, &mut |b, k| {
+        let tile = b.add_u32(first, k);
+        let ok = b.setp_u32(Cmp::Lt, tile, p.max_tiles);
+        let ea = b.index_addr(p.tile_e, tile, 4);
+        b.emit_if(Guard::when(ok), st(Space::Global, Ty::U32), vec![Operand::addr(ea), e.into()]);
+        let next = b.add_u32(tile, 1u32);
+        let lim = b.mul_u32(next, p.t);
+        let lim = b.min_u32(lim, end_row);
+        let ma = b.index_addr(p.tile_m, tile, 4);
+        b.emit_if(Guard::when(ok), st(Space::Global, Ty::U32), vec![Operand::addr(ma), lim.into()]);
+    });
+    let last_end = b.add_u32(first, tiles);
+    let last_end = b.min_u32(last_end, p.max_tiles);
+    let last_end = b.mul_u32(last_end, p.t);
+    strided(b, end_row, last_end, 1, &mut |b, row| {
+        let a = b.index_addr(p.p2e, row, 4);
+        b.st_global(Ty::U32, a, Operand::Imm(-1));
+    });
+    row0
+}
+
+/// The tiles past the live ones (expert −1, limit 0) and their rows (−1), `threads`
+/// threads striding.
+pub(crate) fn idle_tiles(b: &mut KernelBuilder, tid: Reg, live: Reg, p: &TilePlan, threads: u32) {
+    let from = b.add_u32(live, tid);
+    strided(b, from, p.max_tiles, threads, &mut |b, tile| {
+        let ea = b.index_addr(p.tile_e, tile, 4);
+        b.st_global(Ty::U32, ea, Operand::Imm(-1));
+        let ma = b.index_addr(p.tile_m, tile, 4);
+        b.st_global(Ty::U32, ma, 0u32);
+        let r0 = b.mul_u32(tile, p.t);
+        let r1 = b.add_u32(r0, p.t);
+        strided(b, r0, r1, 1, &mut |b, row| {
+            let a = b.index_addr(p.p2e, row, 4);
+            b.st_global(Ty::U32, a, Operand::Imm(-1));
+        });
+    });
+}
+
 /// Totals, tile runs, counters, padding rows and per-block bases; one block.
 pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortOffsets, target);
     let nblk = b.ld_scalar(Scalar::SortBlocks);
     let l = b.ld_scalar(Scalar::LocalExperts);
-    let t = b.ld_scalar(Scalar::TileSize);
-    let max_tiles = b.ld_scalar(Scalar::MaxTiles);
+    let p = tile_plan_in(&mut b);
     let counts = b.ld_buffer(Buffer::SortBlockCounts);
-    let tile_e = b.ld_buffer(Buffer::TileIdxToExpertIdx);
-    let tile_m = b.ld_buffer(Buffer::TileIdxToMnLimit);
-    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
     let tid = b.sreg(SReg::TidX);
-    // Shared: totals[L] then start_tile[L].
+    // Shared: totals[L] then start_tile[L + 1].
     let totals = b.smem_addr(0);
     let starts_off = b.shl_b32(l, 2u32);
     let starts = b.add_u32(totals, starts_off);
@@ -303,75 +463,13 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
         b.st_shared(Ty::U32, a, sum);
     });
     b.bar_sync(0u32);
-    // Exclusive scan of tile counts; L is small (experts per rank), one thread suffices.
-    let not0 = b.setp_u32(Cmp::Ne, tid, 0u32);
-    let after_scan = b.new_label("after_scan");
-    b.bra_if(not0, &after_scan);
-    let run = b.mov_u32(0u32);
-    let zero = b.mov_u32(0u32);
-    strided(&mut b, zero, l, 1, &mut |b, e| {
-        let a = b.mad_u32(e, 4u32, starts);
-        b.st_shared(Ty::U32, a, run);
-        let ta = b.mad_u32(e, 4u32, totals);
-        let c = b.ld_shared(Ty::U32, RegClass::B32, ta);
-        let c1 = b.add_u32(c, t);
-        let c1 = b.sub_u32(c1, 1u32);
-        let tiles = b.div_u32(c1, t);
-        b.inc_u32(run, tiles);
-    });
-    let live = b.min_u32(run, max_tiles);
-    let over = b.setp_u32(Cmp::Gt, run, max_tiles);
-    let fp = b.ld_buffer(Buffer::ErrorFlags);
-    b.emit_if(Guard::when(over), set_flag(), vec![Operand::addr(fp), FLAG_TILE_OVERFLOW.into()]);
-    let np = b.ld_buffer(Buffer::NumNonExitingTiles);
-    b.st_global(Ty::U32, np, live);
-    let padded = b.mul_u32(live, t);
-    let pp = b.ld_buffer(Buffer::TotalNumPaddedTokens);
-    b.st_global(Ty::U32, pp, padded);
-    let la = b.mad_u32(l, 4u32, starts);
-    b.st_shared(Ty::U32, la, live);
-    b.label(&after_scan);
+    scan_tiles(&mut b, tid, l, &p, totals, starts);
     b.bar_sync(0u32);
     let la = b.mad_u32(l, 4u32, starts);
     let live = b.ld_shared(Ty::U32, RegClass::B32, la);
     // Per expert: its tiles, the padding rows of its last tile, and the per-block bases.
     strided(&mut b, tid, l, OFFSET_THREADS, &mut |b, e| {
-        let sa = b.mad_u32(e, 4u32, starts);
-        let first = b.ld_shared(Ty::U32, RegClass::B32, sa);
-        let ta = b.mad_u32(e, 4u32, totals);
-        let count = b.ld_shared(Ty::U32, RegClass::B32, ta);
-        let c1 = b.add_u32(count, t);
-        let c1 = b.sub_u32(c1, 1u32);
-        let tiles = b.div_u32(c1, t);
-        let row0 = b.mul_u32(first, t);
-        let end_row = b.add_u32(row0, count);
-        let zero = b.mov_u32(0u32);
-        strided(b, zero, tiles, 1, &mut |b, k| {
-            let tile = b.add_u32(first, k);
-            let ok = b.setp_u32(Cmp::Lt, tile, max_tiles);
-            let ea = b.index_addr(tile_e, tile, 4);
-            b.emit_if(
-                Guard::when(ok),
-                st(Space::Global, Ty::U32),
-                vec![Operand::addr(ea), e.into()],
-            );
-            let next = b.add_u32(tile, 1u32);
-            let lim = b.mul_u32(next, t);
-            let lim = b.min_u32(lim, end_row);
-            let ma = b.index_addr(tile_m, tile, 4);
-            b.emit_if(
-                Guard::when(ok),
-                st(Space::Global, Ty::U32),
-                vec![Operand::addr(ma), lim.into()],
-            );
-        });
-        let last_end = b.add_u32(first, tiles);
-        let last_end = b.min_u32(last_end, max_tiles);
-        let last_end = b.mul_u32(last_end, t);
-        strided(b, end_row, last_end, 1, &mut |b, row| {
-            let a = b.index_addr(p2e, row, 4);
-            b.st_global(Ty::U32, a, Operand::Imm(-1));
-        });
+        let row0 = expert_tiles(b, e, &p, totals, starts);
         let base = b.mov_u32(row0);
         let zero = b.mov_u32(0u32);
         strided(b, zero, nblk, 1, &mut |b, blk| {
@@ -382,103 +480,73 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
             b.inc_u32(base, v);
         });
     });
-    // Tiles past the live ones, and their rows.
-    let from = b.add_u32(live, tid);
-    strided(&mut b, from, max_tiles, OFFSET_THREADS, &mut |b, tile| {
-        let ea = b.index_addr(tile_e, tile, 4);
-        b.st_global(Ty::U32, ea, Operand::Imm(-1));
-        let ma = b.index_addr(tile_m, tile, 4);
-        b.st_global(Ty::U32, ma, 0u32);
-        let r0 = b.mul_u32(tile, t);
-        let r1 = b.add_u32(r0, t);
-        strided(b, r0, r1, 1, &mut |b, row| {
-            let a = b.index_addr(p2e, row, 4);
-            b.st_global(Ty::U32, a, Operand::Imm(-1));
-        });
-    });
+    idle_tiles(&mut b, tid, live, &p, OFFSET_THREADS);
     b.ret();
     b
 }
 
-/// Places every route. A route's rank among its block's routes of the same expert comes
-/// from two cheap passes rather than from counting every earlier route of the block (that
-/// was quadratic: about 30 µs for a full block on an H100, a tenth of a small-batch layer):
+/// Stages route `i` (block position `j`) for the rank passes: its local expert, or −1 for
+/// a non-local route and past the end, at `local[j]` (shared); the thread of the first
+/// out-of-range route and of the first duplicate (final once every route of the launch
+/// has been counted) records the id and slot.
+pub(crate) fn stage_route(
+    b: &mut KernelBuilder,
+    r: &Routes,
+    j: Reg,
+    i: Reg,
+    inside: Reg,
+    local: Reg,
+) {
+    let le = b.mov_u32(Operand::Imm(-1));
+    let skip = b.new_label("skip_load");
+    b.bra_unless(inside, &skip);
+    let (v, e, bad) = local_expert(b, r.experts, i, r.ne, r.off, r.l, r.flags, Some(r.accept));
+    b.assign_u32(le, v);
+    let fa = record_word(b, r.flags, WORD_FIRST_BAD_EXPERT);
+    let first_bad = b.ld_global(Ty::U32, RegClass::B32, fa);
+    let is_first = b.setp_u32(Cmp::Eq, first_bad, i);
+    let record = b.and_pred(is_first, bad);
+    let ia = record_word(b, r.flags, WORD_BAD_EXPERT_ID);
+    b.emit_if(Guard::when(record), st(Space::Global, Ty::U32), vec![Operand::addr(ia), e.into()]);
+    record_duplicate(b, r.experts, i, e, r.top_k, r.flags);
+    b.label(&skip);
+    let a = b.mad_u32(j, 4u32, local);
+    b.st_shared(Ty::U32, a, le);
+}
+
+/// Each route's rank among the block's routes of its expert, into `ranks` (shared), from
+/// the staged `local` experts (shared, synchronized before), using `counters` (shared, one
+/// zeroed word per local expert). Two cheap passes rather than each route counting every
+/// earlier route of the block (that was quadratic: about 30 µs for a full block on an
+/// H100, a tenth of a small-batch layer):
 ///
 /// 1. every thread counts the same-expert routes before its route in the route's 32-route
 ///    chunk (at most 31 shared reads);
 /// 2. warp 0 walks the block's chunks in route order and adds to each route the number of
-///    same-expert routes in the chunks before it, kept per local expert in shared memory:
+///    same-expert routes in the chunks before it, kept per local expert in `counters`:
 ///    the chunk's lanes read the expert's count, then each raises it to its own rank + 1
 ///    (`red.shared.max`: the largest rank of the expert in the chunk wins, whichever lane
 ///    writes last).
 ///
-/// The ranks, and so the rows, are exactly those of the quadratic count.
-pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
-    let mut b = simt_builder(SimtFamily::MoeSortScatter, target);
-    let experts = b.ld_buffer(Buffer::RoutedExperts);
-    let routes = b.ld_scalar(Scalar::NumRoutes);
-    let top_k = b.ld_scalar(Scalar::TopK);
-    let ne = b.ld_scalar(Scalar::NumExperts);
-    let off = b.ld_scalar(Scalar::LocalOffset);
-    let l = b.ld_scalar(Scalar::LocalExperts);
-    let bases = b.ld_buffer(Buffer::SortBlockCounts);
-    let e2p = b.ld_buffer(Buffer::ExpandedIdxToPermutedIdx);
-    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
-    let flags = b.ld_buffer(Buffer::ErrorFlags);
-    let max_rows = b.ld_scalar(Scalar::MaxPermutedRows);
-    let accept = accepts_padding(&mut b);
-    let tid = b.sreg(SReg::TidX);
-    let bid = b.sreg(SReg::CtaidX);
-    let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
-    // Shared: the block's local experts, their ranks, then one counter per local expert
-    // (`abi::launch`: 8 · ROUTES_PER_BLOCK + 4 · L bytes).
-    let local = b.smem_addr(0);
-    let ranks = b.smem_addr(4 * ROUTES_PER_BLOCK);
-    let counters = b.smem_addr(8 * ROUTES_PER_BLOCK);
-    strided(&mut b, tid, l, THREADS, &mut |b, e| {
-        let a = b.mad_u32(e, 4u32, counters);
-        b.st_shared(Ty::U32, a, 0u32);
-    });
-    // Stage the block's local experts (−1 for non-local and past the end) in shared memory.
-    for r in 0..ROUTES_PER_BLOCK / THREADS {
-        let j = b.add_u32(tid, r * THREADS);
-        let i = b.add_u32(first, j);
-        let inside = b.setp_u32(Cmp::Lt, i, routes);
-        let le = b.mov_u32(Operand::Imm(-1));
-        let skip = b.new_label("skip_load");
-        b.bra_unless(inside, &skip);
-        let (v, e, bad) = local_expert(&mut b, experts, i, ne, off, l, flags, Some(accept));
-        b.assign_u32(le, v);
-        // Every histogram block has taken its minimum by now: the first bad route's thread
-        // records the id.
-        let fa = record_word(&mut b, flags, WORD_FIRST_BAD_EXPERT);
-        let first_bad = b.ld_global(Ty::U32, RegClass::B32, fa);
-        let is_first = b.setp_u32(Cmp::Eq, first_bad, i);
-        let record = b.and_pred(is_first, bad);
-        let ia = record_word(&mut b, flags, WORD_BAD_EXPERT_ID);
-        b.emit_if(
-            Guard::when(record),
-            st(Space::Global, Ty::U32),
-            vec![Operand::addr(ia), e.into()],
-        );
-        record_duplicate(&mut b, experts, i, e, top_k, flags);
-        b.label(&skip);
-        let a = b.mad_u32(j, 4u32, local);
-        b.st_shared(Ty::U32, a, le);
-    }
-    b.bar_sync(0u32);
-    // Pass 1: the rank within the route's chunk.
-    for r in 0..ROUTES_PER_BLOCK / THREADS {
-        let j = b.add_u32(tid, r * THREADS);
-        let i = b.add_u32(first, j);
-        let inside = b.setp_u32(Cmp::Lt, i, routes);
+/// The ranks are exactly those of the quadratic count. Ends synchronized.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rank_routes(
+    b: &mut KernelBuilder,
+    tid: Reg,
+    first: Reg,
+    routes: Reg,
+    local: Reg,
+    ranks: Reg,
+    counters: Reg,
+) {
+    block_routes(b, tid, first, routes, &mut |b, j, _, inside| {
         let skip = b.new_label("skip_chunk_rank");
         b.bra_unless(inside, &skip);
         let a = b.mad_u32(j, 4u32, local);
         let le = b.ld_shared(Ty::U32, RegClass::B32, a);
         let chunk = b.and_b32(j, !(CHUNK - 1));
         let rank = b.mov_u32(0u32);
-        strided(&mut b, chunk, j, 1, &mut |b, q| {
+        strided(b, chunk, j, 1, &mut |b, q| {
             let qa = b.mad_u32(q, 4u32, local);
             let other = b.ld_shared(Ty::U32, RegClass::B32, qa);
             let same = b.setp_u32(Cmp::Eq, other, le);
@@ -488,9 +556,8 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
         let ra = b.mad_u32(j, 4u32, ranks);
         b.st_shared(Ty::U32, ra, rank);
         b.label(&skip);
-    }
+    });
     b.bar_sync(0u32);
-    // Pass 2 (warp 0): the same-expert routes of the earlier chunks, chunk by chunk.
     let warp = b.shr_u32(tid, 5u32);
     let not_warp0 = b.setp_u32(Cmp::Ne, warp, 0u32);
     let after = b.new_label("after_chunks");
@@ -500,7 +567,7 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
     let chunks = b.add_u32(left, CHUNK - 1);
     let chunks = b.shr_u32(chunks, CHUNK.trailing_zeros());
     let zero = b.mov_u32(0u32);
-    strided(&mut b, zero, chunks, 1, &mut |b, c| {
+    strided(b, zero, chunks, 1, &mut |b, c| {
         let j = b.mad_u32(c, CHUNK, tid);
         let a = b.mad_u32(j, 4u32, local);
         let le = b.ld_shared(Ty::U32, RegClass::B32, a);
@@ -533,10 +600,24 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
     });
     b.label(&after);
     b.bar_sync(0u32);
-    for r in 0..ROUTES_PER_BLOCK / THREADS {
-        let j = b.add_u32(tid, r * THREADS);
-        let i = b.add_u32(first, j);
-        let inside = b.setp_u32(Cmp::Lt, i, routes);
+}
+
+/// The permuted row of each of the block's routes: `base(le)` (its expert's first row for
+/// this block) + its rank; non-local routes get −1, rows past `max_rows` are not written.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn place_routes(
+    b: &mut KernelBuilder,
+    tid: Reg,
+    first: Reg,
+    routes: Reg,
+    local: Reg,
+    ranks: Reg,
+    max_rows: Reg,
+    base: &mut dyn FnMut(&mut KernelBuilder, Reg) -> Reg,
+) {
+    let e2p = b.ld_buffer(Buffer::ExpandedIdxToPermutedIdx);
+    let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
+    block_routes(b, tid, first, routes, &mut |b, j, i, inside| {
         let skip = b.new_label("skip_route");
         b.bra_unless(inside, &skip);
         let a = b.mad_u32(j, 4u32, local);
@@ -551,9 +632,7 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
         b.bra_if(none, &skip);
         let ra = b.mad_u32(j, 4u32, ranks);
         let rank = b.ld_shared(Ty::U32, RegClass::B32, ra);
-        let idx = b.mad_u32(bid, l, le);
-        let ba = b.index_addr(bases, idx, 4);
-        let base = b.ld_global(Ty::U32, RegClass::B32, ba);
+        let base = base(b, le);
         let row = b.add_u32(base, rank);
         let fits = b.setp_u32(Cmp::Lt, row, max_rows);
         let stored = b.selp_u32(row, Operand::Imm(-1), fits);
@@ -561,7 +640,36 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
         let pa = b.index_addr(p2e, row, 4);
         b.emit_if(Guard::when(fits), st(Space::Global, Ty::U32), vec![Operand::addr(pa), i.into()]);
         b.label(&skip);
-    }
+    });
+}
+
+/// Places every route of a block: stages its local experts, ranks them
+/// ([`rank_routes`]) and writes the rows from the offsets pass's per-block bases.
+pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
+    let mut b = simt_builder(SimtFamily::MoeSortScatter, target);
+    let r = routes_in(&mut b);
+    let bases = b.ld_buffer(Buffer::SortBlockCounts);
+    let max_rows = b.ld_scalar(Scalar::MaxPermutedRows);
+    let tid = b.sreg(SReg::TidX);
+    let bid = b.sreg(SReg::CtaidX);
+    let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
+    // Shared: the block's local experts, their ranks, then one counter per local expert
+    // (`abi::launch`: 8 · ROUTES_PER_BLOCK + 4 · L bytes).
+    let local = b.smem_addr(0);
+    let ranks = b.smem_addr(4 * ROUTES_PER_BLOCK);
+    let counters = b.smem_addr(8 * ROUTES_PER_BLOCK);
+    zero_shared(&mut b, tid, r.l, counters);
+    block_routes(&mut b, tid, first, r.routes, &mut |b, j, i, inside| {
+        stage_route(b, &r, j, i, inside, local);
+    });
+    b.bar_sync(0u32);
+    rank_routes(&mut b, tid, first, r.routes, local, ranks, counters);
+    let l = r.l;
+    place_routes(&mut b, tid, first, r.routes, local, ranks, max_rows, &mut |b, le| {
+        let idx = b.mad_u32(bid, l, le);
+        let ba = b.index_addr(bases, idx, 4);
+        b.ld_global(Ty::U32, RegClass::B32, ba)
+    });
     b.ret();
     b
 }

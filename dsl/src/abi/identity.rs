@@ -55,6 +55,8 @@ pub enum SimtFamily {
     MoeSortOffsets,
     /// Routing sort pass 3: every route's permuted row.
     MoeSortScatter,
+    /// The whole routing sort in one block, for at most `ROUTES_PER_BLOCK` routes.
+    MoeSortSingle,
     /// bf16 activations → NVFP4.
     QuantizeNvfp4,
     /// The deterministic finalize's fixed-order sum.
@@ -77,10 +79,11 @@ pub enum SimtFamily {
 
 impl SimtFamily {
     /// The families every target has, in set order.
-    pub const ALL: [SimtFamily; 8] = [
+    pub const ALL: [SimtFamily; 9] = [
         SimtFamily::MoeSortHistogram,
         SimtFamily::MoeSortOffsets,
         SimtFamily::MoeSortScatter,
+        SimtFamily::MoeSortSingle,
         SimtFamily::QuantizeNvfp4,
         SimtFamily::FinalizeReduce,
         SimtFamily::EpDispatchPack,
@@ -101,6 +104,7 @@ impl SimtFamily {
             SimtFamily::MoeSortHistogram => "moe_sort_histogram",
             SimtFamily::MoeSortOffsets => "moe_sort_offsets",
             SimtFamily::MoeSortScatter => "moe_sort_scatter",
+            SimtFamily::MoeSortSingle => "moe_sort_single",
             SimtFamily::QuantizeNvfp4 => "quantize_nvfp4",
             SimtFamily::FinalizeReduce => "finalize_reduce",
             SimtFamily::QdqNvfp4 => "qdq_nvfp4",

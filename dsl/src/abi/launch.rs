@@ -164,6 +164,12 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                 4,
                 GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK },
             ),
+            // One block; shared memory: the staged experts and their ranks (4 bytes a route
+            // each), the live tile count, then per local expert its count, first tile, rank
+            // counter and first row.
+            SimtFamily::MoeSortSingle => {
+                simt(SORT_THREADS, 8 * ROUTES_PER_BLOCK + 4, 16, GridRule::Single)
+            }
             SimtFamily::QuantizeNvfp4 => simt(
                 QUANTIZE_THREADS,
                 0,

@@ -107,6 +107,7 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
             SimtFamily::MoeSortHistogram => ("MOE_SORT_HISTOGRAM", s::MOE_SORT_HISTOGRAM),
             SimtFamily::MoeSortOffsets => ("MOE_SORT_OFFSETS", s::MOE_SORT_OFFSETS),
             SimtFamily::MoeSortScatter => ("MOE_SORT_SCATTER", s::MOE_SORT_SCATTER),
+            SimtFamily::MoeSortSingle => ("MOE_SORT_SINGLE", s::MOE_SORT_SINGLE),
             SimtFamily::QuantizeNvfp4 => ("QUANTIZE_NVFP4", s::QUANTIZE_NVFP4),
             SimtFamily::FinalizeReduce => ("FINALIZE_REDUCE", s::FINALIZE_REDUCE),
             SimtFamily::QdqNvfp4 => ("QDQ_NVFP4", s::QDQ_NVFP4),

@@ -226,6 +226,33 @@ pub const MOE_SORT_SCATTER: &[Param] = &[
     buffer("error_flags", B::ErrorFlags, "u32 [7]: the error record (abi::error_record)"),
 ];
 
+/// The whole routing sort in one block (at most 1024 routes): the three passes' inputs and
+/// outputs, without their per-block scratch.
+pub const MOE_SORT_SINGLE: &[Param] = &[
+    buffer("experts", B::RoutedExperts, "i32 [tokens·top_k] global expert ids"),
+    buffer("router_weights", B::RouterWeights, "f32 [tokens·top_k]: checked finite"),
+    scalar("num_routes", S::NumRoutes, "tokens·top_k, at most 1024"),
+    scalar("top_k", S::TopK, "routes per token: a token's slots must name distinct experts"),
+    scalar("num_experts", S::NumExperts, "experts in the model"),
+    scalar("local_offset", S::LocalOffset, "first local expert"),
+    scalar("local_experts", S::LocalExperts, "L"),
+    scalar("accept_padding", S::AcceptPadding, "1: NO_ROUTE is skipped; 0: out of range"),
+    scalar("tile_size", S::TileSize, "T: 128 or 256"),
+    scalar("max_tiles", S::MaxTiles, "length of the tile arrays"),
+    buffer("tile_idx_to_expert_idx", B::TileIdxToExpertIdx, "i32 [max_tiles] out"),
+    buffer("tile_idx_to_mn_limit", B::TileIdxToMnLimit, "i32 [max_tiles] out"),
+    buffer(
+        "permuted_idx_to_expanded_idx",
+        B::PermutedIdxToExpandedIdx,
+        "i32 [max_tiles·T] out: the route of each valid row, −1 on padding rows",
+    ),
+    buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1] out"),
+    buffer("total_num_padded_tokens", B::TotalNumPaddedTokens, "i32 [1] out"),
+    buffer("expanded_idx_to_permuted_idx", B::ExpandedIdxToPermutedIdx, "i32 [tokens·top_k] out"),
+    scalar("max_permuted_rows", S::MaxPermutedRows, "max_tiles·T: rows past it are never written"),
+    buffer("error_flags", B::ErrorFlags, "u32 [7]: the error record (abi::error_record)"),
+];
+
 /// bf16 activations → NVFP4 with linear scales.
 pub const QUANTIZE_NVFP4: &[Param] = &[
     buffer("x", B::ActivationsBf16, "activations bf16 [tokens, H]"),

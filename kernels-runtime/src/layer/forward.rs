@@ -100,7 +100,7 @@ pub struct MoeLayer {
     weights: LayerWeights,
     dispatch: DispatchTable,
     resolved: Vec<Resolved>,
-    simt: [&'static KernelInfo; 4],
+    simt: [&'static KernelInfo; 5],
     /// The activation step: NVFP4 quantization (SM100), quantize-dequantize (Hopper A4),
     /// E4M3 per token (Hopper A8), or none (Hopper A16).
     activation_kernel: Option<&'static KernelInfo>,
@@ -218,6 +218,7 @@ impl MoeLayer {
             simt_kernel(SimtFamily::MoeSortHistogram)?,
             simt_kernel(SimtFamily::MoeSortOffsets)?,
             simt_kernel(SimtFamily::MoeSortScatter)?,
+            simt_kernel(SimtFamily::MoeSortSingle)?,
             simt_kernel(SimtFamily::FinalizeReduce)?,
         ];
         let activation_kernel = match (arch, config.activations) {
@@ -459,11 +460,16 @@ impl MoeLayer {
             b.launch(k, shape, &args)?;
             Ok(())
         };
-        let [hist, offsets, scatter, finalize_kernel] = self.simt;
+        let [hist, offsets, scatter, single, finalize_kernel] = self.simt;
         ws.reset_errors(b)?;
-        run(b, hist)?;
-        run(b, offsets)?;
-        run(b, scatter)?;
+        if routes <= u64::from(ROUTES_PER_BLOCK) {
+            // One block holds every route: the sort's three passes in one launch.
+            run(b, single)?;
+        } else {
+            run(b, hist)?;
+            run(b, offsets)?;
+            run(b, scatter)?;
+        }
         if let Some(k) = self.activation_kernel {
             run(b, k)?;
         }
@@ -497,7 +503,7 @@ impl MoeLayer {
         top_k: usize,
     ) -> Result<(), LayerError> {
         let s = &self.config.shape;
-        let k = self.simt[3];
+        let k = self.simt[4];
         let bind = Bindings::new()
             .buffer(Buffer::FinalizeScratch, routes)
             .buffer(Buffer::ExpandedIdxToPermutedIdx, all_local)
