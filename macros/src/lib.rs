@@ -37,9 +37,9 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 ///
-/// // 1 GEMM1, 2 GEMM2 (one per finalize mode), 8 SIMT kernels for sm_100f, 11 for sm_90a
+/// // 1 GEMM1, 2 GEMM2 (one per finalize mode), 9 SIMT kernels for sm_100f, 12 for sm_90a
 /// // (its A4 quantize-dequantize and the two A8 activation quantizers too).
-/// assert_eq!(kernels::KERNELS.len(), 1 + 2 + 8 + 11);
+/// assert_eq!(kernels::KERNELS.len(), 1 + 2 + 9 + 12);
 /// ```
 ///
 /// Every key is optional except `tile`, `gemm1`, `gemm2`, `mma` and `cluster` inside a

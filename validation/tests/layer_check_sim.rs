@@ -209,6 +209,38 @@ fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
     assert!(e.to_string().contains("deterministic finalize"), "{e}");
 }
 
+/// More routes than one block holds (520 tokens, top 2: 1040 routes): the forward runs the
+/// sort's three passes instead of its one-launch form, and the layer still equals the
+/// reference bit for bit, graph replay included.
+#[test]
+fn the_three_pass_sort_serves_batches_past_one_block() {
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let case = LayerCase {
+        shape,
+        tokens: 520,
+        planned_tokens: 520,
+        activations: ActivationFormat::Bf16,
+        format: WeightFormat::Mxfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 11,
+        routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
+    };
+    let p = problem(case).unwrap();
+    let mut sim = SimBackend::hopper().with_sm_count(4);
+    let g = check_graph_replay(&mut sim, &p).unwrap();
+    assert!(g.identical && g.counted, "{g:?}");
+    // Sort (three passes), GEMM1, GEMM2, finalize.
+    assert_eq!(g.eager_launches, 6);
+    let rows = check_tactics_in(&mut sim, &p, Some(1), &cooperative()).unwrap();
+    assert_eq!(
+        rows[0].identical, rows[0].elements,
+        "{}: max ulp {}",
+        rows[0].tactic, rows[0].max_ulp
+    );
+}
+
 /// A workspace and dispatch table planned for far more tokens than the pass runs (an engine
 /// plans for its largest batch): bit-identical to the reference on both generations, graph
 /// replay equal to eager, every allocation given back, and a plan below the pass refused.

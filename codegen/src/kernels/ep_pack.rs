@@ -27,8 +27,8 @@ use moegen_dsl::abi::launch::EP_PACK_THREADS;
 use moegen_dsl::abi::{Buffer, Scalar, SimtFamily, SimtTarget};
 
 use super::moe_sort::{
-    check_duplicate, check_weight, local_expert, record_duplicate, record_word, set_flag,
-    simt_builder, strided,
+    check_duplicate, check_weight, count_equal, local_expert, record_duplicate, record_word,
+    set_flag, simt_builder, strided,
 };
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{AtomOp, Memory};
@@ -145,14 +145,7 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
     let none = b.setp_s32(Cmp::Lt, e, 0i32);
     let placed = b.new_label("placed");
     b.bra_if(none, &placed);
-    let rank = b.mov_u32(0u32);
-    strided(&mut b, zero, tid, 1, &mut |b, q| {
-        let qa = b.mad_u32(q, 4u32, stage);
-        let other = b.ld_shared(Ty::U32, RegClass::B32, qa);
-        let same = b.setp_u32(Cmp::Eq, other, e);
-        let inc = b.selp_u32(1u32, 0u32, same);
-        b.inc_u32(rank, inc);
-    });
+    let rank = count_equal(&mut b, stage, zero, tid, e);
     let na = b.mad_u32(e, 4u32, next);
     let first = b.ld_shared(Ty::U32, RegClass::B32, na);
     let pos = b.add_u32(first, rank);

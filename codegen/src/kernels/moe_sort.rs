@@ -247,9 +247,26 @@ pub(crate) fn block_routes(
     }
 }
 
-/// The histogram's work for route `i`: the error checks (router weight, expert id,
-/// duplicate slot) and one count for its local expert in `hist` (shared).
-pub(crate) fn count_route(b: &mut KernelBuilder, r: &Routes, weights: Reg, i: Reg, hist: Reg) {
+/// The histogram's work for the block's routes from `first`: the error checks (router
+/// weight, expert id, duplicate slot) and one count per route for its local expert in
+/// `hist` (shared, zeroed and synchronized before).
+pub(crate) fn count_routes(
+    b: &mut KernelBuilder,
+    r: &Routes,
+    weights: Reg,
+    tid: Reg,
+    first: Reg,
+    hist: Reg,
+) {
+    block_routes(b, tid, first, r.routes, &mut |b, _, i, inside| {
+        let skip = b.new_label("outside");
+        b.bra_unless(inside, &skip);
+        count_route(b, r, weights, i, hist);
+        b.label(&skip);
+    });
+}
+
+fn count_route(b: &mut KernelBuilder, r: &Routes, weights: Reg, i: Reg, hist: Reg) {
     let skip = b.new_label("skip");
     check_weight(b, weights, i, r.flags);
     let (le, e, _) = local_expert(b, r.experts, i, r.ne, r.off, r.l, r.flags, Some(r.accept));
@@ -274,12 +291,7 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
     zero_shared(&mut b, tid, r.l, hist);
     b.bar_sync(0u32);
     let first = b.mul_u32(bid, ROUTES_PER_BLOCK);
-    block_routes(&mut b, tid, first, r.routes, &mut |b, _, i, inside| {
-        let skip = b.new_label("outside");
-        b.bra_unless(inside, &skip);
-        count_route(b, &r, weights, i, hist);
-        b.label(&skip);
-    });
+    count_routes(&mut b, &r, weights, tid, first, hist);
     b.bar_sync(0u32);
     let row = b.mul_u32(bid, r.l);
     strided(&mut b, tid, r.l, THREADS, &mut |b, e| {
@@ -291,6 +303,19 @@ pub fn build_histogram(target: SimtTarget) -> KernelBuilder {
     });
     b.ret();
     b
+}
+
+/// How many of the shared words `[from, to)` of the array at `base` equal `value`.
+pub(crate) fn count_equal(b: &mut KernelBuilder, base: Reg, from: Reg, to: Reg, value: Reg) -> Reg {
+    let n = b.mov_u32(0u32);
+    strided(b, from, to, 1, &mut |b, q| {
+        let qa = b.mad_u32(q, 4u32, base);
+        let other = b.ld_shared(Ty::U32, RegClass::B32, qa);
+        let same = b.setp_u32(Cmp::Eq, other, value);
+        let inc = b.selp_u32(1u32, 0u32, same);
+        b.inc_u32(n, inc);
+    });
+    n
 }
 
 /// Zeroes `n` words of shared memory at `at`, the block's threads striding.
@@ -545,14 +570,7 @@ pub(crate) fn rank_routes(
         let a = b.mad_u32(j, 4u32, local);
         let le = b.ld_shared(Ty::U32, RegClass::B32, a);
         let chunk = b.and_b32(j, !(CHUNK - 1));
-        let rank = b.mov_u32(0u32);
-        strided(b, chunk, j, 1, &mut |b, q| {
-            let qa = b.mad_u32(q, 4u32, local);
-            let other = b.ld_shared(Ty::U32, RegClass::B32, qa);
-            let same = b.setp_u32(Cmp::Eq, other, le);
-            let inc = b.selp_u32(1u32, 0u32, same);
-            b.inc_u32(rank, inc);
-        });
+        let rank = count_equal(b, local, chunk, j, le);
         let ra = b.mad_u32(j, 4u32, ranks);
         b.st_shared(Ty::U32, ra, rank);
         b.label(&skip);

@@ -10,7 +10,7 @@ use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
 use moegen_dsl::abi::{Buffer, Scalar, SimtFamily, SimtTarget};
 
 use super::moe_sort::{
-    block_routes, count_route, expert_tiles, idle_tiles, place_routes, rank_routes, routes_in,
+    block_routes, count_routes, expert_tiles, idle_tiles, place_routes, rank_routes, routes_in,
     scan_tiles, simt_builder, stage_route, strided, tile_plan_in, zero_shared,
 };
 use crate::ptx::{KernelBuilder, RegClass, SReg, Ty};
@@ -42,12 +42,7 @@ pub fn build_single(target: SimtTarget) -> KernelBuilder {
     zero_shared(&mut b, tid, r.l, counters);
     b.bar_sync(0u32);
     // The histogram: the error checks and the counts.
-    block_routes(&mut b, tid, first, r.routes, &mut |b, _, i, inside| {
-        let skip = b.new_label("outside");
-        b.bra_unless(inside, &skip);
-        count_route(b, &r, weights, i, totals);
-        b.label(&skip);
-    });
+    count_routes(&mut b, &r, weights, tid, first, totals);
     // Every route's checks have taken their minimum: staging records the first ones.
     b.bar_sync(0u32);
     block_routes(&mut b, tid, first, r.routes, &mut |b, j, i, inside| {

@@ -29,6 +29,7 @@ fn main() {
             "moegen_sm90_moe_sort_histogram",
             "moegen_sm90_moe_sort_offsets",
             "moegen_sm90_moe_sort_scatter",
+            "moegen_sm90_moe_sort_single",
             "moegen_sm90_quantize_nvfp4",
             "moegen_sm90_finalize_reduce",
             "moegen_sm90_ep_dispatch_pack",
