@@ -13,6 +13,29 @@ use moegen_validation::layer_check::{
     problem,
 };
 
+/// A deterministic, plain-SwiGLU case of `tokens` tokens (planned for as many) whose routes
+/// spread over the local experts.
+fn spread(
+    shape: MoeShape,
+    tokens: usize,
+    activations: ActivationFormat,
+    format: WeightFormat,
+    seed: u64,
+) -> LayerCase {
+    LayerCase {
+        shape,
+        tokens,
+        planned_tokens: tokens,
+        activations,
+        format,
+        finalize: FinalizeMode::Deterministic,
+        seed,
+        routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::PLAIN,
+        recipe: None,
+    }
+}
+
 #[test]
 fn ulps_are_counted_on_the_ordered_line() {
     let b = bf16::from_f32;
@@ -38,18 +61,7 @@ fn the_bulk_order_slack_follows_the_derivation() {
 #[test]
 fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
     let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = LayerCase {
-        shape,
-        tokens: 5,
-        planned_tokens: 5,
-        activations: ActivationFormat::Nvfp4,
-        format: WeightFormat::Nvfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 9,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+    let case = spread(shape, 5, ActivationFormat::Nvfp4, WeightFormat::Nvfp4, 9);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::new().with_sm_count(4);
     let rows = check_tactics(&mut sim, &p, Some(2)).unwrap();
@@ -109,18 +121,7 @@ fn routing_edge_cases_match_the_reference() {
 #[test]
 fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = LayerCase {
-        shape,
-        tokens: 37,
-        planned_tokens: 37,
-        activations: ActivationFormat::Nvfp4,
-        format: WeightFormat::Nvfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 3,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+    let case = spread(shape, 37, ActivationFormat::Nvfp4, WeightFormat::Nvfp4, 3);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
     // H 320 = 256 + 64 and 2I 384 = 256 + 128 are multiples of the granules, not of the
@@ -152,18 +153,7 @@ fn hopper_layer_tactics_match_the_reference_bit_for_bit() {
 #[test]
 fn hopper_a8_layer_tactics_match_the_reference_bit_for_bit() {
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = LayerCase {
-        shape,
-        tokens: 37,
-        planned_tokens: 37,
-        activations: ActivationFormat::Fp8,
-        format: WeightFormat::Mxfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 17,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+    let case = spread(shape, 37, ActivationFormat::Fp8, WeightFormat::Mxfp4, 17);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
     let rows = check_tactics_in(&mut sim, &p, Some(3), &cooperative()).unwrap();
@@ -182,18 +172,7 @@ fn hopper_a8_layer_tactics_match_the_reference_bit_for_bit() {
 #[test]
 fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = LayerCase {
-        shape,
-        tokens: 6,
-        planned_tokens: 6,
-        activations: ActivationFormat::Bf16,
-        format: WeightFormat::Mxfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 4,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+    let case = spread(shape, 6, ActivationFormat::Bf16, WeightFormat::Mxfp4, 4);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
     let g = check_graph_replay(&mut sim, &p).unwrap();
@@ -215,18 +194,7 @@ fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
 #[test]
 fn the_three_pass_sort_serves_batches_past_one_block() {
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = LayerCase {
-        shape,
-        tokens: 520,
-        planned_tokens: 520,
-        activations: ActivationFormat::Bf16,
-        format: WeightFormat::Mxfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 11,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+    let case = spread(shape, 520, ActivationFormat::Bf16, WeightFormat::Mxfp4, 11);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
     let g = check_graph_replay(&mut sim, &p).unwrap();
@@ -288,18 +256,7 @@ fn a8_refuses_a16_uploads_and_more_than_32_slots() {
     use moegen_runtime::RuntimeError;
     use moegen_runtime::layer::{LayerError, LayerWeights};
     let shape = MoeShape::new(256, 128, ExpertWindow::new(8, 0, 4, 2).unwrap()).unwrap();
-    let case = LayerCase {
-        shape,
-        tokens: 3,
-        planned_tokens: 3,
-        activations: ActivationFormat::Fp8,
-        format: WeightFormat::Mxfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 4,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+    let case = spread(shape, 3, ActivationFormat::Fp8, WeightFormat::Mxfp4, 4);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper();
     let w = p.sm90_weights().unwrap();
@@ -646,18 +603,7 @@ fn a_padding_id_in_device_ids_is_reported_with_its_route_on_both_targets() {
 fn picked_tactics_are_the_named_ones() {
     use moegen_runtime::layer::KernelSet;
     let shape = MoeShape::new(256, 128, ExpertWindow::new(4, 0, 4, 2).unwrap()).unwrap();
-    let case = LayerCase {
-        shape,
-        tokens: 9,
-        planned_tokens: 9,
-        activations: ActivationFormat::Bf16,
-        format: WeightFormat::Mxfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 5,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+    let case = spread(shape, 9, ActivationFormat::Bf16, WeightFormat::Mxfp4, 5);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(2);
     let set = KernelSet::builtin();
