@@ -62,6 +62,16 @@ pub enum CheckError {
         /// ptxas's report.
         report: PtxasReport,
     },
+    /// ptxas serialized its wgmmas.
+    #[error("{kernel} for {arch}: ptxas serialized the wgmmas: {advisory}")]
+    WgmmaSerialized {
+        /// The kernel.
+        kernel: String,
+        /// The architecture.
+        arch: &'static str,
+        /// ptxas's advisory line.
+        advisory: String,
+    },
 }
 
 fn tool(kernel: &str) -> impl FnOnce(PtxasError) -> CheckError {
@@ -70,7 +80,7 @@ fn tool(kernel: &str) -> impl FnOnce(PtxasError) -> CheckError {
 }
 
 /// Assembles every kernel for every architecture; an error names the first kernel that
-/// fails to assemble or that spills or uses a stack frame.
+/// fails to assemble, spills, uses a stack frame or has its wgmmas serialized by ptxas.
 pub fn assemble_all(kernels: &[GeneratedKernel]) -> Result<Vec<Assembled>, CheckError> {
     let mut out = Vec::new();
     for k in kernels {
@@ -78,6 +88,9 @@ pub fn assemble_all(kernels: &[GeneratedKernel]) -> Result<Vec<Assembled>, Check
             let (report, _) = assemble(&ptx, arch).map_err(tool(&k.name))?;
             if report.spill_stores + report.spill_loads + report.stack_frame > 0 {
                 return Err(CheckError::Spills { kernel: k.name.clone(), arch, report });
+            }
+            if let Some(advisory) = report.wgmma_serialized.clone() {
+                return Err(CheckError::WgmmaSerialized { kernel: k.name.clone(), arch, advisory });
             }
             out.push(Assembled { kernel: k.name.clone(), arch: arch.to_owned(), report });
         }

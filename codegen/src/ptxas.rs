@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::tools::{self, ToolError};
 
 /// What `ptxas -v` reports for one entry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PtxasReport {
     /// Registers per thread.
     pub registers: u32,
@@ -17,6 +17,10 @@ pub struct PtxasReport {
     pub spill_loads: u32,
     /// Stack frame bytes.
     pub stack_frame: u32,
+    /// ptxas's advisory that it serialized the kernel's wgmmas (codes C7510–C7519: each
+    /// wgmma then waits for the previous one, and the dequantization no longer overlaps the
+    /// tensor cores), as it printed it; `None` when it did not.
+    pub wgmma_serialized: Option<String>,
 }
 
 fn scratch_path(ext: &str) -> PathBuf {
@@ -45,6 +49,9 @@ pub fn parse_report(text: &str) -> PtxasReport {
         }
         if let Some(v) = number_before(line, "registers") {
             r.registers = v;
+        }
+        if line.contains("(C751") && line.contains("wgmma") {
+            r.wgmma_serialized = Some(line.trim().to_owned());
         }
     }
     r
@@ -205,4 +212,23 @@ pub fn count_sass(sass: &str) -> SassCounts {
         }
     }
     SassCounts { families: SASS_FAMILIES.iter().map(|f| f.to_string()).zip(fam).collect(), total }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_reads_spills_registers_and_the_wgmma_advisory() {
+        let text = "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async \
+                    instructions are serialized due to insufficient register resources for \
+                    the function 'k'\n\
+                    ptxas info    : Used 168 registers, used 16 barriers\n    \
+                    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n";
+        let r = parse_report(text);
+        assert_eq!((r.registers, r.stack_frame, r.spill_stores, r.spill_loads), (168, 8, 4, 12));
+        assert!(r.wgmma_serialized.as_deref().is_some_and(|a| a.contains("C7512")));
+        let clean = parse_report("ptxas info    : Used 80 registers\n");
+        assert_eq!(clean.wgmma_serialized, None);
+    }
 }

@@ -23,7 +23,10 @@ pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};
 pub use host_buffers::{DeviceElement, HostBufferError, HostBuffers};
 pub use kernel_set::KernelSet;
 pub use memory::{DeviceSlice, LayerWeights, WORKSPACE_ALIGN, Workspace, WorkspaceSpec};
-pub use tune::{Trial, TuneKey, TuneOptions, TuneReport, autotune, balanced_routing, tune_key};
+pub use tune::{
+    MAX_ROUTING_DRAWS, ROUTES_PER_BUCKET, TUNE_ROUTING_SEED, Trial, TuneKey, TuneOptions,
+    TuneReport, autotune, balanced_routing, routing_draws, tune_key, uniform_routing,
+};
 pub use workspace_refusal::{WorkspaceRefusal, check_spec};
 
 // The vocabulary the layer API's signatures speak, so that one `use moegen_runtime::layer::*`

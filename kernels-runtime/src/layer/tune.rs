@@ -1,5 +1,7 @@
 //! The autotuner: times every tactic the layer can run, per token bucket, on the device,
-//! with balanced routing and one shared workspace (so no tactic gains from memory the
+//! with uniform random routing (`uniform_routing`: the load imbalance real routing has,
+//! which decides how many routing tiles an expert's routes take; small buckets averaged
+//! over several draws, `routing_draws`) and one shared workspace (so no tactic gains from memory the
 //! others lack), and persists the winners as JSON keyed by device, driver, layer shape,
 //! options and the kernel set's checksum. `MOEGEN_TUNE_CACHE` names the file.
 
@@ -81,6 +83,12 @@ pub struct TuneKey {
     pub kernel_set: String,
     /// The tuned maximum token count.
     pub max_tokens: u64,
+    /// The routing the trials ran on (`uniform/<seed>/<routes>x<draws>`: [`uniform_routing`],
+    /// [`routing_draws`]). Empty in
+    /// caches written before it was recorded (on balanced routing), which therefore never
+    /// match: those layers are tuned again.
+    #[serde(default)]
+    pub routing: String,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -144,6 +152,7 @@ pub fn tune_key(b: &dyn Backend, layer: &MoeLayer, kernel_set: u64, max_tokens: 
         ),
         kernel_set: format!("{kernel_set:016x}"),
         max_tokens,
+        routing: format!("uniform/{TUNE_ROUTING_SEED:x}/{ROUTES_PER_BUCKET}x{MAX_ROUTING_DRAWS}"),
     }
 }
 
@@ -189,6 +198,59 @@ pub fn balanced_routing(tokens: usize, experts: usize, top_k: usize) -> (Vec<i32
         .flat_map(|t| (0..top_k).map(move |j| ((t + j * stride) % experts) as i32))
         .collect();
     (ids, vec![1.0 / top_k as f32; tokens * top_k])
+}
+
+/// The seed of the routing the tuner times every tactic on (fixed: the same routing on
+/// every run, so tuning is repeatable).
+pub const TUNE_ROUTING_SEED: u64 = 0x6d6f_6567_656e;
+
+/// Routes the tuner's routing draws of one bucket add up to at least (up to
+/// [`MAX_ROUTING_DRAWS`] draws).
+pub const ROUTES_PER_BUCKET: usize = 4096;
+/// The most routing draws one bucket is timed on.
+pub const MAX_ROUTING_DRAWS: usize = 16;
+
+/// How many uniform routing draws a bucket of `routes` routes is timed on: one routing of a
+/// few tokens is one sample of which experts (and so how many of them, and how many tiles)
+/// they touch, and the fastest tactic changes with it; the mean over draws that add up to
+/// [`ROUTES_PER_BUCKET`] routes is the expected time the table should pick by.
+pub fn routing_draws(routes: usize) -> usize {
+    ROUTES_PER_BUCKET.div_ceil(routes.max(1)).clamp(1, MAX_ROUTING_DRAWS)
+}
+
+/// Uniform random routing for `tokens` tokens: each token's `top_k` experts are distinct and
+/// drawn uniformly from `experts` (splitmix64 from `seed`; `top_k` is capped at `experts`),
+/// weights 1/k. An expert's route count is then binomial, as under a router whose choices
+/// are independent of the expert: its routes fill whole routing tiles only by chance, and
+/// how a tactic handles the last, partial tile of each expert is part of what it costs.
+/// [`balanced_routing`] gives every expert the same count, which hides that cost.
+pub fn uniform_routing(
+    tokens: usize,
+    experts: usize,
+    top_k: usize,
+    seed: u64,
+) -> (Vec<i32>, Vec<f32>) {
+    let k = top_k.min(experts);
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut ids = Vec::with_capacity(tokens * k);
+    for _ in 0..tokens {
+        let start = ids.len();
+        while ids.len() < start + k {
+            // Multiply-shift: uniform up to a bias below 2^-32 for any expert count here.
+            let e = (((next() >> 32) * experts as u64) >> 32) as i32;
+            if !ids[start..].contains(&e) {
+                ids.push(e);
+            }
+        }
+    }
+    (ids, vec![1.0 / k.max(1) as f32; tokens * k])
 }
 
 /// Tunes `layer` on `b` with workspace `ws` for every bucket up to the workspace's token
@@ -279,23 +341,25 @@ fn time_buckets(
     });
     for &bucket in buckets.buckets() {
         let tokens = bucket as usize;
-        let (ids, weights) = balanced_routing(tokens, e, k);
-        // Ids then weights in one buffer (both 4-byte elements, so the weights stay aligned).
+        let draws = routing_draws(tokens * k);
+        // Every draw's ids, then every draw's weights, in one buffer (both 4-byte elements,
+        // so the weights stay aligned); draw r is tokens r·N..(r+1)·N of one routing.
+        let (ids, weights) = uniform_routing(tokens * draws, e, k, TUNE_ROUTING_SEED);
         let mut routing: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
         let ids_len = routing.len() as u64;
         routing.extend(weights.iter().flat_map(|v| v.to_le_bytes()));
         let d = b.upload_new(&routing)?;
-        let io = ForwardIo {
-            tokens,
-            activations: act,
-            expert_ids: DeviceSlice::new(d, ids_len),
-            expert_weights: DeviceSlice::new(
-                DevicePtr(d.0 + ids_len),
-                routing.len() as u64 - ids_len,
-            ),
-            output: out,
-        };
-        let best = time_tactics(b, run, &io, bar.as_ref(), &mut trials);
+        let per_draw = (tokens * k * 4) as u64;
+        let ios: Vec<ForwardIo> = (0..draws as u64)
+            .map(|r| ForwardIo {
+                tokens,
+                activations: act,
+                expert_ids: DeviceSlice::new(DevicePtr(d.0 + r * per_draw), per_draw),
+                expert_weights: DeviceSlice::new(DevicePtr(d.0 + ids_len + r * per_draw), per_draw),
+                output: out,
+            })
+            .collect();
+        let best = time_tactics(b, run, &ios, bar.as_ref(), &mut trials);
         let freed = b.free(d);
         let best = best?;
         freed?;
@@ -307,27 +371,32 @@ fn time_buckets(
     Ok((trials, choices))
 }
 
-/// Times each tactic on `io` (appending to `trials`); returns the fastest.
+/// Times each tactic on every routing draw of `ios` in turn (appending to `trials` the mean
+/// per forward pass); returns the fastest.
 fn time_tactics(
     b: &mut dyn Backend,
     run: &Trials<'_>,
-    io: &ForwardIo,
+    ios: &[ForwardIo],
     bar: Option<&indicatif::ProgressBar>,
     trials: &mut Vec<Trial>,
 ) -> Result<MoeTactic, LayerError> {
     let Trials { layer, ws, opts, tactics } = *run;
-    let bucket = io.tokens as u64;
+    let first = ios.first().ok_or_else(|| LayerError::NoTactic("no routing to time".into()))?;
+    let bucket = first.tokens as u64;
     let mut best: Option<(f32, MoeTactic)> = None;
     for t in tactics {
         for _ in 0..opts.warmup {
-            layer.forward_with(b, ws, io, t)?;
+            layer.forward_with(b, ws, first, t)?;
         }
         let start = b.record_event()?;
         for _ in 0..opts.iterations.max(1) {
-            layer.forward_with(b, ws, io, t)?;
+            for io in ios {
+                layer.forward_with(b, ws, io, t)?;
+            }
         }
         let end = b.record_event()?;
-        let ms = b.elapsed_ms(start, end)? / opts.iterations.max(1) as f32;
+        let passes = opts.iterations.max(1) as f32 * ios.len() as f32;
+        let ms = b.elapsed_ms(start, end)? / passes;
         trials.push(Trial { bucket, tactic: *t, ms, workspace: ws.memory().ptr });
         if best.is_none_or(|(m, _)| ms < m) {
             best = Some((ms, *t));
@@ -338,4 +407,58 @@ fn time_tactics(
     }
     layer.check_errors(b, ws)?;
     best.map(|(_, t)| t).ok_or_else(|| LayerError::NoTactic("no trial".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_routing_draws_distinct_experts_repeatably_with_binomial_loads() {
+        let (tokens, experts, k) = (4096, 256, 8);
+        let (ids, weights) = uniform_routing(tokens, experts, k, TUNE_ROUTING_SEED);
+        assert_eq!(ids.len(), tokens * k);
+        assert!(weights.iter().all(|&w| w == 0.125));
+        for t in ids.chunks(k) {
+            let mut s = t.to_vec();
+            s.sort_unstable();
+            s.dedup();
+            assert_eq!(s.len(), k, "a token's experts are distinct: {t:?}");
+            assert!(t.iter().all(|&e| (0..experts as i32).contains(&e)));
+        }
+        assert_eq!(uniform_routing(tokens, experts, k, TUNE_ROUTING_SEED).0, ids, "repeatable");
+        assert_ne!(uniform_routing(tokens, experts, k, 1).0, ids, "the seed matters");
+        // Binomial(4096, 1/32) per expert: mean 128, standard deviation about 11.1. Balanced
+        // routing would give every expert exactly 128.
+        let mut load = vec![0u32; experts];
+        for &e in &ids {
+            load[e as usize] += 1;
+        }
+        let mean = load.iter().map(|&c| f64::from(c)).sum::<f64>() / experts as f64;
+        let var = load.iter().map(|&c| (f64::from(c) - mean).powi(2)).sum::<f64>() / experts as f64;
+        assert_eq!(mean, 128.0);
+        assert!((80.0..170.0).contains(&var), "variance {var}, binomial 124");
+    }
+
+    #[test]
+    fn small_buckets_are_timed_on_several_draws() {
+        assert_eq!(routing_draws(8), MAX_ROUTING_DRAWS, "one DeepSeek token: capped");
+        assert_eq!(routing_draws(512), 8);
+        assert_eq!(routing_draws(1024), 4);
+        assert_eq!(routing_draws(4096), 1);
+        assert_eq!(routing_draws(65536), 1);
+        assert_eq!(routing_draws(0), MAX_ROUTING_DRAWS);
+    }
+
+    #[test]
+    fn top_k_above_the_expert_count_takes_every_expert() {
+        let (ids, w) = uniform_routing(3, 4, 6, 7);
+        assert_eq!(ids.len(), 12);
+        assert!(w.iter().all(|&x| x == 0.25));
+        for t in ids.chunks(4) {
+            let mut s = t.to_vec();
+            s.sort_unstable();
+            assert_eq!(s, [0, 1, 2, 3]);
+        }
+    }
 }
