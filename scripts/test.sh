@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs the CUDA tools the tests need, then
-# checks formatting and lints and runs every test. CI runs exactly this (.ci/run).
+# checks formatting, lints and the API docs, and runs every test. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-cuda-tools.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+# The API docs: every intra-doc link resolves and no doc comment is malformed.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --locked
 cargo test --workspace --locked
 # moegen-candle: its own workspace and lock file (its `cuda` feature builds candle's CUDA
 # kernels with nvcc, so it stays out of the root workspace's `--all-features`); CPU only here.

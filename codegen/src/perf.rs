@@ -4,7 +4,7 @@
 //! (§A2 of ../shared/anchors.md); and the analytic B200 model ([`model`]) over tactics.
 //!
 //! - [`anchors`]: the production reference kernels' resource figures.
-//! - [`reference`]: the production reference's per-role costs.
+//! - [`reference`](mod@reference): the production reference's per-role costs.
 //! - [`role_stats`]: the schema of docs/role-stats.json.
 //! - [`model`]: the analytic model.
 

@@ -2,7 +2,7 @@
 //!
 //! - [`formats`]: E2M1, E4M3, UE8M0 codecs bit-exact to the PTX `cvt` forms, NVFP4/MXFP4
 //!   block quantization, the 128x4 and linear scale layouts.
-//! - [`tactic`] (and [`sm90_tactics`], Hopper's corner of it): the tactic space, built so
+//! - [`tactic`] (and [`sm90_tactics`](mod@sm90_tactics), Hopper's corner of it): the tactic space, built so
 //!   that a kernel's MMA M always equals the routing tile size.
 //! - [`resources`]: the per-target shared-memory/TMEM model that fixes pipeline depths.
 //! - [`options`]: the option enums of a GEMM kernel (format, activations, SwiGLU input,

@@ -14,7 +14,7 @@
 //! - [`routing`]: the routing sort's six index maps on the CPU.
 //! - [`checkpoint_files`]: a layer's experts from safetensors checkpoints (gpt-oss MXFP4,
 //!   ModelOpt NVFP4) into the import types of [`reference`](mod@reference).
-//! - [`reference`]: the CPU reference of the whole NVFP4 layer, an f64 oracle, and the
+//! - [`reference`](mod@reference): the CPU reference of the whole NVFP4 layer, an f64 oracle, and the
 //!   weight preparation a checkpoint needs.
 //!
 //! Sizing, the workspace plan and token buckets are `moegen_dsl::plan`.

@@ -184,7 +184,7 @@ pub struct BenchOptions {
     /// so no replay finds the previous one's weights in L2: what a layer meets inside a
     /// model, where the other layers run in between. `None`: back-to-back replays.
     pub flush_l2: Option<usize>,
-    /// GEMM1's activation and the biases ([`synth::synth_epilogue`]'s data); the peers of
+    /// GEMM1's activation and the biases (`synth::synth_epilogue`'s data); the peers of
     /// bench/peers.py compute plain SwiGLU without biases.
     pub epilogue: EpilogueSpec,
 }

@@ -3,7 +3,7 @@
 //!
 //! - [`device_layer`]: the whole layer through the generated kernels of one tactic on a
 //!   backend (uploads and allocates per call), compared with the CPU reference by the tests.
-//! - [`bench`]: moe-bench's synthetic weights and inputs (the peers' folder contract) and
+//! - [`bench`](mod@bench): moe-bench's synthetic weights and inputs (the peers' folder contract) and
 //!   moegen's layer timed through the tuner and CUDA-graph replays.
 //! - [`corpus`]: the differential corpus (ALU, pipelines, TMA, clusters, bulk ops), run on an
 //!   H200 and in the simulator and compared byte for byte.

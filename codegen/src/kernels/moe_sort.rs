@@ -662,7 +662,7 @@ pub(crate) fn place_routes(
 }
 
 /// Places every route of a block: stages its local experts, ranks them
-/// ([`rank_routes`]) and writes the rows from the offsets pass's per-block bases.
+/// (`rank_routes`) and writes the rows from the offsets pass's per-block bases.
 pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortScatter, target);
     let r = routes_in(&mut b);

@@ -4,7 +4,7 @@
 //! - [`ep`]: the expert-parallel all-to-all mode's padding id.
 //! - [`error_record`]: the device-side error record the routing kernels write.
 //! - [`identity`]: what a kernel is and its entry name.
-//! - [`param`] and [`signature`]: each kernel's parameters, by meaning.
+//! - [`param`] and [`signature`](mod@signature): each kernel's parameters, by meaning.
 //! - [`tensor_map`]: tensor-map layouts as functions of the problem.
 //! - [`launch`]: threads, clusters, shared memory, TMEM, grid rules.
 //! - [`roles`]: the GEMM kernels' warp roles.

@@ -84,23 +84,23 @@ pub enum Buffer {
     RouterWeights,
     /// i32 [sort blocks · L] scratch of the routing sort: counts, then bases.
     SortBlockCounts,
-    /// u32 [1] error flags raised by device-side checks.
+    /// u32 \[1\] error flags raised by device-side checks.
     ErrorFlags,
-    /// i32 [max_tiles] local expert of each routing tile.
+    /// i32 \[max_tiles\] local expert of each routing tile.
     TileIdxToExpertIdx,
-    /// i32 [max_tiles] exclusive end of each tile's valid rows.
+    /// i32 \[max_tiles\] exclusive end of each tile's valid rows.
     TileIdxToMnLimit,
     /// i32 [tokens·top_k] permuted row of each route, −1 if not local.
     ExpandedIdxToPermutedIdx,
     /// i32 [max permuted rows] route of each valid row.
     PermutedIdxToExpandedIdx,
-    /// i32 [1] live routing tiles.
+    /// i32 \[1\] live routing tiles.
     NumNonExitingTiles,
-    /// i32 [1] live tiles · T.
+    /// i32 \[1\] live tiles · T.
     TotalNumPaddedTokens,
     /// bf16 [tokens, H] activations before quantization.
     ActivationsBf16,
-    /// f32 [1] global scale the activations are quantized with.
+    /// f32 \[1\] global scale the activations are quantized with.
     ActivationGlobalScale,
     /// e2m1x2 [tokens, H/2] NVFP4 activations.
     Activations,
@@ -112,9 +112,9 @@ pub enum Buffer {
     W1,
     /// W1's scales: L × 128x4 blocks of [2I, H/16].
     W1Scales,
-    /// f32 [L] α1.
+    /// f32 \[L\] α1.
     Alpha1,
-    /// f32 [1] `fc2_input_scale`: GEMM1 requantizes its output with it.
+    /// f32 \[1\] `fc2_input_scale`: GEMM1 requantizes its output with it.
     Fc2InputScale,
     /// e2m1x2 [max permuted rows, I/2] GEMM1's output h.
     Gemm1Output,
@@ -127,7 +127,7 @@ pub enum Buffer {
     W2,
     /// W2's scales: L × 128x4 blocks of [H, I/16].
     W2Scales,
-    /// f32 [L] α2.
+    /// f32 \[L\] α2.
     Alpha2,
     /// bf16 [tokens, H] the layer's output.
     Output,
@@ -162,7 +162,7 @@ pub enum Buffer {
     EpSendWeights,
     /// i32 [G·C] each send slot's expanded index `t·k + s` on the home rank, −1 on padding.
     EpSentRoutes,
-    /// u32 [G] routes packed for each peer.
+    /// u32 \[G\] routes packed for each peer.
     EpPeerCounts,
     /// bf16 [G·C, H] each send slot's activation row, zeros on padding.
     EpSendRows,

@@ -622,7 +622,7 @@ pub const QDQ_NVFP4: &[Param] = &[
 ];
 
 /// bf16 activations → E4M3 per token (Hopper A8): row n's scale is the least power of two
-/// 2^e with max|x[n]| ≤ 448 · 2^e; values are x · 2^−e rounded to nearest E4M3; the scale
+/// 2^e with max|x\[n\]| ≤ 448 · 2^e; values are x · 2^−e rounded to nearest E4M3; the scale
 /// goes to the permuted row of each of the token's local routes.
 pub const QUANT_FP8_TOKENS: &[Param] = &[
     buffer("x", B::ActivationsBf16, "activations bf16 [tokens, H]"),

@@ -54,7 +54,7 @@ pub fn quantize_fp8_row(x: &[bf16], padded_len: usize) -> (Vec<u8>, f32) {
 /// s_max the row's largest UE8M0 code, at least 7) and per 32-block a table code
 /// `c = s − s_max + 12` in 1‥12; blocks with c < 1 take c = 1 and their E2M1 codes
 /// requantized (nearest even) onto that table's grid. Weight (r, k) is
-/// `E4M3(|e2m1| · 2^(c − 6))` with the code's sign, times 2^ρ[r].
+/// `E4M3(|e2m1| · 2^(c − 6))` with the code's sign, times 2^ρ\[r\].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sm90A8Weights {
     /// `[L, 2I, H/2]` E2M1 codes, kernel row order (up/gate interleaved in blocks of 64).

@@ -53,9 +53,9 @@ pub struct PreparedWeights {
     pub w1_global_scale: Vec<f32>,
     /// Per-expert global scale of W2.
     pub w2_global_scale: Vec<f32>,
-    /// α1[e] = 1 / (gs_x · gs_w1[e]).
+    /// `α1[e] = 1 / (gs_x · gs_w1[e])`.
     pub alpha1: Vec<f32>,
-    /// α2[e] = 1 / (gs_h · gs_w2[e]).
+    /// `α2[e] = 1 / (gs_h · gs_w2[e])`.
     pub alpha2: Vec<f32>,
     /// Global scale GEMM1 requantizes its output with (`fc2_input_scale`).
     pub fc2_input_scale: f32,

@@ -65,8 +65,8 @@ struct Args {
     epilogue: EpilogueArg,
     /// Expert parallelism over G GPUs (feature `nccl`): DeepSeek-V3's 256 experts split
     /// over devices 0..G, tokens per rank from `--tokens`, the layer's step (`--ep-mode`)
-    /// beside one GPU holding the same experts; writes DIR/deepseek-ep<G>/moegen-ep.json
-    /// (mode b: DIR/deepseek-ep<G>-b/). Runs the analytic dispatch table (`--no-tune`
+    /// beside one GPU holding the same experts; writes `DIR/deepseek-ep<G>/moegen-ep.json`
+    /// (mode b: `DIR/deepseek-ep<G>-b/`). Runs the analytic dispatch table (`--no-tune`
     /// required), plain epilogue, no L2 flush.
     #[arg(long, value_name = "G")]
     ep: Option<usize>,
