@@ -17,9 +17,12 @@ pub struct PtxasReport {
     pub spill_loads: u32,
     /// Stack frame bytes.
     pub stack_frame: u32,
-    /// ptxas's advisory that it serialized the kernel's wgmmas (codes C7510–C7519: each
-    /// wgmma then waits for the previous one, and the dequantization no longer overlaps the
-    /// tensor cores), as it printed it; `None` when it did not.
+    /// ptxas's advisory that it serialized the kernel's wgmmas ("wgmma.mma_async
+    /// instructions are serialized due to …": each wgmma then waits for the previous one,
+    /// and the dequantization no longer overlaps the tensor cores), the first such line as
+    /// it printed it; `None` when it did not. Matched by its text: its code moves between
+    /// ptxas versions (C7509–C7520 seen), and the neighbouring codes are notices that
+    /// ptxas inserted a warpgroup arrive or wait, not serializations.
     pub wgmma_serialized: Option<String>,
 }
 
@@ -33,6 +36,9 @@ fn number_before(line: &str, unit: &str) -> Option<u32> {
     let i = line.find(unit)?;
     line[..i].split_whitespace().last()?.parse().ok()
 }
+
+/// The words of ptxas's wgmma-serialization advisory, in every version seen.
+const WGMMA_SERIALIZED: &str = "wgmma.mma_async instructions are serialized";
 
 /// Parses `ptxas -v` output.
 pub fn parse_report(text: &str) -> PtxasReport {
@@ -50,7 +56,7 @@ pub fn parse_report(text: &str) -> PtxasReport {
         if let Some(v) = number_before(line, "registers") {
             r.registers = v;
         }
-        if line.contains("(C751") && line.contains("wgmma") {
+        if r.wgmma_serialized.is_none() && line.contains(WGMMA_SERIALIZED) {
             r.wgmma_serialized = Some(line.trim().to_owned());
         }
     }
@@ -230,5 +236,20 @@ mod tests {
         assert!(r.wgmma_serialized.as_deref().is_some_and(|a| a.contains("C7512")));
         let clean = parse_report("ptxas info    : Used 80 registers\n");
         assert_eq!(clean.wgmma_serialized, None);
+    }
+
+    #[test]
+    fn the_advisory_is_matched_by_its_words_not_its_code() {
+        // Another version's code for a serialization.
+        let other = "ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async \
+                     instructions are serialized due to program dependence on \
+                     compiler-inserted WG.AR in divergent path in the function 'k'";
+        assert!(parse_report(other).wgmma_serialized.is_some());
+        // A notice in the same code range, in a kernel whose name says wgmma: no
+        // serialization.
+        let notice = "ptxas info    : (C7519) warpgroup.arrive is injected in around line 23 \
+                      by compiler to allow use of registers in GMMA in function \
+                      'moegen_sm90_corpus_wgmma'";
+        assert_eq!(parse_report(notice).wgmma_serialized, None);
     }
 }

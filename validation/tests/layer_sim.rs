@@ -338,10 +338,33 @@ fn tuning_times_every_tactic_on_one_workspace_and_the_cache_round_trips() {
         cache: Some(cache.clone()),
         progress: false,
     };
+    // Launches of one forward pass per tactic, to count the tuner's passes below.
+    let one = io(&mut s, 1);
+    let per_pass: Vec<u64> = tactics
+        .iter()
+        .map(|t| {
+            let n = s.sim.stats().launches;
+            layer.forward_with(&mut s.sim, &ws, &one, t).unwrap();
+            s.sim.stats().launches - n
+        })
+        .collect();
     let before = s.sim.stats();
     let first = autotune(&mut s.sim, &mut layer, kernels.checksum(), &ws, &opts).unwrap();
     assert!(!first.from_cache);
     let after = s.sim.stats();
+    // Every bucket is timed on its routing draws (warm-up 0, one iteration): a pass per
+    // draw and tactic.
+    let w = &s.shape.window;
+    let draws: u64 = [1usize, 2, 4, 8]
+        .iter()
+        .map(|&b| routing_draws((b * w.top_k() * w.local()).div_ceil(w.num_experts())) as u64)
+        .sum();
+    assert_eq!(draws, 4 * MAX_ROUTING_DRAWS as u64, "a few local routes: every bucket capped");
+    assert_eq!(
+        after.launches - before.launches,
+        draws * per_pass.iter().sum::<u64>(),
+        "one pass per routing draw, tactic and bucket"
+    );
     assert!(after.allocations > before.allocations, "the tuner uploads its inputs");
     assert_eq!(
         after.allocations - before.allocations,

@@ -1,9 +1,9 @@
 //! The autotuner: times every tactic the layer can run, per token bucket, on the device,
-//! with uniform random routing (`uniform_routing`: the load imbalance real routing has,
-//! which decides how many routing tiles an expert's routes take; small buckets averaged
-//! over several draws, `routing_draws`) and one shared workspace (so no tactic gains from memory the
-//! others lack), and persists the winners as JSON keyed by device, driver, layer shape,
-//! options and the kernel set's checksum. `MOEGEN_TUNE_CACHE` names the file.
+//! with uniform random routing (`uniform_routing`: each expert's route count binomial, which
+//! decides how many routing tiles its routes take; small buckets timed on several draws,
+//! `routing_draws`) and one shared workspace (so no tactic gains from memory the others
+//! lack), and persists the winners as JSON keyed by device, driver, layer shape, options,
+//! the kernel set's checksum and the routing. `MOEGEN_TUNE_CACHE` names the file.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -83,10 +83,10 @@ pub struct TuneKey {
     pub kernel_set: String,
     /// The tuned maximum token count.
     pub max_tokens: u64,
-    /// The routing the trials ran on (`uniform/<seed>/<routes>x<draws>`: [`uniform_routing`],
-    /// [`routing_draws`]). Empty in
-    /// caches written before it was recorded (on balanced routing), which therefore never
-    /// match: those layers are tuned again.
+    /// The routing the trials ran on (`<generator>/<seed>/<local routes>x<draws>`:
+    /// [`uniform_routing`], [`routing_draws`]). Empty in caches written before it was
+    /// recorded (on balanced routing), which therefore never match: those layers are tuned
+    /// again.
     #[serde(default)]
     pub routing: String,
 }
@@ -152,7 +152,9 @@ pub fn tune_key(b: &dyn Backend, layer: &MoeLayer, kernel_set: u64, max_tokens: 
         ),
         kernel_set: format!("{kernel_set:016x}"),
         max_tokens,
-        routing: format!("uniform/{TUNE_ROUTING_SEED:x}/{ROUTES_PER_BUCKET}x{MAX_ROUTING_DRAWS}"),
+        routing: format!(
+            "{ROUTING_GENERATOR}/{TUNE_ROUTING_SEED:x}/{LOCAL_ROUTES_PER_BUCKET}x{MAX_ROUTING_DRAWS}"
+        ),
     }
 }
 
@@ -204,24 +206,29 @@ pub fn balanced_routing(tokens: usize, experts: usize, top_k: usize) -> (Vec<i32
 /// every run, so tuning is repeatable).
 pub const TUNE_ROUTING_SEED: u64 = 0x6d6f_6567_656e;
 
-/// Routes the tuner's routing draws of one bucket add up to at least (up to
-/// [`MAX_ROUTING_DRAWS`] draws).
-pub const ROUTES_PER_BUCKET: usize = 4096;
+/// Local routes (routes to the rank's experts) the tuner's routing draws of one bucket
+/// add up to, where [`MAX_ROUTING_DRAWS`] draws reach it.
+pub const LOCAL_ROUTES_PER_BUCKET: usize = 4096;
 /// The most routing draws one bucket is timed on.
 pub const MAX_ROUTING_DRAWS: usize = 16;
 
-/// How many uniform routing draws a bucket of `routes` routes is timed on: one routing of a
-/// few tokens is one sample of which experts (and so how many of them, and how many tiles)
-/// they touch, and the fastest tactic changes with it; the mean over draws that add up to
-/// [`ROUTES_PER_BUCKET`] routes is the expected time the table should pick by.
-pub fn routing_draws(routes: usize) -> usize {
-    ROUTES_PER_BUCKET.div_ceil(routes.max(1)).clamp(1, MAX_ROUTING_DRAWS)
+/// How many uniform routing draws a bucket whose routing puts `local_routes` routes on the
+/// rank (on average) is timed on: one routing of a few tokens is one sample of which local
+/// experts, and so how many of them and how many tiles, it touches, and the fastest tactic
+/// changes with it; the table should pick by the mean over draws. Draws are added until
+/// they hold [`LOCAL_ROUTES_PER_BUCKET`] local routes, at most [`MAX_ROUTING_DRAWS`].
+pub fn routing_draws(local_routes: usize) -> usize {
+    LOCAL_ROUTES_PER_BUCKET.div_ceil(local_routes.max(1)).clamp(1, MAX_ROUTING_DRAWS)
 }
+
+/// The version of [`uniform_routing`]'s generator, recorded in the tune cache key with the
+/// seed and the draw rule: a change to any of them makes cached tables stale.
+pub const ROUTING_GENERATOR: &str = "splitmix64-rejection-v1";
 
 /// Uniform random routing for `tokens` tokens: each token's `top_k` experts are distinct and
 /// drawn uniformly from `experts` (splitmix64 from `seed`; `top_k` is capped at `experts`),
 /// weights 1/k. An expert's route count is then binomial, as under a router whose choices
-/// are independent of the expert: its routes fill whole routing tiles only by chance, and
+/// are uniform and independent (real routers are more skewed still): its routes fill whole routing tiles only by chance, and
 /// how a tactic handles the last, partial tile of each expert is part of what it costs.
 /// [`balanced_routing`] gives every expert the same count, which hides that cost.
 pub fn uniform_routing(
@@ -341,7 +348,8 @@ fn time_buckets(
     });
     for &bucket in buckets.buckets() {
         let tokens = bucket as usize;
-        let draws = routing_draws(tokens * k);
+        let local = (tokens * k * c.shape.window.local()).div_ceil(e.max(1));
+        let draws = routing_draws(local);
         // Every draw's ids, then every draw's weights, in one buffer (both 4-byte elements,
         // so the weights stay aligned); draw r is tokens r·N..(r+1)·N of one routing.
         let (ids, weights) = uniform_routing(tokens * draws, e, k, TUNE_ROUTING_SEED);
@@ -349,7 +357,8 @@ fn time_buckets(
         let ids_len = routing.len() as u64;
         routing.extend(weights.iter().flat_map(|v| v.to_le_bytes()));
         let d = b.upload_new(&routing)?;
-        let per_draw = (tokens * k * 4) as u64;
+        // Bytes of one draw's ids (and of its weights): what the routing holds per draw.
+        let per_draw = ids_len / draws as u64;
         let ios: Vec<ForwardIo> = (0..draws as u64)
             .map(|r| ForwardIo {
                 tokens,
@@ -442,7 +451,8 @@ mod tests {
 
     #[test]
     fn small_buckets_are_timed_on_several_draws() {
-        assert_eq!(routing_draws(8), MAX_ROUTING_DRAWS, "one DeepSeek token: capped");
+        // DeepSeek's slice: a token puts k·L/E = 1 route on the rank on average.
+        assert_eq!(routing_draws(1), MAX_ROUTING_DRAWS, "capped");
         assert_eq!(routing_draws(512), 8);
         assert_eq!(routing_draws(1024), 4);
         assert_eq!(routing_draws(4096), 1);
