@@ -228,9 +228,10 @@ pub const ROUTING_GENERATOR: &str = "splitmix64-rejection-v1";
 /// Uniform random routing for `tokens` tokens: each token's `top_k` experts are distinct and
 /// drawn uniformly from `experts` (splitmix64 from `seed`; `top_k` is capped at `experts`),
 /// weights 1/k. An expert's route count is then binomial, as under a router whose choices
-/// are uniform and independent (real routers are more skewed still): its routes fill whole routing tiles only by chance, and
-/// how a tactic handles the last, partial tile of each expert is part of what it costs.
-/// [`balanced_routing`] gives every expert the same count, which hides that cost.
+/// are uniform and independent (real routers are more skewed still): its routes fill whole
+/// routing tiles only by chance, and how a tactic handles the last, partial tile of each
+/// expert is part of what it costs. [`balanced_routing`] gives every expert the same count,
+/// which hides that cost.
 pub fn uniform_routing(
     tokens: usize,
     experts: usize,
