@@ -8,9 +8,9 @@ use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
-    LayerCase, LayerCheckError, RoutePattern, bf16_ulps, builtin_with_epilogue, check_graph_replay,
-    check_tactics, check_tactics_in, check_tactics_picked, device_checked_errors, finalize_slack,
-    problem,
+    GraphCheck, LayerCase, LayerCheckError, Problem, RoutePattern, bf16_ulps,
+    builtin_with_epilogue, check_graph_replay, check_tactics, check_tactics_in,
+    check_tactics_picked, device_checked_errors, finalize_slack, problem,
 };
 
 /// A deterministic, plain-SwiGLU case of `tokens` tokens (planned for as many) whose routes
@@ -169,14 +169,21 @@ fn hopper_a8_layer_tactics_match_the_reference_bit_for_bit() {
     assert_ne!(want16, rows[0].output);
 }
 
-#[test]
-fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
+/// A bf16 MXFP4 spread case of `tokens` tokens on a small Hopper layer, graph-checked on a
+/// 4-SM simulator: graph replay gave the eager bytes, and the launch counters agree.
+fn graph_replayed(tokens: usize, seed: u64) -> (LayerCase, Problem, SimBackend, GraphCheck) {
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = spread(shape, 6, ActivationFormat::Bf16, WeightFormat::Mxfp4, 4);
+    let case = spread(shape, tokens, ActivationFormat::Bf16, WeightFormat::Mxfp4, seed);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(4);
     let g = check_graph_replay(&mut sim, &p).unwrap();
     assert!(g.identical && g.counted, "{g:?}");
+    (case, p, sim, g)
+}
+
+#[test]
+fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
+    let (case, _, mut sim, g) = graph_replayed(6, 4);
     // Sort (one launch: 12 routes fit one block), GEMM1, GEMM2, finalize: bf16 activations
     // need no quantization kernel.
     assert_eq!(g.eager_launches, 4);
@@ -193,12 +200,7 @@ fn the_graph_check_replays_the_eager_bytes_and_refuses_the_bulk_reduce() {
 /// reference bit for bit, graph replay included.
 #[test]
 fn the_three_pass_sort_serves_batches_past_one_block() {
-    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = spread(shape, 520, ActivationFormat::Bf16, WeightFormat::Mxfp4, 11);
-    let p = problem(case).unwrap();
-    let mut sim = SimBackend::hopper().with_sm_count(4);
-    let g = check_graph_replay(&mut sim, &p).unwrap();
-    assert!(g.identical && g.counted, "{g:?}");
+    let (_, p, mut sim, g) = graph_replayed(520, 11);
     // Sort (three passes), GEMM1, GEMM2, finalize.
     assert_eq!(g.eager_launches, 6);
     let rows = check_tactics_in(&mut sim, &p, Some(1), &cooperative()).unwrap();
