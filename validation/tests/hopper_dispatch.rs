@@ -1,84 +1,22 @@
-//! The untuned Hopper dispatch against the H200's autotuner, on the record of 2026-12-02
-//! (docs/perf.md): for every token count of both benchmark shapes, `DeviceModel::h200`'s
-//! analytic table must pick the tactic the untuned run recorded (so the record is this
-//! model's), and that tactic, timed on the H200 in the same lease, must be within 5 % of
-//! the tactic the autotuner timed fastest among all applicable ones (the spread of one
-//! tactic's median between runs was up to 6 %). Under the B200 model (no software
-//! dequantization) the Hopper layer took T16 at every N, 5.7× slower than tuned at 16384
-//! tokens (docs/perf.md).
+//! The untuned Hopper dispatch (`DeviceModel::h200`, `h200_a8`) against autotuner records:
+//! every tactic timed at every bucket on uniform random routing, committed under docs/
+//! (docs/perf.md). A record holds what the model picks against what the tuner timed
+//! fastest, so that any change of the model states what it does to it. Under the B200 model
+//! (no software dequantization) the Hopper layer took T16 at every N, 5.7× slower than
+//! tuned at 16384 tokens (docs/perf.md). The records of 2026-12-02 and 2026-12-03
+//! (untuned and tuned rows, balanced routing) pinned the model of their day; they stay in
+//! docs/ as history.
 
 use moegen_dsl::Arch;
-use moegen_runtime::layer::{DeviceModel, DispatchTable, KernelSet, LayerConfig, MoeLayer};
+use moegen_runtime::layer::{
+    DeviceModel, DispatchTable, KernelSet, LayerConfig, MoeLayer, RouteSpread,
+};
 use moegen_validation::bench::{BenchShape, VARIANTS};
-
-/// The variant both records time untuned and tuned.
-const VARIANT: &str = "mxfp4-a16";
 
 fn json(file: &str) -> serde_json::Value {
     let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap()
-}
-
-/// `(tokens, ms, tactic)` of the `VARIANT` rows of `rows`, each `tuned` as said.
-fn rows(rows: &serde_json::Value, tuned: bool) -> Vec<(u64, f64, String)> {
-    rows.as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["variant"] == VARIANT)
-        .map(|r| {
-            assert_eq!(r["tuned"], tuned, "{r}");
-            (
-                r["tokens"].as_u64().unwrap(),
-                r["ms"].as_f64().unwrap(),
-                r["tactic"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
-}
-
-#[test]
-fn the_h200_model_picks_within_5_percent_of_the_h200_tuner() {
-    let kernels = KernelSet::builtin();
-    let v = VARIANTS.iter().find(|v| v.name == VARIANT).unwrap();
-    let mut checked = 0;
-    let mut same = 0;
-    for (shape, name) in [(BenchShape::deepseek(), "deepseek"), (BenchShape::gpt_oss(), "gpt-oss")]
-    {
-        let ms = shape.moe_shape().unwrap();
-        let max = *shape.tokens.iter().max().unwrap() as u64;
-        let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
-        let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format).unwrap();
-        assert!(tactics.len() > 1, "{name}: a choice to make");
-        let table = DispatchTable::analytic(&ms, max, &tactics, &DeviceModel::for_arch(Arch::Sm90))
-            .unwrap();
-        let analytic = rows(&json(&format!("perf-2026-12-02-analytic-{name}.json"))["rows"], false);
-        let bench = json(&format!("perf-2026-12-02-bench-{name}.json"));
-        let tuned: Vec<_> = bench["cases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|c| rows(&c["moegen_rows"], true))
-            .collect();
-        assert_eq!(analytic.len(), shape.tokens.len(), "{name}");
-        for (tokens, an_ms, an_tactic) in analytic {
-            let (_, picked) = table.choose(tokens).unwrap();
-            assert_eq!(
-                picked.to_string(),
-                an_tactic,
-                "{name} N={tokens}: the record is this model's"
-            );
-            let (_, tu_ms, tu_tactic) = tuned.iter().find(|r| r.0 == tokens).unwrap();
-            assert!(
-                an_ms <= 1.05 * tu_ms,
-                "{name} N={tokens}: model {an_tactic} {an_ms} ms, tuner {tu_tactic} {tu_ms} ms"
-            );
-            same += usize::from(&an_tactic == tu_tactic);
-            checked += 1;
-        }
-    }
-    assert_eq!(checked, 11, "every token count of both shapes");
-    assert_eq!(same, 7, "the record's agreements (docs/perf.md)");
 }
 
 #[test]
@@ -99,71 +37,14 @@ fn the_b200_model_misjudges_hopper_at_large_batches() {
     assert_eq!(pick(DeviceModel::h200()), 128);
 }
 
-/// The A8 variant's analytic table (`DeviceModel::h200_a8`) against the H200's A8 autotuner,
-/// on the record of 2026-12-03 (docs/perf.md, "A8 dispatch": `moe-bench --variants mxfp4-a8
-/// --no-tune`, then without `--no-tune`, in one lease): the model must pick the tactic the
-/// untuned run recorded, and that run's time must be within 5 % of the tuned one at every
-/// token count of both shapes.
-#[test]
-fn the_h200_a8_model_picks_within_5_percent_of_the_a8_tuner() {
-    const A8: &str = "mxfp4-a8";
-    let kernels = KernelSet::builtin();
-    let v = VARIANTS.iter().find(|v| v.name == A8).unwrap();
-    let (mut checked, mut same) = (0, 0);
-    for (shape, name) in [(BenchShape::deepseek(), "deepseek"), (BenchShape::gpt_oss(), "gpt-oss")]
-    {
-        let ms = shape.moe_shape().unwrap();
-        let max = *shape.tokens.iter().max().unwrap() as u64;
-        let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
-        let tactics = MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format).unwrap();
-        assert!(tactics.len() > 1, "{name}: a choice to make");
-        let dev = DeviceModel::for_layer(Arch::Sm90, v.activations);
-        let table = DispatchTable::analytic(&ms, max, &tactics, &dev).unwrap();
-        let record = |kind: &str, tuned: bool| -> Vec<(u64, f64, String)> {
-            let file = json(&format!("perf-2026-12-03-a8-dispatch-{kind}-{name}.json"));
-            file["rows"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|r| r["variant"] == A8)
-                .map(|r| {
-                    assert_eq!(r["tuned"], tuned, "{r}");
-                    let tactic = r["tactic"].as_str().unwrap().to_owned();
-                    (r["tokens"].as_u64().unwrap(), r["ms"].as_f64().unwrap(), tactic)
-                })
-                .collect()
-        };
-        let (analytic, tuned) = (record("analytic", false), record("tuned", true));
-        assert_eq!(analytic.len(), shape.tokens.len(), "{name}");
-        for (tokens, an_ms, an_tactic) in analytic {
-            let (_, picked) = table.choose(tokens).unwrap();
-            assert_eq!(
-                picked.to_string(),
-                an_tactic,
-                "{name} N={tokens}: the record is this model's"
-            );
-            let (_, tu_ms, tu_tactic) = tuned.iter().find(|r| r.0 == tokens).unwrap();
-            assert!(
-                an_ms <= 1.05 * tu_ms,
-                "{name} N={tokens}: model {an_tactic} {an_ms} ms, tuner {tu_tactic} {tu_ms} ms"
-            );
-            same += usize::from(&an_tactic == tu_tactic);
-            checked += 1;
-        }
-    }
-    assert_eq!(checked, 11, "every token count of both shapes");
-    assert_eq!(same, 8, "the record's agreements (docs/perf.md)");
-}
-
-/// The analytic tables (`DeviceModel::for_layer`, balanced routing) against the autotuner on
-/// uniform random routing, on the H100 record of 2026-12-06 (docs/perf.md, "the tuner on
-/// random routing": every tactic's trial at every bucket, one routing draw each, A16 and
-/// A8, both shapes). From 32 tokens up the model's pick was within 5 % of the fastest trial
-/// at 50 of 68 buckets and at most 20 % slower elsewhere, mostly a tile one size below the
-/// tuner's: the model is due a recalibration against this tuner (on an H200). This holds
-/// the record as it is, so that a model change says what it does to it.
-#[test]
-fn the_model_against_the_random_routing_tuner_on_the_h100_record() {
+/// The analytic tables (`DeviceModel::for_layer`, or `model` of it) against an autotuner
+/// record of every tactic's trial at every bucket (`moe-bench`'s `tune_<variant>.json`),
+/// A16 and A8 on both benchmark shapes: the buckets from 32 tokens up, how many of them the
+/// model's pick was within 5 % of the fastest trial at, and the worst pick's ratio to it.
+fn model_against_trials(
+    record: &str,
+    model: impl Fn(DeviceModel) -> DeviceModel,
+) -> (usize, usize, f64) {
     let kernels = KernelSet::builtin();
     let (mut checked, mut within, mut worst) = (0, 0, 1.0f64);
     for name in ["mxfp4-a16", "mxfp4-a8"] {
@@ -176,9 +57,9 @@ fn the_model_against_the_random_routing_tuner_on_the_h100_record() {
             let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
             let tactics =
                 MoeLayer::candidates(&config, &kernels, max, Arch::Sm90, v.format).unwrap();
-            let dev = DeviceModel::for_layer(Arch::Sm90, v.activations);
+            let dev = model(DeviceModel::for_layer(Arch::Sm90, v.activations));
             let table = DispatchTable::analytic(&ms, max, &tactics, &dev).unwrap();
-            let trials = json(&format!("perf-2026-12-06-h100-uniform-tune-{name}-{sname}.json"));
+            let trials = json(&format!("{record}-{name}-{sname}.json"));
             let trials = trials.as_array().unwrap();
             for &bucket in table.buckets().buckets().iter().filter(|&&b| b >= 32) {
                 let at = |tactic: &str| {
@@ -200,7 +81,32 @@ fn the_model_against_the_random_routing_tuner_on_the_h100_record() {
             }
         }
     }
+    (checked, within, worst)
+}
+
+/// The H100 record of 2026-12-06 (docs/perf.md, "the tuner on random routing": one routing
+/// draw per bucket), which the Hopper model's figures were fitted to (docs/perf.md, "the
+/// dispatch model recalibrated"): within 5 % of the tuner's fastest at 63 of 68 buckets, at
+/// most 9 % slower elsewhere (the figures before, on evenly spread routes: 50, 20 %).
+#[test]
+fn the_model_against_the_random_routing_tuner_on_the_h100_record() {
+    let (checked, within, worst) = model_against_trials("perf-2026-12-06-h100-uniform-tune", |d| d);
     assert_eq!(checked, 68, "17 buckets from 32 tokens up, A16 and A8, both shapes");
-    assert_eq!(within, 50, "the record's picks within 5 % of the tuner's fastest");
-    assert!((1.19..1.21).contains(&worst), "worst {worst}");
+    assert_eq!(within, 63, "picks within 5 % of the tuner's fastest");
+    assert!((1.08..1.10).contains(&worst), "worst {worst}");
+}
+
+/// Why the Hopper model spreads routes as the tuner does: the same figures on evenly spread
+/// routes take the tile at the mean count, which on random routing spills about half the
+/// experts into a second tile (DeepSeek 512 tokens, A16: T 16 at 1.23× the tuner's T 32).
+#[test]
+fn evenly_spread_routes_miss_more_of_the_h100_record() {
+    let even = |mut d: DeviceModel| {
+        d.routes = RouteSpread::Even;
+        d
+    };
+    let (checked, within, worst) = model_against_trials("perf-2026-12-06-h100-uniform-tune", even);
+    assert_eq!(checked, 68);
+    assert_eq!(within, 56);
+    assert!(worst > 1.2, "worst {worst}");
 }

@@ -10,6 +10,7 @@ use moegen_dsl::{ActivationFormat, Arch, GemmTactic, MoeTactic, TileSize};
 
 use super::candidates::shape_target;
 use super::error::LayerError;
+use super::route_counts::RouteCounts;
 
 /// Where a table's choices came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -43,6 +44,22 @@ pub struct DeviceModel {
     /// The activations the kernels read: on Hopper they set the K per pipeline stage, and so
     /// how many CTAs share an SM.
     pub activations: ActivationFormat,
+    /// How the estimate spreads a batch's routes over the experts.
+    pub routes: RouteSpread,
+}
+
+/// How [`estimate_us`] spreads a batch's routes over the experts: what decides how many
+/// routing tiles, each streaming and dequantizing its expert's weights, a tactic runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RouteSpread {
+    /// Every local expert gets the mean count (tokens · top_k / experts) and no tile is
+    /// partly empty beyond the rounding of that mean.
+    Even,
+    /// Each token takes top_k distinct experts uniformly at random (the autotuner's routing,
+    /// `tune::uniform_routing`): an expert's count is Binomial(tokens, top_k / experts), so
+    /// a tile sized at the mean spills about half the experts into a second tile.
+    UniformRandom,
 }
 
 /// The cost of dequantizing weights in registers before each wgmma (Hopper): every token
@@ -68,45 +85,56 @@ pub struct SoftwareDequant {
 }
 
 impl DeviceModel {
-    /// A B200 ([`Gpu::B200`]): the MMA reads the 4-bit weights.
+    /// A B200 ([`Gpu::B200`]): the MMA reads the 4-bit weights. Routes are spread evenly,
+    /// as when its figures were set: no B200 tuner record exists to calibrate a random
+    /// spread against.
     pub fn b200() -> Self {
-        Self { gpu: Gpu::B200, software_dequant: None, activations: ActivationFormat::default() }
+        Self {
+            gpu: Gpu::B200,
+            software_dequant: None,
+            activations: ActivationFormat::default(),
+            routes: RouteSpread::Even,
+        }
     }
-    /// An H200 ([`Gpu::H200`]). Dequantization was calibrated at 29 thread instructions per
-    /// 8 weights (before issue 15's 24 / 22.5, docs/hopper.md; the record of 2026-12-02 holds
-    /// the model as it is, validation/tests/hopper_dispatch.rs); a consumer warpgroup has one warp per scheduler, whose dependent ALU
-    /// chains issue about every other clock: 4 · 32 / 2 / 3.625 ≈ 17.7 weights per clock per
-    /// warpgroup, plus 32 clocks per K16 step; the four schedulers of an SM issuing every
-    /// clock cap the SM at 4 · 32 / 3.625 ≈ 35.3; a fifth of the dequantization and MMA
-    /// time shows beside a weight-bound stream (the A8 tuner's small-N widths, and this
-    /// model's picks on the 2026-12-02 record unchanged by it). A model, checked by what it
-    /// picks: the H200 autotuner's choices (validation/tests/hopper_dispatch.rs,
-    /// docs/perf.md).
+    /// An H200 ([`Gpu::H200`]) with the tuner's routing ([`RouteSpread::UniformRandom`]).
+    /// The dequantization figures are fitted, per clock, to the autotuner's trials of every
+    /// tactic at every bucket on an H100 (2026-12-06, A16 and A8, both benchmark shapes,
+    /// uniform random routing; docs/perf.md, "the dispatch model recalibrated"): an SM
+    /// dequantizes 20 weights per clock whatever number of consumer warpgroups share it
+    /// (14 for one warpgroup alone), plus 6 clocks per K16 step, and nothing of the
+    /// dequantization and MMA time hides behind the weight stream (`exposed` 1: the two
+    /// add). They are effective rates, not instruction counts: they fold in the wgmma issue,
+    /// the stage barriers and the activation reads. With them the model picks a tactic within
+    /// 5 % of the tuner's fastest at 63 of 68 buckets from 32 tokens up (50 with the
+    /// figures before, on evenly spread routes); validation/tests/hopper_dispatch.rs holds
+    /// that.
     pub fn h200() -> Self {
         Self {
             gpu: Gpu::H200,
             activations: ActivationFormat::default(),
             software_dequant: Some(SoftwareDequant {
-                weights_per_clock_per_warpgroup: 64.0 / 3.625,
-                step_clocks: 32.0,
-                weights_per_clock_per_sm: 128.0 / 3.625,
-                exposed: 0.2,
+                weights_per_clock_per_warpgroup: 14.0,
+                step_clocks: 6.0,
+                weights_per_clock_per_sm: 20.0,
+                exposed: 1.0,
             }),
+            routes: RouteSpread::UniformRandom,
         }
     }
     /// An H200 running the A8 kernels (FP8 activations): the E4M3 wgmma does twice the
-    /// MACs per clock of the bf16 one, and the expansion to E4M3 costs 22 thread
-    /// instructions per 16 weights (docs/hopper.md, "W4A8") against the A16 model's 3.625
-    /// per weight; `step_clocks` stays per K16 of work (a K32 step costs two).
+    /// MACs per clock of the bf16 one, and the expansion to E4M3 (22 thread instructions
+    /// per 16 weights, docs/hopper.md "W4A8", against about 3.6 per weight for bf16) runs at
+    /// twice the A16 model's weights per clock, the same fit as [`Self::h200`];
+    /// `step_clocks` stays per K16 of work (a K32 step costs two).
     pub fn h200_a8() -> Self {
         let mut m = Self::h200();
         m.gpu.macs_per_clock_per_sm *= 2.0;
         m.activations = ActivationFormat::Fp8;
         m.software_dequant = Some(SoftwareDequant {
-            weights_per_clock_per_warpgroup: 64.0 / 1.375,
-            step_clocks: 16.0,
-            weights_per_clock_per_sm: 128.0 / 1.375,
-            exposed: 0.2,
+            weights_per_clock_per_warpgroup: 28.0,
+            step_clocks: 3.0,
+            weights_per_clock_per_sm: 40.0,
+            exposed: 1.0,
         });
         m
     }
@@ -133,8 +161,8 @@ impl DeviceModel {
     }
 }
 
-/// Estimated µs of one layer with `tactic` for `tokens` tokens routed uniformly: each GEMM
-/// is the slower of its weight traffic and its padded MMA work (plus, where the device
+/// Estimated µs of one layer with `tactic` for `tokens` tokens, their routes spread as
+/// `dev.routes` says: each GEMM is the slower of its weight traffic and its padded MMA work (plus, where the device
 /// dequantizes weights in software, that work per unit) spread over whole waves of
 /// persistent clusters, plus a fixed cost per launch. GEMM1 is costed as a gated layer's
 /// (N = 2I): for ReLU² (N = I) its units and weight bytes are counted twice, which moves
@@ -142,13 +170,23 @@ impl DeviceModel {
 pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &DeviceModel) -> f64 {
     let (h, i) = (shape.hidden as f64, shape.intermediate as f64);
     let w = &shape.window;
-    let routes = tokens * w.top_k() as u64;
-    let local_routes = routes as f64 * w.local() as f64 / w.num_experts() as f64;
-    let per_expert = (local_routes / w.local() as f64).max(1.0);
     let t = f64::from(tactic.tile().rows());
-    let touched = (local_routes.min(w.local() as f64)).max(1.0);
-    let tiles_per_expert = (per_expert / t).ceil();
-    let live_tiles = tiles_per_expert * touched;
+    let local = w.local() as f64;
+    // Experts with at least one route (each streams its weights once) and their tiles.
+    let (touched, live_tiles) = match dev.routes {
+        RouteSpread::Even => {
+            let routes = tokens * w.top_k() as u64;
+            let local_routes = routes as f64 * local / w.num_experts() as f64;
+            let per_expert = (local_routes / local).max(1.0);
+            let touched = local_routes.min(local).max(1.0);
+            (touched, (per_expert / t).ceil() * touched)
+        }
+        RouteSpread::UniformRandom => {
+            let (k, e) = (w.top_k() as u64, w.num_experts() as u64);
+            let c = RouteCounts::uniform(tokens, k, e, u64::from(tactic.tile().rows()));
+            ((local * (1.0 - c.idle)).max(1.0), (local * c.tiles_per_expert).max(1.0))
+        }
+    };
     let mut total = 0.0;
     for (g, n_dim, k_dim) in [(tactic.gemm1(), 2.0 * i, h), (tactic.gemm2(), h, i)] {
         let [_, n] = g.mma_tiler();

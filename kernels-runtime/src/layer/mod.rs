@@ -11,12 +11,13 @@ mod host_buffers;
 mod host_pass;
 mod kernel_set;
 mod memory;
+mod route_counts;
 mod tune;
 mod workspace_refusal;
 
 pub use candidates::{CandidateReport, NoCandidates, Rejected, Rejection};
 pub use dispatch::{
-    ChoiceSource, DeviceModel, DispatchTable, SoftwareDequant, applicable, estimate_us,
+    ChoiceSource, DeviceModel, DispatchTable, RouteSpread, SoftwareDequant, applicable, estimate_us,
 };
 pub use error::LayerError;
 pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};
