@@ -54,11 +54,13 @@ pub struct DeviceModel {
 #[non_exhaustive]
 pub enum RouteSpread {
     /// Every local expert gets the mean count (tokens · top_k / experts) and no tile is
-    /// partly empty beyond the rounding of that mean.
+    /// partly empty beyond the rounding of that mean; with fewer local routes than local
+    /// experts, that many experts get one route each.
     Even,
     /// Each token takes top_k distinct experts uniformly at random (the autotuner's routing,
     /// `tune::uniform_routing`): an expert's count is Binomial(tokens, top_k / experts), so
-    /// a tile sized at the mean spills about half the experts into a second tile.
+    /// a tile sized at the mean spills about half the experts into a second tile, which
+    /// dequantizes their weights again.
     UniformRandom,
 }
 
@@ -72,15 +74,16 @@ pub struct SoftwareDequant {
     /// Fixed clocks per K16 step and consumer (wgmma fence, commit and wait, the stage
     /// barrier): what makes one 128-row unit cheaper than two 64-row units.
     pub step_clocks: f64,
-    /// Weights an SM dequantizes per clock when its schedulers issue every clock: the
-    /// ceiling that the consumer warpgroups resident on one SM (CTAs per SM × consumers per
-    /// CTA) share.
+    /// Weights an SM dequantizes per clock at most (an effective rate, fitted): the ceiling
+    /// that the consumer warpgroups resident on one SM (CTAs per SM × consumers per CTA)
+    /// share.
     pub weights_per_clock_per_sm: f64,
-    /// The share of the dequantization and MMA time that stays visible when a GEMM is bound
-    /// by its weight traffic: each stage's dequantization starts only when its weights have
-    /// arrived, so a ring of a few stages hides most of it, not all. Without it the A8
-    /// model saw every tactic at a few tokens as equally weight-bound and took the list's
-    /// first (docs/perf.md, "A8 dispatch").
+    /// The share of the shorter of the dequantization-and-MMA time and the weight traffic
+    /// that adds to the longer: 0 is perfect overlap, 1 is none (the two add). Fitted; at 0
+    /// the A8 model saw every tactic at a few tokens as equally weight-bound and took the
+    /// list's first (docs/perf.md, "A8 dispatch"). At 1 the weight traffic, the same for
+    /// every tactic at a token count, adds to each estimate alike, so the HBM and clock
+    /// figures cannot move a pick.
     pub exposed: f64,
 }
 
@@ -162,9 +165,10 @@ impl DeviceModel {
 }
 
 /// Estimated µs of one layer with `tactic` for `tokens` tokens, their routes spread as
-/// `dev.routes` says: each GEMM is the slower of its weight traffic and its padded MMA work (plus, where the device
-/// dequantizes weights in software, that work per unit) spread over whole waves of
-/// persistent clusters, plus a fixed cost per launch. GEMM1 is costed as a gated layer's
+/// `dev.routes` says: each GEMM is the slower of its weight traffic and its padded MMA work
+/// (plus, where the device dequantizes weights in software, that work per unit, and the
+/// `exposed` share of the faster of the two) spread over whole waves of persistent
+/// clusters, plus a fixed cost per launch. GEMM1 is costed as a gated layer's
 /// (N = 2I): for ReLU² (N = I) its units and weight bytes are counted twice, which moves
 /// only the ranking of tactics, never what a tactic computes.
 pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &DeviceModel) -> f64 {
@@ -206,10 +210,13 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let dequant_s = software.map_or(0.0, |d| {
             let consumers = f64::from(sm90_consumers(n));
             let rows = f64::from(n) / consumers;
-            // The consumers resident on one SM share its issue slots.
+            // The consumers resident on one SM share its issue slots; with fewer units than
+            // SMs × CTAs per SM the persistent grid leaves CTAs alone on their SMs.
+            let sms = f64::from(dev.gpu.sms);
+            let resident = per_sm.min((units * ctas / sms).ceil()).max(1.0);
             let rate = d
                 .weights_per_clock_per_warpgroup
-                .min(d.weights_per_clock_per_sm / (per_sm * consumers));
+                .min(d.weights_per_clock_per_sm / (resident * consumers));
             let step = d.step_clocks + rows * 16.0 / rate;
             (k_dim / 16.0).ceil() * step / (dev.gpu.clock_ghz * 1e9)
         });

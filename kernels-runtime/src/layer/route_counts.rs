@@ -4,8 +4,8 @@
 //! Each token takes `top_k` distinct experts of `experts`, so a given expert is among a
 //! token's choices with probability p = top_k / experts, independently across tokens: its
 //! route count is Binomial(tokens, p). An expert whose count is just above a multiple of the
-//! tile size streams and dequantizes its weights once more for a nearly empty tile, which
-//! a model of evenly spread routes (every expert at the mean) never sees.
+//! tile size dequantizes its weights once more (from L2) for a nearly empty tile, which a
+//! model of evenly spread routes (every expert at the mean) never sees.
 
 /// Expected routing tiles of `tile` rows per expert, and the probability that an expert
 /// gets no route, for `tokens` tokens that each choose `top_k` of `experts` distinct experts
