@@ -7,6 +7,8 @@
 //! (untuned and tuned rows, balanced routing) pinned the model of their day; they stay in
 //! docs/ as history.
 
+use std::ops::Range;
+
 use moegen_dsl::Arch;
 use moegen_runtime::layer::{
     DeviceModel, DispatchTable, KernelSet, LayerConfig, MoeLayer, RouteSpread, SoftwareDequant,
@@ -60,6 +62,13 @@ impl Fared {
     }
     fn geomean(&self) -> f64 {
         (self.log_sum / self.buckets as f64).exp()
+    }
+    /// Asserts the bucket count, the picks within 5 %, and the worst ratio and the geometric
+    /// mean in their ranges.
+    fn expect(&self, counts: (usize, usize), worst: Range<f64>, geomean: Range<f64>) {
+        assert_eq!((self.buckets, self.within), counts, "{self:?}");
+        assert!(worst.contains(&self.worst.0), "{:?}", self.worst);
+        assert!(geomean.contains(&self.geomean()), "{}", self.geomean());
     }
 }
 
@@ -117,18 +126,17 @@ const H100_RECORD: &str = "perf-2026-12-06-h100-uniform-tune";
 #[test]
 fn the_model_against_the_random_routing_tuner_on_the_h100_record() {
     let [large, small] = model_against_trials(H100_RECORD, |d| d);
-    assert_eq!(large.buckets, 68, "17 buckets from 32 tokens up, A16 and A8, both shapes");
-    assert_eq!(large.within, 63, "picks within 5 % of the tuner's fastest");
-    assert!((1.08..1.10).contains(&large.worst.0), "{:?}", large.worst);
-    assert!((1.015..1.023).contains(&large.geomean()), "{}", large.geomean());
+    // 17 buckets from 32 tokens up, A16 and A8, both shapes.
+    large.expect((68, 63), 1.08..1.10, 1.015..1.023);
     assert_eq!((small.buckets, small.within), (20, 10), "{small:?}");
 }
 
 /// The figures before the recalibration (2026-12-03: 17.7 weights per clock per warpgroup,
 /// 35.3 per SM, 32 clocks per K16 step, a fifth exposed; A8 at 2.64× the rates) on evenly
 /// spread routes: 50 of 68, worst 1.20, as the model was (the rule that CTAs alone on their
-/// SMs keep the whole issue rate changes no pick from 32 tokens up). The same figures counting binomial tiles did worse
-/// still (session 4, docs/perf.md): the gain needs both changes.
+/// SMs keep the whole issue rate changes no pick from 32 tokens up). The same figures
+/// counting binomial tiles did worse still (session 4, docs/perf.md): the gain needs both
+/// changes.
 #[test]
 fn the_figures_before_fared_worse_on_the_h100_record() {
     let before = |mut d: DeviceModel| {
@@ -144,9 +152,7 @@ fn the_figures_before_fared_worse_on_the_h100_record() {
         d
     };
     let [large, small] = model_against_trials(H100_RECORD, before);
-    assert_eq!((large.buckets, large.within), (68, 50));
-    assert!((1.19..1.21).contains(&large.worst.0), "{:?}", large.worst);
-    assert!((1.032..1.040).contains(&large.geomean()), "{}", large.geomean());
+    large.expect((68, 50), 1.19..1.21, 1.032..1.040);
     // Below 32 tokens, with today's residency rule (CTAs alone on their SMs when units are
     // few), 12 of 20; the model as it was, without the rule, 10 (docs/perf.md).
     assert_eq!((small.buckets, small.within), (20, 12), "{small:?}");
@@ -162,7 +168,6 @@ fn evenly_spread_routes_miss_more_of_the_h100_record() {
         d
     };
     let [large, _] = model_against_trials(H100_RECORD, even);
-    assert_eq!((large.buckets, large.within), (68, 56));
-    assert!((1.22..1.24).contains(&large.worst.0), "{:?}", large.worst);
+    large.expect((68, 56), 1.22..1.24, 1.025..1.033);
     assert!(large.worst.1.starts_with("mxfp4-a16 deepseek 512: t16"), "{:?}", large.worst);
 }
