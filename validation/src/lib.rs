@@ -21,6 +21,7 @@
 pub mod bench;
 pub mod corpus;
 pub mod device_layer;
+pub mod dispatch_fit;
 #[cfg(feature = "nccl")]
 pub mod ep_run;
 pub mod layer_check;

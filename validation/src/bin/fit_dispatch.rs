@@ -1,0 +1,97 @@
+//! `fit-dispatch`: judges the Hopper dispatch model against an autotuner record (every
+//! tactic timed at every bucket, `moe-bench`'s `tune_<variant>.json` for `mxfp4-a16` and
+//! `mxfp4-a8` on both shapes, committed as `<prefix>-<variant>-<shape>.json`), then searches
+//! the dequantization figures that pick best on it, and prints both. No GPU:
+//! `cargo run --release -p moegen-validation --bin fit-dispatch -- [--record PREFIX]
+//! [--steps N] [--seed S] [--json PATH]` (docs/perf.md, "the dispatch model recalibrated").
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use moegen_validation::dispatch_fit::{Fared, Figures, Records, SMALL_BUCKET, search};
+
+#[derive(Parser)]
+#[command(about = "Judge and refit the Hopper dispatch model's figures on an autotuner record")]
+struct Args {
+    /// The record's path prefix (files `<prefix>-<variant>-<shape>.json`).
+    #[arg(long, default_value = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/perf-2026-12-06-h100-uniform-tune"
+    ))]
+    record: PathBuf,
+    /// Search steps (0: judge the shipped figures only).
+    #[arg(long, default_value_t = 2000)]
+    steps: usize,
+    /// The search's seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where to write the rows as JSON.
+    #[arg(long, default_value = "fit-dispatch.json")]
+    json: PathBuf,
+}
+
+/// Prints one row and returns it as JSON.
+fn row(name: &str, f: &Figures, [large, small]: &[Fared; 2]) -> serde_json::Value {
+    let a = f.a16;
+    println!(
+        "{name:8} {:>7.2} {:>6.2} {:>7.2} {:>7.3} {:>6.3} | {:>3}/{:<3} {:.3} {:.3} ({}) | {:>2}/{:<2}",
+        a.weights_per_clock_per_warpgroup,
+        a.step_clocks,
+        a.weights_per_clock_per_sm,
+        a.exposed,
+        f.a8_ratio,
+        large.within,
+        large.buckets,
+        large.geomean(),
+        large.worst.0,
+        large.worst.1,
+        small.within,
+        small.buckets,
+    );
+    let fared = |x: &Fared| {
+        serde_json::json!({
+            "buckets": x.buckets, "within_5_percent": x.within, "geomean": x.geomean(),
+            "worst": x.worst.0, "worst_at": x.worst.1,
+        })
+    };
+    serde_json::json!({
+        "figures": name,
+        "weights_per_clock_per_warpgroup": a.weights_per_clock_per_warpgroup,
+        "step_clocks": a.step_clocks,
+        "weights_per_clock_per_sm": a.weights_per_clock_per_sm,
+        "exposed": a.exposed,
+        "a8_ratio": f.a8_ratio,
+        "from_32_tokens": fared(large),
+        "below_32_tokens": fared(small),
+    })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let run = || -> Result<(), Box<dyn std::error::Error>> {
+        let records = Records::load(&args.record)?;
+        let shipped = Figures::shipped();
+        println!(
+            "figures: weights/clk per warpgroup, step clocks, weights/clk per SM, exposed, A8 \
+             ratio | from {SMALL_BUCKET} tokens: within 5 %, geometric mean, worst (where) | \
+             below: within 5 %"
+        );
+        let mut rows = vec![row("shipped", &shipped, &records.judge(|d| shipped.apply(d))?)];
+        if args.steps > 0 {
+            let (best, _) = search(&records, shipped, args.steps, args.seed)?;
+            rows.push(row("searched", &best, &records.judge(|d| best.apply(d))?));
+        }
+        let record = args.record.display().to_string();
+        let out = serde_json::json!({ "record": record, "seed": args.seed, "rows": rows });
+        std::fs::write(&args.json, serde_json::to_string_pretty(&out)? + "\n")?;
+        Ok(())
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
