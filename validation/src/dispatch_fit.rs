@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 
 use moegen_dsl::{ActivationFormat, Arch};
 use moegen_runtime::layer::{
-    DeviceModel, DispatchTable, KernelSet, LayerConfig, MoeLayer, MoeShape, MoeTactic,
-    SoftwareDequant,
+    DeviceModel, DispatchTable, LayerConfig, MoeLayer, MoeShape, MoeTactic, SoftwareDequant,
 };
 
 use crate::bench::{BenchShape, VARIANTS};
@@ -95,41 +94,54 @@ pub struct Records {
 }
 
 impl Records {
-    /// Loads `<prefix>-<variant>-<shape>.json` for both variants and shapes.
+    /// Loads `<prefix>-<variant>-<shape>.json` for both [`RECORD_VARIANTS`] on both shapes.
     pub fn load(prefix: &Path) -> Result<Self, FitError> {
-        let kernels = KernelSet::builtin();
-        let mut parts = Vec::new();
-        for variant in RECORD_VARIANTS {
+        let parts: Vec<(&str, &str)> =
+            RECORD_VARIANTS.iter().flat_map(|v| [(*v, "deepseek"), (*v, "gpt-oss")]).collect();
+        Self::load_parts(prefix, &parts)
+    }
+
+    /// Loads `<prefix>-<variant>-<shape>.json` for each `(variant, shape)` of `parts`: a
+    /// variant of `bench::VARIANTS` (a Fast one judged with its own kernel set) on
+    /// `deepseek` or `gpt-oss`.
+    pub fn load_parts(prefix: &Path, parts: &[(&str, &str)]) -> Result<Self, FitError> {
+        let mut loaded = Vec::new();
+        for &(variant, sname) in parts {
             let v = VARIANTS
                 .iter()
                 .find(|v| v.name == variant)
                 .ok_or_else(|| FitError::Layer(format!("no benchmark variant {variant}")))?;
-            for (shape, sname) in
-                [(BenchShape::deepseek(), "deepseek"), (BenchShape::gpt_oss(), "gpt-oss")]
-            {
-                let moe = shape.moe_shape().map_err(|e| FitError::Layer(e.to_string()))?;
-                let max_tokens = shape.tokens.iter().copied().max().unwrap_or(1) as u64;
-                let config = LayerConfig { activations: v.activations, ..LayerConfig::new(moe) };
-                let tactics =
-                    MoeLayer::candidates(&config, &kernels, max_tokens, Arch::Sm90, v.format)
-                        .map_err(|e| FitError::Layer(e.to_string()))?;
-                let mut path = prefix.as_os_str().to_owned();
-                path.push(format!("-{variant}-{sname}.json"));
-                let path = PathBuf::from(path);
-                let trials = read_trials(&path)?;
-                parts.push(Part {
-                    variant,
-                    shape: sname,
-                    activations: v.activations,
-                    moe,
-                    max_tokens,
-                    tactics,
-                    path,
-                    trials,
-                });
-            }
+            let shape = match sname {
+                "deepseek" => BenchShape::deepseek(),
+                "gpt-oss" => BenchShape::gpt_oss(),
+                other => return Err(FitError::Layer(format!("no benchmark shape {other}"))),
+            };
+            let kernels = v.kernels().map_err(|e| FitError::Layer(e.to_string()))?;
+            let moe = shape.moe_shape().map_err(|e| FitError::Layer(e.to_string()))?;
+            let max_tokens = shape.tokens.iter().copied().max().unwrap_or(1) as u64;
+            let config = LayerConfig {
+                activations: v.activations,
+                recipe: v.recipe,
+                ..LayerConfig::new(moe)
+            };
+            let tactics = MoeLayer::candidates(&config, &kernels, max_tokens, Arch::Sm90, v.format)
+                .map_err(|e| FitError::Layer(e.to_string()))?;
+            let mut path = prefix.as_os_str().to_owned();
+            path.push(format!("-{variant}-{sname}.json"));
+            let path = PathBuf::from(path);
+            let trials = read_trials(&path)?;
+            loaded.push(Part {
+                variant: v.name,
+                shape: if sname == "deepseek" { "deepseek" } else { "gpt-oss" },
+                activations: v.activations,
+                moe,
+                max_tokens,
+                tactics,
+                path,
+                trials,
+            });
         }
-        Ok(Self { parts })
+        Ok(Self { parts: loaded })
     }
 
     /// How the analytic tables of `model` (applied to `DeviceModel::for_layer` of each
