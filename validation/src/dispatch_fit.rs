@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use moegen_dsl::plan::TokenBuckets;
 use moegen_dsl::{ActivationFormat, Arch};
 use moegen_runtime::layer::{
     DeviceModel, DispatchTable, LayerConfig, MoeLayer, MoeShape, MoeTactic, SoftwareDequant,
@@ -42,7 +43,17 @@ pub enum FitError {
         /// The bucket.
         bucket: u64,
     },
-    /// The layer could not be set up (a shape or candidate error).
+    /// The record timed a tactic twice at one bucket.
+    #[error("{path}: {tactic} timed more than once at {bucket} tokens")]
+    DuplicateTrial {
+        /// The file.
+        path: PathBuf,
+        /// The tactic.
+        tactic: String,
+        /// The bucket.
+        bucket: u64,
+    },
+    /// The layer could not be set up (a variant, shape or candidate error).
     #[error("{0}")]
     Layer(String),
 }
@@ -118,7 +129,15 @@ impl Records {
             };
             let kernels = v.kernels().map_err(|e| FitError::Layer(e.to_string()))?;
             let moe = shape.moe_shape().map_err(|e| FitError::Layer(e.to_string()))?;
-            let max_tokens = shape.tokens.iter().copied().max().unwrap_or(1) as u64;
+            let mut path = prefix.as_os_str().to_owned();
+            path.push(format!("-{variant}-{sname}.json"));
+            let path = PathBuf::from(path);
+            let trials = read_trials(&path)?;
+            // The record's largest bucket, as the tuner's workspace planned it.
+            let max_tokens = trials.iter().map(|t| t.0).max().ok_or_else(|| FitError::Record {
+                path: path.clone(),
+                reason: "no trials".into(),
+            })?;
             let config = LayerConfig {
                 activations: v.activations,
                 recipe: v.recipe,
@@ -126,10 +145,7 @@ impl Records {
             };
             let tactics = MoeLayer::candidates(&config, &kernels, max_tokens, Arch::Sm90, v.format)
                 .map_err(|e| FitError::Layer(e.to_string()))?;
-            let mut path = prefix.as_os_str().to_owned();
-            path.push(format!("-{variant}-{sname}.json"));
-            let path = PathBuf::from(path);
-            let trials = read_trials(&path)?;
+            check_complete(&path, &trials, &tactics, max_tokens)?;
             loaded.push(Part {
                 variant: v.name,
                 shape: if sname == "deepseek" { "deepseek" } else { "gpt-oss" },
@@ -171,6 +187,30 @@ impl Records {
     }
 }
 
+/// Every candidate timed exactly once at every bucket the tables choose for: a record
+/// missing some would be judged on the rest only, and a duplicate would be ambiguous.
+fn check_complete(
+    path: &Path,
+    trials: &[(u64, String, f64)],
+    tactics: &[MoeTactic],
+    max_tokens: u64,
+) -> Result<(), FitError> {
+    let buckets = TokenBuckets::new(max_tokens).map_err(|e| FitError::Layer(e.to_string()))?;
+    for &bucket in buckets.buckets() {
+        for t in tactics {
+            let tactic = t.to_string();
+            match trials.iter().filter(|r| r.0 == bucket && r.1 == tactic).count() {
+                1 => {}
+                0 => return Err(FitError::MissingTrial { path: path.to_owned(), tactic, bucket }),
+                _ => {
+                    return Err(FitError::DuplicateTrial { path: path.to_owned(), tactic, bucket });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn read_trials(path: &Path) -> Result<Vec<(u64, String, f64)>, FitError> {
     let err = |reason: String| FitError::Record { path: path.to_owned(), reason };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
@@ -200,16 +240,30 @@ pub struct Figures {
 }
 
 impl Figures {
-    /// The shipped models' figures.
-    pub fn shipped() -> Self {
-        let a16 = DeviceModel::h200().software_dequant.unwrap_or(SoftwareDequant {
-            weights_per_clock_per_warpgroup: 1.0,
-            step_clocks: 0.0,
-            weights_per_clock_per_sm: 1.0,
-            exposed: 1.0,
-        });
-        let a8 = DeviceModel::h200_a8().software_dequant.unwrap_or(a16);
-        Self { a16, a8_ratio: a8.weights_per_clock_per_sm / a16.weights_per_clock_per_sm }
+    /// The shipped models' figures (`DeviceModel::h200`, `h200_a8`); `None` if either model
+    /// stopped dequantizing in software or their A8 figures stopped being A16's scaled as
+    /// [`Figures::apply`] scales them.
+    pub fn shipped() -> Option<Self> {
+        let a16 = DeviceModel::h200().software_dequant?;
+        let a8 = DeviceModel::h200_a8().software_dequant?;
+        let f = Self { a16, a8_ratio: a8.weights_per_clock_per_sm / a16.weights_per_clock_per_sm };
+        let ok = f.apply(DeviceModel::h200()) == DeviceModel::h200()
+            && f.apply(DeviceModel::h200_a8()) == DeviceModel::h200_a8();
+        ok.then_some(f)
+    }
+    /// The figures before the recalibration (2026-12-03): 17.7 weights per clock per
+    /// warpgroup, 35.3 per SM, 32 clocks per K16 step, a fifth exposed, A8 at 2.64× the
+    /// rates.
+    pub fn before() -> Self {
+        Self {
+            a16: SoftwareDequant {
+                weights_per_clock_per_warpgroup: 64.0 / 3.625,
+                step_clocks: 32.0,
+                weights_per_clock_per_sm: 128.0 / 3.625,
+                exposed: 0.2,
+            },
+            a8_ratio: 3.625 / 1.375,
+        }
     }
     /// `d` with these figures for its activations.
     pub fn apply(&self, mut d: DeviceModel) -> DeviceModel {
@@ -234,9 +288,13 @@ fn rank(f: &Fared) -> (i64, f64, f64) {
     (-(f.within as i64), f.worst.0, f.geomean())
 }
 
-/// A random search from `start`: each step scales one to three figures by e^(σ·z), z
-/// roughly standard normal, σ from 0.5 shrinking by 0.6 every fifth of the steps, `exposed` kept in
-/// [0, 1]; a step is kept when it ranks no worse. Deterministic for a `seed`.
+/// A random search from `start`: each step scales one to three of the four rates and clocks
+/// (per warpgroup, per SM, per K16 step, A8's ratio) by e^(σ·z), z roughly standard normal,
+/// σ = 0.5 · 0.6^⌊5 · step / steps⌋; a step is kept when it ranks no worse. `exposed` is held
+/// at `start`'s: at 1 the weight stream adds to every tactic alike, so the GPU's bandwidth
+/// and clock cannot move a pick and figures fitted on one GPU's record rank for another
+/// (varied, it drifts towards 0 on an H100 record judged with the H200's figures).
+/// Deterministic for a `seed` (0 is taken as 1: the generator's state must be nonzero).
 pub fn search(
     records: &Records,
     start: Figures,
@@ -246,27 +304,23 @@ pub fn search(
     let mut rng = Rng(seed.max(1));
     let judge = |f: &Figures| records.judge(|d| f.apply(d)).map(|[large, _]| large);
     let (mut best, mut fared) = (start, judge(&start)?);
-    let mut sigma = 0.5;
     for step in 0..steps {
+        let sigma = 0.5 * 0.6f64.powi((5 * step / steps) as i32);
         let mut f = best;
         let count = 1 + (rng.next() % 3) as usize;
         for _ in 0..count {
             let scale = (sigma * f64::from(rng.normal())).exp();
             let a = &mut f.a16;
-            match rng.next() % 5 {
+            match rng.next() % 4 {
                 0 => a.weights_per_clock_per_warpgroup *= scale,
                 1 => a.step_clocks *= scale,
                 2 => a.weights_per_clock_per_sm *= scale,
-                3 => a.exposed = (a.exposed * scale).clamp(0.0, 1.0),
                 _ => f.a8_ratio *= scale,
             }
         }
         let got = judge(&f)?;
         if rank(&got) <= rank(&fared) {
             (best, fared) = (f, got);
-        }
-        if steps >= 5 && (step + 1) % (steps / 5) == 0 {
-            sigma *= 0.6;
         }
     }
     Ok((best, fared))

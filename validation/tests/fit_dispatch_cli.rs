@@ -27,3 +27,40 @@ fn a_missing_record_is_an_error_naming_the_file() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/rec-mxfp4-a16-deepseek.json"), "{err}");
 }
+
+#[test]
+fn an_incomplete_record_is_an_error_naming_tactic_and_bucket() {
+    let dir = std::env::temp_dir().join(format!("fit-dispatch-incomplete-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let docs = format!("{}/../docs", env!("CARGO_MANIFEST_DIR"));
+    for part in ["a16-deepseek", "a16-gpt-oss", "a8-deepseek", "a8-gpt-oss"] {
+        let from = format!("{docs}/perf-2026-12-06-h100-uniform-tune-mxfp4-{part}.json");
+        let mut rows: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(from).unwrap()).unwrap();
+        if part == "a8-gpt-oss" {
+            rows.retain(|r| {
+                !(r["bucket"] == 64 && r["tactic"].as_str().unwrap().starts_with("t32"))
+            });
+        }
+        let to = dir.join(format!("rec-mxfp4-{part}.json"));
+        std::fs::write(to, serde_json::to_string(&rows).unwrap()).unwrap();
+    }
+    let out = Command::new(BIN)
+        .args(["--steps", "0", "--json", "/dev/null", "--record"])
+        .arg(dir.join("rec"))
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rec-mxfp4-a8-gpt-oss.json: no trial of t32") && err.contains("at 64"),
+        "{err}"
+    );
+}
+
+#[test]
+fn seed_zero_is_refused() {
+    let out = Command::new(BIN).args(["--seed", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap's usage error");
+}

@@ -3,8 +3,10 @@
 //! `mxfp4-a8` on both shapes, committed as `<prefix>-<variant>-<shape>.json`), then searches
 //! the dequantization figures that pick best on it, and prints both. No GPU:
 //! `cargo run --release -p moegen-validation --bin fit-dispatch -- [--record PREFIX]
-//! [--steps N] [--seed S] [--json PATH]` (docs/perf.md, "the dispatch model recalibrated").
+//! [--steps N] [--from shipped|before] [--seed S] [--json PATH]` (docs/perf.md, "the
+//! dispatch model recalibrated").
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -23,8 +25,11 @@ struct Args {
     /// Search steps (0: judge the shipped figures only).
     #[arg(long, default_value_t = 2000)]
     steps: usize,
+    /// Where the search starts: the shipped figures or those before the recalibration.
+    #[arg(long, value_enum, default_value_t = Start::Shipped)]
+    from: Start,
     /// The search's seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     seed: u64,
     /// Where to write the rows as JSON.
     #[arg(long, default_value = "fit-dispatch.json")]
@@ -32,6 +37,14 @@ struct Args {
 }
 
 /// Prints one row and returns it as JSON.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Start {
+    /// `DeviceModel::h200` / `h200_a8`'s figures.
+    Shipped,
+    /// The figures of 2026-12-03, before the recalibration.
+    Before,
+}
+
 fn row(name: &str, f: &Figures, [large, small]: &[Fared; 2]) -> serde_json::Value {
     let a = f.a16;
     println!(
@@ -71,20 +84,31 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let run = || -> Result<(), Box<dyn std::error::Error>> {
         let records = Records::load(&args.record)?;
-        let shipped = Figures::shipped();
+        // Opened first, so that a path that cannot be written fails before the search.
+        let mut json = std::fs::File::create(&args.json)
+            .map_err(|e| format!("{}: {e}", args.json.display()))?;
+        let shipped = Figures::shipped()
+            .ok_or("the shipped Hopper models are not of the form fit-dispatch searches")?;
         println!(
             "figures: weights/clk per warpgroup, step clocks, weights/clk per SM, exposed, A8 \
              ratio | from {SMALL_BUCKET} tokens: within 5 %, geometric mean, worst (where) | \
              below: within 5 %"
         );
-        let mut rows = vec![row("shipped", &shipped, &records.judge(|d| shipped.apply(d))?)];
+        // The shipped row judges the models themselves (`Figures::shipped` checks they are
+        // these figures).
+        let mut rows = vec![row("shipped", &shipped, &records.judge(|d| d)?)];
         if args.steps > 0 {
-            let (best, _) = search(&records, shipped, args.steps, args.seed)?;
+            let start = match args.from {
+                Start::Shipped => shipped,
+                Start::Before => Figures::before(),
+            };
+            let (best, _) = search(&records, start, args.steps, args.seed)?;
             rows.push(row("searched", &best, &records.judge(|d| best.apply(d))?));
         }
         let record = args.record.display().to_string();
         let out = serde_json::json!({ "record": record, "seed": args.seed, "rows": rows });
-        std::fs::write(&args.json, serde_json::to_string_pretty(&out)? + "\n")?;
+        let text = serde_json::to_string_pretty(&out)? + "\n";
+        json.write_all(text.as_bytes()).map_err(|e| format!("{}: {e}", args.json.display()))?;
         Ok(())
     };
     match run() {
