@@ -122,9 +122,9 @@ impl Records {
                 .iter()
                 .find(|v| v.name == variant)
                 .ok_or_else(|| FitError::Layer(format!("no benchmark variant {variant}")))?;
-            let shape = match sname {
-                "deepseek" => BenchShape::deepseek(),
-                "gpt-oss" => BenchShape::gpt_oss(),
+            let (shape, sname) = match sname {
+                "deepseek" => (BenchShape::deepseek(), "deepseek"),
+                "gpt-oss" => (BenchShape::gpt_oss(), "gpt-oss"),
                 other => return Err(FitError::Layer(format!("no benchmark shape {other}"))),
             };
             let kernels = v.kernels().map_err(|e| FitError::Layer(e.to_string()))?;
@@ -148,7 +148,7 @@ impl Records {
             check_complete(&path, &trials, &tactics, max_tokens)?;
             loaded.push(Part {
                 variant: v.name,
-                shape: if sname == "deepseek" { "deepseek" } else { "gpt-oss" },
+                shape: sname,
                 activations: v.activations,
                 moe,
                 max_tokens,

@@ -8,7 +8,7 @@
 //! docs/ as history.
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use moegen_dsl::Arch;
 use moegen_runtime::layer::{
@@ -43,9 +43,13 @@ fn expect(f: &Fared, counts: (usize, usize), worst: Range<f64>, geomean: Range<f
     assert!(geomean.contains(&f.geomean()), "{}", f.geomean());
 }
 
+/// The path prefix of a record committed under docs/.
+fn docs(record: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(record)
+}
+
 fn model_against_trials(record: &str, model: impl Fn(DeviceModel) -> DeviceModel) -> [Fared; 2] {
-    let prefix = format!("{}/../docs/{record}", env!("CARGO_MANIFEST_DIR"));
-    Records::load(Path::new(&prefix)).unwrap().judge(model).unwrap()
+    Records::load(&docs(record)).unwrap().judge(model).unwrap()
 }
 
 const H100_RECORD: &str = "perf-2026-12-06-h100-uniform-tune";
@@ -106,8 +110,7 @@ fn evenly_spread_routes_miss_more_of_the_h100_record() {
 /// basins, so a change of the model or the search may move this without a regression.
 #[test]
 fn the_search_refinds_figures_as_good_as_the_shipped_ones() {
-    let prefix = format!("{}/../docs/{H100_RECORD}", env!("CARGO_MANIFEST_DIR"));
-    let records = Records::load(Path::new(&prefix)).unwrap();
+    let records = Records::load(&docs(H100_RECORD)).unwrap();
     let before = Figures::before();
     let [start, _] = records.judge(|d| before.apply(d)).unwrap();
     assert_eq!(start.within, 46, "{start:?}");
@@ -133,9 +136,8 @@ fn the_shipped_figures_are_the_models() {
 /// 16 tokens); the even spread with the same figures: 30 of 34, worst 1.24.
 #[test]
 fn the_model_on_the_several_draw_record() {
-    let prefix = format!("{}/../docs/perf-2026-12-06-h100-draws-tune", env!("CARGO_MANIFEST_DIR"));
     let parts = [("mxfp4-a16", "deepseek"), ("mxfp4-fast-a8", "deepseek")];
-    let records = Records::load_parts(Path::new(&prefix), &parts).unwrap();
+    let records = Records::load_parts(&docs("perf-2026-12-06-h100-draws-tune"), &parts).unwrap();
     let [large, small] = records.judge(|d| d).unwrap();
     expect(&large, (34, 33), 1.07..1.08, 1.004..1.009);
     expect(&small, (10, 10), 1.04..1.05, 1.0..1.02);
