@@ -5,8 +5,8 @@ use std::collections::HashSet;
 
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::abi::sm90_weights::{
-    SCALE_TILE_BYTES, TILE_BYTES, VALUE_BITS, code_at, place_code, scale_bytes, scale_position,
-    value_bytes, value_position,
+    MXFP4_SCALE_TILE_BYTES, SCALE_TILE_BYTES, TILE_BYTES, VALUE_BITS, code_at, place_code,
+    scale_bytes, scale_position, scale_tile_bytes, value_bytes, value_position,
 };
 use moegen_dsl::abi::{KernelId, launch_facts};
 use moegen_dsl::*;
@@ -149,7 +149,6 @@ fn every_hopper_kernel_fits_and_is_named_by_its_options() {
 fn the_fragment_layout_is_a_bijection_onto_the_packed_bytes() {
     for (rows, k) in [(64, 64), (128, 192), (256, 128)] {
         let mut seen = HashSet::new();
-        let mut scales = HashSet::new();
         for r in 0..rows {
             for c in 0..k {
                 let (byte, bits) = value_position(rows, k, r, c).unwrap();
@@ -157,16 +156,26 @@ fn the_fragment_layout_is_a_bijection_onto_the_packed_bytes() {
                 for b in bits {
                     assert!(seen.insert(byte * 8 + b as usize), "({r}, {c}) collides");
                 }
-                let s = scale_position(rows, k, r, c).unwrap();
-                assert!(s < scale_bytes(rows, k));
-                scales.insert(s);
-                // A scale is shared by exactly its 16-block.
-                assert_eq!(scale_position(rows, k, r, c - c % 16), Some(s));
             }
         }
         // Four bits per value: every bit of the packed bytes is some value's, once.
         assert_eq!(seen.len(), rows * k * 4);
-        assert_eq!(scales.len(), rows * k / 16);
+        for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+            let block = f.block() as usize;
+            let mut scales = HashSet::new();
+            for r in 0..rows {
+                for c in 0..k {
+                    let s = scale_position(f, rows, k, r, c).unwrap();
+                    assert!(s < scale_bytes(f, rows, k), "{f:?}");
+                    scales.insert(s);
+                    // A scale is shared by exactly its block.
+                    assert_eq!(scale_position(f, rows, k, r, c - c % block), Some(s), "{f:?}");
+                }
+            }
+            // One byte per block, every byte used.
+            assert_eq!(scales.len(), rows * k / block, "{f:?}");
+            assert_eq!(scale_bytes(f, rows, k), rows * k / block, "{f:?}");
+        }
     }
     assert_eq!(value_position(64, 64, 64, 0), None);
     assert_eq!(value_position(96, 64, 0, 0), None, "rows must be a multiple of 64");
@@ -175,7 +184,48 @@ fn the_fragment_layout_is_a_bijection_onto_the_packed_bytes() {
     let end = value_position(512, 128, 511, 127).unwrap().0;
     assert_eq!(base % TILE_BYTES, 0);
     assert!(end < base + 4 * TILE_BYTES);
-    assert_eq!(scale_position(512, 128, 256, 64).unwrap() % SCALE_TILE_BYTES, 0);
+    for (f, tile) in
+        [(WeightFormat::Nvfp4, SCALE_TILE_BYTES), (WeightFormat::Mxfp4, MXFP4_SCALE_TILE_BYTES)]
+    {
+        assert_eq!(scale_tile_bytes(f), tile);
+        let base = scale_position(f, 512, 128, 256, 64).unwrap();
+        assert_eq!(base % tile, 0, "{f:?}");
+        assert!(scale_position(f, 512, 128, 511, 127).unwrap() < base + 4 * tile, "{f:?}");
+    }
+}
+
+/// The scale words a consumer thread loads (`sm90/mainloop.rs`): NVFP4, row r's word at
+/// `r · 4` (byte j: K16 step j) and row r + 8's; MXFP4, one word at `(t / 4) · 4` holding
+/// (block 0, r), (block 0, r + 8), (block 1, r), (block 1, r + 8), r = 16w + l/4.
+#[test]
+fn thread_scale_words_hold_the_rows_of_its_fragment() {
+    for t in 0..128 {
+        let (w, l) = (t / 32, t % 32);
+        let r = 16 * w + l / 4;
+        for c in 0..64 {
+            assert_eq!(
+                scale_position(WeightFormat::Nvfp4, 64, 64, r, c),
+                Some(r * 4 + c / 16),
+                "NVFP4 thread {t}"
+            );
+            assert_eq!(
+                scale_position(WeightFormat::Nvfp4, 64, 64, r + 8, c),
+                Some((r + 8) * 4 + c / 16),
+                "NVFP4 thread {t}"
+            );
+            let word = (t / 4) * 4;
+            assert_eq!(
+                scale_position(WeightFormat::Mxfp4, 64, 64, r, c),
+                Some(word + (c / 32) * 2),
+                "MXFP4 thread {t}"
+            );
+            assert_eq!(
+                scale_position(WeightFormat::Mxfp4, 64, 64, r + 8, c),
+                Some(word + (c / 32) * 2 + 1),
+                "MXFP4 thread {t}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -154,6 +154,14 @@ pub enum RuntimeError {
         /// Why.
         reason: &'static str,
     },
+    /// A weight format the called routine does not lay out for the given target.
+    #[error("{what}: {reason}")]
+    UnsupportedWeights {
+        /// The routine or input at fault.
+        what: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
     /// A GEMM1 activation the called routine does not take: ReLU² (ungated, W1 of I rows)
     /// for weights already in an engine's memory (`LayerWeights::from_device` sizes W1 for
     /// a gated layer's 2I rows).

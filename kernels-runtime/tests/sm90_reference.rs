@@ -4,7 +4,7 @@
 
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::abi::sm90_weights::{code_at, value_position};
+use moegen_dsl::abi::sm90_weights::{code_at, mxfp4_scale_field, scale_position, value_position};
 use moegen_dsl::formats::{MxScaleRule, block_amax, nibble_at, nvfp4_global_scale, quantize_mxfp4};
 use moegen_dsl::{ActivationFormat, FinalizeMode, SwigluInput, TileSize};
 use moegen_runtime::RuntimeError;
@@ -116,6 +116,34 @@ fn the_fragment_layout_holds_every_code_where_the_abi_says() {
         }
     }
     assert_eq!(s1.len(), w.w1_scales.len());
+}
+
+/// MXFP4's scale tiles hold each 32-block's factor field once, where the ABI says
+/// (`abi::sm90_weights::scale_position`), and nothing else: half NVFP4's bytes.
+#[test]
+fn the_mxfp4_layout_holds_each_block_factor_once_where_the_abi_says() {
+    let p = problem(1);
+    let w = mxfp4_bumped(&p, |_, _| 0);
+    let [_, s1, _, s2] = w.fragment_layout(&p.shape).unwrap();
+    assert_eq!((s1.len(), s2.len()), (w.w1_scales.len() / 2, w.w2_scales.len() / 2));
+    let (h, i) = (p.shape.hidden, p.shape.intermediate);
+    for (scales, laid, rows, k) in [(&w.w1_scales, &s1, 2 * i, h), (&w.w2_scales, &s2, h, i)] {
+        let (per16, per32) = (rows * k / 16, rows * k / 32);
+        let mut seen = vec![false; laid.len()];
+        for e in 0..p.shape.local_experts() {
+            for r in 0..rows {
+                for c in (0..k).step_by(32) {
+                    let o = e * per32 + scale_position(WeightFormat::Mxfp4, rows, k, r, c).unwrap();
+                    let code = scales[e * per16 + r * k / 16 + c / 16];
+                    // Unit-variance weights: no shift, the field is code − 127 + 126 + 127.
+                    assert_eq!(Some(laid[o]), mxfp4_scale_field(code, 0), "expert {e} ({r}, {c})");
+                    assert!(!seen[o], "byte {o} twice");
+                    seen[o] = true;
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s), "every laid-out byte is some block's");
+    }
 }
 
 #[test]
@@ -295,9 +323,10 @@ fn mxfp4_scales_above_two_are_shifted_into_alpha_exactly() {
     // The stored W2 scale bytes are code − ρ_e + 126.
     let [_, _, _, s2] = big.fragment_layout(&p.shape).unwrap();
     let [_, _, _, s2_base] = base.fragment_layout(&p.shape).unwrap();
-    let per = 256 * 128 / 16;
+    // The laid-out scales: one byte per 32-block.
+    let per = 256 * 128 / 32;
     for e in 0..4 {
-        let m = *big.w2_scales[e * per..(e + 1) * per].iter().max().unwrap();
+        let m = *big.w2_scales[2 * e * per..2 * (e + 1) * per].iter().max().unwrap();
         let shift = m.saturating_sub(128);
         for o in e * per..(e + 1) * per {
             assert_eq!(i32::from(s2[o]), i32::from(s2_base[o]) + 100 - i32::from(shift), "at {o}");

@@ -191,3 +191,25 @@ fn programmatic_launches_wait_before_touching_memory() {
     }
     assert!(programmatic > 0, "the GEMMs are launched programmatically");
 }
+
+/// Every SIMT kernel triggers its dependents first: the GEMM launched after the routing
+/// sort or a quantizer (programmatically) can then set up while that kernel runs, and waits
+/// on `griddepcontrol.wait` for its output (the test above).
+#[test]
+fn simt_kernels_trigger_their_dependents_first() {
+    let mut simt = 0;
+    for k in moegen_kernels::kernels() {
+        if !matches!(k.id, moegen_dsl::abi::KernelId::Simt { .. }) {
+            continue;
+        }
+        simt += 1;
+        let body = k.ptx.split_once('{').map_or("", |(_, b)| b);
+        let first = body
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or("").trim())
+            .find(|l| !l.is_empty() && !l.starts_with(".reg") && !l.starts_with(".shared"))
+            .unwrap_or("");
+        assert_eq!(first, "griddepcontrol.launch_dependents;", "{}: first instruction", k.name);
+    }
+    assert!(simt > 0, "the set holds SIMT kernels");
+}

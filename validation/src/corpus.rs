@@ -4,7 +4,7 @@
 use moegen_dsl::abi::sm90_weights::{
     SCALE_TILE_BYTES, TILE_BYTES, place_code, scale_position, value_position,
 };
-use moegen_dsl::abi::{CorpusKernel, KernelId};
+use moegen_dsl::abi::{CorpusKernel, KernelId, WeightFormat};
 use moegen_dsl::formats::{e2m1_to_f32, e4m3_to_f32};
 use moegen_runtime::backend::{Backend, KernelArg, TensorMapSpec, TmaElement};
 use moegen_runtime::device_ops::{DeviceOpError, find_kernel, run};
@@ -309,7 +309,7 @@ impl WgmmaOperands {
                     w[byte..byte + 4].copy_from_slice(&word.to_le_bytes());
                 }
                 if k % 16 == 0
-                    && let Some(o) = scale_position(64, 64, m, k)
+                    && let Some(o) = scale_position(WeightFormat::Nvfp4, 64, 64, m, k)
                 {
                     w[TILE_BYTES + o] = self.scales[m][k / 16];
                 }

@@ -271,7 +271,10 @@ fn engine_weights_refuse_an_ungated_activation() {
     let s = shape(256, 128);
     let mut sim = SimBackend::hopper();
     let mut buffers = Vec::new();
-    for (buf, bytes) in LayerWeights::sizes_for(&s, Arch::Sm90, ActivationFormat::Bf16).unwrap() {
+    let sizes =
+        LayerWeights::sizes_for(&s, Arch::Sm90, WeightFormat::Mxfp4, ActivationFormat::Bf16)
+            .unwrap();
+    for (buf, bytes) in sizes {
         let ptr = sim.alloc(bytes as usize).unwrap();
         buffers.push((buf, DeviceSlice::new(ptr, bytes)));
     }

@@ -475,7 +475,7 @@ fn release_frees_what_moegen_allocated_and_only_that() {
         .unwrap();
     let shape = s.shape;
     let uploaded = LayerWeights::upload(&mut s.sim, &shape, &s.prepared, s.input_scale).unwrap();
-    let sizes = LayerWeights::sizes(&shape, Arch::Sm100).unwrap();
+    let sizes = LayerWeights::sizes(&shape, Arch::Sm100, WeightFormat::Nvfp4).unwrap();
     let buffers: Vec<_> = sizes
         .iter()
         .map(|&(b, n)| (b, DeviceSlice::new(s.sim.alloc(n as usize).unwrap(), n)))

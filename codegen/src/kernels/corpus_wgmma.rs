@@ -14,7 +14,9 @@
 
 use moegen_dsl::abi::{CorpusKernel, KernelId, params};
 
-use crate::kernels::sm90::{act_desc, dequant_step, issue_step, row_scales, splat, wait_groups};
+use crate::kernels::sm90::{
+    act_desc, dequant_step, issue_step, nvfp4_row_scales, splat, wait_groups,
+};
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{Access, Memory};
 use crate::ptx::{
@@ -86,7 +88,7 @@ pub fn build() -> KernelBuilder {
             let i = b.mad_u32(row, 4u32, 2048u32);
             let a = b.index_addr(w, i, 1);
             let s = b.ld_global(Ty::U32, RegClass::B32, a);
-            row_scales(&mut b, WeightFormat::Nvfp4, s)
+            nvfp4_row_scales(&mut b, s)
         })
         .collect();
     let acc = b.regs(RegClass::F32, TOKENS / 2);

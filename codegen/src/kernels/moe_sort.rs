@@ -60,6 +60,11 @@ pub(crate) fn simt_builder(family: SimtFamily, target: SimtTarget) -> KernelBuil
     let id = KernelId::Simt { family, target };
     let mut b = KernelBuilder::new(id.name());
     b.declare(params(&id));
+    // The kernel after this one, when launched programmatically (the GEMMs), may start its
+    // set-up now: it runs `griddepcontrol.wait`, which waits for this whole grid and its
+    // writes, before it reads anything. Without the trigger it would launch only as this
+    // grid's blocks exit.
+    b.pdl_trigger();
     b
 }
 

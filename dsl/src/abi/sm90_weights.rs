@@ -17,10 +17,16 @@
 //! scattered so that the dequantization places each register with few instructions
 //! (`codegen`'s `sm90/dequant.rs`): registers 0 and 1 are the word rotated right by 2 and 5
 //! and masked; registers 2 and 3 are the word masked and multiplied by 0x42 and 9 (two
-//! shifted copies that do not collide), then masked — 10 instructions per word. A 256-byte
-//! scale tile holds, for each of its 64 rows, the scale bytes of its four K steps
-//! (`row · 4 + j`): one byte per 16 values (UE4M3 for NVFP4; for MXFP4 each 32-block's byte
-//! appears for both 16-halves).
+//! shifted copies that do not collide), then masked — 10 instructions per word.
+//!
+//! Scale tiles ([`scale_position`]) hold one byte per scale block, so their size follows the
+//! format. NVFP4 (UE4M3 per 16): 256 bytes, for each of the tile's 64 rows the bytes of its
+//! four K steps (`row · 4 + j`), one word per row. MXFP4 (one byte per 32): 128 bytes, one
+//! word per pair of rows a thread's fragment covers (r and r + 8, `r = 16w + l/4`), at
+//! `(8w + l/4) · 4` = `(t / 4) · 4`: bytes (block 0, r), (block 0, r + 8), (block 1, r),
+//! (block 1, r + 8), so one load brings both rows' factors and the word shifted left by 7
+//! or right by 1 and masked puts each row's two 32-blocks in the halves of a bf16 pair. (Until
+//! 2026-12-06 MXFP4 used NVFP4's tile with each byte twice: 6 % more streamed bytes.)
 //!
 //! An MXFP4 scale byte is not the UE8M0 code S itself but the bf16 exponent field of the one
 //! factor the kernel multiplies the placed E2M1 bits by ([`mxfp4_scale_field`]): the placed
@@ -56,14 +62,23 @@ pub fn mxfp4_kernel_weight(e2m1: f64, field: u8) -> f64 {
     e2m1 * (2f64).powi(i32::from(field) - 127 - 126)
 }
 
+use super::WeightFormat;
+
 /// Rows of a fragment tile (one wgmma M).
 pub const TILE_ROWS: usize = 64;
 /// K of a fragment tile (one pipeline stage).
 pub const TILE_K: usize = 64;
 /// Bytes of a value tile (64 × 64 E2M1).
 pub const TILE_BYTES: usize = TILE_ROWS * TILE_K / 2;
-/// Bytes of a scale tile (64 rows × 4 K steps).
+/// Bytes of an NVFP4 scale tile (64 rows × 4 K16 steps).
 pub const SCALE_TILE_BYTES: usize = TILE_ROWS * TILE_K / 16;
+/// Bytes of an MXFP4 scale tile (64 rows × 2 blocks of 32).
+pub const MXFP4_SCALE_TILE_BYTES: usize = TILE_ROWS * TILE_K / 32;
+
+/// Bytes of one 64 × 64 scale tile of `format` (one byte per scale block).
+pub const fn scale_tile_bytes(format: WeightFormat) -> usize {
+    TILE_ROWS * TILE_K / format.block() as usize
+}
 
 /// The tile index of (row, k) in a `[rows, k]` matrix.
 fn tile(rows: usize, row: usize, k: usize) -> usize {
@@ -125,15 +140,26 @@ pub fn value_position(
     Some((tile(rows, row, k) * TILE_BYTES + word * 4, VALUE_BITS[i]))
 }
 
-/// Byte offset of the scale of value (row, k) (its 16-block) of one expert's `[rows, k]`
-/// scale matrix, or `None` outside it.
-pub fn scale_position(rows: usize, k_dim: usize, row: usize, k: usize) -> Option<usize> {
+/// Byte offset of the scale of value (row, k) (its 16-block for NVFP4, 32-block for MXFP4)
+/// of one expert's `[rows, k]` matrix, or `None` outside it.
+pub fn scale_position(
+    format: WeightFormat,
+    rows: usize,
+    k_dim: usize,
+    row: usize,
+    k: usize,
+) -> Option<usize> {
     if row >= rows || k >= k_dim || !rows.is_multiple_of(TILE_ROWS) || !k_dim.is_multiple_of(TILE_K)
     {
         return None;
     }
     let (r, c) = (row % TILE_ROWS, k % TILE_K);
-    Some(tile(rows, row, k) * SCALE_TILE_BYTES + r * 4 + c / 16)
+    let at = tile(rows, row, k) * scale_tile_bytes(format);
+    Some(match format {
+        WeightFormat::Nvfp4 => at + r * 4 + c / 16,
+        // Row pair (r mod 16 < 8 and r + 8) in word 8·(r / 16) + r mod 8; block-major bytes.
+        WeightFormat::Mxfp4 => at + (8 * (r / 16) + r % 8) * 4 + (c / 32) * 2 + (r % 16) / 8,
+    })
 }
 
 /// Bytes of one expert's values.
@@ -142,8 +168,8 @@ pub fn value_bytes(rows: usize, k_dim: usize) -> usize {
 }
 
 /// Bytes of one expert's scales.
-pub fn scale_bytes(rows: usize, k_dim: usize) -> usize {
-    rows * k_dim / 16
+pub fn scale_bytes(format: WeightFormat, rows: usize, k_dim: usize) -> usize {
+    rows * k_dim / format.block() as usize
 }
 
 /// The A8 (FP8 activations) form of the layout: the kernels expand E2M1 codes to E4M3 in

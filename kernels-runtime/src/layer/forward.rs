@@ -462,6 +462,11 @@ impl MoeLayer {
         };
         let [hist, offsets, scatter, single, finalize_kernel] = self.simt;
         ws.reset_errors(b)?;
+        // Zeroed before the sort, not between it and GEMM1: a memset between two kernels
+        // would cut the programmatic edge that lets GEMM1 launch while the sort runs.
+        if self.config.finalize == FinalizeMode::BulkReduceAdd {
+            b.memset(io.output.ptr, 0, io.tokens * s.hidden * 2)?;
+        }
         if routes <= u64::from(ROUTES_PER_BLOCK) {
             // One block holds every route: the sort's three passes in one launch.
             run(b, single)?;
@@ -472,9 +477,6 @@ impl MoeLayer {
         }
         if let Some(k) = self.activation_kernel {
             run(b, k)?;
-        }
-        if self.config.finalize == FinalizeMode::BulkReduceAdd {
-            b.memset(io.output.ptr, 0, io.tokens * s.hidden * 2)?;
         }
         run(b, r.gemm1)?;
         if let Some(k) = self.hidden_kernel {

@@ -389,7 +389,7 @@ impl LayerWeights {
             }
             .into());
         }
-        let need = Self::sizes_for(shape, arch, activations)?;
+        let need = Self::sizes_for(shape, arch, format, activations)?;
         let mut out = Vec::with_capacity(need.len());
         for (buf, bytes) in need {
             let slice = buffers.iter().find(|(b, _)| *b == buf).map(|(_, s)| *s).ok_or(
@@ -462,8 +462,12 @@ impl LayerWeights {
 
     /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes (bf16
     /// or NVFP4 activations; [`Self::sizes_for`] for any).
-    pub fn sizes(shape: &MoeShape, arch: Arch) -> Result<Vec<(Buffer, u64)>, LayerError> {
-        Self::sizes_for(shape, arch, ActivationFormat::Bf16)
+    pub fn sizes(
+        shape: &MoeShape,
+        arch: Arch,
+        format: WeightFormat,
+    ) -> Result<Vec<(Buffer, u64)>, LayerError> {
+        Self::sizes_for(shape, arch, format, ActivationFormat::Bf16)
     }
 
     /// The buffers a layer's weights consist of on `arch` for `activations`, with their
@@ -471,6 +475,7 @@ impl LayerWeights {
     pub fn sizes_for(
         shape: &MoeShape,
         arch: Arch,
+        format: WeightFormat,
         activations: ActivationFormat,
     ) -> Result<Vec<(Buffer, u64)>, LayerError> {
         if activations == ActivationFormat::Fp8 {
@@ -498,12 +503,23 @@ impl LayerWeights {
         }
         let (h, i, l) =
             (shape.hidden as u64, shape.intermediate as u64, shape.local_experts() as u64);
+        if arch == Arch::Sm100 && format != WeightFormat::Nvfp4 {
+            return Err(RuntimeError::UnsupportedWeights {
+                what: "LayerWeights::sizes_for",
+                reason: "SM100 layers take NVFP4 weights",
+            }
+            .into());
+        }
         let (s1, s2) = match arch {
             Arch::Sm100 => (
                 crate::reference::w1_scale_layout(shape)?.bytes() as u64,
                 crate::reference::w2_scale_layout(shape)?.bytes() as u64,
             ),
-            Arch::Sm90 => (2 * i * h / 16, h * i / 16),
+            // One byte per scale block (abi::sm90_weights::scale_bytes).
+            Arch::Sm90 => {
+                let block = u64::from(format.block());
+                (2 * i * h / block, h * i / block)
+            }
         };
         Ok(vec![
             (Buffer::W1, l * i * h),

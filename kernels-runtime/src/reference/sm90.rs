@@ -284,8 +284,13 @@ impl Sm90Weights {
     /// The fragment layout of validated weights with the kernels' scale bytes `ks1`, `ks2`.
     fn laid_out(&self, shape: &MoeShape, [ks1, ks2]: &[KernelScales; 2]) -> [Vec<u8>; 4] {
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
+        let format = self.format;
+        let block = format.block() as usize;
         let shuffle = |values: &[u8], scales: &[u8], rows: usize, k: usize| -> (Vec<u8>, Vec<u8>) {
-            let (vb, sb) = (value_bytes(rows, k), scale_bytes(rows, k));
+            // The kernel scales hold a byte per 16 values in either format (MXFP4's twice);
+            // the layout holds one per scale block.
+            let (vb, sb_in, sb) =
+                (value_bytes(rows, k), rows * k / 16, scale_bytes(format, rows, k));
             // The fragment layout scatters each code's bits over a 32-bit word.
             let mut words = vec![0u32; l * vb / 4];
             let mut s = vec![0u8; l * sb];
@@ -297,10 +302,10 @@ impl Sm90Weights {
                             let w = &mut words[(e * vb + byte) / 4];
                             *w = place_code(*w, bits, code);
                         }
-                        if c % 16 == 0
-                            && let Some(o) = scale_position(rows, k, r, c)
+                        if c % block == 0
+                            && let Some(o) = scale_position(format, rows, k, r, c)
                         {
-                            s[e * sb + o] = scales[e * sb + r * k / 16 + c / 16];
+                            s[e * sb + o] = scales[e * sb_in + r * k / 16 + c / 16];
                         }
                     }
                 }
@@ -511,7 +516,8 @@ pub fn sm90_gemm1_h(
     let mut values = vec![0f32; rows * i];
     let w1_rows = w.epilogue.w1_rows(i);
     let gated = w.epilogue.spec().activation.gated();
-    let (vb, sb) = (value_bytes(w1_rows, h), scale_bytes(w1_rows, h));
+    // The kernel scales: a byte per 16 values in either format.
+    let (vb, sb) = (value_bytes(w1_rows, h), w1_rows * h / 16);
     let ([ks1, _], alpha1, _) = w.kernel_form(shape)?;
     // An expert's rows share its W1: decode it once, then compute its rows on every core.
     for (e, members) in rows_by_expert(sort, rows, k) {
@@ -559,7 +565,8 @@ pub fn sm90_gemm2_contributions(
     check_len("router weights", routing.weights.len(), routing.tokens * k)?;
     crate::routing::check_router_weights(&routing.weights, k)?;
     check_len("GEMM1 output", h_in.values.len(), h_in.rows * i)?;
-    let (vb, sb) = (value_bytes(hid, i), scale_bytes(hid, i));
+    // The kernel scales: a byte per 16 values in either format.
+    let (vb, sb) = (value_bytes(hid, i), hid * i / 16);
     let ([_, ks2], _, alpha2) = w.kernel_form(shape)?;
     let mut contrib = vec![0f32; routing.tokens * k * hid];
     // An expert's rows share its W2: decode it once, then compute its rows on every core.

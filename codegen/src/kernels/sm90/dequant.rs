@@ -21,20 +21,20 @@
 //!    and the epilogue's α carries 2^ρ): 1 multiply per register. (NVFP4's 2^126 · scale is
 //!    no bf16 for UE4M3 scales from 4 up, and no per-matrix power of two keeps every
 //!    product exact, so NVFP4 keeps two.)
-//! 3. Scales, once per row and stage (the word's byte j is step j's scale): NVFP4:
+//! 3. Scales, once per stage: NVFP4, one word per row (byte j is step j's scale):
 //!    `(s << 4) & 0x07F007F0` and `(s >> 4) & 0x07F007F0` put bytes 0, 2 and 1, 3 at bf16
 //!    bits 4–10 (2^(e−127)·(1 + m/8), or the E4M3 subnormal m/8·2^−126; the mask drops the
 //!    clear sign bit), and `mul.rn.bf16x2` by 2^120 makes them the E4M3 values: 6
-//!    instructions for four scales. MXFP4 (bytes 0, 1 and 2, 3 are the same 32-block's
-//!    field): `(s << 7) & 0x7F807F80` puts bytes 0 and 2 in the bf16 exponents: 2
-//!    instructions for four steps.
+//!    instructions for four scales. MXFP4, one word for both rows (a byte per 32-block and
+//!    row): `(s << 7) & 0x7F807F80` and `(s >> 1) & 0x7F807F80` put row r's and row r + 8's
+//!    two fields in the bf16 exponents: 4 instructions and 1 load for both rows' four steps.
 //! 4. The scale multiply reads its step's half as `{h, h}` (`mov.b32` from a `.b16`
 //!    pair), which ptxas folds into `HMUL2`'s `.H0_H0`/`.H1_H1` operand selector: the
 //!    splat costs no instruction.
 //!
 //! Per K16 step and m64 block: 1 shared load, 10 placing instructions, then NVFP4 8
 //! multiplies + its scales' share 2 × 6 / 4 = 3 (21 ALU instructions for 8 values), MXFP4 4
-//! multiplies + 2 × 2 / 4 = 1 (15); docs/hopper.md has the SASS counts.
+//! multiplies + 4 / 4 = 1 (15); docs/hopper.md has the SASS counts.
 
 use moegen_dsl::abi::WeightFormat;
 
@@ -53,35 +53,37 @@ fn mul_bf16x2(b: &mut KernelBuilder, a: Reg, k: impl Into<Operand>) -> Reg {
     b.op(RegClass::B32, Alu::Float(FloatOp::Mul(Rnd::Rn), Ty::Bf16x2), vec![a.into(), k.into()])
 }
 
-/// The bf16 scales of one row for the stage's four K16 steps, from its scale word (byte j:
-/// step j), as 16-bit halves: entry j is step j's scale. Converted once per row and stage;
-/// the per-step splat `{s, s}` costs nothing (see [`splat`]).
-pub fn row_scales(b: &mut KernelBuilder, format: WeightFormat, word: Reg) -> [Reg; 4] {
-    match format {
-        WeightFormat::Nvfp4 => {
-            // Bytes 0 and 2 (steps 0, 2) and bytes 1 and 3 (steps 1, 3) each to bits 4–10
-            // of a bf16 half; the mask drops the (always clear) sign bit and the neighbour
-            // byte's bits.
-            let k = b.mov_u32(Operand::Hex(BF16X2_2P120));
-            let even = b.shl_b32(word, 4u32);
-            let even = b.and_b32(even, Operand::Hex(0x07F0_07F0));
-            let odd = b.shr_u32(word, 4u32);
-            let odd = b.and_b32(odd, Operand::Hex(0x07F0_07F0));
-            let even = mul_bf16x2(b, even, k);
-            let odd = mul_bf16x2(b, odd, k);
-            let (s0, s2) = unpack(b, even);
-            let (s1, s3) = unpack(b, odd);
-            [s0, s1, s2, s3]
-        }
-        WeightFormat::Mxfp4 => {
-            // Bytes 0 (steps 0, 1: one 32-block) and 2 (steps 2, 3): the factors' bf16
-            // exponent fields (1‥254, so never a subnormal or the sign).
-            let bits = b.shl_b32(word, 7u32);
-            let pair = b.and_b32(bits, Operand::Hex(0x7F80_7F80));
-            let (s01, s23) = unpack(b, pair);
-            [s01, s01, s23, s23]
-        }
-    }
+/// NVFP4: the bf16 scales of one row for the stage's four K16 steps, from its scale word
+/// (byte j: step j), as 16-bit halves: entry j is step j's scale. Converted once per row
+/// and stage; the per-step splat `{s, s}` costs nothing (see [`splat`]).
+pub fn nvfp4_row_scales(b: &mut KernelBuilder, word: Reg) -> [Reg; 4] {
+    // Bytes 0 and 2 (steps 0, 2) and bytes 1 and 3 (steps 1, 3) each to bits 4–10 of a bf16
+    // half; the mask drops the (always clear) sign bit and the neighbour byte's bits.
+    let k = b.mov_u32(Operand::Hex(BF16X2_2P120));
+    let even = b.shl_b32(word, 4u32);
+    let even = b.and_b32(even, Operand::Hex(0x07F0_07F0));
+    let odd = b.shr_u32(word, 4u32);
+    let odd = b.and_b32(odd, Operand::Hex(0x07F0_07F0));
+    let even = mul_bf16x2(b, even, k);
+    let odd = mul_bf16x2(b, odd, k);
+    let (s0, s2) = unpack(b, even);
+    let (s1, s3) = unpack(b, odd);
+    [s0, s1, s2, s3]
+}
+
+/// MXFP4: the factors of the thread's rows r and r + 8 for the stage's four K16 steps
+/// (`[row][step]`, 16-bit halves), from their one scale word (bytes: block 0 of r, of
+/// r + 8, block 1 of r, of r + 8; `abi::sm90_weights::scale_position`). Each byte is a bf16
+/// exponent field (1‥254: never a subnormal or the sign), so shifting it to bits 7–14 of a
+/// half is the factor: `(s << 7) & 0x7F807F80` for r, `(s >> 1) & 0x7F807F80` for r + 8.
+pub fn mxfp4_pair_scales(b: &mut KernelBuilder, word: Reg) -> [[Reg; 4]; 2] {
+    let lo = b.shl_b32(word, 7u32);
+    let hi = b.shr_u32(word, 1u32);
+    [lo, hi].map(|bits| {
+        let pair = b.and_b32(bits, Operand::Hex(0x7F80_7F80));
+        let (s01, s23) = unpack(b, pair);
+        [s01, s01, s23, s23]
+    })
 }
 
 /// `mov.b32 {lo, hi}, v`: the two 16-bit halves.

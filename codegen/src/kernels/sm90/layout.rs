@@ -5,7 +5,7 @@
 use moegen_dsl::abi::GemmKey;
 use moegen_dsl::abi::roles::{WARPGROUP_WARPS, sm90_roles};
 use moegen_dsl::abi::sm90_residency::{Sm90Registers, sm90_registers};
-use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES, TILE_ROWS, a8};
+use moegen_dsl::abi::sm90_weights::{TILE_BYTES, TILE_ROWS, a8, scale_tile_bytes};
 use moegen_dsl::resources::{SM90_K_STAGE, sm90_column_table_bytes};
 use moegen_dsl::{ActivationFormat, GemmKind, KernelBudget, KernelDesc, Schedule};
 
@@ -80,7 +80,7 @@ impl Sm90Layout {
             scale_tile_bytes: if key.activations == ActivationFormat::Fp8 {
                 a8::SCALE_TILE_BYTES as u32
             } else {
-                SCALE_TILE_BYTES as u32
+                scale_tile_bytes(key.format) as u32
             },
         }
     }

@@ -12,10 +12,11 @@
 //! tile's last stage is handed back after the final `wait_group 0`.
 
 use moegen_dsl::GemmKind;
-use moegen_dsl::abi::sm90_weights::{SCALE_TILE_BYTES, TILE_BYTES};
+use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::abi::sm90_weights::TILE_BYTES;
 
 use super::Sm90;
-use super::dequant::{dequant_step, row_scales, splat};
+use super::dequant::{dequant_step, mxfp4_pair_scales, nvfp4_row_scales, splat};
 use super::dequant_fp8::dequant_step_fp8;
 use super::pingpong::Turn;
 use super::prologue::Common;
@@ -142,8 +143,16 @@ pub(super) fn mainloop(
     let first_tile = b.mul_u32(k.part, blocks);
     let v_off = b.mad_u32(first_tile, TILE_BYTES as u32, g.smem.values);
     let v_off = b.mad_u32(k.t, 4u32, v_off);
-    let s_off = b.mad_u32(first_tile, SCALE_TILE_BYTES as u32, g.smem.scales);
-    let s_off = b.mad_u32(k.r0, 4u32, s_off);
+    let s_off = b.mad_u32(first_tile, l.scale_tile_bytes, g.smem.scales);
+    // NVFP4: row r0's word (row r0 + 8's is 8 words on); MXFP4: the word of the row pair,
+    // word t / 4 (`abi::sm90_weights::scale_position`).
+    let s_off = match l.key.format {
+        WeightFormat::Nvfp4 => b.mad_u32(k.r0, 4u32, s_off),
+        WeightFormat::Mxfp4 => {
+            let word = b.and_b32(k.t, Operand::Hex(!3));
+            b.add_u32(s_off, word)
+        }
+    };
     c.sched.k_loop(b, &mut |b, kk| {
         cur.wait(b);
         if l.kind == GemmKind::Gemm1 {
@@ -168,18 +177,25 @@ pub(super) fn mainloop(
                     d
                 })
                 .collect();
-            let s: Vec<[Reg; 4]> = [0u32, 8]
-                .iter()
-                .map(|&dr| {
-                    let at = blk * SCALE_TILE_BYTES as u32 + dr * 4;
-                    let d = b.reg(RegClass::B32);
-                    b.emit(
-                        ld(Space::Shared, Ty::U32),
-                        vec![d.into(), Operand::Reg(sp).at(i64::from(at))],
-                    );
-                    row_scales(b, l.key.format, d)
-                })
-                .collect();
+            let load = |b: &mut KernelBuilder, at: u32| {
+                let d = b.reg(RegClass::B32);
+                b.emit(
+                    ld(Space::Shared, Ty::U32),
+                    vec![d.into(), Operand::Reg(sp).at(i64::from(at))],
+                );
+                d
+            };
+            let at = blk * l.scale_tile_bytes;
+            let s: [[Reg; 4]; 2] = match l.key.format {
+                WeightFormat::Nvfp4 => [0u32, 8].map(|dr| {
+                    let w = load(b, at + dr * 4);
+                    nvfp4_row_scales(b, w)
+                }),
+                WeightFormat::Mxfp4 => {
+                    let w = load(b, at);
+                    mxfp4_pair_scales(b, w)
+                }
+            };
             words.push(w);
             scales.push(s);
         }

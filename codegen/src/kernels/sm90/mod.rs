@@ -33,7 +33,7 @@ mod prologue;
 pub mod rings;
 pub mod smem;
 
-pub use dequant::{dequant_step, row_scales, splat};
+pub use dequant::{dequant_step, mxfp4_pair_scales, nvfp4_row_scales, splat};
 pub use mainloop::{DESC_HI_SW128, DESC_LO_LBO, act_desc, issue_step, wait_groups};
 
 use moegen_dsl::abi::roles::Sm90Roles;

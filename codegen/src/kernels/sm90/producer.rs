@@ -115,11 +115,13 @@ fn weight_params(b: &mut KernelBuilder, l: &Sm90Layout) -> WeightParams {
         GemmKind::Gemm1 => b.shl_b32(inter, 1u32),
         GemmKind::Gemm2 => hidden,
     };
+    // One scale byte per block of 16 (NVFP4) or 32 (MXFP4) values.
+    let block_shift = l.key.format.block().trailing_zeros();
     let plain = (!l.a8).then(|| match l.kind {
-        // 2·I·H values: I·H bytes, I·H / 8 scale bytes.
-        GemmKind::Gemm1 if !l.ungated() => (ih, b.shr_u32(ih, 3u32)),
-        // I·H values: I·H / 2 bytes, I·H / 16 scale bytes.
-        GemmKind::Gemm1 | GemmKind::Gemm2 => (b.shr_u32(ih, 1u32), b.shr_u32(ih, 4u32)),
+        // 2·I·H values: I·H bytes, 2·I·H / block scale bytes.
+        GemmKind::Gemm1 if !l.ungated() => (ih, b.shr_u32(ih, block_shift - 1)),
+        // I·H values: I·H / 2 bytes, I·H / block scale bytes.
+        GemmKind::Gemm1 | GemmKind::Gemm2 => (b.shr_u32(ih, 1u32), b.shr_u32(ih, block_shift)),
     });
     let row_tiles = b.shr_u32(rows, (TILE_ROWS as u32).trailing_zeros());
     let value_k_stride = b.mul_u32(row_tiles, l.tile_bytes);

@@ -59,6 +59,11 @@ impl KernelBuilder {
     pub fn tcgen05_fence_after(&mut self) {
         self.emit(Tcgen05::FenceAfterThreadSync, vec![]);
     }
+    /// `griddepcontrol.launch_dependents`: lets the next kernel, if launched
+    /// programmatically, be scheduled before this one finishes.
+    pub fn pdl_trigger(&mut self) {
+        self.emit(Sync::GridDep(GridDep::LaunchDependents), vec![]);
+    }
     /// `griddepcontrol.launch_dependents; griddepcontrol.wait;`: lets the next kernel's
     /// prologue start, then waits for the previous kernel's output.
     pub fn pdl_handoff(&mut self) {
