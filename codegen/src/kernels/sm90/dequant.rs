@@ -99,9 +99,9 @@ pub fn splat(b: &mut KernelBuilder, h: Reg) -> Reg {
     b.mov_b32(RegClass::B32, Operand::regs(&[h, h]))
 }
 
-/// The four A registers of one K16 step from the fragment word `w`, with the scales (from
-/// [`row_scales`] of the same `format`) of the thread's rows r (`s_lo`, registers 0 and 2)
-/// and r+8 (`s_hi`, registers 1 and 3).
+/// The four A registers of one K16 step from the fragment word `w`, with the scales of the
+/// thread's rows r (`s_lo`, registers 0 and 2) and r+8 (`s_hi`, registers 1 and 3), splatted
+/// from [`nvfp4_row_scales`] or [`mxfp4_pair_scales`] of the same `format`.
 pub fn dequant_step(
     b: &mut KernelBuilder,
     format: WeightFormat,
