@@ -25,12 +25,12 @@ pub enum RecordError {
     Undecodable([u32; WORDS]),
 }
 
-/// The value the runtime resets the record to before a forward.
-pub const RESET: [u32; WORDS] = {
-    let mut r = [u32::MAX; WORDS];
-    r[WORD_FLAGS] = 0;
-    r
-};
+/// The value the runtime resets the record to before a forward: every word !0 (the flag
+/// word holds the flags inverted), one memset of 0xFF bytes.
+pub const RESET: [u32; WORDS] = [u32::MAX; WORDS];
+
+/// The byte every byte of the record is reset to.
+pub const RESET_BYTE: u8 = 0xFF;
 
 /// Decodes `words` (the record as downloaded) for a routing of `top_k` slots per token over
 /// `experts` experts. An out-of-range expert id wins over a duplicate one, and that over a
@@ -40,7 +40,7 @@ pub fn decode(words: &[u32], top_k: usize, experts: usize) -> Result<(), RecordE
     for (dst, src) in w.iter_mut().zip(words) {
         *dst = *src;
     }
-    let flags = w[WORD_FLAGS];
+    let flags = !w[WORD_FLAGS];
     if flags == 0 {
         return Ok(());
     }

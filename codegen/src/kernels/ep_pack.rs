@@ -27,8 +27,8 @@ use moegen_dsl::abi::launch::EP_PACK_THREADS;
 use moegen_dsl::abi::{Buffer, Scalar, SimtFamily, SimtTarget};
 
 use super::moe_sort::{
-    check_duplicate, check_weight, count_equal, local_expert, record_duplicate, record_word,
-    set_flag, simt_builder, strided,
+    check_duplicate, check_weight, count_equal, local_expert, raise_flag, record_duplicate,
+    record_word, simt_builder, strided,
 };
 use crate::ptx::ops::memory::st;
 use crate::ptx::ops::{AtomOp, Memory};
@@ -106,11 +106,7 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
         let ca = b.index_addr(counts, d, 4);
         b.st_global(Ty::U32, ca, run);
         let over = b.setp_u32(Cmp::Gt, run, c);
-        b.emit_if(
-            Guard::when(over),
-            set_flag(),
-            vec![Operand::addr(flags), FLAG_TILE_OVERFLOW.into()],
-        );
+        raise_flag(b, over, flags, FLAG_TILE_OVERFLOW);
     });
     b.label(&scanned);
     b.bar_sync(0u32);

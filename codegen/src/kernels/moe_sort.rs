@@ -35,9 +35,14 @@ use crate::ptx::ops::memory::{ld, st};
 use crate::ptx::ops::{AtomOp, Memory};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty};
 
-/// `red.global.or.b32`: sets bits of the error record's flag word.
-pub(crate) fn set_flag() -> Memory {
-    Memory::Red(Space::Global, AtomOp::Or, Ty::B32)
+/// Raises `flag` in the error record's flag word at `flags` where `when` holds: the word
+/// holds the flags inverted (`abi::error_record`), so `red.global.and.b32` with `!flag`.
+pub(crate) fn raise_flag(b: &mut KernelBuilder, when: Reg, flags: Reg, flag: u32) {
+    b.emit_if(
+        Guard::when(when),
+        Memory::Red(Space::Global, AtomOp::And, Ty::B32),
+        vec![Operand::addr(flags), (!flag).into()],
+    );
 }
 
 /// `red.global.min.u32`: keeps the first offending route of one check.
@@ -90,11 +95,7 @@ pub(crate) fn local_expert(
     let out = b.setp_u32(Cmp::Ge, e, ne);
     let pad = accepted_padding(b, e, accept);
     let bad = b.and_pred(out, Operand::NotPred(pad));
-    b.emit_if(
-        Guard::when(bad),
-        set_flag(),
-        vec![Operand::addr(flags), FLAG_EXPERT_OUT_OF_RANGE.into()],
-    );
+    raise_flag(b, bad, flags, FLAG_EXPERT_OUT_OF_RANGE);
     let first_bad = record_word(b, flags, WORD_FIRST_BAD_EXPERT);
     b.emit_if(Guard::when(bad), keep_first(), vec![Operand::addr(first_bad), i.into()]);
     let rel = b.sub_u32(e, off);
@@ -129,11 +130,7 @@ pub(crate) fn check_weight(b: &mut KernelBuilder, weights: Reg, i: Reg, flags: R
     let w = b.ld_global(Ty::U32, RegClass::B32, addr);
     let exp = b.and_b32(w, 0x7f80_0000u32);
     let bad = b.setp_u32(Cmp::Eq, exp, 0x7f80_0000u32);
-    b.emit_if(
-        Guard::when(bad),
-        set_flag(),
-        vec![Operand::addr(flags), FLAG_NON_FINITE_WEIGHT.into()],
-    );
+    raise_flag(b, bad, flags, FLAG_NON_FINITE_WEIGHT);
     let first = record_word(b, flags, WORD_FIRST_NON_FINITE_WEIGHT);
     b.emit_if(Guard::when(bad), keep_first(), vec![Operand::addr(first), i.into()]);
 }
@@ -169,11 +166,7 @@ pub(crate) fn check_duplicate(
     // Two accepted padding slots of one token are no duplicate.
     let pad = accepted_padding(b, e, accept);
     let dup = b.and_pred(hit, Operand::NotPred(pad));
-    b.emit_if(
-        Guard::when(dup),
-        set_flag(),
-        vec![Operand::addr(flags), FLAG_DUPLICATE_EXPERT.into()],
-    );
+    raise_flag(b, dup, flags, FLAG_DUPLICATE_EXPERT);
     let first = record_word(b, flags, WORD_FIRST_DUPLICATE_EXPERT);
     b.emit_if(Guard::when(dup), keep_first(), vec![Operand::addr(first), i.into()]);
 }
@@ -399,7 +392,7 @@ pub(crate) fn scan_tiles(
     let live = b.min_u32(run, p.max_tiles);
     let over = b.setp_u32(Cmp::Gt, run, p.max_tiles);
     let fp = b.ld_buffer(Buffer::ErrorFlags);
-    b.emit_if(Guard::when(over), set_flag(), vec![Operand::addr(fp), FLAG_TILE_OVERFLOW.into()]);
+    raise_flag(b, over, fp, FLAG_TILE_OVERFLOW);
     let np = b.ld_buffer(Buffer::NumNonExitingTiles);
     b.st_global(Ty::U32, np, live);
     let padded = b.mul_u32(live, p.t);

@@ -2,13 +2,14 @@
 //! checked on the device (the caller's expert ids and router weights live in device memory),
 //! decoded by the runtime into the same typed errors the host checks raise.
 //!
-//! Seven `u32` words. The runtime resets the record to flags 0 and every other word !0
-//! before a forward; the kernels only OR flags and take minima (the words naming a first
-//! offender's details are written by the one thread whose route won that minimum, in a later
-//! launch), so the decoded route is the first offending one in expanded order whatever the
+//! Seven `u32` words. The runtime resets every word to !0 before a forward (one memset:
+//! the flag word holds the flags inverted, a raised flag being a cleared bit); the kernels
+//! only clear flag bits (`red.and`) and take minima (the words naming a first offender's
+//! details are written by the one thread whose route won that minimum, in a later launch),
+//! so the decoded route is the first offending one in expanded order whatever the
 //! scheduling.
 
-/// Word 0: flag bits.
+/// Word 0: the flag bits, inverted (!0: no flag raised).
 pub const WORD_FLAGS: usize = 0;
 /// Word 1: the first route (token·top_k + slot) whose router weight is not finite.
 pub const WORD_FIRST_NON_FINITE_WEIGHT: usize = 1;

@@ -4,7 +4,7 @@
 //! size check of its own that touches no device, so a step can run every check before its
 //! first operation.
 
-use moegen_dsl::abi::error_record::{WORD_FLAGS, WORDS, byte_offset};
+use moegen_dsl::abi::error_record::WORDS;
 use moegen_dsl::abi::{Buffer, Scalar, SimtFamily};
 use moegen_dsl::plan::PlanError;
 
@@ -39,11 +39,11 @@ pub(crate) fn words_fit(
     Ok(())
 }
 
-/// Clears a pack's error record in stream order: flags to 0, first-offender words to !0
-/// (what `crate::error_record::RESET` holds), without a host upload, so it is captured.
+/// Clears a pack's error record in stream order, every word to !0 (what
+/// `crate::error_record::RESET` holds: no flag raised, no first offender), without a host
+/// upload, so it is captured.
 pub(crate) fn reset_record(b: &mut dyn Backend, record: DevicePtr) -> Result<(), BackendError> {
-    b.memset(record, 0xFF, WORDS * 4)?;
-    b.memset(DevicePtr(record.0 + byte_offset(WORD_FLAGS)), 0, 4)
+    b.memset(record, crate::error_record::RESET_BYTE, WORDS * 4)
 }
 
 /// The pack's buffers: a rank's routing in, its `G·C` send slots, per-peer counts and error

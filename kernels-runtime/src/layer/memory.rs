@@ -162,11 +162,11 @@ impl Workspace {
         self.plan.buffer(b).map(|p| self.memory.at(p.offset))
     }
 
-    /// Clears the error record (stream-ordered): flags to 0, first-offender words to !0.
+    /// Clears the error record (stream-ordered, one memset): every word to !0, which is no
+    /// flag raised (the flag word holds them inverted) and no first offender.
     pub fn reset_errors(&self, b: &mut dyn Backend) -> Result<(), LayerError> {
         let p = self.ptr(Buffer::ErrorFlags).ok_or_else(|| missing("error_flags"))?;
-        b.memset(p, 0xFF, (ERROR_WORDS * 4) as usize)?;
-        b.memset(p, 0, 4)?;
+        b.memset(p, crate::error_record::RESET_BYTE, (ERROR_WORDS * 4) as usize)?;
         Ok(())
     }
 

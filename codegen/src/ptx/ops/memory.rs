@@ -34,7 +34,7 @@ pub enum AtomOp {
     Add,
     Max,
     Min,
-    Or,
+    And,
 }
 
 /// Cache policy of a `cp.async` (`.ca` caches in L1, `.cg` only in L2; `.cg` needs 16 bytes).
@@ -124,7 +124,7 @@ impl fmt::Display for AtomOp {
             AtomOp::Add => ".add",
             AtomOp::Max => ".max",
             AtomOp::Min => ".min",
-            AtomOp::Or => ".or",
+            AtomOp::And => ".and",
         })
     }
 }

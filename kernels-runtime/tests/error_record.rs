@@ -1,0 +1,69 @@
+//! The device error record's encoding: every word resets to !0 in one memset, the flag word
+//! holds the flags inverted (a raised flag is a cleared bit, set by `red.and`), and the
+//! decoder reads them back into the host checks' typed errors.
+
+use moegen_dsl::abi::error_record::{
+    FLAG_DUPLICATE_EXPERT, FLAG_EXPERT_OUT_OF_RANGE, FLAG_NON_FINITE_WEIGHT, FLAG_TILE_OVERFLOW,
+    WORD_BAD_EXPERT_ID, WORD_DUPLICATE_EARLIER_SLOT, WORD_DUPLICATE_EXPERT_ID,
+    WORD_FIRST_BAD_EXPERT, WORD_FIRST_DUPLICATE_EXPERT, WORD_FIRST_NON_FINITE_WEIGHT, WORD_FLAGS,
+    WORDS,
+};
+use moegen_runtime::RuntimeError;
+use moegen_runtime::error_record::{RESET, RESET_BYTE, RecordError, decode};
+
+/// The record a kernel leaves after raising `flags` (cleared bits) on a reset record.
+fn raised(flags: u32) -> [u32; WORDS] {
+    let mut w = RESET;
+    w[WORD_FLAGS] &= !flags;
+    w
+}
+
+#[test]
+fn the_reset_record_is_one_byte_everywhere_and_says_nothing() {
+    assert!(RESET.iter().all(|&w| w == u32::from_le_bytes([RESET_BYTE; 4])));
+    assert_eq!(decode(&RESET, 8, 256), Ok(()));
+}
+
+#[test]
+fn cleared_flag_bits_decode_to_the_host_checks_errors() {
+    let mut w = raised(FLAG_EXPERT_OUT_OF_RANGE);
+    w[WORD_FIRST_BAD_EXPERT] = 8 * 3 + 5;
+    w[WORD_BAD_EXPERT_ID] = 300;
+    assert_eq!(
+        decode(&w, 8, 256),
+        Err(RecordError::Input(RuntimeError::ExpertOutOfRange {
+            token: 3,
+            slot: 5,
+            expert: 300,
+            experts: 256
+        }))
+    );
+    let mut w = raised(FLAG_DUPLICATE_EXPERT);
+    w[WORD_FIRST_DUPLICATE_EXPERT] = 8 * 2 + 4;
+    w[WORD_DUPLICATE_EARLIER_SLOT] = 1;
+    w[WORD_DUPLICATE_EXPERT_ID] = 17;
+    assert_eq!(
+        decode(&w, 8, 256),
+        Err(RecordError::Input(RuntimeError::DuplicateExpert {
+            token: 2,
+            slot: 4,
+            earlier_slot: 1,
+            expert: 17
+        }))
+    );
+    let mut w = raised(FLAG_NON_FINITE_WEIGHT);
+    w[WORD_FIRST_NON_FINITE_WEIGHT] = 9;
+    assert_eq!(
+        decode(&w, 8, 256),
+        Err(RecordError::Input(RuntimeError::NonFiniteRouterWeight { token: 1, slot: 1 }))
+    );
+    assert_eq!(decode(&raised(FLAG_TILE_OVERFLOW), 8, 256), Err(RecordError::TileOverflow(2)));
+}
+
+#[test]
+fn records_the_kernels_cannot_leave_are_undecodable() {
+    // A bit no kernel clears, or a flag without its first offender.
+    for w in [raised(1 << 9), raised(FLAG_EXPERT_OUT_OF_RANGE), raised(FLAG_NON_FINITE_WEIGHT)] {
+        assert!(matches!(decode(&w, 8, 256), Err(RecordError::Undecodable(_))), "{w:08x?}");
+    }
+}
