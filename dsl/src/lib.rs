@@ -32,7 +32,7 @@ pub use options::{
     Activation, ActivationFormat, EpilogueRecipe, EpilogueSpec, FinalizeMode, SwigluInput,
     WeightFormat,
 };
-pub use resources::{KernelBudget, ResourceError, plan_gemm, plan_gemm_for};
+pub use resources::{KernelBudget, ResourceError, plan_gemm, plan_gemm_for, plan_gemm_with};
 pub use sm90_tactics::{sm90_n_granule, sm90_tactics};
 pub use tactic::{
     Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, Schedule, TacticError, TileSize,

@@ -6,7 +6,7 @@ use crate::abi::roles::sm90_roles_for;
 use crate::abi::sm90_residency::{
     MAX_CTAS_PER_SM, sm90_consumer_regs_needed, sm90_registers, sm90_smem_per_cta,
 };
-use crate::options::ActivationFormat;
+use crate::options::{ActivationFormat, WeightFormat};
 use crate::tactic::{Arch, GemmKind, GemmTactic};
 use crate::target::Target;
 
@@ -164,11 +164,25 @@ pub fn plan_gemm(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Re
     plan_gemm_for(target, tactic, ActivationFormat::default())
 }
 
-/// [`plan_gemm`] for kernels over `activations`: Hopper's FP8 (A8) kernels take 128 K per
-/// stage (one 128-byte row of E4M3 activations), so their weight tiles are twice as large.
+/// [`plan_gemm`] for kernels over `activations` (NVFP4 weights; [`plan_gemm_with`] for
+/// any): Hopper's FP8 (A8) kernels take 128 K per stage (one 128-byte row of E4M3
+/// activations), so their weight tiles are twice as large.
 pub fn plan_gemm_for(
     target: Target,
     tactic: &GemmTactic,
+    activations: ActivationFormat,
+) -> Result<KernelBudget, ResourceError> {
+    plan_gemm_with(target, tactic, WeightFormat::Nvfp4, activations)
+}
+
+/// [`plan_gemm_for`] for weights in `format`: Hopper's bf16-activation kernels stream one
+/// scale byte per block of the format (16 values for NVFP4, 32 for MXFP4), which sets the
+/// bytes a stage's full barrier waits for. The stage count does not depend on it (the
+/// stages are padded to 1 KiB, which absorbs the difference in every shipped tactic).
+pub fn plan_gemm_with(
+    target: Target,
+    tactic: &GemmTactic,
+    format: WeightFormat,
     activations: ActivationFormat,
 ) -> Result<KernelBudget, ResourceError> {
     if target.arch() != tactic.arch() {
@@ -176,7 +190,7 @@ pub fn plan_gemm_for(
     }
     match target.arch() {
         Arch::Sm100 => plan_sm100(target, tactic),
-        Arch::Sm90 => plan_sm90(target, tactic, activations),
+        Arch::Sm90 => plan_sm90(target, tactic, format, activations),
     }
 }
 
@@ -195,11 +209,12 @@ pub fn sm90_column_table_bytes(kind: GemmKind, activations: ActivationFormat, ti
 }
 
 /// Hopper (swap-AB): per stage, the routing tile's bf16 activations (T × 64 × 2 B), the
-/// CTA's FP4 weight rows in fragment order (N × 64 / 2 B) and one scale byte per 16
-/// weights; accumulators live in the consumer warpgroups' registers.
+/// CTA's FP4 weight rows in fragment order (N × 64 / 2 B) and one scale byte per block of
+/// the format (A8: per K32 step); accumulators live in the consumer warpgroups' registers.
 fn plan_sm90(
     target: Target,
     tactic: &GemmTactic,
+    format: WeightFormat,
     activations: ActivationFormat,
 ) -> Result<KernelBudget, ResourceError> {
     let k_stage = activations.sm90_k_stage();
@@ -209,8 +224,13 @@ fn plan_sm90(
     // One 128-byte activation row per token, whatever the element size.
     let a = t * SM90_K_STAGE * 2;
     let b = n * k_stage / 2;
-    // Four scale bytes per row and stage: one per K16 step (bf16) or K32 step (FP8).
-    let sfb = n * SM90_K_STAGE / 16;
+    // Scale bytes per row and stage: four for NVFP4 (one per K16 step) and A8 (one per K32
+    // step), two for MXFP4 with bf16 activations (one per 32-block,
+    // `abi::sm90_weights::scale_position`).
+    let sfb = match activations {
+        ActivationFormat::Fp8 => n * SM90_K_STAGE / 16,
+        _ => n * SM90_K_STAGE / format.block(),
+    };
     // Padded so every stage's 128B-swizzled activation tile starts on a 1024-byte boundary.
     let stage_bytes = (a + b + sfb).next_multiple_of(1024);
     // One-consumer kernels (N ≤ 128) run the most CTAs per SM whose consumers keep the

@@ -247,15 +247,28 @@ fn thread_words_hold_the_wgmma_a_fragment() {
 fn the_announced_stage_bytes_are_the_bytes_that_arrive() {
     for t in moegen_dsl::sm90_tactics() {
         for g in [t.gemm1(), t.gemm2()] {
-            let b = moegen_dsl::plan_gemm(moegen_dsl::Target::Sm90a, g).unwrap();
             let [tile, n] = g.mma_tiler();
-            let weights = n * 64 / 2 + n * 64 / 16;
-            let want = match g.kind() {
-                moegen_dsl::GemmKind::Gemm1 => weights,
-                moegen_dsl::GemmKind::Gemm2 => weights + tile * 64 * 2,
-            };
-            assert_eq!(b.tma_tx_bytes_per_stage, want, "{g}");
-            assert!(b.tma_tx_bytes_per_stage <= b.stage_bytes);
+            // bf16 activations: one scale byte per block of the format (64 rows × 64 K per
+            // tile: `scale_tile_bytes`).
+            for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+                let b = moegen_dsl::plan_gemm_with(
+                    moegen_dsl::Target::Sm90a,
+                    g,
+                    f,
+                    ActivationFormat::Bf16,
+                )
+                .unwrap();
+                let weights = n * 64 / 2 + n / 64 * scale_tile_bytes(f) as u32;
+                let want = match g.kind() {
+                    moegen_dsl::GemmKind::Gemm1 => weights,
+                    moegen_dsl::GemmKind::Gemm2 => weights + tile * 64 * 2,
+                };
+                assert_eq!(b.tma_tx_bytes_per_stage, want, "{g} {f:?}");
+                assert!(b.tma_tx_bytes_per_stage <= b.stage_bytes);
+                // The format moves no stage count: the padding to 1 KiB absorbs it.
+                let nv = moegen_dsl::plan_gemm(moegen_dsl::Target::Sm90a, g).unwrap();
+                assert_eq!((b.ab_stages, b.ctas_per_sm), (nv.ab_stages, nv.ctas_per_sm), "{g}");
+            }
         }
     }
 }

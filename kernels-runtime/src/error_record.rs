@@ -40,6 +40,11 @@ pub fn decode(words: &[u32], top_k: usize, experts: usize) -> Result<(), RecordE
     for (dst, src) in w.iter_mut().zip(words) {
         *dst = *src;
     }
+    // Zeroed memory no forward has reset yet (a new workspace) records nothing: a kernel
+    // only clears flag bits of a reset word, so a forward never leaves word 0 at 0.
+    if words.iter().all(|&x| x == 0) {
+        return Ok(());
+    }
     let flags = !w[WORD_FLAGS];
     if flags == 0 {
         return Ok(());

@@ -60,6 +60,13 @@ fn cleared_flag_bits_decode_to_the_host_checks_errors() {
     assert_eq!(decode(&raised(FLAG_TILE_OVERFLOW), 8, 256), Err(RecordError::TileOverflow(2)));
 }
 
+/// A workspace's record before any forward has reset it: zeroed memory records nothing (as
+/// with the encoding before the flags were inverted).
+#[test]
+fn a_zeroed_record_records_nothing() {
+    assert_eq!(decode(&[0; WORDS], 8, 256), Ok(()));
+}
+
 #[test]
 fn records_the_kernels_cannot_leave_are_undecodable() {
     // A bit no kernel clears, or a flag without its first offender.

@@ -290,3 +290,27 @@ fn engine_weights_refuse_an_ungated_activation() {
     let e = w.with_device_epilogue(spec, &[]).unwrap_err().to_string();
     assert!(e.contains("with_device_epilogue") && e.contains("relu2"), "{e}");
 }
+
+/// The weight sizes are per target, format and activations: SM100 layers take NVFP4
+/// weights, Hopper's A8 takes MXFP4; both refusals name the input.
+#[test]
+fn weight_sizes_refuse_formats_the_target_does_not_take() {
+    use moegen_dsl::{ActivationFormat, Arch, WeightFormat};
+    let s = shape(256, 128);
+    let e = LayerWeights::sizes(&s, Arch::Sm100, WeightFormat::Mxfp4).unwrap_err().to_string();
+    assert!(e.contains("sizes_for") && e.contains("NVFP4"), "{e}");
+    let e = LayerWeights::sizes_for(&s, Arch::Sm90, WeightFormat::Nvfp4, ActivationFormat::Fp8)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("NVFP4 weights") && e.contains("MXFP4"), "{e}");
+    // Hopper MXFP4 with bf16 activations: one scale byte per 32 values, NVFP4 one per 16.
+    let scales = |f| {
+        LayerWeights::sizes(&s, Arch::Sm90, f)
+            .unwrap()
+            .into_iter()
+            .find(|(b, _)| *b == moegen_dsl::abi::Buffer::W1Scales)
+            .map(|(_, n)| n)
+            .unwrap()
+    };
+    assert_eq!(scales(WeightFormat::Nvfp4), 2 * scales(WeightFormat::Mxfp4));
+}

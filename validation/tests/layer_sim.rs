@@ -8,7 +8,7 @@ use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
 use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, TileSize};
 use moegen_runtime::backend::sim::SimBackend;
-use moegen_runtime::backend::{Backend, BackendError};
+use moegen_runtime::backend::{Backend, BackendError, DevicePtr};
 use moegen_runtime::layer::*;
 use moegen_runtime::reference::*;
 use moegen_runtime::routing::{ExpertWindow, moe_sort};
@@ -169,6 +169,17 @@ fn every_bad_input_is_refused_before_any_launch() {
     bad(&|io| io.output.ptr.0 += 2, &|e| {
         matches!(e, LayerError::Misaligned { buffer: "output", .. })
     });
+    // The bulk reduce zeroes the output before the sort reads anything: an output that
+    // overlaps the activations (in place, or one row off) is refused by name.
+    bad(&|io| io.output = io.activations, &|e| {
+        matches!(e, LayerError::Aliased { first: "output", second: "activations" })
+    });
+    bad(
+        &|io| {
+            io.output = DeviceSlice::new(DevicePtr(io.activations.ptr.0 + 512 * 2), io.output.bytes)
+        },
+        &|e| matches!(e, LayerError::Aliased { .. }),
+    );
     assert_eq!(s.sim.stats().launches, launches, "nothing was launched");
     // A workspace planned for another top_k, or too few tiles sizes, is refused.
     let spec = WorkspaceSpec {

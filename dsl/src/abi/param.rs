@@ -84,7 +84,7 @@ pub enum Buffer {
     RouterWeights,
     /// i32 [sort blocks · L] scratch of the routing sort: counts, then bases.
     SortBlockCounts,
-    /// u32 \[1\] error flags raised by device-side checks.
+    /// u32 \[7\] the error record of the device-side checks (`abi::error_record`).
     ErrorFlags,
     /// i32 \[max_tiles\] local expert of each routing tile.
     TileIdxToExpertIdx,

@@ -421,7 +421,7 @@ macro_rules! sm90_gemm1_a16 {
     buffer(
         "w1_sf",
         B::W1Scales,
-        "W1 scales, one byte per 16, fragment order: ue4m3 (NVFP4), or for MXFP4 the bf16 exponent field of 2^126 · scale · 2^-rho (abi::sm90_weights::mxfp4_scale_field)"
+        "W1 scales, one byte per scale block, fragment order (abi::sm90_weights::scale_position): ue4m3 per 16 (NVFP4), or per 32 for MXFP4 the bf16 exponent field of 2^126 · scale · 2^-rho (abi::sm90_weights::mxfp4_scale_field)"
     ),
     buffer("x", B::ActivationsBf16, "activations bf16 [tokens, H], gathered per routed row"),
     buffer("out", B::Gemm1OutputBf16, "h bf16 [max_permuted_rows, I]"),
@@ -450,7 +450,7 @@ macro_rules! sm90_gemm1_a4 {
     buffer(
         "w1_sf",
         B::W1Scales,
-        "W1 scales, one byte per 16, fragment order: ue4m3 (NVFP4), or for MXFP4 the bf16 exponent field of 2^126 · scale · 2^-rho (abi::sm90_weights::mxfp4_scale_field)"
+        "W1 scales, one byte per scale block, fragment order (abi::sm90_weights::scale_position): ue4m3 per 16 (NVFP4), or per 32 for MXFP4 the bf16 exponent field of 2^126 · scale · 2^-rho (abi::sm90_weights::mxfp4_scale_field)"
     ),
     buffer(
         "x",
@@ -568,7 +568,7 @@ macro_rules! sm90_gemm2 {
                 "h bf16 [max_permuted_rows, I]: UINT16, dims {I, rows}, box {64, T}, SWIZZLE_128B",
             ),
             buffer("w2", B::W2, "W2 [L, H, I] e2m1 in wgmma A-fragment order (abi::sm90_weights)"),
-            buffer("w2_sf", B::W2Scales, "W2 scales, one byte per 16, fragment order: ue4m3 (NVFP4), or for MXFP4 the bf16 exponent field of 2^126 · scale · 2^-rho (abi::sm90_weights::mxfp4_scale_field)"),
+            buffer("w2_sf", B::W2Scales, "W2 scales, one byte per scale block, fragment order (abi::sm90_weights::scale_position): ue4m3 per 16 (NVFP4), or per 32 for MXFP4 the bf16 exponent field of 2^126 · scale · 2^-rho (abi::sm90_weights::mxfp4_scale_field)"),
             buffer("alpha", B::Alpha2, "α2 f32 [L], times 2^rho of the expert's MXFP4 W2 (Sm90Weights::kernel_alphas)"),
             buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),
             $out,

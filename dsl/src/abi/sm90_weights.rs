@@ -26,7 +26,7 @@
 //! `(8w + l/4) · 4` = `(t / 4) · 4`: bytes (block 0, r), (block 0, r + 8), (block 1, r),
 //! (block 1, r + 8), so one load brings both rows' factors and the word shifted left by 7
 //! or right by 1 and masked puts each row's two 32-blocks in the halves of a bf16 pair. (Until
-//! 2026-12-06 MXFP4 used NVFP4's tile with each byte twice: 6 % more streamed bytes.)
+//! 2026-12-06 MXFP4 used NVFP4's tile with each byte twice: 5.9 % more streamed weight bytes.)
 //!
 //! An MXFP4 scale byte is not the UE8M0 code S itself but the bf16 exponent field of the one
 //! factor the kernel multiplies the placed E2M1 bits by ([`mxfp4_scale_field`]): the placed
@@ -34,6 +34,8 @@
 //! matrix's shift ([`mxfp4_shift`], 0 unless some code exceeds 128, where 2^126 · scale
 //! would not be a bf16). The weights the kernel multiplies are then e2m1 · scale · 2^−ρ, and
 //! the epilogue's per-expert α carries 2^ρ.
+
+use super::WeightFormat;
 
 /// The bf16 exponent bias of the MXFP4 scale field: 126 (the 2^126 that makes placed bits
 /// E2M1 values) + 127 (bf16) − 127 (UE8M0).
@@ -61,8 +63,6 @@ pub fn mxfp4_scale_field(code: u8, shift: u8) -> Option<u8> {
 pub fn mxfp4_kernel_weight(e2m1: f64, field: u8) -> f64 {
     e2m1 * (2f64).powi(i32::from(field) - 127 - 126)
 }
-
-use super::WeightFormat;
 
 /// Rows of a fragment tile (one wgmma M).
 pub const TILE_ROWS: usize = 64;

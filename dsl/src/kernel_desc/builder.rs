@@ -6,7 +6,7 @@ use crate::gemm_key::GemmKey;
 use crate::options::{
     Activation, ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, WeightFormat,
 };
-use crate::resources::plan_gemm_for;
+use crate::resources::plan_gemm_with;
 use crate::tactic::{Arch, GemmKind, GemmTactic, Raster};
 use crate::target::Target;
 
@@ -134,7 +134,7 @@ impl KernelDescBuilder {
         if self.tactic.raster() != Raster::AlongN {
             return Err(self.unsupported("raster AlongM (the persistent schedule walks N fastest)"));
         }
-        let planned = plan_gemm_for(self.target, &self.tactic, self.activations)?;
+        let planned = plan_gemm_with(self.target, &self.tactic, self.format, self.activations)?;
         let mut budget = planned;
         if let Some((ab, acc)) = self.depths {
             budget = budget.with_depths(&self.tactic, ab, acc)?;

@@ -222,9 +222,9 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         });
         let mma_s = waves * (unit_s + dequant_s);
         // Each touched expert's weights are read once (L2 keeps them across its tiles), at
-        // NVFP4's 0.5 + 1/16 bytes per weight (Hopper MXFP4 streams 0.5 + 1/32; the models
-        // with software dequantization add the stream to every tactic alike, so the bytes
-        // per weight move no pick).
+        // NVFP4's 0.5 + 1/16 bytes per weight (Hopper MXFP4 streams 0.5 + 1/32). The Hopper
+        // models hold `exposed` at 1, where max(mma, stream) + min(mma, stream) is their sum:
+        // the stream, the same for every tactic, moves no pick.
         let weight_s = touched * n_dim * k_dim * 0.5625 / dev.gpu.achievable_hbm_bytes_per_s();
         let exposed = software.map_or(0.0, |d| d.exposed) * mma_s.min(weight_s);
         total += (mma_s.max(weight_s) + exposed) * 1e6 + dev.gpu.launch_us;

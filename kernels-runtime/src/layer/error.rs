@@ -46,6 +46,14 @@ pub enum LayerError {
         /// Required alignment.
         align: u64,
     },
+    /// Two buffers of a pass that must not overlap do.
+    #[error("{first} and {second} overlap: the pass writes {first} before it reads {second}")]
+    Aliased {
+        /// The buffer written first.
+        first: &'static str,
+        /// The buffer read after it.
+        second: &'static str,
+    },
     /// More tokens than the workspace was planned for.
     #[error("{tokens} tokens exceed the workspace's planned maximum of {max}")]
     TooManyTokens {

@@ -343,7 +343,16 @@ impl MoeLayer {
         io.activations.check("activations", t * h * 2, 16)?;
         io.expert_ids.check("expert ids", t * k * 4, 4)?;
         io.expert_weights.check("expert weights", t * k * 4, 4)?;
-        io.output.check("output", t * h * 2, 16)
+        io.output.check("output", t * h * 2, 16)?;
+        // The bulk reduce zeroes the output before the sort, so before anything reads the
+        // activations: they must not overlap (the deterministic finalize writes the output
+        // last, after every read).
+        let (o, a) = (io.output.ptr.0, io.activations.ptr.0);
+        let bytes = t * h * 2;
+        if self.config.finalize == FinalizeMode::BulkReduceAdd && o < a + bytes && a < o + bytes {
+            return Err(LayerError::Aliased { first: "output", second: "activations" });
+        }
+        Ok(())
     }
 
     /// Runs the layer with the tactic its dispatch table picks for `io.tokens`; returns it.

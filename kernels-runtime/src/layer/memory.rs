@@ -486,6 +486,13 @@ impl LayerWeights {
                 }
                 .into());
             }
+            if format != WeightFormat::Mxfp4 {
+                return Err(RuntimeError::UnsupportedActivations {
+                    what: "NVFP4 weights",
+                    reason: "FP8 activations (A8) take MXFP4 weights",
+                }
+                .into());
+            }
             let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts() as u64);
             let bytes = |x: usize| x as u64;
             return Ok(vec![

@@ -112,7 +112,7 @@ pub fn build_layout(l: Sm100Layout) -> (KernelBuilder, Sm100Layout) {
     mma::mma_role(&mut b, &g, &c, &end);
     b.bra(&end);
     routes.enter(&mut b, Role::Tma);
-    producer::producer_role(&mut b, &g, &c, &end);
+    producer::producer_role(&mut b, &g, &c);
     b.bra(&end);
 
     // Teardown: every role rejoins here; TMEM is freed once the whole cluster is done.
