@@ -42,7 +42,7 @@ pub fn decode(words: &[u32], top_k: usize, experts: usize) -> Result<(), RecordE
     }
     // Zeroed memory no forward has reset yet (a new workspace) records nothing: a kernel
     // only clears flag bits of a reset word, so a forward never leaves word 0 at 0.
-    if words.iter().all(|&x| x == 0) {
+    if words.len() >= WORDS && words.iter().all(|&x| x == 0) {
         return Ok(());
     }
     let flags = !w[WORD_FLAGS];

@@ -65,6 +65,8 @@ fn cleared_flag_bits_decode_to_the_host_checks_errors() {
 #[test]
 fn a_zeroed_record_records_nothing() {
     assert_eq!(decode(&[0; WORDS], 8, 256), Ok(()));
+    // A short record is no record.
+    assert!(matches!(decode(&[0; 2], 8, 256), Err(RecordError::Undecodable(_))));
 }
 
 #[test]

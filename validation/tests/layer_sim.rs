@@ -180,6 +180,9 @@ fn every_bad_input_is_refused_before_any_launch() {
         },
         &|e| matches!(e, LayerError::Aliased { .. }),
     );
+    bad(&|io| io.output.ptr = io.expert_weights.ptr, &|e| {
+        matches!(e, LayerError::Aliased { first: "output", second: "expert weights" })
+    });
     assert_eq!(s.sim.stats().launches, launches, "nothing was launched");
     // A workspace planned for another top_k, or too few tiles sizes, is refused.
     let spec = WorkspaceSpec {

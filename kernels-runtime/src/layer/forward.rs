@@ -345,12 +345,19 @@ impl MoeLayer {
         io.expert_weights.check("expert weights", t * k * 4, 4)?;
         io.output.check("output", t * h * 2, 16)?;
         // The bulk reduce zeroes the output before the sort, so before anything reads the
-        // activations: they must not overlap (the deterministic finalize writes the output
-        // last, after every read).
-        let (o, a) = (io.output.ptr.0, io.activations.ptr.0);
-        let bytes = t * h * 2;
-        if self.config.finalize == FinalizeMode::BulkReduceAdd && o < a + bytes && a < o + bytes {
-            return Err(LayerError::Aliased { first: "output", second: "activations" });
+        // inputs: none may overlap it (the deterministic finalize writes the output last,
+        // after every read).
+        if self.config.finalize == FinalizeMode::BulkReduceAdd {
+            let out = (io.output.ptr.0, t * h * 2);
+            for (name, at, bytes) in [
+                ("activations", io.activations.ptr.0, t * h * 2),
+                ("expert ids", io.expert_ids.ptr.0, t * k * 4),
+                ("expert weights", io.expert_weights.ptr.0, t * k * 4),
+            ] {
+                if out.0 < at.saturating_add(bytes) && at < out.0.saturating_add(out.1) {
+                    return Err(LayerError::Aliased { first: "output", second: name });
+                }
+            }
         }
         Ok(())
     }
