@@ -11,11 +11,19 @@ use moegen_dsl::abi::error_record::{
 use moegen_runtime::RuntimeError;
 use moegen_runtime::error_record::{RESET, RESET_BYTE, RecordError, decode};
 
-/// The record a kernel leaves after raising `flags` (cleared bits) on a reset record.
-fn raised(flags: u32) -> [u32; WORDS] {
+/// The record a kernel leaves after raising `flags` (cleared bits) on a reset record and
+/// writing `words` (index, value).
+fn raised(flags: u32, words: &[(usize, u32)]) -> [u32; WORDS] {
     let mut w = RESET;
     w[WORD_FLAGS] &= !flags;
+    for &(i, v) in words {
+        w[i] = v;
+    }
     w
+}
+
+fn input_error(e: RuntimeError) -> Result<(), RecordError> {
+    Err(RecordError::Input(e))
 }
 
 #[test]
@@ -26,38 +34,26 @@ fn the_reset_record_is_one_byte_everywhere_and_says_nothing() {
 
 #[test]
 fn cleared_flag_bits_decode_to_the_host_checks_errors() {
-    let mut w = raised(FLAG_EXPERT_OUT_OF_RANGE);
-    w[WORD_FIRST_BAD_EXPERT] = 8 * 3 + 5;
-    w[WORD_BAD_EXPERT_ID] = 300;
-    assert_eq!(
-        decode(&w, 8, 256),
-        Err(RecordError::Input(RuntimeError::ExpertOutOfRange {
-            token: 3,
-            slot: 5,
-            expert: 300,
-            experts: 256
-        }))
+    let w = raised(
+        FLAG_EXPERT_OUT_OF_RANGE,
+        &[(WORD_FIRST_BAD_EXPERT, 8 * 3 + 5), (WORD_BAD_EXPERT_ID, 300)],
     );
-    let mut w = raised(FLAG_DUPLICATE_EXPERT);
-    w[WORD_FIRST_DUPLICATE_EXPERT] = 8 * 2 + 4;
-    w[WORD_DUPLICATE_EARLIER_SLOT] = 1;
-    w[WORD_DUPLICATE_EXPERT_ID] = 17;
-    assert_eq!(
-        decode(&w, 8, 256),
-        Err(RecordError::Input(RuntimeError::DuplicateExpert {
-            token: 2,
-            slot: 4,
-            earlier_slot: 1,
-            expert: 17
-        }))
+    let want = RuntimeError::ExpertOutOfRange { token: 3, slot: 5, expert: 300, experts: 256 };
+    assert_eq!(decode(&w, 8, 256), input_error(want));
+    let w = raised(
+        FLAG_DUPLICATE_EXPERT,
+        &[
+            (WORD_FIRST_DUPLICATE_EXPERT, 8 * 2 + 4),
+            (WORD_DUPLICATE_EARLIER_SLOT, 1),
+            (WORD_DUPLICATE_EXPERT_ID, 17),
+        ],
     );
-    let mut w = raised(FLAG_NON_FINITE_WEIGHT);
-    w[WORD_FIRST_NON_FINITE_WEIGHT] = 9;
-    assert_eq!(
-        decode(&w, 8, 256),
-        Err(RecordError::Input(RuntimeError::NonFiniteRouterWeight { token: 1, slot: 1 }))
-    );
-    assert_eq!(decode(&raised(FLAG_TILE_OVERFLOW), 8, 256), Err(RecordError::TileOverflow(2)));
+    let want = RuntimeError::DuplicateExpert { token: 2, slot: 4, earlier_slot: 1, expert: 17 };
+    assert_eq!(decode(&w, 8, 256), input_error(want));
+    let w = raised(FLAG_NON_FINITE_WEIGHT, &[(WORD_FIRST_NON_FINITE_WEIGHT, 9)]);
+    let want = RuntimeError::NonFiniteRouterWeight { token: 1, slot: 1 };
+    assert_eq!(decode(&w, 8, 256), input_error(want));
+    assert_eq!(decode(&raised(FLAG_TILE_OVERFLOW, &[]), 8, 256), Err(RecordError::TileOverflow(2)));
 }
 
 /// A workspace's record before any forward has reset it: zeroed memory records nothing (as
@@ -72,7 +68,11 @@ fn a_zeroed_record_records_nothing() {
 #[test]
 fn records_the_kernels_cannot_leave_are_undecodable() {
     // A bit no kernel clears, or a flag without its first offender.
-    for w in [raised(1 << 9), raised(FLAG_EXPERT_OUT_OF_RANGE), raised(FLAG_NON_FINITE_WEIGHT)] {
+    for w in [
+        raised(1 << 9, &[]),
+        raised(FLAG_EXPERT_OUT_OF_RANGE, &[]),
+        raised(FLAG_NON_FINITE_WEIGHT, &[]),
+    ] {
         assert!(matches!(decode(&w, 8, 256), Err(RecordError::Undecodable(_))), "{w:08x?}");
     }
 }

@@ -382,13 +382,6 @@ impl LayerWeights {
         activations: ActivationFormat,
         buffers: &[(Buffer, DeviceSlice)],
     ) -> Result<Self, LayerError> {
-        if activations == ActivationFormat::Fp8 && format != WeightFormat::Mxfp4 {
-            return Err(RuntimeError::UnsupportedActivations {
-                what: "NVFP4 weights",
-                reason: "FP8 activations (A8) take MXFP4 weights",
-            }
-            .into());
-        }
         let need = Self::sizes_for(shape, arch, format, activations)?;
         let mut out = Vec::with_capacity(need.len());
         for (buf, bytes) in need {
@@ -479,17 +472,17 @@ impl LayerWeights {
         activations: ActivationFormat,
     ) -> Result<Vec<(Buffer, u64)>, LayerError> {
         if activations == ActivationFormat::Fp8 {
-            if arch != Arch::Sm90 {
-                return Err(RuntimeError::UnsupportedActivations {
-                    what: "LayerWeights",
-                    reason: "FP8 activations (A8) run on Hopper only",
-                }
-                .into());
-            }
             if format != WeightFormat::Mxfp4 {
                 return Err(RuntimeError::UnsupportedActivations {
                     what: "NVFP4 weights",
                     reason: "FP8 activations (A8) take MXFP4 weights",
+                }
+                .into());
+            }
+            if arch != Arch::Sm90 {
+                return Err(RuntimeError::UnsupportedActivations {
+                    what: "LayerWeights",
+                    reason: "FP8 activations (A8) run on Hopper only",
                 }
                 .into());
             }
