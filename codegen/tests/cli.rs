@@ -205,10 +205,12 @@ fn stats_reports_the_instruction_families_each_gemm_needs() {
         let hgmma = if kernel == "moegen_sm90_corpus_wgmma" { 4 } else { 0 };
         assert_eq!(count(r, "HGMMA"), hgmma, "{kernel}");
         if family.starts_with("gemm") {
+            // Four per whole K stage, and the partial last stage's own four (predicated
+            // on its remaining K: docs/kernels.md, "K and N tails").
             assert_eq!(
                 count(r, "UTCOMMA"),
-                4,
-                "{}: four block-scaled MMAs per K stage",
+                8,
+                "{}: four block-scaled MMAs per K stage, twice",
                 r["kernel"]
             );
             assert!(count(r, "UTCCP") >= 8, "{}", r["kernel"]);
@@ -303,6 +305,22 @@ fn plan_reports_the_corrected_max_tiles() {
     assert!(text.contains("tile 128: max_tiles"), "{text}");
 }
 
+/// gpt-oss's 2880 (a multiple of 64, not of 128 or 256) plans for SM100, the workspace
+/// holding h at I = 2880 exactly.
+#[test]
+fn plan_takes_gpt_oss_2880_on_sm100() {
+    let base = ["plan", "--tokens", "64", "--top-k", "4", "--experts", "32"];
+    let args = |i: &'static str| {
+        let mut v = base.to_vec();
+        v.extend(["--local-experts", "32", "--hidden", "2880", "--intermediate", i]);
+        v.extend(["--target", "sm_100f", "--json"]);
+        v
+    };
+    let v = json(&args("2880"));
+    let smaller = json(&args("2816"));
+    assert!(v["workspace_bytes"].as_u64() > smaller["workspace_bytes"].as_u64(), "{v}");
+}
+
 fn plan_args(extra: &[&'static str]) -> Vec<&'static str> {
     let mut v = vec!["plan", "--tokens", "64", "--top-k", "8", "--experts", "256"];
     v.extend(["--local-experts", "32"]);
@@ -313,8 +331,8 @@ fn plan_args(extra: &[&'static str]) -> Vec<&'static str> {
 #[test]
 fn invalid_values_give_one_error_line_naming_the_value_and_exit_code_2() {
     for (args, needle) in [
-        (plan_args(&["--intermediate", "100"]), "intermediate size = 100 is not a multiple of 256"),
-        (plan_args(&["--hidden", "272"]), "hidden size = 272 is not a multiple of 256"),
+        (plan_args(&["--intermediate", "100"]), "intermediate size = 100 is not a multiple of 64"),
+        (plan_args(&["--hidden", "272"]), "hidden size = 272 is not a multiple of 64"),
         (plan_args(&["--hidden", "0"]), "hidden size must be positive"),
         (plan_args(&["--expert-offset", "250"]), "local experts [250, 250+32) exceed the 256"),
         (plan_args(&["--deterministic"]), "hidden size (the deterministic scratch needs it)"),

@@ -173,12 +173,12 @@ fn barrier_and_bulk_operands_out_of_range_are_refused() {
 
     let mut b = KernelBuilder::new("k");
     let (dst, src) = (b.reg(RegClass::B64), b.reg(RegClass::B32));
-    b.push(BulkStore { dst, src, bytes: 24, reduce_add: None });
+    b.push(BulkStore { dst, src, bytes: 24.into(), reduce_add: None });
     assert!(matches!(refused(&b), OperandError::Range { field: "bytes", value: 24, .. }));
 
     let mut b = KernelBuilder::new("k");
     let (dst, src) = (b.reg(RegClass::B64), b.reg(RegClass::B32));
-    b.push(BulkStore { dst: src, src: dst, bytes: 32, reduce_add: None });
+    b.push(BulkStore { dst: src, src: dst, bytes: 32.into(), reduce_add: None });
     assert!(matches!(refused(&b), OperandError::Class { field: "dst", .. }));
 }
 

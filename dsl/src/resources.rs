@@ -16,6 +16,11 @@ pub const K_STAGE: u32 = 256;
 pub const K_STAGE_ROW_BYTES: u32 = K_STAGE / 2;
 /// Scale bytes per row per K stage (256 / 16 NVFP4 scales).
 pub const K_STAGE_SCALE_BYTES: u32 = K_STAGE / 16;
+/// K elements of one block-scaled SM100 MMA (`kind::mxf4nvf4`, four 16-element scale
+/// blocks): the granularity of H and I on SM100. A K that is not a whole number of stages
+/// ends in a partial stage whose missing atoms are neither loaded (TMA zero fill, cp.async
+/// zero fill) nor multiplied (their MMAs are not issued).
+pub const MMA_K: u32 = 64;
 /// Rows each CTA's MMA covers.
 pub const CTA_ROWS: u32 = 128;
 /// Shared memory kept for mbarriers (≤ 16 A/B stages' full and empty barriers, 16 gather

@@ -307,16 +307,18 @@ impl GemmTactic {
     }
 
     /// Whether a grid over `n_dim` output columns can be covered by this tactic's clusters:
-    /// the N-tile count must be a positive multiple of the cluster N (a cluster never
-    /// straddles the grid's edge, and a 2-wide multicast needs two real N tiles). Hopper
-    /// blocks cover whole weight-row tiles, the last one possibly partial: `n_dim` must be
-    /// a multiple of [`sm90_n_granule`], whatever N is.
+    /// at least one N tile per cluster rank. The last N tile may be partial (SM100 clips its
+    /// tail; Hopper blocks cover whole weight-row tiles, so there `n_dim` must be a multiple
+    /// of [`sm90_n_granule`], whatever N is). A GEMM2 cluster's last group may hold a tile
+    /// wholly past H, whose epilogue stores nothing; GEMM1 (no cluster-N tactics: gathered
+    /// A cannot be multicast) keeps whole groups.
     pub fn fits_n(&self, n_dim: u64) -> bool {
         if self.arch == Arch::Sm90 && !n_dim.is_multiple_of(u64::from(sm90_n_granule(self.kind))) {
             return false;
         }
         let n_tiles = n_dim.div_ceil(u64::from(self.mma_n));
-        n_tiles >= u64::from(self.cluster_n) && n_tiles % u64::from(self.cluster_n) == 0
+        let cn = u64::from(self.cluster_n);
+        n_tiles >= cn && (self.kind == GemmKind::Gemm2 || n_tiles.is_multiple_of(cn))
     }
 }
 

@@ -83,11 +83,11 @@ fn wide_hopper_tactics_apply_to_dimensions_that_are_multiples_of_the_granule() {
     assert!(tactic::applicable_tactics(&ts, |_| 1, 96, 320).is_empty());
     // No routing tile: nothing applies.
     assert!(tactic::applicable_tactics(&ts, |_| 0, 2880, 2880).is_empty());
-    // SM100 tiles still round up to whole N tiles split by the cluster N: H = 384 is 3 tiles
-    // of 128, which a 2-wide GEMM2 cluster cannot split.
+    // SM100 tiles round up to whole N tiles; a 2-wide GEMM2 cluster takes an odd count (H =
+    // 384 is 3 tiles of 128: the last cluster's second tile lies past H) but needs two.
     let g2 = GemmTactic::new(GemmKind::Gemm2, [128, 128], [1, 2], Raster::AlongN).unwrap();
-    assert!(!g2.fits_n(384));
-    assert!(g2.fits_n(512));
+    assert!(g2.fits_n(384) && g2.fits_n(512) && g2.fits_n(192));
+    assert!(!g2.fits_n(128) && !g2.fits_n(64));
     let h = GemmTactic::new_sm90(GemmKind::Gemm2, 16, 256).unwrap();
     assert!(h.fits_n(2880) && h.fits_n(64) && !h.fits_n(2880 + 32) && !h.fits_n(0));
     // The launch's work units count the partial block: ⌈2880 / 256⌉ = 12 per tile for

@@ -83,11 +83,13 @@ fn guard_drops_tactics_whose_cluster_exceeds_the_tiles() {
     assert!(ok.iter().all(|t| !(t.gemm2().mma_tiler()[1] == 256 && t.gemm2().cluster()[1] == 2)));
     assert!(ok.iter().any(|t| t.gemm2().mma_tiler()[1] == 128 && t.gemm2().cluster()[1] == 2));
     assert_eq!(ok.len(), 12);
-    // H = 384 at N = 128 gives 3 N tiles: not a multiple of the 2-wide cluster; at N = 256
-    // it gives 2 (the second one partial), which is.
+    // H = 384 at N = 128 gives 3 N tiles (a 2-wide GEMM2 cluster's second one past H), at
+    // N = 256 gives 2 (the second one partial): every tactic applies. H = 192 at N = 256 is
+    // one tile: the 2-wide N 256 clusters drop out again.
     let ok = tactic::applicable_tactics(&ts, |_| 10, 256, 384);
-    assert!(ok.iter().all(|t| !(t.gemm2().mma_tiler()[1] == 128 && t.gemm2().cluster()[1] == 2)));
-    assert!(ok.iter().any(|t| t.gemm2().mma_tiler()[1] == 256 && t.gemm2().cluster()[1] == 2));
+    assert_eq!(ok.len(), 16);
+    let ok = tactic::applicable_tactics(&ts, |_| 10, 256, 192);
+    assert!(ok.iter().all(|t| !(t.gemm2().mma_tiler()[1] == 256 && t.gemm2().cluster()[1] == 2)));
     assert_eq!(ok.len(), 12);
     // Large shapes admit everything; no routing tile admits nothing.
     assert_eq!(tactic::applicable_tactics(&ts, |_| 10, 2048, 7168).len(), 16);

@@ -73,17 +73,7 @@ pub fn device_moe_layer(
 ) -> Result<DeviceRun, DeviceOpError> {
     let LayerInputs { shape, acts: x, weights: w, routing } = *inputs;
     let (h, i, k, l) = (shape.hidden, shape.intermediate, shape.top_k(), shape.local_experts());
-    for (what, v) in [("hidden size", h), ("intermediate size", i)] {
-        if !v.is_multiple_of(256) {
-            return Err(PlanError::Alignment {
-                what,
-                value: v as u64,
-                multiple: 256,
-                why: " (the sm_100 GEMM kernels)",
-            }
-            .into());
-        }
-    }
+    moegen_dsl::plan::check_gemm_shape(moegen_dsl::Target::Sm100f, h as u64, i as u64)?;
     if opts.swiglu_input != SwigluInput::F32 {
         return Err(DeviceOpError::MissingKernel(
             "GEMM1 with bf16 SwiGLU inputs (not in the default set)".into(),

@@ -91,8 +91,14 @@ fn check_with(p: &Problem, tactic: &MoeTactic, opts: ReferenceOptions, clusters:
     if live_tiles > 0 {
         // Both GEMMs ran their MMAs: K/64 per tile and N block (2-CTA counts one per pair).
         let (h, i) = (p.shape.hidden as u64, p.shape.intermediate as u64);
-        let per_tile = (2 * i / u64::from(tactic.gemm1().mma_tiler()[1])) * (h / 64)
-            + (h / u64::from(tactic.gemm2().mma_tiler()[1])) * (i / 64);
+        // A last, partial N block counts whole, and so does a cluster's block wholly past
+        // H; a partial last K stage issues only its own MMAs.
+        let blocks = |n_dim: u64, g: &moegen_dsl::GemmTactic| {
+            let cn = u64::from(g.cluster()[1]);
+            n_dim.div_ceil(u64::from(g.mma_tiler()[1])).div_ceil(cn) * cn
+        };
+        let per_tile =
+            blocks(2 * i, tactic.gemm1()) * (h / 64) + blocks(h, tactic.gemm2()) * (i / 64);
         assert_eq!(sim.mma_instructions, live_tiles * per_tile, "{tactic}: MMA count");
     }
     assert_eq!(got.sort, want.sort, "{tactic}: routing sort");
@@ -295,8 +301,9 @@ fn planted_defects_in_the_gemm_kernels_are_caught() {
 
 #[test]
 fn other_shapes_and_top_k_4() {
-    // H 768, I 512 (3 N tiles of 256 in GEMM2: the 2-wide clusters at N = 256 do not apply),
-    // 16 experts of which 6 local at offset 5, k = 4 with distinct experts per token.
+    // H 768, I 512 (3 N tiles of 256 in GEMM2: the 2-wide clusters at N = 256 end with a
+    // tile past H), 16 experts of which 6 local at offset 5, k = 4 with distinct experts per
+    // token.
     let d = Dims { h: 768, i: 512, experts: 16, offset: 5, local: 6, k: 4 };
     let p = problem_with(d, 24, 51, &|r, _, slot| (4 * slot as u64 + r.next() % 4) as i32);
     let opts_det = ReferenceOptions { finalize: FinalizeMode::Deterministic, ..Default::default() };
@@ -333,7 +340,49 @@ fn other_shapes_and_top_k_4() {
             assert!((a - b).abs() <= mass * 4.0 * 2f32.powi(-8), "{t} element {n}: {a} vs {b}");
         }
     }
-    assert_eq!(ran, 12, "the four GEMM2 N=256 cluster-2 tactics are guarded out");
+    assert_eq!(ran, 16, "every tactic applies, the GEMM2 N=256 cluster-2 ones included");
+}
+
+#[test]
+fn multiples_of_64_run_with_k_and_n_tails() {
+    // H 320: GEMM1 has one whole K stage and a partial one of 64, GEMM2's N blocks of 128
+    // and 256 end 64 columns into the last; I 192: GEMM2's only K stage is partial (three
+    // of four MMAs), GEMM1's 2I = 384 ends half-way into its second N block of 256.
+    let d = Dims { h: 320, i: 192, experts: 8, offset: 2, local: 4, k: 2 };
+    let p = problem_with(d, 40, 77, &random_routes);
+    let mut ran = 0;
+    for t in nvfp4_tactics() {
+        if !t.applies_to(1, 192, 320) {
+            continue;
+        }
+        ran += 1;
+        check(&p, &t, FinalizeMode::BulkReduceAdd, 2);
+        check(&p, &t, FinalizeMode::Deterministic, 3);
+    }
+    assert_eq!(ran, 16, "every tactic serves multiples of 64");
+}
+
+#[test]
+fn a_cluster_needs_an_n_tile_per_rank() {
+    // H 192 is one N tile of 256: the 2-wide N 256 GEMM2 clusters do not apply, and the
+    // device path refuses them as the guard does; the other tactics run it exactly.
+    let d = Dims { h: 192, i: 128, experts: 8, offset: 2, local: 4, k: 2 };
+    let p = problem_with(d, 6, 78, &random_routes);
+    let opts = ReferenceOptions { finalize: FinalizeMode::Deterministic, ..Default::default() };
+    let (mut ran, mut refused) = (0, 0);
+    for t in nvfp4_tactics() {
+        if t.applies_to(1, 128, 192) {
+            ran += 1;
+            check(&p, &t, FinalizeMode::Deterministic, 2);
+        } else {
+            refused += 1;
+            assert_eq!(t.gemm2().mma_tiler()[1], 256, "{t}");
+            assert_eq!(t.gemm2().cluster()[1], 2, "{t}");
+            let mut sim = SimBackend::new();
+            assert!(device_moe_layer(&mut sim, &p.inputs(), &t, opts, 2).is_err(), "{t}");
+        }
+    }
+    assert_eq!((ran, refused), (12, 4));
 }
 
 /// The kernel-by-kernel runner has only the plain-SwiGLU kernels: weights carrying another

@@ -78,6 +78,25 @@ fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
     assert_ne!(want, rows[0].output);
 }
 
+/// H 320 and I 192, multiples of 64 only, through `MoeLayer` with the built-in set: GEMM1's
+/// last K stage holds one of four MMAs and its 2I = 384 ends half-way into an N 256 block;
+/// GEMM2's only K stage is partial and its H ends 64 columns into the last N block (with
+/// N 128 in a 2-wide cluster, the cluster's second block lies wholly past H). Every tactic
+/// equals the SM100 reference bit for bit.
+#[test]
+fn sm100_layer_tails_match_the_reference_bit_for_bit() {
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let case = spread(shape, 7, ActivationFormat::Nvfp4, WeightFormat::Nvfp4, 31);
+    let p = problem(case).unwrap();
+    let mut sim = SimBackend::new().with_sm_count(4);
+    let rows = check_tactics(&mut sim, &p, None).unwrap();
+    assert_eq!(rows.len(), 16, "every SM100 tactic serves H 320, I 192");
+    for r in &rows {
+        assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
+        assert!(r.rel_l2_vs_oracle < 0.3, "{}: {}", r.tactic, r.rel_l2_vs_oracle);
+    }
+}
+
 #[test]
 fn routing_edge_cases_match_the_reference() {
     let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
@@ -468,6 +487,66 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
                 "{spec:?}: {} (plain {plain_err})",
                 r.reference_vs_oracle
             );
+        }
+    }
+}
+
+/// The epilogues' N and K tails on SM100: H 320, I 192 with gpt-oss's SwiGLU and both
+/// biases, GeGLU with a GEMM1 bias and ReLU² with both (W1 of I rows: its N 256 block holds
+/// 192 of them, its second half none), in a 1-CTA tactic whose GEMM2 cluster's second N
+/// 128 block lies past H and in a 2-CTA one: bit for bit against the SM100 reference. The
+/// bias reads of the blocks past the dimension stay inside the bias arrays (the simulator
+/// refuses any access outside an allocation).
+#[test]
+fn sm100_epilogue_tails_match_the_reference_bit_for_bit() {
+    use moegen_dsl::{Activation, Arch};
+    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let pick = |rows: u32, g1: [u32; 2], g2: [u32; 2]| {
+        moegen_dsl::tactics_for(Arch::Sm100)
+            .into_iter()
+            .find(|t| {
+                t.tile().rows() == rows
+                    && t.gemm1().mma_tiler()[1] == g1[1]
+                    && t.gemm2().mma_tiler()[1] == g2[0]
+                    && t.gemm2().cluster()[1] == g2[1]
+                    && t.gemm1().cluster()[0] == g1[0]
+            })
+            .unwrap()
+    };
+    // [CTA group, GEMM1 N] and [GEMM2 N, cluster N].
+    let tactics = [pick(128, [1, 256], [128, 2]), pick(256, [2, 256], [256, 2])];
+    let relu2 = EpilogueSpec { activation: Activation::Relu2, gemm1_bias: true, gemm2_bias: true };
+    for (i, spec) in [
+        EpilogueSpec::GPT_OSS,
+        EpilogueSpec { activation: Activation::GegluTanh, gemm1_bias: true, gemm2_bias: false },
+        relu2,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
+        let set = builtin_with_epilogue(&gemms, spec, "sm_100f", |b| b).unwrap();
+        let case = LayerCase {
+            shape,
+            tokens: 9,
+            planned_tokens: 9,
+            activations: ActivationFormat::Nvfp4,
+            format: WeightFormat::Nvfp4,
+            finalize: FinalizeMode::Deterministic,
+            seed: 70 + i as u64,
+            routes: RoutePattern::Spread,
+            epilogue: spec,
+            recipe: None,
+        };
+        let p = problem(case).unwrap();
+        let mut sim = SimBackend::new().with_sm_count(4);
+        let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
+        for t in &tactics {
+            assert!(rows.iter().any(|r| r.tactic == t.to_string()), "{spec:?}: {t} did not run");
+        }
+        for r in &rows {
+            assert_eq!(r.identical, r.elements, "{spec:?} {}: max ulp {}", r.tactic, r.max_ulp);
+            assert!(r.reference_vs_oracle < 0.3, "{spec:?}: {}", r.reference_vs_oracle);
         }
     }
 }

@@ -56,14 +56,14 @@ fn a_hidden_size_the_clusters_cannot_cover_is_the_reason_given() {
             dim: "hidden size",
             value: 256,
             rows_per_value: 1,
-            next: Some(512)
+            next: Some(320)
         }
     );
     let others = n.rejected.iter().filter(|r| matches!(r.reason, Rejection::NotInSet { .. }));
     assert_eq!(others.count(), 15, "the other tactics are not in the set");
     assert!(message.contains("hidden size = 256"), "{message}");
-    assert!(message.contains("positive multiple of 2"), "{message}");
-    assert!(message.contains("the next hidden size it serves: 512"), "{message}");
+    assert!(message.contains("its clusters need at least 2"), "{message}");
+    assert!(message.contains("the next hidden size it serves: 320"), "{message}");
     assert!(
         message.starts_with(
             "no tactic of the kernel set applies: 16 Sm100 tactics considered: 15 × GEMM not in \
@@ -131,12 +131,12 @@ fn format_target_and_shape_multiple_are_named() {
     let e = MoeLayer::candidates(&fp8, &builtin, 8, Arch::Sm90, WeightFormat::Nvfp4);
     let n = no_candidates(e.unwrap_err());
     assert!(n.to_string().to_lowercase().contains("fp8"), "{n}");
-    // H not a multiple of the SM100 K stage (256): every tactic in the set says so.
-    let config = LayerConfig::new(shape(384, 256));
+    // H not a multiple of the SM100 MMA's K (64): every tactic in the set says so.
+    let config = LayerConfig::new(shape(400, 256));
     let e = MoeLayer::candidates(&config, &builtin, 8, Arch::Sm100, WeightFormat::Nvfp4);
     let n = no_candidates(e.unwrap_err());
     assert!(n.rejected.iter().all(|r| matches!(r.reason, Rejection::Shape(_))), "{n}");
-    assert!(n.to_string().contains("hidden size = 384 is not a multiple of 256"), "{n}");
+    assert!(n.to_string().contains("hidden size = 400 is not a multiple of 64"), "{n}");
 }
 
 #[test]
@@ -187,12 +187,13 @@ fn workspace_new_refuses_a_spec_no_kernel_of_the_set_can_serve() {
     assert!(matches!(w, WorkspaceRefusal::NotCovered { field: "max_hidden", value: 256, .. }));
     let message = w.to_string();
     assert!(message.starts_with("max_hidden = 256"), "{message}");
-    assert!(message.contains("the next hidden size it serves: 512"), "{message}");
-    // Not a multiple of the K stage.
+    // 320: two tiles, the second 64 columns wide.
+    assert!(message.contains("the next hidden size it serves: 320"), "{message}");
+    // Not a multiple of the MMA's K.
     let w = refusal(Workspace::new(&mut sim, &set, spec(640 - 16, &[TileSize::T128], false)));
     assert_eq!(
         w.to_string(),
-        "max_hidden = 624 is not a multiple of 256 (the sm_100 GEMM kernels' K stages)"
+        "max_hidden = 624 is not a multiple of 64 (the sm_100 GEMM kernels' K = 64 MMAs)"
     );
     // A tile size the set has no tactic for.
     let w = refusal(Workspace::new(&mut sim, &set, spec(512, &[TileSize::T256], false)));

@@ -298,12 +298,12 @@ pub fn build_cluster() -> KernelBuilder {
     let src = b.add_u32(smem, src);
     let g = b.mul_wide_u32(tid, 32u32);
     let g = b.add_u64(out, g);
-    b.push(BulkStore { dst: g, src, bytes: 32, reduce_add: Some(Ty::Bf16) });
+    b.push(BulkStore { dst: g, src, bytes: 32.into(), reduce_add: Some(Ty::Bf16) });
     let copy_out = b.ld_arg_u64(3);
     let row = b.mad_u32(rank, 32u32, tid);
     let cg = b.mul_wide_u32(row, 32u32);
     let cg = b.add_u64(copy_out, cg);
-    b.push(BulkStore { dst: cg, src, bytes: 32, reduce_add: None });
+    b.push(BulkStore { dst: cg, src, bytes: 32.into(), reduce_add: None });
     b.emit(Bulk::CommitGroup, vec![]);
     b.push(BulkWait { pending: 0, read: false });
     let counters = b.ld_arg_u64(2);

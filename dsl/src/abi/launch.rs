@@ -261,8 +261,8 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
 }
 
 /// Work units of a persistent GEMM: routing tiles × cluster-wide N blocks, where the N
-/// dimension is 2I for GEMM1 and H for GEMM2. `None` when the N tiles do not divide into
-/// clusters (the tactic does not apply) or on overflow.
+/// dimension is 2I for GEMM1 and H for GEMM2. `None` when the tactic does not cover the
+/// dimension ([`crate::GemmTactic::fits_n`]'s rule on the key) or on overflow.
 pub fn persistent_units(
     key: &GemmKey,
     max_tiles: u64,
@@ -275,8 +275,9 @@ pub fn persistent_units(
     };
     let n_tiles = n_dim.div_ceil(u64::from(key.mma_n));
     let cn = u64::from(key.cluster_n);
-    if n_tiles == 0 || !n_tiles.is_multiple_of(cn) {
+    let whole_groups = key.gemm == crate::tactic::GemmKind::Gemm2 || n_tiles.is_multiple_of(cn);
+    if n_tiles < cn || n_tiles == 0 || !whole_groups {
         return None;
     }
-    max_tiles.checked_mul(n_tiles / cn)
+    max_tiles.checked_mul(n_tiles.div_ceil(cn))
 }

@@ -4,9 +4,9 @@
 use moegen_runtime::prelude::*;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // The layer: hidden size H, expert intermediate size I (SM100 kernels take multiples
-    // of 256), 8 experts of which this rank holds 2..6, 2 experts per token. Routes to
-    // experts outside the window are skipped (another rank adds them).
+    // The layer: hidden size H, expert intermediate size I (multiples of 64), 8 experts of
+    // which this rank holds 2..6, 2 experts per token. Routes to experts outside the
+    // window are skipped (another rank adds them).
     let (hidden, intermediate, tokens) = (512, 256, 4);
     let shape = MoeShape::new(hidden, intermediate, ExpertWindow::new(8, 2, 4, 2)?)?;
     let local = shape.local_experts();

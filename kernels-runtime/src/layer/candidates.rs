@@ -119,7 +119,8 @@ pub enum Rejection {
         /// The description's refusal.
         source: DescError,
     },
-    /// H or I is not a multiple of what the target's GEMMs consume per K stage.
+    /// H or I is not a multiple of the target's granularity (64 on both: SM100's MMA K,
+    /// Hopper's weight fragments).
     #[error(transparent)]
     Shape(PlanError),
     /// The GEMM's clusters cannot cover the layer's N dimension (GEMM1: 2 × I, ReLU²'s I;
@@ -162,7 +163,7 @@ impl Rejection {
             Rejection::Activation { .. } => "activation function not in the kernel set",
             Rejection::Bias { .. } => "bias option not in the kernel set",
             Rejection::Refused { .. } => "options the target cannot run",
-            Rejection::Shape(_) => "shape not a multiple of the K stage",
+            Rejection::Shape(_) => "shape not a multiple of the GEMMs' granularity",
             Rejection::NotCovered { .. } => "shape not covered by the GEMM's clusters",
             Rejection::Tokens { .. } => "token count",
         }
@@ -192,6 +193,10 @@ fn not_covered(
         Arch::Sm90 => format!(
             "{gemm} needs its N ({what}) to be a multiple of {}",
             moegen_dsl::sm90_n_granule(gemm.kind())
+        ),
+        Arch::Sm100 if gemm.kind() == GemmKind::Gemm2 => format!(
+            "{gemm} cuts N = {what} into {} × {n}-column tiles; its clusters need at least {cn}",
+            cols.div_ceil(n)
         ),
         Arch::Sm100 => format!(
             "{gemm} cuts N = {what} into {} × {n}-column tiles; its clusters need a positive \

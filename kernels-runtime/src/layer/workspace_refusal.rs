@@ -33,7 +33,8 @@ pub enum WorkspaceRefusal {
         /// The tiles the set's tactics of `arch` use.
         served: Vec<TileSize>,
     },
-    /// `max_hidden` or `max_intermediate` is not a multiple of the generation's K stage.
+    /// `max_hidden` or `max_intermediate` is not a multiple of the generation's granularity
+    /// (64).
     #[error(transparent)]
     Shape(PlanError),
     /// No tactic of the set (at the spec's tile sizes) covers `max_hidden` or

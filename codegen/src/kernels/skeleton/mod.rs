@@ -16,6 +16,6 @@ mod token_row;
 pub use common::Common;
 pub use dispatch::{Routes, WarpSpan};
 pub use prologue::{Threads, init_barriers, threads};
-pub use scheduler::{ClusterPlace, NBlocks, Needs, ProblemShape, TileScheduler, Unit};
+pub use scheduler::{ClusterPlace, KTail, NBlocks, Needs, ProblemShape, TileScheduler, Unit};
 pub use stages::stage_base;
 pub use token_row::{TokenRow, token_of_row};

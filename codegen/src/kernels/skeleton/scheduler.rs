@@ -15,8 +15,9 @@ use crate::ptx::{Cmp, KernelBuilder, Reg, RegClass, Ty};
 /// How the N dimension splits into blocks.
 #[derive(Clone, Copy, Debug)]
 pub enum NBlocks {
-    /// Rounded up to whole `n`-wide MMA tiles, which the `cn` N ranks of a cluster split
-    /// (SM100).
+    /// Rounded up to whole `n`-wide MMA tiles, which the `cn` N ranks of a cluster split,
+    /// the last group rounded up too (SM100: a rank's tile wholly past the dimension is
+    /// zero-filled and stores nothing).
     RoundUp {
         /// MMA tile width.
         n: u32,
@@ -37,6 +38,20 @@ pub enum NBlocks {
     },
 }
 
+/// How a K that is not a whole number of stages is consumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KTail {
+    /// K is a whole number of stages (the shape guard makes it so).
+    None,
+    /// The last stage is partial and its operands are zero-padded to a whole stage in
+    /// memory (Hopper A8): every role runs it as a whole one.
+    Padded,
+    /// The last stage is partial and only its first `rem` elements exist (SM100: TMA and
+    /// cp.async zero-fill the rest): the roles that must know run it apart
+    /// ([`TileScheduler::k_loop_split`]).
+    Split,
+}
+
 /// What the prologue reads the problem size by.
 #[derive(Clone, Copy, Debug)]
 pub struct ProblemShape {
@@ -47,9 +62,8 @@ pub struct ProblemShape {
     pub ungated: bool,
     /// K elements per stage (a power of two).
     pub k_stage: u32,
-    /// Whether a K that is not a multiple of `k_stage` ends in a partial stage (its operands
-    /// zero-padded to whole stages: Hopper A8); otherwise K is a whole number of stages.
-    pub k_ceil: bool,
+    /// How a K that is not a multiple of `k_stage` ends.
+    pub k_tail: KTail,
     /// How N splits.
     pub n_blocks: NBlocks,
 }
@@ -111,8 +125,11 @@ pub struct TileScheduler {
     pub first: Reg,
     /// Units between this CTA's (cluster's) consecutive units.
     pub stride: Reg,
-    /// K stages per unit.
+    /// K stages per unit (a partial last one included).
     pub k_tiles: Reg,
+    /// With [`KTail::Split`]: the whole K stages and the K elements of the partial stage
+    /// after them (0 when there is none).
+    pub k_split: Option<(Reg, Reg)>,
     /// N blocks per routing tile.
     pub units_n: Reg,
     /// Units of all routing tiles the buffers hold.
@@ -145,8 +162,19 @@ impl TileScheduler {
             GemmKind::Gemm1 => Scalar::Hidden,
             GemmKind::Gemm2 => Scalar::Intermediate,
         });
-        let k_dim = if shape.k_ceil { b.add_u32(k_dim, shape.k_stage - 1) } else { k_dim };
-        let k_tiles = b.shr_u32(k_dim, shape.k_stage.trailing_zeros());
+        let log_stage = shape.k_stage.trailing_zeros();
+        let k_split = (shape.k_tail == KTail::Split).then(|| {
+            let full = b.shr_u32(k_dim, log_stage);
+            let rem = b.and_b32(k_dim, shape.k_stage - 1);
+            (full, rem)
+        });
+        let k_tiles = match shape.k_tail {
+            KTail::None => b.shr_u32(k_dim, log_stage),
+            KTail::Padded | KTail::Split => {
+                let k_pad = b.add_u32(k_dim, shape.k_stage - 1);
+                b.shr_u32(k_pad, log_stage)
+            }
+        };
         let n_dim = match shape.kind {
             GemmKind::Gemm1 if shape.ungated => b.ld_scalar(Scalar::Intermediate),
             GemmKind::Gemm1 => {
@@ -159,7 +187,12 @@ impl TileScheduler {
             NBlocks::RoundUp { n, cn } => {
                 let n_pad = b.add_u32(n_dim, n - 1);
                 let n_tiles = b.div_u32(n_pad, n);
-                b.div_u32(n_tiles, cn)
+                if cn == 1 {
+                    n_tiles
+                } else {
+                    let groups = b.add_u32(n_tiles, cn - 1);
+                    b.div_u32(groups, cn)
+                }
             }
             NBlocks::Exact { n } => b.div_u32(n_dim, n),
             NBlocks::Ceil { n } => {
@@ -178,6 +211,7 @@ impl TileScheduler {
             first,
             stride,
             k_tiles,
+            k_split,
             units_n,
             total_units,
             live_tiles,
@@ -232,15 +266,44 @@ impl TileScheduler {
 
     /// A runtime K-stage loop `for kk in 0..k_tiles`.
     pub fn k_loop(&self, b: &mut KernelBuilder, body: &mut dyn FnMut(&mut KernelBuilder, Reg)) {
+        self.k_loop_to(b, self.k_tiles, body);
+    }
+
+    /// `for kk in 0..bound`.
+    fn k_loop_to(
+        &self,
+        b: &mut KernelBuilder,
+        bound: Reg,
+        body: &mut dyn FnMut(&mut KernelBuilder, Reg),
+    ) {
         let top = b.new_label("k");
         let done = b.new_label("k_done");
         let kk = b.mov_u32(0u32);
         b.label(&top);
-        let end = b.setp_u32(Cmp::Ge, kk, self.k_tiles);
+        let end = b.setp_u32(Cmp::Ge, kk, bound);
         b.bra_if(end, &done);
         body(b, kk);
         b.inc_u32(kk, 1u32);
         b.bra(&top);
+        b.label(&done);
+    }
+
+    /// The K stages of [`Self::k_loop`], the whole ones in a loop whose body gets `None`, then
+    /// (with [`KTail::Split`], when K has one) the partial stage, emitted apart, whose body
+    /// gets `Some(rem)`, its K elements: the whole stages' loop carries no tail test.
+    pub fn k_loop_split(
+        &self,
+        b: &mut KernelBuilder,
+        body: &mut dyn FnMut(&mut KernelBuilder, Reg, Option<Reg>),
+    ) {
+        let Some((full, rem)) = self.k_split else {
+            return self.k_loop(b, &mut |b, kk| body(b, kk, None));
+        };
+        self.k_loop_to(b, full, &mut |b, kk| body(b, kk, None));
+        let done = b.new_label("k_tail_done");
+        let whole = b.setp_u32(Cmp::Eq, rem, 0u32);
+        b.bra_if(whole, &done);
+        body(b, full, Some(rem));
         b.label(&done);
     }
 }

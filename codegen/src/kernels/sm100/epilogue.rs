@@ -84,6 +84,13 @@ impl Step {
             Step::Runtime(s) => b.mad_u32(s, scale, base),
         }
     }
+    /// Whether the step's first column, `first + index · width`, lies below `dim`: the
+    /// steps of a tile's last N block past the dimension (its zero-filled B rows) store
+    /// nothing and read no bias.
+    pub fn within(self, b: &mut KernelBuilder, first: Reg, width: u32, dim: Reg) -> Reg {
+        let col = self.offset(b, first, width);
+        b.setp_u32(crate::ptx::Cmp::Lt, col, dim)
+    }
     /// `base + index · scale` on a 64-bit address.
     pub fn offset_u64(self, b: &mut KernelBuilder, base: Reg, scale: u32) -> Reg {
         match self {

@@ -31,6 +31,8 @@ use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, V
 struct RowInfo {
     /// The output (or scratch) row's address for this unit's N block.
     dst: Reg,
+    /// Bytes of the row in this N block: N·2, less in a last block of H not a multiple of N.
+    bytes: Reg,
     /// α2[expert] · router weight.
     scale: Reg,
     /// Whether the row is valid (below the tile's mn_limit, and the unit is live).
@@ -90,16 +92,26 @@ fn row_info(b: &mut KernelBuilder, g: &Sm100, c: &Common, k: &Params, u: Reg) ->
     let nt = b.rem_u32(u, c.sched.units_n);
     let n = b.mad_u32(nt, l.cn, c.target.n_rank);
     let col_bytes = b.mul_u32(n, l.n * 2);
+    // A last block of H not a multiple of N stores its columns below H; a cluster's last
+    // group may hold a block wholly past H (an N-tile count not a multiple of the cluster
+    // N), which stores nothing.
+    let inside = b.setp_u32(Cmp::Lt, col_bytes, k.out_row_bytes);
+    let valid = b.and_pred(valid, inside);
+    let left = b.sub_u32(k.out_row_bytes, col_bytes);
+    let bytes = b.min_u32(left, l.n * 2);
+    let bytes = b.selp_u32(bytes, 0u32, inside);
     let dst = b.mul_wide_u32(dst_index, k.out_row_bytes);
     let dst = b.add_u64(k.out, dst);
     let col_bytes = b.cvt_u64_u32(col_bytes);
     let dst = b.add_u64(dst, col_bytes);
     let bias = k.bias.map(|(base, hidden)| {
+        // A block past H reads column 0's biases (its values are not stored).
         let first = b.mul_u32(n, l.n);
+        let first = b.selp_u32(first, 0u32, inside);
         let i = b.mad_u32(expert, hidden, first);
         BiasInfo { alpha: al, weight: w, row: b.index_addr(base, i, 4) }
     });
-    RowInfo { dst, scale, valid, bias }
+    RowInfo { dst, bytes, scale, valid, bias }
 }
 
 /// Kernel parameters the epilogue reads.
@@ -117,6 +129,7 @@ struct Params {
 /// `dst ← src` for each register of a row info (the next unit's becoming the current).
 fn take(b: &mut KernelBuilder, dst: RowInfo, src: RowInfo) {
     b.emit_to(dst.dst, Alu::Mov(Ty::B64), vec![src.dst.into()]);
+    b.emit_to(dst.bytes, Alu::Mov(Ty::U32), vec![src.bytes.into()]);
     b.emit_to(dst.scale, Alu::Mov(Ty::F32), vec![src.scale.into()]);
     b.emit_to(dst.valid, Alu::Mov(Ty::Pred), vec![src.valid.into()]);
     if let (Some(d), Some(s)) = (dst.bias, src.bias) {
@@ -152,6 +165,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let first = row_info(b, g, c, &k, c.sched.first);
     let now = RowInfo {
         dst: b.reg(RegClass::B64),
+        bytes: b.reg(RegClass::B32),
         scale: b.reg(RegClass::F32),
         valid: b.reg(RegClass::Pred),
         bias: first.bias.map(|_| BiasInfo {
@@ -162,6 +176,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     };
     take(b, now, first);
     let steps = l.n / STEP_COLS;
+    let zero = b.mov_u32(0u32);
     let reduce_add = match l.key.finalize {
         FinalizeMode::BulkReduceAdd => Some(Ty::Bf16),
         FinalizeMode::Deterministic => None,
@@ -194,8 +209,12 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                     }
                 }
                 Some(bi) => {
-                    // The step's 64 biases (the same for every row: broadcast loads).
+                    // The step's 64 biases (the same for every row: broadcast loads); a step
+                    // past H reads the block's first ones instead, and its values are not
+                    // stored.
                     let at = step.offset_u64(b, bi.row, STEP_COLS * 4);
+                    let in_n = step.within(b, zero, STEP_COLS * 2, now.bytes);
+                    let at = b.selp_b64(at, bi.row, in_n);
                     let biases = load_f32x64(b, at);
                     let y: Vec<Reg> = v
                         .iter()
@@ -224,7 +243,7 @@ pub(super) fn epilogue_finalize(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         // This thread's row, written through the generic proxy, is read by the bulk copy
         // engine through the async proxy.
         b.fence_proxy_async();
-        let store = BulkStore { dst: now.dst, src: my_row, bytes: l.n * 2, reduce_add };
+        let store = BulkStore { dst: now.dst, src: my_row, bytes: now.bytes.into(), reduce_add };
         b.push_if(Guard::when(now.valid), store);
         b.emit(Bulk::CommitGroup, vec![]);
         take(b, now, next);

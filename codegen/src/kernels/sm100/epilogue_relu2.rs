@@ -84,6 +84,9 @@ pub(super) fn epilogue_relu2(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // Step s of this tile: accumulator and h columns s·64.., scale atom s of the
             // tile's N block, staging bytes (position within its half)·32.
             let at = step.offset(b, tile.taddr, STEP_COLS);
+            // Steps past I (a last N block of I not a multiple of N) hold zeros and store
+            // nothing: the TMA store clips their codes, a half wholly past I is not stored.
+            let in_n = step.within(b, h_col0, STEP_COLS, inter);
             let x = tmem_load::<64>(b, at, 0, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
             if p + 1 == release_after {
@@ -92,6 +95,7 @@ pub(super) fn epilogue_relu2(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // The step's 64 biases (the same for every row: broadcast loads).
             let biases = bias_row.map(|r| {
                 let at = step.offset_u64(b, r, STEP_COLS * 4);
+                let at = b.selp_b64(at, r, in_n);
                 load_f32x64(b, at)
             });
             let h: [Reg; 64] = std::array::from_fn(|i| {
@@ -120,15 +124,21 @@ pub(super) fn epilogue_relu2(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // Scale columns 4·(N block·steps + s) .. +4 of this row: one 32-bit word.
             let word = b.mov_b32(RegClass::B32, Operand::regs(&[sc_lo, sc_hi]));
             let dst = step.offset_u64(b, tile_sf, 512);
-            b.st_global(Ty::B32, dst, word);
+            b.emit_if(
+                Guard::when(in_n),
+                Memory::St(Access::scalar(Space::Global, Ty::B32)),
+                vec![Operand::addr(dst), word.into()],
+            );
             if (p + 1) % half == 0 || p + 1 == order.len() {
                 // This half is staged: one TMA store of its N/2 columns, from h column
                 // n·N + (its first step)·64.
                 b.fence_proxy_async();
                 b.bar_warp_sync();
                 let skip = b.new_label("skip_store");
-                b.bra_unless(one, &skip);
                 let col = order[p - p % half].offset(b, h_col0, STEP_COLS);
+                let half_in = b.setp_u32(crate::ptx::Cmp::Lt, col, inter);
+                let issue = b.and_pred(one, half_in);
+                b.bra_unless(issue, &skip);
                 b.push(TmaStore {
                     map: map_out,
                     coords: vec![col.into(), wrow.into()],

@@ -93,6 +93,9 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let gate = b.index_addr(base, gate_col, 4);
             [up, gate]
         });
+        // The tile's first h column; its steps past I (a last N block of 2I not a multiple
+        // of N) hold zeros and store nothing: the TMA store clips their codes.
+        let col = b.mul_u32(u.n, l.n / 2);
         let row = b.add_u32(u.row0, c.tid);
         let rowblock = b.shr_u32(row, 7u32);
         let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
@@ -107,6 +110,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // Step s of this tile: accumulator columns s·128.., h columns s·64.., scale atom
             // s of the tile's N block, staging bytes s·32.
             let at = step.offset(b, tile.taddr, PAIR_COLS);
+            let in_n = step.within(b, col, STEP_COLS, inter);
             let up = tmem_load::<64>(b, at, 0, LdRepeat::X64);
             let gate = tmem_load::<64>(b, at, STEP_COLS, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
@@ -117,6 +121,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let biases = bias_rows.map(|rows| {
                 rows.map(|r| {
                     let at = step.offset_u64(b, r, STEP_COLS * 4);
+                    let at = b.selp_b64(at, r, in_n);
                     load_f32x64(b, at)
                 })
             });
@@ -166,14 +171,17 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // Scale columns 4·(N block·steps + s) .. +4 of this row: one 32-bit word.
             let word = b.mov_b32(RegClass::B32, Operand::regs(&[sc_lo, sc_hi]));
             let dst = step.offset_u64(b, tile_sf, 512);
-            b.st_global(Ty::B32, dst, word);
+            b.emit_if(
+                Guard::when(in_n),
+                Memory::St(Access::scalar(Space::Global, Ty::B32)),
+                vec![Operand::addr(dst), word.into()],
+            );
         }
         acc.advance(b);
         b.fence_proxy_async();
         b.bar_warp_sync();
         let skip = b.new_label("skip_store");
         b.bra_unless(one, &skip);
-        let col = b.mul_u32(u.n, l.n / 2);
         let wrow = b.mad_u32(c.warp, 32u32, u.row0);
         b.push(TmaStore { map: map_out, coords: vec![col.into(), wrow.into()], src: warp_stage });
         b.emit(Bulk::CommitGroup, vec![]);

@@ -10,6 +10,7 @@ use crate::ptx::instrs::CpAsync;
 use crate::ptx::ops::{Alu, CacheOp, IntOp};
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass, Ty};
 use moegen_dsl::abi::{Buffer, Scalar};
+use moegen_dsl::resources::MMA_K;
 
 /// Rows of the 128-row A tile each gather thread copies a 16-byte chunk of per K stage: a
 /// K stage of a row is 128 bytes, eight chunks, so eight threads share a row and a warp
@@ -57,8 +58,8 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let swz = b.xor_b32(chunk, r0_mod8);
     let swz = b.shl_b32(swz, 4u32);
     let a_off = b.mad_u32(r0, 128u32, swz);
-    let chunk_bytes = b.shl_b32(chunk, 4u32);
-    let chunk_bytes = b.cvt_u64_u32(chunk_bytes);
+    let chunk_at = b.shl_b32(chunk, 4u32);
+    let chunk_bytes = b.cvt_u64_u32(chunk_at);
     // Row gt's scale bytes: lane gt % 32, quarter gt / 32 of each 512-byte atom.
     let g32 = b.and_b32(gt, 31u32);
     let gq = b.shr_u32(gt, 5u32);
@@ -91,12 +92,22 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         let off = b.mul_wide_u32(token, sf_bytes);
         b.emit_to(src_sf, Alu::Int(IntOp::Add, Ty::U64), vec![x_sf.into(), off.into()]);
         b.emit_to(size_sf, Alu::Mov(Ty::U32), vec![n.into()]);
-        c.sched.k_loop(b, &mut |b, _kk| {
+        c.sched.k_loop_split(b, &mut |b, _kk, tail| {
             ab.acquire_unless(b, ready);
             let st = g.smem.stage_base(b, c.smem, ab.cursor().index);
             let a_dst = b.add_u32(st, a_off);
+            // A partial last stage (`rem` of its 256 K elements exist): chunks and scale
+            // atoms past the row's end copy nothing (zero fill) instead of the next row.
+            let in_k = tail.map(|rem| {
+                let rem_bytes = b.shr_u32(rem, 1u32);
+                b.setp_u32(Cmp::Lt, chunk_at, rem_bytes)
+            });
             for j in 0..ROWS_PER_THREAD {
                 let (s, n) = (src[j as usize], size[j as usize]);
+                let n = match in_k {
+                    Some(p) => b.selp_u32(n, 0u32, p),
+                    None => n,
+                };
                 b.push(CpAsync {
                     cache: CacheOp::CgPrefetch128,
                     dst: a_dst,
@@ -112,6 +123,13 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // Each K block takes the row's next 16 scale bytes, so one 128-byte L2 line
             // serves eight K blocks: the hint fetches it whole on the first.
             for kb in 0..4u32 {
+                let n = match tail {
+                    Some(rem) if kb > 0 => {
+                        let atom_in = b.setp_u32(Cmp::Gt, rem, MMA_K * kb);
+                        b.selp_u32(size_sf, 0u32, atom_in)
+                    }
+                    _ => size_sf,
+                };
                 b.push(CpAsync {
                     cache: CacheOp::CaPrefetch128,
                     dst: sfa,
@@ -119,7 +137,7 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                     src: src_sf,
                     src_offset: kb * 4,
                     bytes: 4,
-                    src_bytes: size_sf,
+                    src_bytes: n,
                 });
             }
             add_u64_in_place(b, src_sf, 16);

@@ -9,6 +9,7 @@
 //! are issued, so its latency overlaps them.
 
 use moegen_dsl::GemmKind;
+use moegen_dsl::resources::MMA_K;
 
 use super::Sm100;
 use super::prologue::Common;
@@ -16,7 +17,9 @@ use crate::kernels::pipeline::CommitAt;
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{Tcgen05Cp, Tcgen05Mma};
 use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind};
-use crate::ptx::{Accumulate, Cmp, KernelBuilder, Label, Operand, Reg, RegClass, TmemAddr, Ty};
+use crate::ptx::{
+    Accumulate, Cmp, Guard, KernelBuilder, Label, Operand, Reg, RegClass, TmemAddr, Ty,
+};
 
 /// High word of the A/B descriptors: K-major SW128 (SBO 1024 B, version bit 46, swizzle 2).
 const HI_AB: u32 = 0x4000_4040;
@@ -103,7 +106,7 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
         // Overlapping buffers share one ring slot: the buffer alternates with the phase.
         let buffer = if l.acc_overlapped() { accum.phase } else { accum.index };
         let d = b.mad_u32(buffer, l.budget.acc_buffer_stride(), c.target.tmem);
-        c.sched.k_loop(b, &mut |b, kk| {
+        c.sched.k_loop_split(b, &mut |b, kk, tail| {
             let acc_p = b.setp_u32(Cmp::Ne, kk, 0u32);
             let off = b.op(
                 RegClass::B64,
@@ -138,7 +141,13 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
                 } else {
                     (desc_plus(b, a, 2 * j), desc_plus(b, bd, 2 * j))
                 };
-                b.push(Tcgen05Mma {
+                // A partial last stage (K a multiple of 64, not of 256) issues the MMAs of
+                // its atoms only: the zero-filled rest never meets the accumulator.
+                let guard = match tail {
+                    Some(rem) if j > 0 => Some(Guard::when(b.setp_u32(Cmp::Gt, rem, MMA_K * j))),
+                    _ => None,
+                };
+                let mma = Tcgen05Mma {
                     group,
                     kind: MmaKind::Mxf4Nvf4Block16,
                     d_tmem: TmemAddr::new(d),
@@ -152,7 +161,11 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
                     } else {
                         Accumulate::Always
                     },
-                });
+                };
+                match guard {
+                    Some(g) => b.push_if(g, mma),
+                    None => b.push(mma),
+                }
             }
             ab.release(b, CommitAt { group, mask: empty_mask });
             b.emit(Alu::Int(IntOp::Sub, Ty::U32), vec![sfa_t.into(), sf_swap.into(), sfa_t.into()]);

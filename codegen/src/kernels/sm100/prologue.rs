@@ -7,7 +7,8 @@ use moegen_dsl::resources::{CTA_ROWS, K_STAGE};
 
 use super::Sm100;
 use crate::kernels::skeleton::{
-    self, ClusterPlace, NBlocks, ProblemShape, Threads, TileScheduler, init_barriers, threads,
+    self, ClusterPlace, KTail, NBlocks, ProblemShape, Threads, TileScheduler, init_barriers,
+    threads,
 };
 use crate::ptx::instrs::Tcgen05Alloc;
 use crate::ptx::ops::Tcgen05;
@@ -63,7 +64,7 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm100) -> Common {
         ungated: l.kind == GemmKind::Gemm1 && !l.key.activation.gated(),
         k_stage: K_STAGE,
         n_blocks: NBlocks::RoundUp { n: l.n, cn: l.cn },
-        k_ceil: false,
+        k_tail: KTail::Split,
     };
     let place = ClusterPlace { cn: l.cn, n_rank, m_rank, cta_rows: CTA_ROWS };
     let sched = TileScheduler::load(b, &shape, cluster_id, clusters, l.tile, Some(place));

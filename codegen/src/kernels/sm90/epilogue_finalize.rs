@@ -169,7 +169,7 @@ pub(super) fn epilogue_finalize(
         FinalizeMode::BulkReduceAdd => Some(Ty::Bf16),
         FinalizeMode::Deterministic => None,
     };
-    let store = BulkStore { dst, src: p.own_row, bytes: row, reduce_add };
+    let store = BulkStore { dst, src: p.own_row, bytes: row.into(), reduce_add };
     match p.hidden {
         None => b.push_if(Guard::when(valid), store),
         Some(hidden) => partial_store(b, g, k, u, hidden, valid, store),
@@ -231,7 +231,7 @@ fn partial_store(
         let end = b.add_u32(first, TILE_ROWS as u32);
         let half = b.setp_u32(Cmp::Eq, end, hidden);
         let half = b.and_pred(valid, half);
-        b.push_if(Guard::when(half), BulkStore { bytes: TILE_ROWS as u32 * 2, ..store });
+        b.push_if(Guard::when(half), BulkStore { bytes: (TILE_ROWS as u32 * 2).into(), ..store });
     }
 }
 

@@ -7,7 +7,7 @@ use moegen_dsl::sm90_n_granule;
 use super::Sm90;
 use super::layout::Sm90Layout;
 use crate::kernels::skeleton::{
-    self, NBlocks, ProblemShape, Threads, TileScheduler, init_barriers, threads,
+    self, KTail, NBlocks, ProblemShape, Threads, TileScheduler, init_barriers, threads,
 };
 use crate::ptx::{KernelBuilder, SReg};
 
@@ -43,7 +43,7 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm90) -> Common {
         kind: l.kind,
         ungated: l.ungated(),
         k_stage: l.k_stage,
-        k_ceil: l.a8,
+        k_tail: if l.a8 { KTail::Padded } else { KTail::None },
         n_blocks,
     };
     let sched = TileScheduler::load(b, &shape, cta, ctas, l.tile, None);

@@ -135,6 +135,10 @@ impl KernelBuilder {
     pub fn selp_u32(&mut self, a: impl Into<Operand>, b: impl Into<Operand>, p: Reg) -> Reg {
         self.op(RegClass::B32, Alu::Selp(Ty::B32), vec![a.into(), b.into(), p.into()])
     }
+    /// `selp.b64 d, a, b, p` (64-bit addresses).
+    pub fn selp_b64(&mut self, a: impl Into<Operand>, b: impl Into<Operand>, p: Reg) -> Reg {
+        self.op(RegClass::B64, Alu::Selp(Ty::B64), vec![a.into(), b.into(), p.into()])
+    }
     /// `selp.f32 d, a, b, p`.
     pub fn selp_f32(&mut self, a: impl Into<Operand>, b: impl Into<Operand>, p: Reg) -> Reg {
         self.op(RegClass::F32, Alu::Selp(Ty::F32), vec![a.into(), b.into(), p.into()])

@@ -153,8 +153,8 @@ pub struct BulkStore {
     pub dst: Reg,
     /// Source (shared-window address).
     pub src: Reg,
-    /// Bytes: a multiple of 16.
-    pub bytes: u32,
+    /// Bytes: a positive multiple of 16.
+    pub bytes: Bytes,
     /// The element type added into the destination, or `None` to copy.
     pub reduce_add: Option<Ty>,
 }
@@ -165,7 +165,7 @@ impl TypedInstr for BulkStore {
         let ops = vec![
             c.global("dst", self.dst)?,
             c.shared("src", self.src)?,
-            bulk_bytes(&c, Bytes::Fixed(self.bytes))?,
+            bulk_bytes(&c, self.bytes)?,
         ];
         let op = match self.reduce_add {
             Some(ty) => Bulk::ReduceAdd { ty },
