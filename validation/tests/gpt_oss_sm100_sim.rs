@@ -63,3 +63,180 @@ fn a_gpt_oss_shaped_layer_matches_the_reference_bit_for_bit() {
         assert!(r.reference_vs_oracle < 0.3, "{}: {}", r.tactic, r.reference_vs_oracle);
     }
 }
+
+/// A small deterministic generator (splitmix64) for the checkpoint's bytes.
+struct Bytes(u64);
+
+impl Bytes {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A value in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+const E: usize = 32;
+const LOCAL: std::ops::Range<usize> = 4..8;
+const HI: usize = 2880;
+
+/// One expert's stacked gpt-oss tensors' bytes: `[rows, cols/32, 16]` codes and `[rows,
+/// cols/32]` UE8M0 scales (2^-10 … 2^-8: unit-scale pre-activations at K = 2880).
+fn mxfp4_rows(r: &mut Bytes, rows: usize, cols: usize) -> (Vec<u8>, Vec<u8>) {
+    let codes = (0..rows * cols / 2).map(|_| r.next() as u8).collect();
+    let scales = (0..rows * cols / 32).map(|_| 117 + (r.next() % 3) as u8).collect();
+    (codes, scales)
+}
+
+/// gpt-oss's element `(row, col)` of an expert's stacked `[rows, cols]` tensor, decoded by
+/// this test: E2M1 code (element 2j in the low nibble) × 2^(scale − 127).
+fn decode(codes: &[u8], scales: &[u8], cols: usize, row: usize, col: usize) -> f32 {
+    let byte = codes[(row * cols + col) / 2];
+    let code = (byte >> (4 * (col % 2))) & 0xF;
+    moegen_dsl::formats::e2m1_to_f32(code)
+        * moegen_dsl::formats::ue8m0_to_f32(scales[(row * cols + col) / 32])
+}
+
+/// gpt-oss-20b's layer shape (H = I = 2880, 32 experts, top 4) from a safetensors file in
+/// gpt-oss's published layout (`gate_up_proj_blocks` with gate and up interleaved by row,
+/// UE8M0 scales, bf16 biases), loaded by `GptOssExperts`, converted exactly to NVFP4
+/// (`import_mxfp4`) and run through `MoeLayer` on the simulated SM100 with gpt-oss's
+/// epilogue (α 1.702, β 1, limit 7, both biases): bit for bit the SM100 CPU reference, and
+/// near the f64 oracle built from this test's own decoding of the file.
+#[test]
+fn a_gpt_oss_checkpoint_runs_on_sm100_bit_for_bit() {
+    use half::bf16;
+    use moegen_dsl::epilogue_math::ActivationParams;
+    use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
+    use moegen_runtime::checkpoint_files::{GptOssExperts, SafetensorsFiles};
+    use moegen_runtime::reference::{ExpertEpilogue, Routing, import_mxfp4, oracle_moe_epilogue};
+    use moegen_validation::layer_check::{FC2_INPUT_SCALE, Problem};
+    use safetensors::Dtype;
+    use safetensors::tensor::TensorView;
+
+    let (h, i) = (HI, HI);
+    let shape =
+        MoeShape::new(h, i, ExpertWindow::new(E, LOCAL.start, LOCAL.len(), 4).unwrap()).unwrap();
+    let mut r = Bytes(0x6770_742d_6f73);
+    // The window's experts random; the others zero (never read).
+    let (mut gu_b, mut gu_s, mut d_b, mut d_s) = (vec![], vec![], vec![], vec![]);
+    for e in 0..E {
+        if LOCAL.contains(&e) {
+            let (b, s) = mxfp4_rows(&mut r, 2 * i, h);
+            gu_b.extend(b);
+            gu_s.extend(s);
+            let (b, s) = mxfp4_rows(&mut r, h, i);
+            d_b.extend(b);
+            d_s.extend(s);
+        } else {
+            gu_b.extend(vec![0u8; 2 * i * h / 2]);
+            gu_s.extend(vec![127u8; 2 * i * h / 32]);
+            d_b.extend(vec![0u8; h * i / 2]);
+            d_s.extend(vec![127u8; h * i / 32]);
+        }
+    }
+    let gu_bias: Vec<bf16> = (0..E * 2 * i).map(|_| bf16::from_f32(0.2 * r.unit())).collect();
+    let d_bias: Vec<bf16> = (0..E * h).map(|_| bf16::from_f32(0.02 * r.unit())).collect();
+    let le = |v: &[bf16]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let (gu_bias_b, d_bias_b) = (le(&gu_bias), le(&d_bias));
+    let p = "model.layers.7.mlp.experts.";
+    let tensors: Vec<(String, TensorView<'_>)> = [
+        ("gate_up_proj_blocks", Dtype::U8, vec![E, 2 * i, h / 32, 16], &gu_b),
+        ("gate_up_proj_scales", Dtype::U8, vec![E, 2 * i, h / 32], &gu_s),
+        ("gate_up_proj_bias", Dtype::BF16, vec![E, 2 * i], &gu_bias_b),
+        ("down_proj_blocks", Dtype::U8, vec![E, h, i / 32, 16], &d_b),
+        ("down_proj_scales", Dtype::U8, vec![E, h, i / 32], &d_s),
+        ("down_proj_bias", Dtype::BF16, vec![E, h], &d_bias_b),
+    ]
+    .into_iter()
+    .map(|(n, dt, shape, data)| (format!("{p}{n}"), TensorView::new(dt, shape, data).unwrap()))
+    .collect();
+    let path = std::env::temp_dir()
+        .join(format!("moegen-gpt-oss-sm100-{}.safetensors", std::process::id()));
+    std::fs::write(&path, safetensors::serialize(tensors, None).unwrap()).unwrap();
+    let files = SafetensorsFiles::open(&[&path]).unwrap();
+    let loaded = GptOssExperts::load(&files, 7, &shape);
+    drop(files);
+    std::fs::remove_file(&path).unwrap();
+    let loaded = loaded.unwrap();
+
+    // Tokens, routes (distinct experts, some outside the window) and the oracle's weights
+    // from this test's own decoding: gate = even rows of gate_up, up = odd rows.
+    let tokens = 6;
+    let x: Vec<bf16> = (0..tokens * h).map(|_| bf16::from_f32(2.0 * r.unit())).collect();
+    let mut experts = Vec::with_capacity(tokens * 4);
+    for t in 0..tokens {
+        // Two window experts and two others per token, distinct.
+        let a = LOCAL.start + t % 4;
+        let b = LOCAL.start + (t + 1 + t / 4) % 4;
+        experts.extend([a as i32, b as i32, (12 + t) as i32, (20 + 2 * t) as i32]);
+    }
+    let weights = (0..tokens * 4).map(|j| 0.1 + 0.2 * (j % 4) as f32).collect();
+    let routing = Routing { tokens, experts, weights };
+    let (mut up, mut gate, mut down) = (vec![], vec![], vec![]);
+    let (mut b1, mut b2) = (vec![], vec![]);
+    for (li, e) in LOCAL.enumerate() {
+        let (gb, gs) = (&gu_b[e * 2 * i * h / 2..], &gu_s[e * 2 * i * h / 32..]);
+        let (db, ds) = (&d_b[e * h * i / 2..], &d_s[e * h * i / 32..]);
+        for row in 0..i {
+            gate.extend((0..h).map(|c| decode(gb, gs, h, 2 * row, c)));
+            up.extend((0..h).map(|c| decode(gb, gs, h, 2 * row + 1, c)));
+        }
+        down.extend((0..h * i).map(|k| decode(db, ds, i, k / i, k % i)));
+        let bias = |k: usize| gu_bias[e * 2 * i + k].to_f32();
+        // moegen's GEMM1 bias: the expert's I up values, then its I gate values.
+        b1.extend((0..i).map(|j| bias(2 * j + 1)));
+        b1.extend((0..i).map(|j| bias(2 * j)));
+        b2.extend((0..h).map(|j| d_bias[e * h + j].to_f32()));
+        assert_eq!(li, e - LOCAL.start);
+    }
+    let params = ActivationParams::GPT_OSS;
+    let own = ExpertEpilogue::new(
+        &shape,
+        moegen_dsl::Activation::SwigluClamped,
+        vec![params; LOCAL.len()],
+        Some(b1),
+        Some(b2),
+    )
+    .unwrap();
+    let epilogue = loaded.epilogue(&shape, params).unwrap();
+    assert_eq!(epilogue, own, "the loader's biases are the file's, de-interleaved");
+    let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    let oracle = oracle_moe_epilogue(&shape, &xf, &up, &gate, &down, &routing, &own).unwrap();
+    let input_scale = nvfp4_global_scale(block_amax(&xf)).unwrap();
+    let prepared = import_mxfp4(&shape, &loaded.tensors(), input_scale, FC2_INPUT_SCALE)
+        .unwrap()
+        .with_epilogue(&shape, epilogue.clone())
+        .unwrap();
+    let case = LayerCase {
+        shape,
+        tokens,
+        planned_tokens: tokens,
+        activations: ActivationFormat::Nvfp4,
+        format: WeightFormat::Nvfp4,
+        finalize: FinalizeMode::Deterministic,
+        seed: 0,
+        routes: RoutePattern::Spread,
+        epilogue: EpilogueSpec::GPT_OSS,
+        recipe: None,
+    };
+    let p = Problem { case, x, routing, input_scale, prepared, mxfp4: vec![], epilogue, oracle };
+    let tactics = [tactic(128, 256, [256, 1]), tactic(256, 128, [128, 2])];
+    let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
+    let set = builtin_with_epilogue(&gemms, EpilogueSpec::GPT_OSS, "sm_100f", |b| b).unwrap();
+    let mut sim = SimBackend::new().with_sm_count(8);
+    let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
+    for t in &tactics {
+        assert!(rows.iter().any(|r| r.tactic == t.to_string()), "{t} did not run");
+    }
+    for r in &rows {
+        assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
+        assert!(r.reference_vs_oracle < 0.25, "{}: {}", r.tactic, r.reference_vs_oracle);
+        eprintln!("{}: reference vs oracle {:.4}", r.tactic, r.reference_vs_oracle);
+    }
+}
