@@ -318,7 +318,8 @@ fn plan_takes_gpt_oss_2880_on_sm100() {
     };
     let v = json(&args("2880"));
     let smaller = json(&args("2816"));
-    assert!(v["workspace_bytes"].as_u64() > smaller["workspace_bytes"].as_u64(), "{v}");
+    let bytes = |v: &serde_json::Value| v["workspace_bytes"].as_u64().unwrap();
+    assert!(bytes(&v) > bytes(&smaller), "{v}");
 }
 
 fn plan_args(extra: &[&'static str]) -> Vec<&'static str> {

@@ -96,7 +96,8 @@ def test_gpt_oss_tensors_are_checked_by_moegens_loader():
 
 
 def test_a_shape_no_tactic_serves_says_why(case):
-    small = Nvfp4Case(seed=1, hidden=128, inter=128, tokens=1)
+    # H 160: a multiple of the NVFP4 block, not of the SM100 MMA's K (64).
+    small = Nvfp4Case(seed=1, hidden=160, inter=128, tokens=1)
     with pytest.raises(moegen.LayerError, match=r"no tactic of the kernel set applies"):
         moegen.MoeLayer.from_flashinfer_nvfp4(**small.layer_args(), max_num_tokens=4)
 

@@ -143,3 +143,44 @@ fn bulk_copies_complete_on_their_barrier() {
     let remote = "\tmapa.shared::cluster.u32 %r11, %r1, 1;\n\tcp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r11], [%rd0], 256, [%r1+2048];";
     assert!(bulk(remote, true, 2).unwrap_err().to_string().contains("not the destination CTA"));
 }
+
+/// A copy of nothing is refused (a bulk store or reduce-add of 0 bytes: a predicate that
+/// should have held), and so is a zero-fill cp.async (src-size 0) naming memory past the end
+/// of every allocation, while one naming allocated memory zero-fills as before.
+#[test]
+fn empty_bulk_copies_and_zero_fills_outside_memory_are_refused() {
+    let store = |size: u32, reduce: bool| {
+        let op = if reduce {
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16"
+        } else {
+            "cp.async.bulk.global.shared::cta.bulk_group"
+        };
+        run(
+            &format!(
+                "\tmov.u32 %r3, {size};\n\t{op} [%rd1], [%r1], %r3;\n\
+                 \tcp.async.bulk.commit_group;\n\tcp.async.bulk.wait_group 0;"
+            ),
+            1,
+        )
+    };
+    for reduce in [false, true] {
+        assert!(store(32, reduce).is_ok(), "reduce {reduce}");
+        let e = store(0, reduce).unwrap_err();
+        assert!(e.to_string().contains("positive multiple of 16"), "{e}");
+    }
+    // src-size 0 at the input's first bytes: zero fill; 16 bytes past the input's 4096:
+    // outside memory.
+    let fill = |offset: u32| {
+        run(
+            &format!(
+                "\tmov.u32 %r3, 0;\n\tcp.async.cg.shared.global [%r1], [%rd0+{offset}], 16, %r3;\n\
+                 \tcp.async.wait_all;\n\tld.shared.v4.u32 {{%r4, %r5, %r6, %r7}}, [%r1];\n\
+                 \tst.global.v4.u32 [%rd1], {{%r4, %r5, %r6, %r7}};"
+            ),
+            1,
+        )
+    };
+    assert_eq!(fill(0).unwrap()[..16], [0u8; 16]);
+    let e = fill(1 << 20).unwrap_err();
+    assert!(matches!(e, SimError::GlobalOutOfBounds { .. }), "{e}");
+}

@@ -190,14 +190,15 @@ fn run_once(
             GemmKind::Gemm2 => (i, h),
         };
         let [_, n] = g.mma_tiler();
-        let units = live * n_dim / u64::from(n * g.cluster()[1]);
+        let cn = u64::from(g.cluster()[1]);
+        let units = live * n_dim.div_ceil(u64::from(n)).div_ceil(cn);
         let profile = sim
             .profiles
             .iter()
             .find(|(k, _)| *k == name)
             .map(|(_, p)| p.clone())
             .ok_or_else(|| RoleStatsError::NoProfile(name.clone()))?;
-        out.insert(name, Sample { profile, units, k_blocks: k_dim / 256 });
+        out.insert(name, Sample { profile, units, k_blocks: k_dim.div_ceil(256) });
     }
     Ok(out)
 }

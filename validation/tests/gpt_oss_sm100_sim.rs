@@ -13,7 +13,7 @@ use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
-    LayerCase, RoutePattern, builtin_with_epilogue, check_tactics_in, problem,
+    LayerCase, Problem, RoutePattern, builtin_with_epilogue, check_tactics_in, problem,
 };
 
 /// The SM100 tactic with this routing tile, GEMM1 N and GEMM2 [N, cluster N].
@@ -37,8 +37,6 @@ fn a_gpt_oss_shaped_layer_matches_the_reference_bit_for_bit() {
     // both, GEMM2's 12 blocks in 2-wide clusters.
     let tactics = [tactic(128, 256, [128, 2]), tactic(256, 256, [256, 2])];
     let spec = EpilogueSpec::GPT_OSS;
-    let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
-    let set = builtin_with_epilogue(&gemms, spec, "sm_100f", |b| b).unwrap();
     let case = LayerCase {
         shape,
         tokens: 6,
@@ -52,15 +50,24 @@ fn a_gpt_oss_shaped_layer_matches_the_reference_bit_for_bit() {
         recipe: None,
     };
     let p = problem(case).unwrap();
+    runs_bit_for_bit(&p, &tactics, 0.3);
+}
+
+/// Runs `tactics` (with gpt-oss's SM100 GEMMs, generated here) on `p` through `MoeLayer` in
+/// the simulator: each runs, and every row equals the SM100 reference bit for bit, within
+/// `oracle_bound` (relative L2) of the f64 oracle.
+fn runs_bit_for_bit(p: &Problem, tactics: &[MoeTactic], oracle_bound: f64) {
+    let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
+    let set = builtin_with_epilogue(&gemms, EpilogueSpec::GPT_OSS, "sm_100f", |b| b).unwrap();
     let mut sim = SimBackend::new().with_sm_count(8);
-    let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
-    for t in &tactics {
+    let rows = check_tactics_in(&mut sim, p, None, &set).unwrap();
+    for t in tactics {
         assert!(rows.iter().any(|r| r.tactic == t.to_string()), "{t} did not run");
     }
     for r in &rows {
         assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
-        assert!(r.elements == 6 * 2880, "{}: {} elements", r.tactic, r.elements);
-        assert!(r.reference_vs_oracle < 0.3, "{}: {}", r.tactic, r.reference_vs_oracle);
+        assert_eq!(r.elements, p.case.tokens * p.case.shape.hidden, "{}", r.tactic);
+        assert!(r.reference_vs_oracle < oracle_bound, "{}: {}", r.tactic, r.reference_vs_oracle);
     }
 }
 
@@ -115,7 +122,7 @@ fn a_gpt_oss_checkpoint_runs_on_sm100_bit_for_bit() {
     use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
     use moegen_runtime::checkpoint_files::{GptOssExperts, SafetensorsFiles};
     use moegen_runtime::reference::{ExpertEpilogue, Routing, import_mxfp4, oracle_moe_epilogue};
-    use moegen_validation::layer_check::{FC2_INPUT_SCALE, Problem};
+    use moegen_validation::layer_check::FC2_INPUT_SCALE;
     use safetensors::Dtype;
     use safetensors::tensor::TensorView;
 
@@ -226,17 +233,8 @@ fn a_gpt_oss_checkpoint_runs_on_sm100_bit_for_bit() {
         recipe: None,
     };
     let p = Problem { case, x, routing, input_scale, prepared, mxfp4: vec![], epilogue, oracle };
+    // 1-CTA GEMM2 N 256 (12 blocks, the last 64 columns wide); 2-CTA GEMM1 N 128 (45
+    // blocks) and GEMM2 N 128 in 2-wide clusters.
     let tactics = [tactic(128, 256, [256, 1]), tactic(256, 128, [128, 2])];
-    let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
-    let set = builtin_with_epilogue(&gemms, EpilogueSpec::GPT_OSS, "sm_100f", |b| b).unwrap();
-    let mut sim = SimBackend::new().with_sm_count(8);
-    let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
-    for t in &tactics {
-        assert!(rows.iter().any(|r| r.tactic == t.to_string()), "{t} did not run");
-    }
-    for r in &rows {
-        assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
-        assert!(r.reference_vs_oracle < 0.25, "{}: {}", r.tactic, r.reference_vs_oracle);
-        eprintln!("{}: reference vs oracle {:.4}", r.tactic, r.reference_vs_oracle);
-    }
+    runs_bit_for_bit(&p, &tactics, 0.25);
 }

@@ -8,7 +8,7 @@ use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
 use moegen_validation::layer_check::{
-    GraphCheck, LayerCase, LayerCheckError, Problem, RoutePattern, bf16_ulps,
+    GraphCheck, LayerCase, LayerCheckError, Problem, RoutePattern, TacticRow, bf16_ulps,
     builtin_with_epilogue, check_graph_replay, check_tactics, check_tactics_in,
     check_tactics_picked, device_checked_errors, finalize_slack, problem,
 };
@@ -58,13 +58,25 @@ fn the_bulk_order_slack_follows_the_derivation() {
     assert_eq!(bulk, vec![2.0 * 3.0 * 2.75 / 256.0]);
 }
 
-#[test]
-fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
-    let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = spread(shape, 5, ActivationFormat::Nvfp4, WeightFormat::Nvfp4, 9);
+/// The built-in set's SM100 tactics (at most `max`) on a plain NVFP4 case of H × I, the
+/// case, and the rows.
+fn sm100_rows(
+    h: usize,
+    i: usize,
+    tokens: usize,
+    seed: u64,
+    max: Option<usize>,
+) -> (LayerCase, Vec<TacticRow>) {
+    let shape = MoeShape::new(h, i, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
+    let case = spread(shape, tokens, ActivationFormat::Nvfp4, WeightFormat::Nvfp4, seed);
     let p = problem(case).unwrap();
     let mut sim = SimBackend::new().with_sm_count(4);
-    let rows = check_tactics(&mut sim, &p, Some(2)).unwrap();
+    (case, check_tactics(&mut sim, &p, max).unwrap())
+}
+
+#[test]
+fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
+    let (case, rows) = sm100_rows(512, 256, 5, 9, Some(2));
     assert_eq!(rows.len(), 2);
     for r in &rows {
         assert_eq!(r.identical, r.elements, "{}", r.tactic);
@@ -85,11 +97,7 @@ fn sm100_layer_tactics_match_the_reference_bit_for_bit() {
 /// equals the SM100 reference bit for bit.
 #[test]
 fn sm100_layer_tails_match_the_reference_bit_for_bit() {
-    let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let case = spread(shape, 7, ActivationFormat::Nvfp4, WeightFormat::Nvfp4, 31);
-    let p = problem(case).unwrap();
-    let mut sim = SimBackend::new().with_sm_count(4);
-    let rows = check_tactics(&mut sim, &p, None).unwrap();
+    let (_, rows) = sm100_rows(320, 192, 7, 31, None);
     assert_eq!(rows.len(), 16, "every SM100 tactic serves H 320, I 192");
     for r in &rows {
         assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
@@ -526,19 +534,8 @@ fn sm100_epilogue_tails_match_the_reference_bit_for_bit() {
     {
         let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
         let set = builtin_with_epilogue(&gemms, spec, "sm_100f", |b| b).unwrap();
-        let case = LayerCase {
-            shape,
-            tokens: 9,
-            planned_tokens: 9,
-            activations: ActivationFormat::Nvfp4,
-            format: WeightFormat::Nvfp4,
-            finalize: FinalizeMode::Deterministic,
-            seed: 70 + i as u64,
-            routes: RoutePattern::Spread,
-            epilogue: spec,
-            recipe: None,
-        };
-        let p = problem(case).unwrap();
+        let plain = spread(shape, 9, ActivationFormat::Nvfp4, WeightFormat::Nvfp4, 70 + i as u64);
+        let p = problem(LayerCase { epilogue: spec, ..plain }).unwrap();
         let mut sim = SimBackend::new().with_sm_count(4);
         let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
         for t in &tactics {

@@ -23,7 +23,8 @@ fn builtin_where(keep: impl Fn(&moegen_dsl::abi::GemmKey) -> bool) -> KernelSet 
 }
 
 /// The README's former `moe_kernels!` tactic: 128-row tiles, GEMM1 N 128, GEMM2 N 256 over
-/// a 2-wide cluster (so H must give an even number of 256-column tiles).
+/// a 2-wide cluster (so H must give at least two 256-column tiles, the last possibly
+/// partial).
 fn wide_gemm2_set() -> (KernelSet, MoeTactic) {
     let g1 = GemmTactic::new(GemmKind::Gemm1, [128, 128], [1, 1], Raster::AlongN).unwrap();
     let g2 = GemmTactic::new(GemmKind::Gemm2, [128, 256], [1, 2], Raster::AlongN).unwrap();

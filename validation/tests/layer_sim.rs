@@ -379,6 +379,9 @@ fn tuning_times_every_tactic_on_one_workspace_and_the_cache_round_trips() {
         draws * per_pass.iter().sum::<u64>(),
         "one pass per routing draw, tactic and bucket"
     );
+    // Each pass is a captured graph's replay (what engines run at decode), not eager
+    // launches.
+    assert_eq!(after.replays - before.replays, draws * tactics.len() as u64, "graph replays");
     assert!(after.allocations > before.allocations, "the tuner uploads its inputs");
     assert_eq!(
         after.allocations - before.allocations,

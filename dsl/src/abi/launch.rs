@@ -261,8 +261,9 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
 }
 
 /// Work units of a persistent GEMM: routing tiles × cluster-wide N blocks, where the N
-/// dimension is 2I for GEMM1 and H for GEMM2. `None` when the tactic does not cover the
-/// dimension ([`crate::GemmTactic::fits_n`]'s rule on the key) or on overflow.
+/// dimension is 2I for GEMM1 and H for GEMM2. `None` when the clusters do not cover the
+/// dimension (at least one N tile per cluster rank; GEMM1 whole groups: the cluster part of
+/// [`crate::GemmTactic::fits_n`]) or on overflow.
 pub fn persistent_units(
     key: &GemmKey,
     max_tiles: u64,
@@ -276,7 +277,7 @@ pub fn persistent_units(
     let n_tiles = n_dim.div_ceil(u64::from(key.mma_n));
     let cn = u64::from(key.cluster_n);
     let whole_groups = key.gemm == crate::tactic::GemmKind::Gemm2 || n_tiles.is_multiple_of(cn);
-    if n_tiles < cn || n_tiles == 0 || !whole_groups {
+    if n_tiles == 0 || n_tiles < cn || !whole_groups {
         return None;
     }
     max_tiles.checked_mul(n_tiles.div_ceil(cn))

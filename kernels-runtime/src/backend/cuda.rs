@@ -392,6 +392,7 @@ impl Backend for CudaBackend {
             .ok_or(UsageError::UnknownGraph { graph: graph.0 })?;
         g.launch().map_err(driver("cuGraphLaunch"))?;
         self.stats.launches += launches;
+        self.stats.replays += 1;
         Ok(())
     }
 

@@ -91,6 +91,8 @@ pub struct BackendStats {
     pub launches: u64,
     /// Host-to-device copies.
     pub uploads: u64,
+    /// Graph replays.
+    pub replays: u64,
 }
 
 /// A captured launch sequence (a CUDA graph, or the simulator's recording).

@@ -284,6 +284,7 @@ impl Backend for SimBackend {
             .get(graph.0)
             .and_then(Option::clone)
             .ok_or(UsageError::UnknownGraph { graph: graph.0 })?;
+        self.stats.replays += 1;
         for op in ops {
             match op {
                 Recorded::Launch { kernel, shape, args } => {

@@ -196,7 +196,8 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let [_, n] = g.mma_tiler();
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
-        let units = live_tiles * (n_dim / f64::from(n)).ceil() / cn;
+        // Whole cluster groups: a GEMM2 cluster's last group may hold a tile past H.
+        let units = live_tiles * ((n_dim / f64::from(n)).ceil() / cn).ceil();
         let per_sm = f64::from(ctas_per_sm(g, dev.activations));
         let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
         let waves = (units / clusters).ceil();

@@ -25,8 +25,8 @@ pub use host_buffers::{DeviceElement, HostBufferError, HostBuffers};
 pub use kernel_set::KernelSet;
 pub use memory::{DeviceSlice, LayerWeights, WORKSPACE_ALIGN, Workspace, WorkspaceSpec};
 pub use tune::{
-    LOCAL_ROUTES_PER_BUCKET, MAX_ROUTING_DRAWS, ROUTING_GENERATOR, TUNE_ROUTING_SEED, Trial,
-    TuneKey, TuneOptions, TuneReport, autotune, balanced_routing, routing_draws, tune_key,
+    LOCAL_ROUTES_PER_BUCKET, MAX_ROUTING_DRAWS, ROUTING_GENERATOR, TUNE_ROUTING_SEED, TUNE_TIMING,
+    Trial, TuneKey, TuneOptions, TuneReport, autotune, balanced_routing, routing_draws, tune_key,
     uniform_routing,
 };
 pub use workspace_refusal::{WorkspaceRefusal, check_spec};

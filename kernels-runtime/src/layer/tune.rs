@@ -1,5 +1,6 @@
-//! The autotuner: times every tactic the layer can run, per token bucket, on the device,
-//! with uniform random routing (`uniform_routing`: each expert's route count binomial, which
+//! The autotuner: times every tactic the layer can run, per token bucket, on the device
+//! (CUDA-graph replays of captured forward passes, `TUNE_TIMING`), with uniform random
+//! routing (`uniform_routing`: each expert's route count binomial, which
 //! decides how many routing tiles its routes take; small buckets timed on several draws,
 //! `routing_draws`) and one shared workspace (so no tactic gains from memory the others
 //! lack), and persists the winners as JSON keyed by device, driver, layer shape, options,
@@ -16,7 +17,7 @@ use super::dispatch::{ChoiceSource, DispatchTable};
 use super::error::LayerError;
 use super::forward::{ForwardIo, MoeLayer};
 use super::memory::{DeviceSlice, Workspace};
-use crate::backend::{Backend, DevicePtr};
+use crate::backend::{Backend, DevicePtr, GraphId};
 
 /// How to tune.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,10 +84,11 @@ pub struct TuneKey {
     pub kernel_set: String,
     /// The tuned maximum token count.
     pub max_tokens: u64,
-    /// The routing the trials ran on (`<generator>/<seed>/<local routes>x<draws>`:
-    /// [`uniform_routing`], [`routing_draws`]). Empty in caches written before it was
-    /// recorded (on balanced routing), which therefore never match: those layers are tuned
-    /// again.
+    /// The routing the trials ran on and how they were timed
+    /// (`<generator>/<seed>/<local routes>x<draws>/<timing>`: [`uniform_routing`],
+    /// [`routing_draws`], [`TUNE_TIMING`]). Empty in caches written before it was recorded
+    /// (on balanced routing), which therefore never match: those layers are tuned again, as
+    /// are tables timed with eager launches (no timing part).
     #[serde(default)]
     pub routing: String,
 }
@@ -153,7 +155,7 @@ pub fn tune_key(b: &dyn Backend, layer: &MoeLayer, kernel_set: u64, max_tokens: 
         kernel_set: format!("{kernel_set:016x}"),
         max_tokens,
         routing: format!(
-            "{ROUTING_GENERATOR}/{TUNE_ROUTING_SEED:x}/{LOCAL_ROUTES_PER_BUCKET}x{MAX_ROUTING_DRAWS}"
+            "{ROUTING_GENERATOR}/{TUNE_ROUTING_SEED:x}/{LOCAL_ROUTES_PER_BUCKET}x{MAX_ROUTING_DRAWS}/{TUNE_TIMING}"
         ),
     }
 }
@@ -381,8 +383,77 @@ fn time_buckets(
     Ok((trials, choices))
 }
 
-/// Times each tactic on every routing draw of `ios` in turn (appending to `trials` the mean
-/// per forward pass); returns the fastest.
+/// How the trials run: each (tactic, routing draw) forward pass captured once into a graph
+/// and replayed, as engines run a layer (CUDA graphs at decode). Eager launches add the
+/// host's launch gaps, which at a few tokens move the tactics' times by more than they
+/// differ. Recorded in the cache key: tables timed otherwise are tuned again.
+pub const TUNE_TIMING: &str = "graph-replay-v1";
+
+/// Captures one forward pass of `layer` with `tactic` on `io` into a graph.
+fn capture_with(
+    b: &mut dyn Backend,
+    layer: &MoeLayer,
+    ws: &Workspace,
+    io: &ForwardIo,
+    tactic: &MoeTactic,
+) -> Result<GraphId, LayerError> {
+    b.begin_capture()?;
+    let r = layer.forward_with(b, ws, io, tactic);
+    // End the capture whatever happened, so the stream is usable again.
+    let g = b.end_capture();
+    r?;
+    Ok(g?)
+}
+
+/// One graph per routing draw of `ios` with `tactic`; on an error, the graphs already
+/// captured are dropped.
+fn capture_draws(
+    b: &mut dyn Backend,
+    layer: &MoeLayer,
+    ws: &Workspace,
+    ios: &[ForwardIo],
+    tactic: &MoeTactic,
+) -> Result<Vec<GraphId>, LayerError> {
+    let mut graphs = Vec::with_capacity(ios.len());
+    for io in ios {
+        match capture_with(b, layer, ws, io, tactic) {
+            Ok(g) => graphs.push(g),
+            Err(e) => {
+                for g in graphs {
+                    // The capture's error is the one to report.
+                    let _ = b.drop_graph(g);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(graphs)
+}
+
+/// Warm-up replays, then the timed ones: every draw's graph in turn, `iterations` times;
+/// milliseconds per forward pass.
+fn time_graphs(
+    b: &mut dyn Backend,
+    graphs: &[GraphId],
+    opts: &TuneOptions,
+) -> Result<f32, LayerError> {
+    let first = *graphs.first().ok_or_else(|| LayerError::NoTactic("no routing to time".into()))?;
+    for _ in 0..opts.warmup {
+        b.replay(first)?;
+    }
+    let start = b.record_event()?;
+    for _ in 0..opts.iterations.max(1) {
+        for &g in graphs {
+            b.replay(g)?;
+        }
+    }
+    let end = b.record_event()?;
+    let passes = opts.iterations.max(1) as f32 * graphs.len() as f32;
+    Ok(b.elapsed_ms(start, end)? / passes)
+}
+
+/// Times each tactic on every routing draw of `ios` in turn (graph replays: [`TUNE_TIMING`];
+/// appending to `trials` the mean per forward pass); returns the fastest.
 fn time_tactics(
     b: &mut dyn Backend,
     run: &Trials<'_>,
@@ -395,18 +466,14 @@ fn time_tactics(
     let bucket = first.tokens as u64;
     let mut best: Option<(f32, MoeTactic)> = None;
     for t in tactics {
-        for _ in 0..opts.warmup {
-            layer.forward_with(b, ws, first, t)?;
+        let graphs = capture_draws(b, layer, ws, ios, t)?;
+        let timed = time_graphs(b, &graphs, opts);
+        let mut dropped = Ok(());
+        for g in graphs {
+            dropped = dropped.and(b.drop_graph(g));
         }
-        let start = b.record_event()?;
-        for _ in 0..opts.iterations.max(1) {
-            for io in ios {
-                layer.forward_with(b, ws, io, t)?;
-            }
-        }
-        let end = b.record_event()?;
-        let passes = opts.iterations.max(1) as f32 * ios.len() as f32;
-        let ms = b.elapsed_ms(start, end)? / passes;
+        let ms = timed?;
+        dropped?;
         trials.push(Trial { bucket, tactic: *t, ms, workspace: ws.memory().ptr });
         if best.is_none_or(|(m, _)| ms < m) {
             best = Some((ms, *t));

@@ -37,11 +37,13 @@ impl Cluster<'_> {
         let (sc, off) = self.resolve_shared(c, self.addr(c, t, dst), Window::Cta, inst)?;
         check_aligned(inst, u64::from(off), size)?;
         let mut data = [0u8; 16];
-        if src_size > 0 {
-            let g = self.addr(c, t, src);
-            check_aligned(inst, g, size)?;
-            data[..src_size].copy_from_slice(self.global_read(device, c, t, g, src_size, inst)?);
-        }
+        let g = self.addr(c, t, src);
+        check_aligned(inst, g, size)?;
+        // The PTX ISA promises only that the bytes past src-size are zero-filled, not that
+        // the source address goes unused (the L2 prefetch hints still name its line): a
+        // zero-fill copy must name memory that exists too.
+        let bytes = self.global_read(device, c, t, g, size, inst)?;
+        data[..src_size].copy_from_slice(&bytes[..src_size]);
         self.write_shared(sc, off, &data[..size], CP_ASYNC_TAG, inst, t)?;
         self.ctas[c].threads[t].cp_async.push((sc, off, size as u32));
         Ok(Control::Next)
@@ -115,9 +117,10 @@ impl Cluster<'_> {
         let g = self.addr(c, t, dst);
         let (sc, off) = self.resolve_shared(c, self.addr(c, t, src), Window::Cta, inst)?;
         let size = (self.val(c, t, size) & 0xFFFF_FFFF) as usize;
-        // PTX ISA cp.async.bulk: 16-byte aligned addresses, a multiple of 16 bytes.
-        if !size.is_multiple_of(16) {
-            return Err(bad(inst, "bulk copy size must be a multiple of 16"));
+        // PTX ISA cp.async.bulk: 16-byte aligned addresses, a multiple of 16 bytes; a copy of
+        // nothing is refused as the mistake it is (a predicate that should have held).
+        if size == 0 || !size.is_multiple_of(16) {
+            return Err(bad(inst, "bulk copy size must be a positive multiple of 16"));
         }
         check_aligned(inst, g, 16)?;
         check_aligned(inst, u64::from(off), 16)?;
@@ -149,9 +152,9 @@ impl Cluster<'_> {
         inst: &Inst,
     ) -> Result<Control, SimError> {
         let size = (self.val(c, t, bl.size) & 0xFFFF_FFFF) as usize;
-        // PTX ISA cp.async.bulk: 16-byte aligned addresses, a multiple of 16 bytes.
-        if !size.is_multiple_of(16) {
-            return Err(bad(inst, "bulk copy size must be a multiple of 16"));
+        // PTX ISA cp.async.bulk: 16-byte aligned addresses, a positive multiple of 16 bytes.
+        if size == 0 || !size.is_multiple_of(16) {
+            return Err(bad(inst, "bulk copy size must be a positive multiple of 16"));
         }
         let g = self.addr(c, t, bl.src);
         check_aligned(inst, g, 16)?;

@@ -7,7 +7,7 @@ use super::prologue::Common;
 use crate::kernels::pipeline::{Consumer, Remote, RemoteAt};
 use crate::ptx::instrs::Tcgen05Ld;
 use crate::ptx::ops::{LdRepeat, LdShape};
-use crate::ptx::{KernelBuilder, Reg, RegClass, Scope, Sem, TmemAddr};
+use crate::ptx::{KernelBuilder, Reg, RegClass, TmemAddr};
 
 /// An accumulator buffer taken by this thread's warp.
 pub(super) struct AccTile {
@@ -41,7 +41,10 @@ pub(super) fn acc_acquire(
 /// `tcgen05.fence::before_thread_sync` has ordered them before the arrival. The arrival
 /// carries no memory ordering: TMEM is ordered by the tcgen05 fences on both sides of the
 /// barrier, and no generic-proxy data passes (docs/kernels.md). A 1-CTA kernel arrives on
-/// its own barrier; the peer of a pair on the leader's, relaxed at cluster scope.
+/// its own barrier; a pair on the leader's, at the arrive's default `.release.cta` (as
+/// CUTLASS's `ClusterBarrier::arrive(cta_id)`): ptxas keeps that arrive where it is
+/// written, where it sank a `.relaxed.cluster` one past the next subtile's loads, and a
+/// `.release.cluster` one costs a GPU-scope memory barrier.
 pub(super) fn acc_release(
     b: &mut KernelBuilder,
     g: &Sm100,
@@ -53,11 +56,8 @@ pub(super) fn acc_release(
     let one = b.elect();
     let skip = b.new_label("skip_release");
     b.bra_unless(one, &skip);
-    let sig = if g.l.cm == 2 {
-        RemoteAt { rank: Some(c.target.leader_rank), order: Some((Sem::Relaxed, Scope::Cluster)) }
-    } else {
-        RemoteAt { rank: None, order: None }
-    };
+    let rank = (g.l.cm == 2).then_some(c.target.leader_rank);
+    let sig = RemoteAt { rank, order: None };
     acc.release(b, sig);
     b.label(&skip);
 }

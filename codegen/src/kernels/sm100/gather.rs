@@ -97,22 +97,32 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let st = g.smem.stage_base(b, c.smem, ab.cursor().index);
             let a_dst = b.add_u32(st, a_off);
             // A partial last stage (`rem` of its 256 K elements exist): chunks and scale
-            // atoms past the row's end copy nothing (zero fill) instead of the next row.
+            // atoms past the row's end copy nothing (zero fill) instead of the next row,
+            // and name the row's first chunk of the stage or its first scale word, so no
+            // address past the row (past the buffer, for the last token) is ever issued.
             let in_k = tail.map(|rem| {
                 let rem_bytes = b.shr_u32(rem, 1u32);
                 b.setp_u32(Cmp::Lt, chunk_at, rem_bytes)
             });
+            let back = in_k.map(|_| b.cvt_u64_u32(chunk_at));
             for j in 0..ROWS_PER_THREAD {
                 let (s, n) = (src[j as usize], size[j as usize]);
-                let n = match in_k {
-                    Some(p) => b.selp_u32(n, 0u32, p),
-                    None => n,
+                let (from, n) = match (in_k, back) {
+                    (Some(p), Some(back)) => {
+                        let first = b.op(
+                            RegClass::B64,
+                            Alu::Int(IntOp::Sub, Ty::U64),
+                            vec![s.into(), back.into()],
+                        );
+                        (b.selp_b64(s, first, p), b.selp_u32(n, 0u32, p))
+                    }
+                    _ => (s, n),
                 };
                 b.push(CpAsync {
                     cache: CacheOp::CgPrefetch128,
                     dst: a_dst,
                     dst_offset: ROW_STEP * 128 * j,
-                    src: s,
+                    src: from,
                     src_offset: 0,
                     bytes: 16,
                     src_bytes: n,
@@ -123,19 +133,21 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // Each K block takes the row's next 16 scale bytes, so one 128-byte L2 line
             // serves eight K blocks: the hint fetches it whole on the first.
             for kb in 0..4u32 {
-                let n = match tail {
+                let (from, offset, n) = match tail {
                     Some(rem) if kb > 0 => {
                         let atom_in = b.setp_u32(Cmp::Gt, rem, MMA_K * kb);
-                        b.selp_u32(size_sf, 0u32, atom_in)
+                        let at = b.add_u64(src_sf, kb * 4);
+                        let from = b.selp_b64(at, src_sf, atom_in);
+                        (from, 0, b.selp_u32(size_sf, 0u32, atom_in))
                     }
-                    _ => size_sf,
+                    _ => (src_sf, kb * 4, size_sf),
                 };
                 b.push(CpAsync {
                     cache: CacheOp::CaPrefetch128,
                     dst: sfa,
                     dst_offset: kb * 512,
-                    src: src_sf,
-                    src_offset: kb * 4,
+                    src: from,
+                    src_offset: offset,
                     bytes: 4,
                     src_bytes: n,
                 });
