@@ -168,7 +168,7 @@ fn empty_bulk_copies_and_zero_fills_outside_memory_are_refused() {
         let e = store(0, reduce).unwrap_err();
         assert!(e.to_string().contains("positive multiple of 16"), "{e}");
     }
-    // src-size 0 at the input's first bytes: zero fill; 16 bytes past the input's 4096:
+    // src-size 0 at the input's first bytes: zero fill; 1 MiB past the input's start:
     // outside memory.
     let fill = |offset: u32| {
         run(

@@ -71,6 +71,16 @@ fn runs_bit_for_bit(p: &Problem, tactics: &[MoeTactic], oracle_bound: f64) {
     }
 }
 
+/// A file removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        // Nothing to report if it is already gone.
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// A small deterministic generator (splitmix64) for the checkpoint's bytes.
 struct Bytes(u64);
 
@@ -163,14 +173,16 @@ fn a_gpt_oss_checkpoint_runs_on_sm100_bit_for_bit() {
     .into_iter()
     .map(|(n, dt, shape, data)| (format!("{p}{n}"), TensorView::new(dt, shape, data).unwrap()))
     .collect();
-    let path = std::env::temp_dir()
-        .join(format!("moegen-gpt-oss-sm100-{}.safetensors", std::process::id()));
-    std::fs::write(&path, safetensors::serialize(tensors, None).unwrap()).unwrap();
-    let files = SafetensorsFiles::open(&[&path]).unwrap();
-    let loaded = GptOssExperts::load(&files, 7, &shape);
+    // The file (about 420 MB) is removed however the test ends.
+    let path = TempFile(
+        std::env::temp_dir()
+            .join(format!("moegen-gpt-oss-sm100-{}.safetensors", std::process::id())),
+    );
+    std::fs::write(&path.0, safetensors::serialize(tensors, None).unwrap()).unwrap();
+    let files = SafetensorsFiles::open(&[&path.0]).unwrap();
+    let loaded = GptOssExperts::load(&files, 7, &shape).unwrap();
     drop(files);
-    std::fs::remove_file(&path).unwrap();
-    let loaded = loaded.unwrap();
+    drop(path);
 
     // Tokens, routes (distinct experts, some outside the window) and the oracle's weights
     // from this test's own decoding: gate = even rows of gate_up, up = odd rows.

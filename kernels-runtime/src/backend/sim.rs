@@ -284,7 +284,6 @@ impl Backend for SimBackend {
             .get(graph.0)
             .and_then(Option::clone)
             .ok_or(UsageError::UnknownGraph { graph: graph.0 })?;
-        self.stats.replays += 1;
         for op in ops {
             match op {
                 Recorded::Launch { kernel, shape, args } => {
@@ -293,6 +292,7 @@ impl Backend for SimBackend {
                 Recorded::Memset { ptr, value, bytes } => self.run_memset(ptr, value, bytes)?,
             }
         }
+        self.stats.replays += 1;
         Ok(())
     }
 

@@ -554,17 +554,33 @@ impl MoeLayer {
         ws: &Workspace,
         io: &ForwardIo,
     ) -> Result<GraphId, LayerError> {
-        b.begin_capture()?;
-        let r = self.forward(b, ws, io);
-        // End the capture whatever happened, so the stream is usable again.
-        let g = b.end_capture();
-        r?;
-        Ok(g?)
+        captured(b, &mut |b| self.forward(b, ws, io).map(|_| ()))
     }
 
     /// Reads the workspace's error record (waits for the stream): expert ids outside
     /// `[0, experts)` are reported with their token and slot.
     pub fn check_errors(&self, b: &mut dyn Backend, ws: &Workspace) -> Result<(), LayerError> {
         ws.check_errors(b, &self.config.shape.window)
+    }
+}
+
+/// Records what `pass` launches into a graph. The capture is ended whatever happened, so the
+/// stream is usable again, and a graph recorded from a pass that failed part-way is dropped:
+/// the pass's error is the one returned.
+pub(crate) fn captured(
+    b: &mut dyn Backend,
+    pass: &mut dyn FnMut(&mut dyn Backend) -> Result<(), LayerError>,
+) -> Result<GraphId, LayerError> {
+    b.begin_capture()?;
+    let r = pass(b);
+    let g = b.end_capture();
+    match (r, g) {
+        (Ok(()), g) => Ok(g?),
+        (Err(e), Ok(g)) => {
+            // The pass's error is the one to report.
+            let _ = b.drop_graph(g);
+            Err(e)
+        }
+        (Err(e), Err(_)) => Err(e),
     }
 }

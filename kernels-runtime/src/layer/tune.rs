@@ -15,7 +15,7 @@ use moegen_dsl::plan::TokenBuckets;
 
 use super::dispatch::{ChoiceSource, DispatchTable};
 use super::error::LayerError;
-use super::forward::{ForwardIo, MoeLayer};
+use super::forward::{ForwardIo, MoeLayer, captured};
 use super::memory::{DeviceSlice, Workspace};
 use crate::backend::{Backend, DevicePtr, GraphId};
 
@@ -384,26 +384,10 @@ fn time_buckets(
 }
 
 /// How the trials run: each (tactic, routing draw) forward pass captured once into a graph
-/// and replayed, as engines run a layer (CUDA graphs at decode). Eager launches add the
-/// host's launch gaps, which at a few tokens move the tactics' times by more than they
-/// differ. Recorded in the cache key: tables timed otherwise are tuned again.
+/// and replayed, as engines run a layer (CUDA graphs at decode); eager launches would add
+/// the host's launch gaps to what is timed. Recorded in the cache key: tables timed
+/// otherwise are tuned again.
 pub const TUNE_TIMING: &str = "graph-replay-v1";
-
-/// Captures one forward pass of `layer` with `tactic` on `io` into a graph.
-fn capture_with(
-    b: &mut dyn Backend,
-    layer: &MoeLayer,
-    ws: &Workspace,
-    io: &ForwardIo,
-    tactic: &MoeTactic,
-) -> Result<GraphId, LayerError> {
-    b.begin_capture()?;
-    let r = layer.forward_with(b, ws, io, tactic);
-    // End the capture whatever happened, so the stream is usable again.
-    let g = b.end_capture();
-    r?;
-    Ok(g?)
-}
 
 /// One graph per routing draw of `ios` with `tactic`; on an error, the graphs already
 /// captured are dropped.
@@ -416,7 +400,7 @@ fn capture_draws(
 ) -> Result<Vec<GraphId>, LayerError> {
     let mut graphs = Vec::with_capacity(ios.len());
     for io in ios {
-        match capture_with(b, layer, ws, io, tactic) {
+        match captured(b, &mut |b| layer.forward_with(b, ws, io, tactic)) {
             Ok(g) => graphs.push(g),
             Err(e) => {
                 for g in graphs {

@@ -41,8 +41,10 @@ impl Cluster<'_> {
         check_aligned(inst, g, size)?;
         // The PTX ISA promises only that the bytes past src-size are zero-filled, not that
         // the source address goes unused (the L2 prefetch hints still name its line): a
-        // zero-fill copy must name memory that exists too.
-        let bytes = self.global_read(device, c, t, g, size, inst)?;
+        // copy of nothing must name memory that exists too. A partial copy reads its
+        // src-size bytes only.
+        let read = if src_size == 0 { size } else { src_size };
+        let bytes = self.global_read(device, c, t, g, read, inst)?;
         data[..src_size].copy_from_slice(&bytes[..src_size]);
         self.write_shared(sc, off, &data[..size], CP_ASYNC_TAG, inst, t)?;
         self.ctas[c].threads[t].cp_async.push((sc, off, size as u32));

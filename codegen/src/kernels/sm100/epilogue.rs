@@ -39,7 +39,7 @@ pub(super) fn acc_acquire(
 /// Hands the accumulator buffer back to the MMA warp (of the leader CTA): one elected
 /// arrival per warp, after this warp's TMEM loads have completed (`tcgen05.wait::ld`) and
 /// `tcgen05.fence::before_thread_sync` has ordered them before the arrival. The arrival
-/// carries no memory ordering: TMEM is ordered by the tcgen05 fences on both sides of the
+/// needs no memory ordering: TMEM is ordered by the tcgen05 fences on both sides of the
 /// barrier, and no generic-proxy data passes (docs/kernels.md). A 1-CTA kernel arrives on
 /// its own barrier; a pair on the leader's, at the arrive's default `.release.cta` (as
 /// CUTLASS's `ClusterBarrier::arrive(cta_id)`): ptxas keeps that arrive where it is

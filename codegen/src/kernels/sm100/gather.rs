@@ -104,7 +104,11 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 let rem_bytes = b.shr_u32(rem, 1u32);
                 b.setp_u32(Cmp::Lt, chunk_at, rem_bytes)
             });
-            let back = in_k.map(|_| b.cvt_u64_u32(chunk_at));
+            // How far back to the stage's first chunk: 0 for a chunk inside K.
+            let back = in_k.map(|p| {
+                let back = b.selp_u32(0u32, chunk_at, p);
+                b.cvt_u64_u32(back)
+            });
             for j in 0..ROWS_PER_THREAD {
                 let (s, n) = (src[j as usize], size[j as usize]);
                 let (from, n) = match (in_k, back) {
@@ -114,7 +118,7 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                             Alu::Int(IntOp::Sub, Ty::U64),
                             vec![s.into(), back.into()],
                         );
-                        (b.selp_b64(s, first, p), b.selp_u32(n, 0u32, p))
+                        (first, b.selp_u32(n, 0u32, p))
                     }
                     _ => (s, n),
                 };
