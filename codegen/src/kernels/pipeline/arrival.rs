@@ -5,7 +5,6 @@
 
 use super::super::sync::map_to_rank;
 use crate::ptx::instrs::{Bytes, CpAsyncArrive, MbarArrive, Tcgen05Commit};
-use crate::ptx::types::{Scope, Sem};
 use crate::ptx::{CtaGroup, Guard, KernelBuilder, Reg};
 
 /// A way of arriving on an mbarrier.
@@ -81,13 +80,13 @@ pub struct Remote {
     pub arrivals: u32,
 }
 
-/// Where a remote arrival lands and how it orders memory.
+/// Where a remote arrival lands. It is the arrive's default `.release.cta`, as CUTLASS's
+/// `ClusterBarrier::arrive(cta_id)` (docs/kernels.md: `.release.cluster` costs a GPU-scope
+/// memory barrier and `.relaxed.cluster` lets ptxas sink the arrive).
 #[derive(Clone, Copy, Debug)]
 pub struct RemoteAt {
     /// Cluster rank of the barrier's CTA, if it may be another CTA's (`None`: this CTA's).
     pub rank: Option<Reg>,
-    /// `.sem.scope` (`None`: the default, release at CTA scope).
-    pub order: Option<(Sem, Scope)>,
 }
 
 impl Arrives for Remote {
@@ -99,12 +98,11 @@ impl Arrives for Remote {
         "remote arrive"
     }
     fn emit(b: &mut KernelBuilder, bar: Reg, at: RemoteAt) {
-        let order = at.order;
         match at.rank {
-            None => b.push(MbarArrive { bar, remote: false, order, expect_tx: None }),
+            None => b.push(MbarArrive { bar, remote: false, order: None, expect_tx: None }),
             Some(rank) => {
                 let remote = map_to_rank(b, bar, rank);
-                b.push(MbarArrive { bar: remote, remote: true, order, expect_tx: None });
+                b.push(MbarArrive { bar: remote, remote: true, order: None, expect_tx: None });
             }
         }
     }

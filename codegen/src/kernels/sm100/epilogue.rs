@@ -57,7 +57,7 @@ pub(super) fn acc_release(
     let skip = b.new_label("skip_release");
     b.bra_unless(one, &skip);
     let rank = (g.l.cm == 2).then_some(c.target.leader_rank);
-    let sig = RemoteAt { rank, order: None };
+    let sig = RemoteAt { rank };
     acc.release(b, sig);
     b.label(&skip);
 }

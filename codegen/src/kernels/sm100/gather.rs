@@ -189,7 +189,7 @@ pub(super) fn relay_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Lab
             // reads them through; then the arrival at the default .release.cta (no memory
             // barrier in SASS; docs/kernels.md explains why not .release.cluster).
             b.fence_proxy_async();
-            ab.commit(b, RemoteAt { rank: Some(c.target.leader_rank), order: None });
+            ab.commit(b, RemoteAt { rank: Some(c.target.leader_rank) });
             relay.advance(b);
         });
     });
