@@ -235,6 +235,14 @@ pub enum TensorMapError {
         /// The innermost dimension.
         dim: u64,
     },
+    /// A 16U4_ALIGN16B (padded 4-bit) map breaking one of the driver's rules for that type.
+    #[error("16U4_ALIGN16B tensor map: {rule} (found {value})")]
+    PaddedU4 {
+        /// The rule broken.
+        rule: &'static str,
+        /// The value that breaks it.
+        value: u64,
+    },
     /// An inner box row that is not a multiple of 16 bytes or exceeds the swizzle span.
     #[error(
         "inner box of {bytes} B does not fit the rules (16-B multiple, ≤ swizzle span {swizzle})"

@@ -5,9 +5,10 @@
 //! executes one launch at a time ([`launch`]) on a simulated device's global memory
 //! ([`Device`]). Semantics come from the PTX ISA, never from moegen-codegen. It models the
 //! SIMT subset of moegen's kernels and the SM100 asynchronous machinery they use (mbarriers,
-//! cp.async, TMA, bulk copies, tcgen05 with the NVFP4 block-scaled MMA); descriptor fields
-//! it does not model must hold the one value it does. Out-of-bounds accesses, races with
-//! asynchronous copies and deadlocks are errors. docs/simulator.md has the details.
+//! cp.async, TMA, bulk copies, tcgen05 with the NVFP4 and MXFP8 × MXFP4 block-scaled MMAs);
+//! descriptor fields it does not model must hold the one value it does. Out-of-bounds
+//! accesses, races with asynchronous copies and deadlocks are errors. docs/simulator.md has
+//! the details.
 
 pub mod approx;
 mod decode;

@@ -175,16 +175,22 @@ pub fn e4m3_to_f16_bits(code: u8) -> u16 {
     sign | ((exponent as u16) << 10) | mantissa as u16
 }
 
+/// An E4M3 code as an integer count of 2^-9 (its value · 512, |·| ≤ 448 · 512), None for
+/// NaN (0x7F, 0xFF): the form the block-scaled MMA multiplies exactly.
+pub fn e4m3_times_512(code: u8) -> Option<i32> {
+    if code & 0x7F == 0x7F {
+        return None;
+    }
+    let units = E4M3.units(code & 0x7F) as i32;
+    Some(if code & 0x80 != 0 { -units } else { units })
+}
+
 /// A UE4M3 block-scale byte as an integer count of 2^-9 (its value · 512), None for NaN
 /// (0x7F, 0xFF). The scale factors of `kind::mxf4nvf4.block_scale` are E4M3 with the sign
 /// bit clear; the PTX ISA does not say what a set sign bit does, and moegen never writes
 /// one, so the simulator reads the byte as a signed E4M3 value.
 pub fn ue4m3_times_512(code: u8) -> Option<i64> {
-    if code & 0x7F == 0x7F {
-        return None;
-    }
-    let units = i64::from(E4M3.units(code & 0x7F));
-    Some(if code & 0x80 != 0 { -units } else { units })
+    e4m3_times_512(code).map(i64::from)
 }
 
 /// The two rounding modes of `cvt.{rz,rp}{.satfinite}.ue8m0x2.f32` (the PTX ISA has no
@@ -257,6 +263,13 @@ mod tests {
         assert_eq!(ue4m3_times_512(0x38), Some(512));
         assert_eq!(ue4m3_times_512(0x7E), Some(448 * 512));
         assert_eq!(ue4m3_times_512(0x7F), None);
+        for code in 0..=255u8 {
+            let v = e4m3_to_f32(code);
+            match e4m3_times_512(code) {
+                Some(u) => assert_eq!(u as f32 / 512.0, v, "{code:#04x}"),
+                None => assert!(v.is_nan(), "{code:#04x}"),
+            }
+        }
         assert_eq!(ue8m0_to_f32(127), 1.0);
         assert_eq!(ue8m0_to_f32(0), 2f32.powi(-127));
         assert_eq!(ue8m0_to_f32(254), 2f32.powi(127));

@@ -1,5 +1,5 @@
 //! Decoding of tcgen05: TMEM allocation, loads and stores (shape 32x32b), the 32x128b.warpx4
-//! copy, commit, fences and waits, and the two MMA kinds the simulator models. The
+//! copy, commit, fences and waits, and the three MMA kinds the simulator models. The
 //! descriptors themselves are register values, checked field by field when executed.
 
 use super::op::{Mma, MmaKind, Nop, Op};
@@ -126,6 +126,11 @@ fn mma(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<Op, SimError> {
         && m.take_any(&["block16", "scale_vec::4X"]).is_some()
     {
         MmaKind::Mxf4Nvf4Block16
+    } else if m.take("kind::mxf8f6f4")
+        && m.take("block_scale")
+        && m.take_any(&["block32", "scale_vec::1X"]).is_some()
+    {
+        MmaKind::Mxf8f6f4Block32
     } else {
         return Err(ctx.unsupported());
     };
@@ -148,7 +153,7 @@ fn mma(ctx: &Ctx<'_>, m: &mut Mods<'_>, ops: &[Opnd]) -> Result<Op, SimError> {
             }
         }
         // [d], adesc, bdesc, idesc, [sfa], [sfb], enable-input-d.
-        MmaKind::Mxf4Nvf4Block16 => {
+        MmaKind::Mxf4Nvf4Block16 | MmaKind::Mxf8f6f4Block32 => {
             let ops = ctx.count(ops, 7)?;
             Mma {
                 cta_group,

@@ -374,6 +374,8 @@ impl CtaGroup {
 pub(crate) enum MmaKind {
     /// `.kind::mxf4nvf4.block_scale.block16` (= `.scale_vec::4X`).
     Mxf4Nvf4Block16,
+    /// `.kind::mxf8f6f4.block_scale.block32` (= `.scale_vec::1X`): E4M3 A, padded E2M1 B.
+    Mxf8f6f4Block32,
     /// `.kind::f16` with an f32 accumulator.
     F16,
 }

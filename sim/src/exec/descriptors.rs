@@ -61,6 +61,9 @@ pub(super) struct Shape {
     pub n: u32,
     /// kind::f16: A and B are bf16 (else f16).
     pub bf16: bool,
+    /// kind::mxf8f6f4: the byte of each 32-bit TMEM scale word that holds A's (B's) scale.
+    pub sfa_id: u32,
+    pub sfb_id: u32,
 }
 
 /// Checks a `tcgen05.mma` instruction descriptor of `kind`.
@@ -103,7 +106,31 @@ pub(super) fn instruction(
             c.eq("M (bits 27-28)", 27, 28, m, m_expected)?;
             c.eq("SFA id (bits 29-30)", 29, 30, 0, "0 (block16)")?;
             c.eq("K size (bit 31)", 31, 31, 0, "0 (K = 64)")?;
-            Ok(Shape { n: 8 * n as u32, bf16: false })
+            Ok(Shape { n: 8 * n as u32, bf16: false, sfa_id: 0, sfb_id: 0 })
+        }
+        MmaKind::Mxf8f6f4Block32 => {
+            c.eq("reserved bits 0-1", 0, 1, 0, "0")?;
+            c.eq("sparsity (bit 2)", 2, 2, 0, "0 (dense)")?;
+            c.eq("reserved bit 3", 3, 3, 0, "0")?;
+            let sfb_id = c.field("SFB id (bits 4-5)", 4, 5, "0..=3", |_| true)?;
+            c.eq("reserved bit 6", 6, 6, 0, "0")?;
+            c.eq("A type (bits 7-9)", 7, 9, 0, "0 (E4M3)")?;
+            c.eq("B type (bits 10-12)", 10, 12, 5, "5 (E2M1)")?;
+            c.eq("negate A (bit 13)", 13, 13, 0, "0")?;
+            c.eq("negate B (bit 14)", 14, 14, 0, "0")?;
+            c.eq("transpose A (bit 15)", 15, 15, 0, "0 (K-major)")?;
+            c.eq("transpose B (bit 16)", 16, 16, 0, "0 (K-major)")?;
+            let n = c.field("N (bits 17-22)", 17, 22, n_expected, n_ok)?;
+            c.eq("scale type (bit 23)", 23, 23, 1, "1 (UE8M0)")?;
+            c.eq("reserved bits 24-26", 24, 26, 0, "0")?;
+            let (m, m_expected) = match group {
+                CtaGroup::One => (1, "1 (M = 128)"),
+                CtaGroup::Two => (2, "2 (M = 256)"),
+            };
+            c.eq("M (bits 27-28)", 27, 28, m, m_expected)?;
+            let sfa_id = c.field("SFA id (bits 29-30)", 29, 30, "0..=3", |_| true)?;
+            c.eq("reserved bit 31", 31, 31, 0, "0")?;
+            Ok(Shape { n: 8 * n as u32, bf16: false, sfa_id: sfa_id as u32, sfb_id: sfb_id as u32 })
         }
         MmaKind::F16 => {
             c.eq("sparsity selector (bits 0-1)", 0, 1, 0, "0")?;
@@ -127,7 +154,7 @@ pub(super) fn instruction(
             c.eq("M (bits 24-28)", 24, 28, m, m_expected)?;
             c.eq("reserved bit 29", 29, 29, 0, "0")?;
             c.eq("max shift (bits 30-31)", 30, 31, 0, "0")?;
-            Ok(Shape { n: 8 * n as u32, bf16: a == 1 })
+            Ok(Shape { n: 8 * n as u32, bf16: a == 1, sfa_id: 0, sfb_id: 0 })
         }
     }
 }

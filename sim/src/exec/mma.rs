@@ -1,13 +1,14 @@
-//! `tcgen05.mma`: the block-scaled NVFP4 kind (`mxf4nvf4.block_scale.block16`) and
-//! `kind::f16` with an f32 accumulator, for `.cta_group::1` (M = 128) and `::2` (M = 256:
-//! each CTA of the pair holds 128 rows of A and N/2 rows of B and gets its own 128 × N
-//! accumulator). Operands are K-major tiles in 128B-swizzled shared memory.
+//! `tcgen05.mma`: the block-scaled NVFP4 kind (`mxf4nvf4.block_scale.block16`),
+//! `kind::f16` with an f32 accumulator and (in `mxf8f6f4.rs`) the MXFP8 × MXFP4 kind, for
+//! `.cta_group::1` (M = 128) and `::2` (M = 256: each CTA of the pair holds 128 rows of A and
+//! N/2 rows of B and gets its own 128 × N accumulator). Operands are K-major tiles in
+//! 128B-swizzled shared memory.
 
 use super::descriptors::{self, Layout, SmemDesc};
 use super::spaces::{bad, tmem_fault};
 use super::state::Cluster;
 use super::tmem;
-use super::{exact, nvfp4};
+use super::{exact, mxf8f6f4, nvfp4};
 use crate::decode::Inst;
 use crate::decode::op::{CtaGroup, Mma, MmaKind};
 use crate::error::SimError;
@@ -44,7 +45,7 @@ pub(super) fn lane0_column(taddr: u64, what: &str, inst: &Inst) -> Result<u32, S
 impl Cluster<'_> {
     /// 32 bytes of row `r` of a 128B-swizzled K-major tile in CTA `p`: this K step's slice.
     /// The swizzle permutes 16-byte chunks within a 128-byte row, so each chunk is read whole.
-    fn row32(
+    pub(super) fn row32(
         &self,
         p: usize,
         d: &SmemDesc,
@@ -77,6 +78,20 @@ impl Cluster<'_> {
                 let sfa = lane0_column(self.addr(c, t, mma.sfa), "SFA", inst)?;
                 let sfb = lane0_column(self.addr(c, t, mma.sfb), "SFB", inst)?;
                 self.mma_fp4(pair, t, shape.n, (&adesc, &bdesc), (d_col, sfa, sfb), enable, inst)
+            }
+            MmaKind::Mxf8f6f4Block32 => {
+                let sfa = lane0_column(self.addr(c, t, mma.sfa), "SFA", inst)?;
+                let sfb = lane0_column(self.addr(c, t, mma.sfb), "SFB", inst)?;
+                let o = mxf8f6f4::Operands {
+                    adesc: &adesc,
+                    bdesc: &bdesc,
+                    d_col,
+                    sfa,
+                    sfb,
+                    sfa_id: shape.sfa_id,
+                    sfb_id: shape.sfb_id,
+                };
+                self.mma_mxf8f6f4(pair, t, shape.n, &o, enable, inst)
             }
             MmaKind::F16 => {
                 self.mma_f16(pair, t, shape.n, shape.bf16, (&adesc, &bdesc), d_col, enable, inst)

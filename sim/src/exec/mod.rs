@@ -13,6 +13,7 @@ mod exact;
 mod matrix;
 mod mbarrier;
 mod mma;
+mod mxf8f6f4;
 mod nvfp4;
 mod scheduler;
 mod setmaxnreg;

@@ -3,9 +3,14 @@
 //! this documented layout instead, and TMA instructions read them back.
 //!
 //! Layout (little endian): 0 magic "MGTM"; 4 data type (u8: 0 UINT8, 1 UINT16, 13
-//! 16U4_ALIGN8B); 5 rank (u8, 1..=5); 6 swizzle (u8: 0 none, 1 32B, 2 64B, 3 128B); 7 unused;
-//! 8 global address (u64); 16 dims[5] (u64, elements); 56 strides[4] (u64, bytes, of dims 1..);
-//! 88 box[5] (u32, elements).
+//! 16U4_ALIGN8B, 14 16U4_ALIGN16B; 13 and 14 are CUDA's own enum values); 5 rank (u8, 1..=5);
+//! 6 swizzle (u8: 0 none, 1 32B, 2 64B, 3 128B); 7 unused; 8 global address (u64); 16
+//! dims[5] (u64, elements); 56 strides[4] (u64, bytes, of dims 1..); 88 box[5] (u32,
+//! elements).
+//!
+//! 16U4_ALIGN16B (PTX `.b4x16_p64`) is packed two elements per byte in global memory, but a
+//! load lands every 16 elements in shared memory as their 8 bytes followed by 8 bytes of
+//! padding: the operand form `tcgen05.mma.kind::mxf8f6f4` reads (docs/sm100-mxf8f6f4.md).
 
 use crate::error::TensorMapError;
 
@@ -18,15 +23,29 @@ pub enum TmaDataType {
     U16,
     /// Packed 4-bit elements, two per byte (CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B).
     U4Packed,
+    /// 4-bit elements packed two per byte in global memory and padded in shared memory, 8
+    /// data bytes then 8 zero bytes per 16 elements (CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B,
+    /// PTX `.b4x16_p64`). Loads only.
+    U4Padded,
 }
 
 impl TmaDataType {
-    /// Bits per element.
+    /// Bits per element in global memory.
     pub fn bits(self) -> u64 {
         match self {
             TmaDataType::U8 => 8,
             TmaDataType::U16 => 16,
-            TmaDataType::U4Packed => 4,
+            TmaDataType::U4Packed | TmaDataType::U4Padded => 4,
+        }
+    }
+
+    /// The name of CUDA's `CUtensorMapDataType` value.
+    pub fn cuda_name(self) -> &'static str {
+        match self {
+            TmaDataType::U8 => "UINT8",
+            TmaDataType::U16 => "UINT16",
+            TmaDataType::U4Packed => "16U4_ALIGN8B",
+            TmaDataType::U4Padded => "16U4_ALIGN16B",
         }
     }
     fn code(self) -> u8 {
@@ -34,6 +53,7 @@ impl TmaDataType {
             TmaDataType::U8 => 0,
             TmaDataType::U16 => 1,
             TmaDataType::U4Packed => 13,
+            TmaDataType::U4Padded => 14,
         }
     }
     fn from_code(c: u8) -> Option<Self> {
@@ -41,6 +61,7 @@ impl TmaDataType {
             0 => Some(TmaDataType::U8),
             1 => Some(TmaDataType::U16),
             13 => Some(TmaDataType::U4Packed),
+            14 => Some(TmaDataType::U4Padded),
             _ => None,
         }
     }
@@ -65,6 +86,9 @@ pub struct TensorMap {
 
 const MAGIC: &[u8; 4] = b"MGTM";
 
+/// The one inner box size (elements) cuTensorMapEncodeTiled accepts for 16U4_ALIGN16B.
+const PADDED_BOX: u32 = 128;
+
 impl TensorMap {
     /// The 128 bytes a kernel receives.
     pub fn encode(&self) -> Result<[u8; 128], TensorMapError> {
@@ -87,6 +111,9 @@ impl TensorMap {
             128 => 3,
             s => return Err(TensorMapError::Swizzle { swizzle: s }),
         };
+        if self.dtype == TmaDataType::U4Padded {
+            self.check_padded()?;
+        }
         // cuTensorMapEncodeTiled's rules: 16-byte aligned base and strides, strides < 2^40.
         if !self.address.is_multiple_of(16)
             || self.strides.iter().any(|&s| !s.is_multiple_of(16) || s >= 1 << 40)
@@ -121,6 +148,28 @@ impl TensorMap {
         Ok(b)
     }
 
+    /// cuTensorMapEncodeTiled's extra rules for 16U4_ALIGN16B (CUDA driver API; the
+    /// 128B_ATOM_32B swizzle it also allows is not modelled).
+    fn check_padded(&self) -> Result<(), TensorMapError> {
+        let rule = |rule: &'static str, value: u64| Err(TensorMapError::PaddedU4 { rule, value });
+        if self.box_dims[0] != PADDED_BOX {
+            return rule("box_dims[0] must be 128 elements", u64::from(self.box_dims[0]));
+        }
+        if !self.dims[0].is_multiple_of(u64::from(PADDED_BOX)) {
+            return rule("dims[0] must be a multiple of 128 elements", self.dims[0]);
+        }
+        if !self.address.is_multiple_of(32) {
+            return rule("the global address must be 32-byte aligned", self.address);
+        }
+        if let Some(&s) = self.strides.iter().find(|s| !s.is_multiple_of(32)) {
+            return rule("every stride must be a multiple of 32 bytes", s);
+        }
+        if !matches!(self.swizzle, 0 | 128) {
+            return rule("the swizzle must be none or 128B", u64::from(self.swizzle));
+        }
+        Ok(())
+    }
+
     /// Reads a map written by [`Self::encode`].
     pub fn decode(b: &[u8]) -> Option<Self> {
         if b.len() < 128 || &b[..4] != MAGIC {
@@ -151,10 +200,30 @@ impl TensorMap {
         Some(map)
     }
 
-    /// Bytes of one box.
+    /// Bytes of one box in global memory: what a load transfers and counts on its mbarrier
+    /// (for 16U4_ALIGN16B the packed bytes, as CUTLASS arms the barrier).
     pub fn box_bytes(&self) -> usize {
         let elems: u64 = self.box_dims.iter().map(|&x| u64::from(x)).product();
         (elems * self.dtype.bits() / 8) as usize
+    }
+
+    /// Bytes one box occupies in shared memory: [`Self::box_bytes`], doubled by the padding
+    /// of 16U4_ALIGN16B.
+    pub fn shared_box_bytes(&self) -> usize {
+        match self.dtype {
+            TmaDataType::U4Padded => 2 * self.box_bytes(),
+            _ => self.box_bytes(),
+        }
+    }
+
+    /// The shared-memory image (before swizzling) of a box whose global bytes, in the order
+    /// of [`Self::box_addresses`], are `packed`: unchanged, except that 16U4_ALIGN16B puts
+    /// 8 zero bytes after every 8.
+    pub(crate) fn shared_image(&self, packed: Vec<u8>) -> Vec<u8> {
+        if self.dtype != TmaDataType::U4Padded {
+            return packed;
+        }
+        packed.chunks(8).flat_map(|c| c.iter().copied().chain(std::iter::repeat_n(0, 8))).collect()
     }
 
     /// The swizzled byte offset of linear box byte `off` placed at shared address `base`:

@@ -9,10 +9,13 @@
 //!   barrier's offset in d, or, with `.cta_group::2`, in the CTA of d's pair whose rank bit 0
 //!   is that of the CTA the operand names (CUTLASS names the leader by clearing bit 24 of
 //!   the address; moegen's codegen uses `mapa` to the leader).
+//!
+//! A 16U4_ALIGN16B map's box lands padded (`TensorMap::shared_image`) while its barrier
+//! counts the packed global bytes; stores of such a map are refused.
 
 use super::spaces::bad;
 use super::state::{Cluster, Control};
-use super::tensor_map::TensorMap;
+use super::tensor_map::{TensorMap, TmaDataType};
 use crate::decode::Inst;
 use crate::decode::op::{Addr, CtaGroup, Src, TmaLoad, Window};
 use crate::error::SimError;
@@ -121,8 +124,11 @@ impl Cluster<'_> {
         }
         let (bc, boff) = self.resolve_shared(c, self.addr(c, t, ld.bar), Window::Cluster, inst)?;
         let targets = self.tma_targets(c, t, ld, (dc, bc), inst)?;
-        if map.box_bytes() > self.ctas[dc].shared.len() {
-            return Err(bad(inst, format!("a box of {} B exceeds shared memory", map.box_bytes())));
+        if map.shared_box_bytes() > self.ctas[dc].shared.len() {
+            return Err(bad(
+                inst,
+                format!("a box of {} B exceeds shared memory", map.shared_box_bytes()),
+            ));
         }
         let addrs = map.box_addresses(&coords);
         let mut data = vec![0u8; addrs.len()];
@@ -140,6 +146,10 @@ impl Cluster<'_> {
             data[i..j].copy_from_slice(self.global_read(device, c, t, start, j - i, inst)?);
             i = j;
         }
+        // The barrier counts the bytes read from global memory; for 16U4_ALIGN16B that is
+        // the packed count, not the padded image (docs/simulator.md: to confirm on hardware).
+        let tx = data.len() as i64;
+        let data = map.shared_image(data);
         for (d, b) in targets {
             let id = self.mbar_id(b, boff, inst)?;
             // The swizzle permutes 16-byte chunks, so each chunk lands whole.
@@ -150,7 +160,7 @@ impl Cluster<'_> {
             // The swizzle stays inside 128-byte rows: the written bytes lie in this range.
             let span = data.len().next_multiple_of(128) as u32;
             self.pending.entry(id).or_default().push((d, doff, span));
-            self.mbar_update(b, boff, 0, -(data.len() as i64), inst)?;
+            self.mbar_update(b, boff, 0, -tx, inst)?;
         }
         Ok(Control::Next)
     }
@@ -168,6 +178,12 @@ impl Cluster<'_> {
         inst: &Inst,
     ) -> Result<Control, SimError> {
         let map = self.tensor_map(c, t, map, inst)?;
+        if map.dtype == TmaDataType::U4Padded {
+            return Err(bad(
+                inst,
+                "TMA store with a 16U4_ALIGN16B (U4Padded) tensor map is not modelled (only loads of it are)",
+            ));
+        }
         let coords = self.coords(c, t, &map, coords, inst)?;
         // Observed on an H200: a tile store at a negative coordinate faults.
         if coords.iter().any(|&c| c < 0) {
