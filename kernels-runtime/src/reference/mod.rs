@@ -7,8 +7,12 @@ mod epilogue;
 mod exact_dot;
 mod gemm1;
 mod gemm2;
+mod mx_dot;
 mod oracle;
 mod par;
+mod sm100_mx;
+mod sm100_mx_activations;
+mod sm100_mx_gemm;
 mod sm90;
 mod sm90_a8;
 mod sm90_kernel_form;
@@ -24,6 +28,7 @@ pub use exact_dot::{DecodedRow, MMA_K, block_scaled_dot, fixed_to_f32};
 pub use gemm1::{Gemm1Options, Gemm1Output, gemm1_reference};
 pub use gemm2::{Routing, finalize, gemm2_contributions};
 pub use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
+pub use mx_dot::{E2m1Row, E4m3Row, MX_MMA_K, add_scaled_rn, mx_dot, mx_dot_bytes};
 pub use oracle::{oracle_moe, oracle_moe_epilogue, relative_l2_error};
 pub use sm90::{
     KernelLayout, Sm90Gemm1Output, Sm90ReferenceRun, Sm90Weights, moe_reference_sm90,
@@ -33,6 +38,14 @@ pub use sm90::{
 pub use sm90_a8::{
     Sm90A8ReferenceRun, Sm90A8Weights, moe_reference_sm90_a8, quantize_fp8_row, sm90_a8_gemm1_h,
     sm90_a8_gemm1_reference, sm90_a8_gemm1_reference_with, sm90_a8_gemm2_contributions,
+};
+pub use sm100_mx::{
+    MX_K_TILE, Sm100MxWeights, mx_padded_k, sm100_mx_w1_scale_layout, sm100_mx_w2_scale_layout,
+};
+pub use sm100_mx_activations::{Mxfp8Activations, quantize_mxfp8_activations};
+pub use sm100_mx_gemm::{
+    Sm100MxGemm1Output, Sm100MxReferenceRun, moe_reference_sm100_mx, sm100_mx_gemm1_h,
+    sm100_mx_gemm1_reference, sm100_mx_gemm2_contributions, sm100_mx_h_scale_layout,
 };
 pub use weights::{
     Nvfp4Activations, PreparedWeights, prepare_relu2_weights, prepare_weights,

@@ -101,6 +101,7 @@ impl Sm90Weights {
                     reason: "FP8 activations (A8) take MXFP4 weights",
                 });
             }
+            ActivationFormat::Mxfp8 => return Err(no_hopper_mxfp8("NVFP4 weights")),
             ActivationFormat::Nvfp4 => (w.alpha1.clone(), w.alpha2.clone()),
             ActivationFormat::Bf16 => (
                 w.w1_global_scale.iter().map(|g| 1.0 / g).collect(),
@@ -209,6 +210,7 @@ impl Sm90Weights {
             let (a1, a2) = match activations {
                 ActivationFormat::Nvfp4 => (1.0 / input_scale, 1.0 / fc2_input_scale),
                 ActivationFormat::Bf16 | ActivationFormat::Fp8 => (1.0, 1.0),
+                ActivationFormat::Mxfp8 => return Err(no_hopper_mxfp8("MXFP4 weights")),
             };
             out.alpha1.push(a1);
             out.alpha2.push(a2);
@@ -372,6 +374,7 @@ pub fn sm90_activations(
             what: "sm90_activations",
             reason: "FP8 activations are quantized per row (reference::sm90_a8)",
         }),
+        ActivationFormat::Mxfp8 => Err(no_hopper_mxfp8("sm90_activations")),
         ActivationFormat::Bf16 => Ok(x.to_vec()),
         ActivationFormat::Nvfp4 => {
             let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
@@ -403,7 +406,8 @@ pub struct Sm90Gemm1Output {
 fn gemm1_row_output(hrow: &[f32], w: &Sm90Weights) -> Vec<bf16> {
     match w.activations {
         // A8's h is bf16 here too; its per-row quantization follows (reference::sm90_a8).
-        ActivationFormat::Bf16 | ActivationFormat::Fp8 => {
+        // (`Sm90Weights` never hold MXFP8: they are refused when prepared.)
+        ActivationFormat::Bf16 | ActivationFormat::Fp8 | ActivationFormat::Mxfp8 => {
             hrow.iter().map(|&v| bf16::from_f32(v)).collect()
         }
         ActivationFormat::Nvfp4 => hrow
@@ -623,4 +627,12 @@ pub fn moe_reference_sm90(
     let contrib = sm90_gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
     let output = finalize(&contrib, routing.tokens, shape.top_k(), shape.hidden, finalize_mode)?;
     Ok(Sm90ReferenceRun { sort, gemm1, output })
+}
+
+/// Hopper has no MXFP8 path (its FP8 activations are A8's, a scale per row).
+fn no_hopper_mxfp8(what: &'static str) -> RuntimeError {
+    RuntimeError::UnsupportedActivations {
+        what,
+        reason: "MXFP8 activations are an SM100 format (Hopper's FP8 path is A8)",
+    }
 }

@@ -11,7 +11,9 @@ use moegen_dsl::epilogue_math::{gemm2_value, round_to_bf16};
 
 use super::epilogue::ExpertEpilogue;
 use super::sm90::h_of;
-use moegen_dsl::formats::{e2m1_to_f32, f32_to_e2m1, f32_to_e4m3, nibble_at};
+use moegen_dsl::formats::{
+    e2m1_to_f32, e4m3_scale_exponent, f32_to_e2m1, f32_to_e4m3, nibble_at, pow2,
+};
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 use moegen_dsl::{ActivationFormat, EpilogueRecipe, FinalizeMode, TileSize};
 
@@ -23,8 +25,6 @@ use super::wgmma_fp8_model::dot_padded;
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::{SortOutputs, moe_sort_router};
 
-/// Mantissa bits of 1.75 in an f32 (448 = 1.75 · 2^8).
-const MANT_1_75: u32 = 0x0060_0000;
 /// The least UE8M0 code a row factor 2^(s_max − 133) stays a normal f32 with.
 const MIN_ROW_CODE: u8 = 7;
 /// UE8M0 bias plus the table's top exponent: 2^ρ = 2^(s_max − ROW_BIAS).
@@ -40,11 +40,8 @@ pub fn quantize_fp8_row(x: &[bf16], padded_len: usize) -> (Vec<u8>, f32) {
         let a = v.to_f32().abs();
         if m.is_nan() || a.is_nan() { f32::from_bits(0x7FFF_FFFF) } else { m.max(a) }
     });
-    let bits = amax.to_bits();
-    let field = ((bits >> 23) & 0xFF) as i32;
-    let e = (field + i32::from((bits & 0x7F_FFFF) > MANT_1_75) - 135).max(-126);
-    let scale = f32::from_bits(((e + 127) as u32) << 23);
-    let inv = f32::from_bits(((127 - e) as u32) << 23);
+    let e = e4m3_scale_exponent(amax);
+    let (scale, inv) = (pow2(e), pow2(-e));
     let mut q: Vec<u8> = x.iter().map(|v| f32_to_e4m3(v.to_f32() * inv)).collect();
     q.resize(padded_len.max(x.len()), 0);
     (q, scale)
