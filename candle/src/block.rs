@@ -159,6 +159,7 @@ impl MoeBlock {
             tile_sizes: table.tile_sizes(),
             deterministic: layer_config.finalize == FinalizeMode::Deterministic,
             arch,
+            activations: layer_config.activations,
         };
         let workspace = Workspace::new(b, &kernels, spec)?;
         let layer = MoeLayer::new(b, layer_config, weights, &kernels, table)?;

@@ -105,6 +105,7 @@ impl Builder {
     /// SIMT kernels.
     pub fn new() -> Self {
         let mut spec = KernelSetSpec::full(Target::Sm100f);
+        spec.formats = vec![WeightFormat::Nvfp4];
         spec.finalize = vec![FinalizeMode::BulkReduceAdd];
         // Only the target's default recipe (whatever target is chosen later).
         spec.recipes = Vec::new();
@@ -119,9 +120,15 @@ impl Builder {
         self.spec.target = target;
         self
     }
-    /// Operand format (NVFP4; anything else is refused when emitting, by name).
+    /// The weight format of the SM100 GEMMs (default NVFP4): NVFP4 (with NVFP4 activations)
+    /// or MXFP4 (with MXFP8 activations, `kind::mxf8f6f4`).
     pub fn format(mut self, format: WeightFormat) -> Self {
-        self.spec.format = format;
+        self.spec.formats = vec![format];
+        self
+    }
+    /// Several weight formats at once ([`Self::format`] for each).
+    pub fn formats(mut self, formats: &[WeightFormat]) -> Self {
+        self.spec.formats = formats.to_vec();
         self
     }
     /// Only these tactics (default: all 16).

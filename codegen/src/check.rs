@@ -142,14 +142,18 @@ pub fn stats(
             KernelId::Gemm(key) => Some(key),
             _ => None,
         };
+        // The reference's figures (anchors.md) are its NVFP4 kernels'.
+        let nvfp4 =
+            |key: &moegen_dsl::abi::GemmKey| key.activations == moegen_dsl::ActivationFormat::Nvfp4;
         let reference = key.and_then(|key| {
-            (key.cluster_n == 1 && key.target.arch() == moegen_dsl::Arch::Sm100)
+            (key.cluster_n == 1 && key.target.arch() == moegen_dsl::Arch::Sm100 && nvfp4(&key))
                 .then(|| reference_kernel(key.gemm, key.tile, key.mma_n).copied())
                 .flatten()
         });
         let measured = roles.and_then(|f| f.kernel(&k.name)).cloned();
         let roles_fresh = measured.as_ref().map(|m| m.ptx_fnv1a64 == fnv1a64_hex(&k.ptx));
-        let role_reference = key.and_then(|key| measured_roles(key.gemm, key.tile, key.mma_n));
+        let role_reference =
+            key.filter(nvfp4).and_then(|key| measured_roles(key.gemm, key.tile, key.mma_n));
         out.push(KernelStats {
             kernel: k.name.clone(),
             family: k.id.family().to_owned(),
@@ -210,7 +214,7 @@ pub fn render_stats(rows: &[KernelStats]) -> String {
             r.ptxas.stack_frame,
             r.dynamic_smem,
             stages,
-            r.sass.get("UTCOMMA"),
+            r.sass.get("UTCOMMA") + r.sass.get("UTCQMMA"),
             r.sass.get("UTCCP"),
             r.sass.get("HGMMA") + r.sass.get("QGMMA"),
             r.sass.get("MUFU"),

@@ -11,7 +11,7 @@ use moegen_dsl::{
 
 use crate::kernels::{
     corpus, corpus_mufu, corpus_wgmma, ep_copy, ep_pack, finalize_reduce, moe_sort,
-    moe_sort_single, qdq, quant_fp8, quantize, sm90, sm100,
+    moe_sort_single, qdq, quant_fp8, quantize, quantize_mxfp8, sm90, sm100,
 };
 use crate::ptx::{KernelBuilder, ModuleHeader, RenderError, render_module};
 
@@ -120,6 +120,7 @@ pub fn simt_kernel(
         SimtFamily::MoeSortScatter => moe_sort::build_scatter(target),
         SimtFamily::MoeSortSingle => moe_sort_single::build_single(target),
         SimtFamily::QuantizeNvfp4 => quantize::build(target),
+        SimtFamily::QuantizeMxfp8 => quantize_mxfp8::build(target),
         SimtFamily::FinalizeReduce => finalize_reduce::build(target),
         SimtFamily::QdqNvfp4 => qdq::build(target),
         SimtFamily::QuantFp8Tokens | SimtFamily::QuantFp8Rows => quant_fp8::build(family, target),
@@ -223,8 +224,11 @@ pub struct KernelSetSpec {
     /// PTX target of the GEMMs of `tactics` (sm_100f or sm_100a; sm_90a for a Hopper-only
     /// set of A4 kernels).
     pub target: Target,
-    /// Operand format of those GEMMs (NVFP4; others are refused by the description builder).
-    pub format: WeightFormat,
+    /// Weight formats of those GEMMs, each with the activations its MMA takes on SM100:
+    /// NVFP4 weights with NVFP4 activations, MXFP4 weights with MXFP8 activations
+    /// (`kind::mxf8f6f4`; docs/sm100-mxf8f6f4.md). A Hopper-only set (`target` sm_90a)
+    /// takes NVFP4 activations (A4) for its formats.
+    pub formats: Vec<WeightFormat>,
     /// Whole-layer tactics of `target`'s generation whose GEMMs are generated.
     pub tactics: Vec<MoeTactic>,
     /// Hopper (sm_90a) GEMMs, per weight format; empty for none.
@@ -249,12 +253,15 @@ pub struct KernelSetSpec {
 }
 
 impl KernelSetSpec {
-    /// Everything: what generated/ holds (SM100 GEMMs for `target`, the Hopper GEMMs of
-    /// [`Sm90Gemms::default_set`]).
+    /// Everything: what generated/ holds (SM100 GEMMs for `target` with NVFP4 and with MXFP4
+    /// weights, the Hopper GEMMs of [`Sm90Gemms::default_set`]).
     pub fn full(target: Target) -> Self {
         Self {
             target,
-            format: WeightFormat::Nvfp4,
+            formats: match target.arch() {
+                Arch::Sm100 => vec![WeightFormat::Nvfp4, WeightFormat::Mxfp4],
+                Arch::Sm90 => vec![WeightFormat::Nvfp4],
+            },
             tactics: moegen_dsl::tactics_for(target.arch()),
             sm90: if target.arch() == Arch::Sm100 { Sm90Gemms::default_set() } else { Vec::new() },
             finalize: vec![FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
@@ -294,10 +301,8 @@ fn descs_of(
     };
     let mut out = Vec::with_capacity(variants.len());
     for (mode, recipe) in variants {
-        let mut b = KernelDescBuilder::new(*g).target(target).format(format);
-        if target.arch() == Arch::Sm90 {
-            b = b.activations(activations);
-        }
+        let mut b =
+            KernelDescBuilder::new(*g).target(target).format(format).activations(activations);
         b = match (g.kind(), recipe) {
             (GemmKind::Gemm1, Some(r)) => b
                 .swiglu_input(spec.swiglu_input)
@@ -330,11 +335,17 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
         [] => vec![spec.target.default_recipe()],
         r => r.to_vec(),
     };
-    for &e in &spec.epilogues {
-        for t in &spec.tactics {
-            for g in [t.gemm1(), t.gemm2()] {
-                let a = ActivationFormat::default();
-                add(descs_of(spec, g, spec.target, spec.format, a, &recipes, e)?);
+    for &f in &spec.formats {
+        // SM100 multiplies MXFP4 weights by MXFP8 activations only.
+        let a = match (spec.target.arch(), f) {
+            (Arch::Sm100, WeightFormat::Mxfp4) => ActivationFormat::Mxfp8,
+            _ => ActivationFormat::Nvfp4,
+        };
+        for &e in &spec.epilogues {
+            for t in &spec.tactics {
+                for g in [t.gemm1(), t.gemm2()] {
+                    add(descs_of(spec, g, spec.target, f, a, &recipes, e)?);
+                }
             }
         }
     }

@@ -140,13 +140,15 @@ pub fn disassemble(cubin: &[u8]) -> Result<String, PtxasError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Instruction families counted in SASS: the tensor-core (UTCOMMA on SM100, HGMMA: Hopper
-/// bf16 wgmma, QGMMA: Hopper FP8 wgmma) and copy families by opcode prefix, and the facts that tell latency-bound code from throughput-bound code: calls
+/// Instruction families counted in SASS: the tensor-core (UTCOMMA: SM100 `kind::mxf4nvf4`,
+/// UTCQMMA: SM100 `kind::mxf8f6f4`, HGMMA: Hopper bf16 wgmma, QGMMA: Hopper FP8 wgmma) and
+/// copy families by opcode prefix, and the facts that tell latency-bound code from throughput-bound code: calls
 /// (`div.rn`'s slow path), reconvergence points, MUFU, packed f32 arithmetic, memory
 /// barriers by scope (a `MEMBAR.*.GPU` waits for every outstanding access of the thread to
 /// reach the whole GPU), async-proxy fences and tensor-map prefetches.
-pub const SASS_FAMILIES: [&str; 21] = [
+pub const SASS_FAMILIES: [&str; 22] = [
     "UTCOMMA",
+    "UTCQMMA",
     "UTCCP",
     "UTMALDG",
     "UTMASTG",

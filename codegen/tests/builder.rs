@@ -20,10 +20,10 @@ fn emits_a_module_and_rewrites_nothing_the_second_time() {
         .cargo_directives(false)
         .out_dir(&out);
     let first = b.clone().emit().unwrap();
-    // 8 tactics at T = 128: 2 GEMM1 + 4 deterministic GEMM2, and 9 SIMT kernels (the
-    // routing sort's three passes and its one-block form, quantize, finalize, and expert
-    // parallelism's pack, gather and unpack).
-    assert_eq!(first.kernels, 2 + 4 + 9);
+    // 8 tactics at T = 128: 2 GEMM1 + 4 deterministic GEMM2, and 10 SIMT kernels (the
+    // routing sort's three passes and its one-block form, the NVFP4 and MXFP8 quantizers,
+    // finalize, and expert parallelism's pack, gather and unpack).
+    assert_eq!(first.kernels, 2 + 4 + 10);
     assert_eq!(first.written, first.kernels + 2, "PTX files, the manifest and the module");
     let module = std::fs::read_to_string(out.join(MODULE_FILE)).unwrap();
     assert!(module.contains("pub const KERNELS: &[::moegen_dsl::abi::KernelInfo]"));
@@ -36,15 +36,26 @@ fn emits_a_module_and_rewrites_nothing_the_second_time() {
 }
 
 #[test]
-fn refused_options_name_themselves() {
-    let out = dir("builder_refused");
+fn mxfp4_weights_make_the_mxfp8_gemms() {
+    let out = dir("builder_mxfp4");
     let e = Builder::new()
         .format(WeightFormat::Mxfp4)
+        .tile_sizes(&[256])
         .cargo_directives(false)
         .out_dir(&out)
         .emit()
-        .unwrap_err();
-    assert!(e.to_string().contains("format"), "{e}");
+        .unwrap();
+    // T = 256: 2 GEMM1 + 4 bulk GEMM2, all `kind::mxf8f6f4`, and the 10 SIMT kernels.
+    assert_eq!(e.kernels, 2 + 4 + 10);
+    let module = std::fs::read_to_string(out.join(MODULE_FILE)).unwrap();
+    assert!(module.contains("moegen_sm100_mxfp4_gemm1_t256_n256_c2x1_mxa8\""));
+    assert!(module.contains("moegen_sm100_quantize_mxfp8\""));
+    assert!(!module.contains("moegen_sm100_nvfp4_gemm"), "NVFP4 GEMMs were not asked for");
+}
+
+#[test]
+fn refused_options_name_themselves() {
+    let out = dir("builder_refused");
     let g = GemmTactic::new(GemmKind::Gemm2, [128, 128], [1, 1], Raster::AlongN).unwrap();
     let e = Builder::new().depths(g, 99, 1).cargo_directives(false).out_dir(&out).emit();
     assert!(e.unwrap_err().to_string().contains("A/B stages 99"));
@@ -99,8 +110,8 @@ fn epilogues_are_generated_for_every_tactic_and_an_empty_list_is_refused() {
         .emit()
         .unwrap();
     // T = 128: 2 GEMM1 × 3 epilogues (each its own activation or bias), 4 bulk GEMM2 × 2
-    // (plain and geglu share the bias-free GEMM2; gpt-oss's has a bias), 9 SIMT kernels.
-    assert_eq!(e.kernels, 2 * 3 + 4 * 2 + 9);
+    // (plain and geglu share the bias-free GEMM2; gpt-oss's has a bias), 10 SIMT kernels.
+    assert_eq!(e.kernels, 2 * 3 + 4 * 2 + 10);
     let module = std::fs::read_to_string(out.join(MODULE_FILE)).unwrap();
     assert!(module.contains("moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_swiglu_clamped_bias\""));
     assert!(module.contains("moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_geglu_tanh\""));

@@ -53,8 +53,8 @@ fn emit_writes_the_committed_crate_and_check_catches_drift() {
     let out = gen_cmd(&["emit", "--out", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("218 kernels (221 files)"), "{text}");
-    assert!(text.contains("221 written, 0 unchanged"), "{text}");
+    assert!(text.starts_with("243 kernels (246 files)"), "{text}");
+    assert!(text.contains("246 written, 0 unchanged"), "{text}");
     let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../generated");
     for rel in ["manifest.json", "src/lib.rs", "ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"] {
         assert_eq!(
@@ -100,11 +100,11 @@ fn emit_restores_deleted_files_and_rewrites_nothing_that_is_fresh() {
     let d = dir.to_str().unwrap();
     assert!(gen_cmd(&["emit", "--out", d]).status.success());
     let before = mtimes(&dir);
-    assert_eq!(before.len(), 221);
+    assert_eq!(before.len(), 246);
     // A second run touches nothing: every mtime stays, so cargo rebuilds nothing.
     let out = gen_cmd(&["emit", "--out", d]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("0 written, 221 unchanged, 0 stale removed"), "{text}");
+    assert!(text.contains("0 written, 246 unchanged, 0 stale removed"), "{text}");
     assert_eq!(mtimes(&dir), before);
     // Deleted and corrupted files come back, and only they are written.
     let gemm1: Vec<_> = std::fs::read_dir(dir.join("ptx"))
@@ -113,18 +113,19 @@ fn emit_restores_deleted_files_and_rewrites_nothing_that_is_fresh() {
         .filter(|e| e.file_name().to_string_lossy().contains("gemm1"))
         .map(|e| e.path())
         .collect();
-    // 8 SM100 (four tactics, Fast and Exact), 18 Hopper NVFP4 (A16, A4; T 128 N 128
-    // ping-pong among them) and 36 Hopper MXFP4 (A16, A8; plain and with gpt-oss's epilogue).
-    assert_eq!(gemm1.len(), 62);
+    // 16 SM100 (four tactics, Fast and Exact, NVFP4 and MXFP8 × MXFP4), 18 Hopper NVFP4
+    // (A16, A4; T 128 N 128 ping-pong among them) and 36 Hopper MXFP4 (A16, A8; plain and
+    // with gpt-oss's epilogue).
+    assert_eq!(gemm1.len(), 70);
     for p in &gemm1 {
         std::fs::remove_file(p).unwrap();
     }
     std::fs::write(dir.join("src/lib.rs"), "garbage").unwrap();
     let out = gen_cmd(&["emit", "--out", d]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("63 written, 158 unchanged"), "{text}");
+    assert!(text.contains("71 written, 175 unchanged"), "{text}");
     let after = mtimes(&dir);
-    assert_eq!(after.len(), 221);
+    assert_eq!(after.len(), 246);
     for ((p, t0), (q, t1)) in before.iter().zip(&after) {
         assert_eq!(p, q);
         let rewritten = gemm1.contains(p) || p.ends_with("src/lib.rs");
@@ -139,7 +140,7 @@ fn check_passes_on_the_committed_crate() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains(
-            "is fresh; 218 kernels assembled in 284 ptxas runs with 0 spill and 0 stack bytes"
+            "is fresh; 243 kernels assembled in 359 ptxas runs with 0 spill and 0 stack bytes"
         ),
         "{text}"
     );
@@ -182,7 +183,7 @@ fn hopper_gemm(r: &Value, family: &str, kernel: &str, count: &dyn Fn(&Value, &st
 fn stats_reports_the_instruction_families_each_gemm_needs() {
     let v = json(&["stats", "--json"]);
     let rows = v.as_array().unwrap();
-    assert_eq!(rows.len(), 218);
+    assert_eq!(rows.len(), 243);
     // A family the kernel does not have counts 0.
     let count = |r: &Value, f: &str| {
         r["sass"]["families"]
@@ -206,14 +207,15 @@ fn stats_reports_the_instruction_families_each_gemm_needs() {
         assert_eq!(count(r, "HGMMA"), hgmma, "{kernel}");
         if family.starts_with("gemm") {
             // Four per whole K stage, and the partial last stage's own four (predicated
-            // on its remaining K: docs/kernels.md, "K and N tails").
-            assert_eq!(
-                count(r, "UTCOMMA"),
-                8,
-                "{}: four block-scaled MMAs per K stage, twice",
-                r["kernel"]
-            );
-            assert!(count(r, "UTCCP") >= 8, "{}", r["kernel"]);
+            // on its remaining K: docs/kernels.md, "K and N tails"): `UTCOMMA` for NVFP4
+            // (`kind::mxf4nvf4`), `UTCQMMA` for MXFP8 × MXFP4 (`kind::mxf8f6f4`), whose
+            // stage has one scale atom per 128 rows (NVFP4: four).
+            let mx = kernel.ends_with("_mxa8") || kernel.contains("_mxa8_");
+            let (mma, other, copies) =
+                if mx { ("UTCQMMA", "UTCOMMA", 4) } else { ("UTCOMMA", "UTCQMMA", 8) };
+            assert_eq!(count(r, mma), 8, "{kernel}: four block-scaled MMAs per K stage, twice");
+            assert_eq!(count(r, other), 0, "{kernel}");
+            assert!(count(r, "UTCCP") >= copies, "{kernel}");
             assert!(count(r, "UTMALDG") >= 2, "{}", r["kernel"]);
             assert!(count(r, "SYNCS") > 0, "{}", r["kernel"]);
             let name = r["kernel"].as_str().unwrap();
@@ -320,6 +322,37 @@ fn plan_takes_gpt_oss_2880_on_sm100() {
     let smaller = json(&args("2816"));
     let bytes = |v: &serde_json::Value| v["workspace_bytes"].as_u64().unwrap();
     assert!(bytes(&v) > bytes(&smaller), "{v}");
+}
+
+#[test]
+fn plan_sizes_mxfp8_activations_and_h() {
+    let args = |acts: &'static str| {
+        let mut v = vec!["plan", "--tokens", "64", "--top-k", "4", "--experts", "32"];
+        v.extend(["--local-experts", "32", "--hidden", "2880", "--intermediate", "2880"]);
+        v.extend(["--activations", acts, "--json"]);
+        v
+    };
+    let buffer = |v: &serde_json::Value, name: &str| {
+        v["plan"]["shared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .map(|b| b["bytes"].as_u64().unwrap())
+            .unwrap()
+    };
+    let (nv, mx) = (json(&args("a4")), json(&args("mxa8")));
+    // E4M3 codes: a byte per value against NVFP4's half; scales per 32 of H padded to 128.
+    assert_eq!(buffer(&mx, "activations"), 64 * 2880, "{mx}");
+    assert_eq!(buffer(&nv, "activations"), 64 * 2880 / 2, "{nv}");
+    assert_eq!(buffer(&mx, "activation_scales"), 64 * 2944 / 32, "{mx}");
+    assert_eq!(2 * buffer(&nv, "gemm1_output"), buffer(&mx, "gemm1_output"));
+    let out = gen_cmd(&args("e4m3"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not one of a4, a16, a8, mxa8"));
+    let hopper = gen_cmd(&[args("mxa8"), vec!["--target", "sm_90a"]].concat());
+    assert_eq!(hopper.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&hopper.stderr).contains("do not take Mxfp8"));
 }
 
 fn plan_args(extra: &[&'static str]) -> Vec<&'static str> {

@@ -40,10 +40,20 @@ fn every_builder_option_changes_the_kernel_or_is_refused() {
         let other = ptx(KernelDescBuilder::new(t).target(Target::Sm100a)).unwrap();
         assert_ne!(other, base, "target");
         assert!(other.contains(".target sm_100a"));
-        // Format: only NVFP4 is implemented; MXFP4 is refused by name.
+        // Format: MXFP4 weights need MXFP8 activations (refused by name without them), and
+        // with them are another kernel (`kind::mxf8f6f4`); MXFP8 refuses NVFP4 weights.
         let e = KernelDescBuilder::new(t).format(WeightFormat::Mxfp4).build().unwrap_err();
         assert!(matches!(e, DescError::Unsupported { .. }), "{e}");
-        assert!(e.to_string().contains("format"), "{e}");
+        assert!(e.to_string().contains("MXFP4 weights without MXFP8"), "{e}");
+        let mx = KernelDescBuilder::new(t)
+            .format(WeightFormat::Mxfp4)
+            .activations(ActivationFormat::Mxfp8);
+        let text = ptx(mx).unwrap();
+        assert!(text.contains("kind::mxf8f6f4") && !base.contains("kind::mxf8f6f4"));
+        let e = KernelDescBuilder::new(t).activations(ActivationFormat::Mxfp8).build().unwrap_err();
+        assert!(e.to_string().contains("MXFP8 activations with NVFP4 weights"), "{e}");
+        let e = KernelDescBuilder::new(t).activations(ActivationFormat::Fp8).build().unwrap_err();
+        assert!(e.to_string().contains("per-row FP8"), "{e}");
         // Raster: the persistent schedule walks N fastest; AlongM is refused by name.
         let e = KernelDescBuilder::new(tactic(kind, Raster::AlongM)).build().unwrap_err();
         assert!(e.to_string().contains("raster AlongM"), "{e}");

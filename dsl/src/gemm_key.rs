@@ -41,7 +41,7 @@ pub struct GemmKey {
     pub recipe: EpilogueRecipe,
     /// Finalize mode (GEMM2; the default for GEMM1).
     pub finalize: FinalizeMode,
-    /// What the activations are (NVFP4 on SM100; NVFP4 or bf16 on Hopper).
+    /// What the activations are (NVFP4 or MXFP8 on SM100; NVFP4, bf16 or FP8 on Hopper).
     pub activations: ActivationFormat,
     /// A/B pipeline stages.
     pub ab_stages: u32,
@@ -106,7 +106,8 @@ impl GemmKey {
             self.cta_group(),
             self.cluster_n
         );
-        if self.arch() == Arch::Sm90 {
+        // Hopper names every activation format; SM100 the ones besides its NVFP4 default.
+        if self.arch() == Arch::Sm90 || self.activations != ActivationFormat::Nvfp4 {
             s.push('_');
             s.push_str(self.activations.tag());
         }

@@ -4,7 +4,8 @@
 //!   block quantization, the 128x4 and linear scale layouts.
 //! - [`tactic`] (and [`sm90_tactics`](mod@sm90_tactics), Hopper's corner of it): the tactic space, built so
 //!   that a kernel's MMA M always equals the routing tile size.
-//! - [`resources`]: the per-target shared-memory/TMEM model that fixes pipeline depths.
+//! - [`resources`]: the per-target shared-memory/TMEM model that fixes pipeline depths;
+//!   [`sm100_operands`]: what an SM100 K stage holds for each pair of operand formats.
 //! - [`options`]: the option enums of a GEMM kernel (format, activations, SwiGLU input,
 //!   epilogue recipe, finalize mode); a leaf that imports nothing from the crate.
 //! - [`gemm_key`]: [`abi::GemmKey`], the one identity of a GEMM kernel.
@@ -23,6 +24,7 @@ pub mod kernel_desc;
 pub mod options;
 pub mod plan;
 pub mod resources;
+pub mod sm100_operands;
 pub mod sm90_tactics;
 pub mod tactic;
 pub mod target;
@@ -34,6 +36,7 @@ pub use options::{
 };
 pub use resources::{KernelBudget, ResourceError, plan_gemm, plan_gemm_for, plan_gemm_with};
 pub use sm90_tactics::{sm90_n_granule, sm90_tactics};
+pub use sm100_operands::Sm100Operands;
 pub use tactic::{
     Arch, CtaGroup, GemmKind, GemmTactic, MoeTactic, Raster, Schedule, TacticError, TileSize,
     nvfp4_gemms, nvfp4_tactics, tactics_for,

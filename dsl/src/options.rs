@@ -66,15 +66,20 @@ pub enum ActivationFormat {
     /// quantized to E4M3 with a power-of-two scale (docs/hopper.md, "W4A8"); the weights are
     /// expanded to E4M3 in registers and multiplied on the FP8 tensor cores.
     Fp8,
+    /// MXFP8 (E4M3 values, one UE8M0 scale per 32; `formats::quantize_mxfp8_block`): SM100
+    /// only, MXFP4 weights, multiplied natively by `tcgen05.mma.kind::mxf8f6f4`; GEMM1
+    /// requantizes its output to MXFP8 (docs/sm100-mxf8f6f4.md).
+    Mxfp8,
 }
 
 impl ActivationFormat {
-    /// Short tag used in kernel names and tables: `a4`, `a16`, `a8`.
+    /// Short tag used in kernel names and tables: `a4`, `a16`, `a8`, `mxa8`.
     pub const fn tag(self) -> &'static str {
         match self {
             ActivationFormat::Nvfp4 => "a4",
             ActivationFormat::Bf16 => "a16",
             ActivationFormat::Fp8 => "a8",
+            ActivationFormat::Mxfp8 => "mxa8",
         }
     }
     /// K elements of one Hopper pipeline stage: one 128-byte activation row (64 bf16 or

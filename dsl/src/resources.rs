@@ -7,19 +7,14 @@ use crate::abi::sm90_residency::{
     MAX_CTAS_PER_SM, sm90_consumer_regs_needed, sm90_registers, sm90_smem_per_cta,
 };
 use crate::options::{ActivationFormat, WeightFormat};
+use crate::sm100_operands::{STAGE_ROW_BYTES, Sm100Operands};
 use crate::tactic::{Arch, GemmKind, GemmTactic};
 use crate::target::Target;
 
-/// K elements per pipeline stage: 256 FP4 = 128 bytes, one 128-byte swizzle row.
-pub const K_STAGE: u32 = 256;
-/// Bytes of one K stage of one FP4 row.
-pub const K_STAGE_ROW_BYTES: u32 = K_STAGE / 2;
-/// Scale bytes per row per K stage (256 / 16 NVFP4 scales).
-pub const K_STAGE_SCALE_BYTES: u32 = K_STAGE / 16;
-/// K elements of one block-scaled SM100 MMA (`kind::mxf4nvf4`, four 16-element scale
-/// blocks): the granularity of H and I on SM100. A K that is not a whole number of stages
-/// ends in a partial stage whose missing atoms are neither loaded (TMA zero fill, cp.async
-/// zero fill) nor multiplied (their MMAs are not issued).
+/// K elements of the shorter block-scaled SM100 MMA (`kind::mxf8f6f4`: 32; `kind::mxf4nvf4`:
+/// 64): H and I on SM100 are multiples of 64, a whole number of either. A K that is not a
+/// whole number of stages ends in a partial stage whose missing K is neither loaded (TMA
+/// zero fill, cp.async zero fill) nor multiplied (its MMAs are not issued).
 pub const MMA_K: u32 = 64;
 /// Rows each CTA's MMA covers.
 pub const CTA_ROWS: u32 = 128;
@@ -124,6 +119,16 @@ pub enum ResourceError {
         /// The limit.
         max: u32,
     },
+    /// A pair of operand formats the target's MMA does not multiply.
+    #[error("{target} has no GEMM for {format:?} weights with {activations:?} activations")]
+    Operands {
+        /// The weight format.
+        format: WeightFormat,
+        /// The activation format.
+        activations: ActivationFormat,
+        /// The target.
+        target: Target,
+    },
     /// A tactic shaped for another GPU generation than the target.
     #[error("{tactic} is not a tactic for {target}")]
     WrongArch {
@@ -148,12 +153,12 @@ pub enum ResourceError {
     },
 }
 
-fn epilogue_bytes(tactic: &GemmTactic) -> u32 {
+fn epilogue_bytes(tactic: &GemmTactic, operands: Sm100Operands) -> u32 {
     let [_, n] = tactic.mma_tiler();
     match tactic.kind() {
-        // SwiGLU halves N; the FP4 output tile (128 rows × N/2 values × ½ byte) is staged once
+        // SwiGLU halves N; the output tile (128 rows × N/2 values, FP4 or FP8) is staged once
         // for its TMA store, which is drained before the next tile's epilogue writes.
-        GemmKind::Gemm1 => CTA_ROWS * (n / 2) / 2,
+        GemmKind::Gemm1 => CTA_ROWS * (n / 2) * operands.activation_bits() / 8,
         // Each thread stages its whole bf16 row for one bulk reduce-add per row and tile (the
         // reference's scheme), the eight bank groups of rows separated by a 16-byte gap.
         GemmKind::Gemm2 => CTA_ROWS * n * 2 + (GEMM2_STAGING_GROUPS - 1) * GEMM2_STAGING_GAP,
@@ -194,7 +199,13 @@ pub fn plan_gemm_with(
         return Err(ResourceError::WrongArch { tactic: tactic.to_string(), target });
     }
     match target.arch() {
-        Arch::Sm100 => plan_sm100(target, tactic),
+        Arch::Sm100 => match Sm100Operands::of(format, activations) {
+            Some(operands) => plan_sm100(target, tactic, operands),
+            None => Err(ResourceError::Operands { format, activations, target }),
+        },
+        Arch::Sm90 if activations == ActivationFormat::Mxfp8 => {
+            Err(ResourceError::Operands { format, activations, target })
+        }
         Arch::Sm90 => plan_sm90(target, tactic, format, activations),
     }
 }
@@ -308,7 +319,11 @@ fn plan_sm90(
     })
 }
 
-fn plan_sm100(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, ResourceError> {
+fn plan_sm100(
+    target: Target,
+    tactic: &GemmTactic,
+    operands: Sm100Operands,
+) -> Result<KernelBudget, ResourceError> {
     let limits = target.limits();
     let name = tactic.to_string();
     if tactic.cluster_ctas() > limits.max_cluster_ctas {
@@ -320,12 +335,14 @@ fn plan_sm100(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resou
     }
     let group = tactic.cta_group().size();
     let [_, n] = tactic.mma_tiler();
-    let a = CTA_ROWS * K_STAGE_ROW_BYTES;
-    let b = n / group * K_STAGE_ROW_BYTES;
-    let sfa = CTA_ROWS * K_STAGE_SCALE_BYTES;
-    let sfb = n.div_ceil(CTA_ROWS) * CTA_ROWS * K_STAGE_SCALE_BYTES;
-    let stage_bytes = a + b + sfa + sfb;
-    let epilogue = epilogue_bytes(tactic);
+    let a = CTA_ROWS * STAGE_ROW_BYTES;
+    let b = n / group * STAGE_ROW_BYTES;
+    let sfa = CTA_ROWS * operands.stage_scale_bytes();
+    let sfb = n.div_ceil(CTA_ROWS) * CTA_ROWS * operands.stage_scale_bytes();
+    // Padded so every stage's 128B-swizzled tiles start on a 1024-byte boundary (NVFP4's
+    // 2 KiB scale parts keep it whole already; MXFP8's 512-byte atoms do not).
+    let stage_bytes = (a + b + sfa + sfb).next_multiple_of(1024);
+    let epilogue = epilogue_bytes(tactic, operands);
     let budget = limits.max_dynamic_smem - RESERVED_SMEM - epilogue;
     let ab_stages = (budget / stage_bytes).min(MAX_AB_STAGES);
     if ab_stages < 2 {
@@ -337,16 +354,18 @@ fn plan_sm100(target: Target, tactic: &GemmTactic) -> Result<KernelBudget, Resou
         });
     }
     // GEMM1 gathers A and SFA with cp.async; only B and SFB arrive by TMA. In 2-CTA mode the
-    // leader's barrier counts the bytes landing in both CTAs.
+    // leader's barrier counts the bytes landing in both CTAs. B counts its global (packed)
+    // bytes: the TMA pads MXFP4 codes on the way in.
+    let b_tx = n / group * operands.weight_row_global_bytes();
     let tx_per_cta = match tactic.kind() {
-        GemmKind::Gemm1 => b + sfb,
-        GemmKind::Gemm2 => stage_bytes,
+        GemmKind::Gemm1 => b_tx + sfb,
+        GemmKind::Gemm2 => a + b_tx + sfa + sfb,
     };
-    // Per MMA (K = 64) a 32-bit column holds the 4 scale bytes of one row per lane; 128 rows
-    // take 4 columns (lane r%32, column r/32). A K stage is 4 MMAs: SFA 16 columns, SFB 16
-    // per 128 B-rows (sm100-ptx.md §4.4).
-    let mmas_per_stage = K_STAGE / 64;
-    let sf_cols_per_stage = mmas_per_stage * 4 * (1 + n.div_ceil(CTA_ROWS));
+    // A 32-bit column holds 4 scale bytes of one row per lane; 128 rows take 4 columns (lane
+    // r%32, column r/32), so each 512-byte atom of a stage takes 4 columns: NVFP4 one atom
+    // per MMA (SFA 16 columns a stage), MXFP8 one atom for the stage's four MMAs (4), and as
+    // many per 128 B-rows for SFB (sm100-ptx.md §4.4).
+    let sf_cols_per_stage = operands.scale_atoms_per_stage() * 4 * (1 + n.div_ceil(CTA_ROWS));
     let tmem_sf_columns = SF_TMEM_BUFFERS * sf_cols_per_stage;
     let acc_room = limits.tmem_columns.saturating_sub(tmem_sf_columns);
     if acc_room < n {

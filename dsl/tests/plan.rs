@@ -63,6 +63,7 @@ fn shared_workspace_serves_every_tile_size() {
         tile_sizes: TileSize::SM100.to_vec(),
         deterministic_scratch: false,
         arch: moegen_dsl::Arch::Sm100,
+        activations: moegen_dsl::ActivationFormat::Nvfp4,
     };
     let p = plan_workspace(&req).unwrap();
     let get = |bufs: &[BufferPlan], buffer: Buffer| {
@@ -108,6 +109,7 @@ fn workspace_rejects_bad_requests() {
         tile_sizes: vec![TileSize::T128],
         deterministic_scratch: false,
         arch: moegen_dsl::Arch::Sm100,
+        activations: moegen_dsl::ActivationFormat::Nvfp4,
     };
     let with = |f: &dyn Fn(&mut WorkspaceRequest)| {
         let mut r = base.clone();
@@ -138,6 +140,7 @@ fn a_forward_workspace_holds_every_buffer_the_layer_exchanges() {
         tile_sizes: TileSize::SM100.to_vec(),
         deterministic_scratch: true,
         arch: moegen_dsl::Arch::Sm100,
+        activations: moegen_dsl::ActivationFormat::Nvfp4,
     };
     let p = plan_workspace(&req).unwrap();
     let elems = |b| p.buffer(b).unwrap().elements;

@@ -6,8 +6,9 @@
 pub use crate::backend::{Backend, DevicePtr};
 pub use crate::layer::*;
 pub use crate::reference::{
-    PreparedWeights, ReferenceOptions, Routing, import_mxfp4, import_nvfp4, moe_reference,
-    prepare_weights, quantize_activations,
+    PreparedWeights, ReferenceOptions, Routing, Sm100MxWeights, import_mxfp4, import_nvfp4,
+    moe_reference, moe_reference_sm100_mx, prepare_weights, quantize_activations,
+    quantize_mxfp8_activations,
 };
 pub use half::bf16;
 pub use moegen_dsl::formats::{block_amax, nvfp4_global_scale};

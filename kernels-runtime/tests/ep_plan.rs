@@ -75,7 +75,12 @@ fn all_gather_plans_size_every_buffer_for_every_rank_s_tokens() {
     assert_eq!(det.layout.get(EpBuffer::Routes).unwrap().1, n as u64 * 8 * 7168 * 2);
     assert_eq!(det.layout.get(EpBuffer::AllLocal).unwrap().1, n as u64 * 8 * 4);
     check_layout(&det.layout);
-    let spec = det.workspace_spec(2048, vec![moegen_dsl::TileSize::T128], moegen_dsl::Arch::Sm90);
+    let spec = det.workspace_spec(
+        2048,
+        vec![moegen_dsl::TileSize::T128],
+        moegen_dsl::Arch::Sm90,
+        moegen_dsl::ActivationFormat::Bf16,
+    );
     assert_eq!((spec.max_tokens, spec.top_k, spec.max_local_experts), (8 * n, 8, 32));
     assert!(spec.deterministic);
 }
@@ -110,8 +115,13 @@ fn all_to_all_plans_hold_the_pack_s_outputs_and_a_top_1_layer() {
     let words = moegen_dsl::abi::error_record::WORDS as u64;
     assert_eq!(plan.layout.get(EpBuffer::PackRecord).unwrap().1, words * 4);
     assert_eq!(plan.layout.get(EpBuffer::Partial), None);
-    let spec =
-        plan.workspace_spec(2048, vec![moegen_dsl::TileSize::T128], false, moegen_dsl::Arch::Sm90);
+    let spec = plan.workspace_spec(
+        2048,
+        vec![moegen_dsl::TileSize::T128],
+        false,
+        moegen_dsl::Arch::Sm90,
+        moegen_dsl::ActivationFormat::Bf16,
+    );
     assert_eq!((spec.max_tokens, spec.top_k, spec.max_local_experts), (8 * 1024 * 8, 1, 32));
     assert!(!spec.deterministic);
     // The mode's plan and layer window: top-1 in mode (b), the partition's window in (a).

@@ -21,7 +21,7 @@ use proc_macro::TokenStream;
 ///     /// The kernels this engine ships.
 ///     pub mod kernels {
 ///         target: sm_100f,                  // or sm_100a
-///         format: nvfp4,                    // mxfp4 is refused: the SM100 kernels lack it
+///         format: nvfp4,                    // or mxfp4 (MXFP8 activations, kind::mxf8f6f4)
 ///         tactics: [
 ///             {
 ///                 tile: 128,
@@ -37,9 +37,10 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 ///
-/// // 1 GEMM1, 2 GEMM2 (one per finalize mode), 9 SIMT kernels for sm_100f, 12 for sm_90a
-/// // (its A4 quantize-dequantize and the two A8 activation quantizers too).
-/// assert_eq!(kernels::KERNELS.len(), 1 + 2 + 9 + 12);
+/// // 1 GEMM1, 2 GEMM2 (one per finalize mode), 10 SIMT kernels for sm_100f (its MXFP8
+/// // quantizer among them), 12 for sm_90a (its A4 quantize-dequantize and the two A8
+/// // activation quantizers too).
+/// assert_eq!(kernels::KERNELS.len(), 1 + 2 + 10 + 12);
 /// ```
 ///
 /// Every key is optional except `tile`, `gemm1`, `gemm2`, `mma` and `cluster` inside a

@@ -37,7 +37,7 @@ fn spec_of(
 ) -> KernelSetSpec {
     KernelSetSpec {
         target: d.target.value,
-        format: d.format.value,
+        formats: vec![d.format.value],
         tactics: tactics.into_iter().collect(),
         finalize: d.finalize.iter().map(|f| f.value).collect(),
         swiglu_input: d.swiglu_input.value,
@@ -68,7 +68,7 @@ fn blame(d: &Declared, t: &TacticDecl, spec: &KernelSetSpec) -> Span {
     let refused = answer(spec);
     let mut probes: Vec<(Span, KernelSetSpec)> = Vec::new();
     if let Some(span) = d.format.span {
-        probes.push((span, KernelSetSpec { format: WeightFormat::Nvfp4, ..spec.clone() }));
+        probes.push((span, KernelSetSpec { formats: vec![WeightFormat::Nvfp4], ..spec.clone() }));
     }
     for (i, g) in t.gemms.iter().enumerate() {
         if let (Some(span), Some(probe)) = (g.raster, along_n(t, i, spec)) {

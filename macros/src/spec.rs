@@ -121,7 +121,7 @@ pub fn read(body: &Map) -> syn::Result<Declared> {
         &[("nvfp4", WeightFormat::Nvfp4), ("mxfp4", WeightFormat::Mxfp4)];
     let format = match keys.get("format") {
         Some(v) => Given::at(choice(v, "format", FORMATS)?, v.span()),
-        None => Given::unwritten(defaults.format),
+        None => Given::unwritten(defaults.formats.first().copied().unwrap_or(WeightFormat::Nvfp4)),
     };
     let tactics: Vec<TacticDecl> = match keys.get("tactics") {
         Some(v) => list(v, "tactics", true)?.iter().map(read_tactic).collect::<Result<_, _>>()?,

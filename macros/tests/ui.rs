@@ -6,5 +6,6 @@ fn ui() {
     let t = trybuild::TestCases::new();
     t.pass("tests/ui/pass/every_key.rs");
     t.pass("tests/ui/pass/relu2.rs");
+    t.pass("tests/ui/pass/mxfp4.rs");
     t.compile_fail("tests/ui/*.rs");
 }

@@ -114,6 +114,7 @@ pub(crate) fn construct(
         tile_sizes,
         deterministic,
         arch,
+        activations: config.activations,
     };
     let workspace = Workspace::new(b, &kernels, spec)?;
     let mut layer = MoeLayer::new(b, config, weights, &kernels, table)?;

@@ -22,17 +22,21 @@ fn generated_is_fresh() {
 fn the_set_covers_every_tactic_and_simt_kernel() {
     let names: BTreeSet<&str> = moegen_kernels::kernels().map(|k| k.name).collect();
     assert_eq!(names.len(), moegen_kernels::kernels().count(), "unique names");
+    // SM100: NVFP4 × NVFP4 and MXFP4 × MXFP8 (`_mxa8`) for every tactic.
     for t in nvfp4_tactics() {
         for g in [t.gemm1(), t.gemm2()] {
             let [m, n] = g.mma_tiler();
             let [cm, cn] = g.cluster();
-            let name = format!("moegen_sm100_nvfp4_{}_t{m}_n{n}_c{cm}x{cn}", g.kind());
-            assert!(names.contains(name.as_str()), "{name} missing");
-            let variant = match g.kind() {
-                moegen_dsl::GemmKind::Gemm1 => "_exact",
-                moegen_dsl::GemmKind::Gemm2 => "_det",
-            };
-            assert!(names.contains(format!("{name}{variant}").as_str()), "{name}{variant} missing");
+            for (format, acts) in [("nvfp4", ""), ("mxfp4", "_mxa8")] {
+                let name = format!("moegen_sm100_{format}_{}_t{m}_n{n}_c{cm}x{cn}{acts}", g.kind());
+                assert!(names.contains(name.as_str()), "{name} missing");
+                let variant = match g.kind() {
+                    moegen_dsl::GemmKind::Gemm1 => "_exact",
+                    moegen_dsl::GemmKind::Gemm2 => "_det",
+                };
+                let v = format!("{name}{variant}");
+                assert!(names.contains(v.as_str()), "{v} missing");
+            }
         }
     }
     for tag in ["sm100", "sm90"] {
@@ -52,6 +56,7 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
         }
     }
     assert!(names.contains("moegen_sm90_qdq_nvfp4"), "the Hopper A4 quantize-dequantize");
+    assert!(names.contains("moegen_sm100_quantize_mxfp8"), "the SM100 MXFP8 quantizer");
     for f in ["quant_fp8_tokens", "quant_fp8_rows"] {
         let name = format!("moegen_sm90_{f}");
         assert!(names.contains(name.as_str()), "{name}: the Hopper A8 quantizers");
@@ -100,7 +105,11 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     // × 2 modes. MXFP4, A16 and A8 each, plain and with gpt-oss's epilogue: 9 GEMM1 and 8
     // GEMM2 (4 tiles × N 64, 128) × 2 modes.
     let sm90_gemms = 2 * (9 + 12 * 2) + 2 * 2 * (9 + 8 * 2);
-    assert_eq!(names.len(), 4 + 4 + 8 + 8 + 18 + 1 + 2 + 7 + sm90_gemms);
+    // SM100 per format: 4 GEMM1 × 2 recipes, 8 GEMM2 × 2 modes; SIMT 9 per target, with
+    // SM100's MXFP8 quantizer and Hopper's quantize-dequantize and two A8 quantizers; the
+    // 7 corpus kernels.
+    let sm100_gemms = 2 * (4 * 2 + 8 * 2);
+    assert_eq!(names.len(), sm100_gemms + 18 + 1 + 1 + 2 + 7 + sm90_gemms);
     let manifest: serde_json::Value = serde_json::from_str(moegen_kernels::MANIFEST_JSON).unwrap();
     let listed: BTreeSet<&str> = manifest["kernels"]
         .as_array()

@@ -326,6 +326,7 @@ pub fn bench_variant(
         tile_sizes,
         deterministic: opts.finalize == FinalizeMode::Deterministic,
         arch,
+        activations: v.activations,
     };
     let ws = Workspace::new(b, &kernels, spec).map_err(s)?;
     if opts.tune.is_some() {

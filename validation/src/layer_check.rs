@@ -365,6 +365,9 @@ fn setup(
         tactics = (0..m).map(|j| tactics[j * n / m]).collect();
     }
     let weights = match arch {
+        Arch::Sm100 if c.activations == ActivationFormat::Mxfp8 => {
+            LayerWeights::upload_sm100_mx(b, &c.shape, &p.sm100_mx_weights()?)
+        }
         Arch::Sm100 => LayerWeights::upload(b, &c.shape, &p.prepared, p.input_scale),
         Arch::Sm90 if c.activations == ActivationFormat::Fp8 => {
             LayerWeights::upload_sm90_a8(b, &c.shape, &p.sm90_a8_weights()?)
@@ -385,6 +388,7 @@ fn setup(
         tile_sizes: candidates.iter().map(MoeTactic::tile).collect(),
         deterministic: c.finalize == FinalizeMode::Deterministic,
         arch,
+        activations: c.activations,
     };
     let ws = Workspace::new(b, kernels, spec).map_err(|e| layer_err(c, e))?;
     let x: Vec<u8> = p.x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();

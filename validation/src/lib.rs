@@ -2,7 +2,8 @@
 //! of the runtime's API.
 //!
 //! - [`device_layer`]: the whole layer through the generated kernels of one tactic on a
-//!   backend (uploads and allocates per call), compared with the CPU reference by the tests.
+//!   backend (uploads and allocates per call), compared with the CPU reference by the tests;
+//!   [`device_layer_mx`] the same for the SM100 MXFP8 × MXFP4 kernels.
 //! - [`bench`](mod@bench): moe-bench's synthetic weights and inputs (the peers' folder contract) and
 //!   moegen's layer timed through the tuner and CUDA-graph replays.
 //! - [`corpus`]: the differential corpus (ALU, pipelines, TMA, clusters, bulk ops), run on an
@@ -21,6 +22,7 @@
 pub mod bench;
 pub mod corpus;
 pub mod device_layer;
+pub mod device_layer_mx;
 pub mod dispatch_fit;
 #[cfg(feature = "nccl")]
 pub mod ep_run;

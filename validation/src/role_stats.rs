@@ -9,7 +9,9 @@
 //! costs, free of one-time set-up: per K block for the roles with a K loop, per tile for
 //! their work outside it, per output element for the epilogues (whose marginal tile includes
 //! everything a tile costs). A figure is per executing warp: the producer and the gather run
-//! in every CTA, the MMA issuer in the leader, the relay in the peer.
+//! in every CTA, the MMA issuer in the leader, the relay in the peer. The MXFP8 × MXFP4
+//! kernels run the same problems with their MXFP4 weights and MXFP8 activations; their K
+//! block is their stage of 128 (NVFP4's: 256).
 
 use std::collections::BTreeMap;
 
@@ -24,11 +26,12 @@ use moegen_runtime::RuntimeError;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::device_ops::DeviceOpError;
 use moegen_runtime::reference::{
-    MoeShape, ReferenceOptions, Routing, prepare_weights, quantize_activations,
+    MoeShape, ReferenceOptions, Routing, Sm100MxWeights, prepare_weights, quantize_activations,
 };
 use moegen_sim::{Category, Profile, WarpProfile};
 
 use crate::device_layer::{LayerInputs, device_moe_layer, gemm_key};
+use crate::device_layer_mx::{MxActivations, MxLayerInputs, device_mx_layer};
 
 /// The measured problem's fixed parts: experts, the local window, routes per token, tokens.
 pub const EXPERTS: usize = 8;
@@ -109,11 +112,15 @@ impl Rng {
     }
 }
 
-/// The layer inputs of one size.
+/// The layer inputs of one size, in both SM100 formats.
 struct Problem {
     shape: MoeShape,
     acts: moegen_runtime::reference::Nvfp4Activations,
     weights: moegen_runtime::reference::PreparedWeights,
+    /// The bf16 activations the MXFP8 layer quantizes itself.
+    x: Vec<half::bf16>,
+    /// The same weights quantized to MXFP4 for the MXFP8 × MXFP4 GEMMs.
+    mx: Sm100MxWeights,
     routing: Routing,
 }
 
@@ -142,17 +149,30 @@ fn problem(h: usize, i: usize) -> Result<Problem, RoleStatsError> {
     let acts = quantize_activations(&x, TOKENS, h, gs_x).map_err(e)?;
     let weights_p =
         prepare_weights(&shape, &up, &gate, &down, gs_x, 448.0 * 6.0 / 4.0).map_err(e)?;
+    let (mx, _) = Sm100MxWeights::quantize(&shape, &up, &gate, &down).map_err(e)?;
     Ok(Problem {
         shape,
         acts,
         weights: weights_p,
+        x: x.iter().map(|&v| half::bf16::from_f32(v)).collect(),
+        mx,
         routing: Routing { tokens: TOKENS, experts, weights },
     })
 }
 
-/// The key of the kernel a tactic's GEMM runs with `opts`.
-fn key_of(g: &moegen_dsl::GemmTactic, opts: ReferenceOptions) -> Option<GemmKey> {
-    gemm_key(g, opts).ok()
+/// The key of the kernel a tactic's GEMM runs with `opts`, NVFP4 or (`mx`) MXFP8 × MXFP4.
+fn key_of(g: &moegen_dsl::GemmTactic, opts: ReferenceOptions, mx: bool) -> Option<GemmKey> {
+    if !mx {
+        return gemm_key(g, opts).ok();
+    }
+    let d = moegen_dsl::KernelDescBuilder::new(*g)
+        .format(moegen_dsl::WeightFormat::Mxfp4)
+        .activations(moegen_dsl::ActivationFormat::Mxfp8);
+    let d = match g.kind() {
+        GemmKind::Gemm1 => d.swiglu_input(opts.swiglu_input).recipe(opts.recipe),
+        GemmKind::Gemm2 => d.finalize(opts.finalize),
+    };
+    d.build().ok().map(|d| d.key())
 }
 
 /// The option sets the layer runs the GEMM kernels with: both finalize modes with the
@@ -171,19 +191,34 @@ fn run_once(
     p: &Problem,
     tactic: &MoeTactic,
     opts: ReferenceOptions,
+    mx: bool,
 ) -> Result<BTreeMap<String, Sample>, RoleStatsError> {
     let mut sim = SimBackend::new().with_profile();
-    let inputs =
-        LayerInputs { shape: &p.shape, acts: &p.acts, weights: &p.weights, routing: &p.routing };
-    let run = device_moe_layer(&mut sim, &inputs, tactic, opts, 1)
-        .map_err(|e| RoleStatsError::Run { tactic: tactic.to_string(), source: Box::new(e) })?;
-    let count = run.sort.num_non_exiting_tiles;
+    let failed = |e| RoleStatsError::Run { tactic: tactic.to_string(), source: Box::new(e) };
+    let sort = if mx {
+        let inputs = MxLayerInputs {
+            shape: &p.shape,
+            acts: MxActivations::Bf16(&p.x),
+            weights: &p.mx,
+            routing: &p.routing,
+        };
+        device_mx_layer(&mut sim, &inputs, tactic, opts, 1).map_err(failed)?.sort
+    } else {
+        let inputs = LayerInputs {
+            shape: &p.shape,
+            acts: &p.acts,
+            weights: &p.weights,
+            routing: &p.routing,
+        };
+        device_moe_layer(&mut sim, &inputs, tactic, opts, 1).map_err(failed)?.sort
+    };
+    let count = sort.num_non_exiting_tiles;
     let live = u64::try_from(count)
         .map_err(|_| RoleStatsError::LiveTiles { tactic: tactic.to_string(), count })?;
     let (h, i) = (p.shape.hidden as u64, p.shape.intermediate as u64);
     let mut out = BTreeMap::new();
     for g in [tactic.gemm1(), tactic.gemm2()] {
-        let Some(key) = key_of(g, opts) else { continue };
+        let Some(key) = key_of(g, opts, mx) else { continue };
         let name = key.name();
         let (k_dim, n_dim) = match g.kind() {
             GemmKind::Gemm1 => (h, 2 * i),
@@ -198,7 +233,8 @@ fn run_once(
             .find(|(k, _)| *k == name)
             .map(|(_, p)| p.clone())
             .ok_or_else(|| RoleStatsError::NoProfile(name.clone()))?;
-        out.insert(name, Sample { profile, units, k_blocks: k_dim.div_ceil(256) });
+        let k_stage = if mx { 128 } else { 256 };
+        out.insert(name, Sample { profile, units, k_blocks: k_dim.div_ceil(k_stage) });
     }
     Ok(out)
 }
@@ -293,18 +329,18 @@ pub fn measure(progress: &mut dyn FnMut(&str)) -> Result<RoleStatsFile, RoleStat
         })
         .collect();
     let mut runs: BTreeMap<String, Runs> = BTreeMap::new();
-    for tactic in nvfp4_tactics() {
+    for (tactic, mx) in nvfp4_tactics().into_iter().flat_map(|t| [(t, false), (t, true)]) {
         for opts in option_sets() {
             let names: Vec<String> = [tactic.gemm1(), tactic.gemm2()]
                 .iter()
-                .filter_map(|g| key_of(g, opts).map(|k| k.name()))
+                .filter_map(|g| key_of(g, opts, mx).map(|k| k.name()))
                 .collect();
             if names.iter().all(|n| runs.contains_key(n)) {
                 continue;
             }
             let mut samples = Vec::with_capacity(3);
             for p in &problems {
-                samples.push(run_once(p, &tactic, opts)?);
+                samples.push(run_once(p, &tactic, opts, mx)?);
             }
             for name in names {
                 if runs.contains_key(&name) {

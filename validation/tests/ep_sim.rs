@@ -8,7 +8,7 @@
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
-use moegen_dsl::{Arch, FinalizeMode, Target, TileSize};
+use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, Target, TileSize};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::backend::{Backend, BackendError, UsageError};
 use moegen_runtime::ep::*;
@@ -131,6 +131,7 @@ fn single_layer(
         tile_sizes: TileSize::SM100.to_vec(),
         deterministic: finalize == FinalizeMode::Deterministic,
         arch: Arch::Sm100,
+        activations: ActivationFormat::Nvfp4,
     };
     (layer, Workspace::new(b, &KernelSet::builtin(), spec).unwrap())
 }
@@ -169,8 +170,12 @@ fn ranks_in(
         layers.push(build_layer(b, m, config(shape, finalize), plan.layer_tokens()));
         let tiles = TileSize::SM100.to_vec();
         let spec = match &plan {
-            EpPlan::AllGather(a) => a.workspace_spec(I, tiles, Arch::Sm100),
-            EpPlan::AllToAll(a) => a.workspace_spec(I, tiles, det, Arch::Sm100),
+            EpPlan::AllGather(a) => {
+                a.workspace_spec(I, tiles, Arch::Sm100, ActivationFormat::Nvfp4)
+            }
+            EpPlan::AllToAll(a) => {
+                a.workspace_spec(I, tiles, det, Arch::Sm100, ActivationFormat::Nvfp4)
+            }
         };
         workspaces.push(EpWorkspace::new(b, &KernelSet::builtin(), plan.clone(), r, spec).unwrap());
         ios.push(io(b, batch, r * n..(r + 1) * n));
@@ -415,11 +420,13 @@ fn layers_of_the_wrong_window_are_refused() {
     assert_eq!(ExpertParallel::new(p, &[], vec![]).unwrap_err(), EpError::ZeroRanks);
     // A workspace spec too small for the gathered tokens names its field.
     let plan = AllGatherPlan::new(p, 4, H, true).unwrap();
-    let mut spec = plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100);
+    let mut spec =
+        plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100, ActivationFormat::Nvfp4);
     spec.max_tokens = 4;
     let e = EpWorkspace::new(&mut b, &KernelSet::builtin(), plan.clone(), 0, spec).unwrap_err();
     assert!(e.to_string().contains("max_tokens = 4, the plan needs 8"), "{e}");
-    let spec = plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100);
+    let spec =
+        plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100, ActivationFormat::Nvfp4);
     assert_eq!(
         EpWorkspace::new(&mut b, &KernelSet::builtin(), plan, 2, spec).unwrap_err(),
         EpError::RankOutOfRange { rank: 2, ranks: 2 }
@@ -590,7 +597,8 @@ fn all_to_all_refuses_mismatched_layers_and_workspaces_before_any_launch() {
     // A mode (a) workspace under the mode (b) layer.
     let p = EpPartition::new(E, 2, K).unwrap();
     let plan = AllGatherPlan::new(p, 2, H, true).unwrap();
-    let spec = plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100);
+    let spec =
+        plan.workspace_spec(I, TileSize::SM100.to_vec(), Arch::Sm100, ActivationFormat::Nvfp4);
     let a = EpWorkspace::new(&mut r.backends[0], &KernelSet::builtin(), plan, 0, spec).unwrap();
     let mut bs: Vec<&mut dyn Backend> =
         r.backends.iter_mut().map(|b| b as &mut dyn Backend).collect();
@@ -628,7 +636,13 @@ fn all_to_all_refuses_mismatched_layers_and_workspaces_before_any_launch() {
     let e = ExpertParallel::with_mode(p, EpMode::AllToAll, &[0], vec![layer]).unwrap_err();
     assert!(matches!(e, EpError::Mismatch { rank: 0, .. }), "{e}");
     let plan = AllToAllPlan::new(p, 2, H).unwrap();
-    let mut spec = plan.workspace_spec(I, TileSize::SM100.to_vec(), true, Arch::Sm100);
+    let mut spec = plan.workspace_spec(
+        I,
+        TileSize::SM100.to_vec(),
+        true,
+        Arch::Sm100,
+        ActivationFormat::Nvfp4,
+    );
     spec.top_k = K;
     let e = EpWorkspace::new(&mut b, &KernelSet::builtin(), plan, 0, spec).unwrap_err();
     assert!(e.to_string().contains("top_k = 4, the plan needs 1"), "{e}");

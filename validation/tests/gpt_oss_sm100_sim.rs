@@ -1,4 +1,5 @@
-//! A gpt-oss-20b-shaped layer on the simulated SM100 (NVFP4 weights × NVFP4 activations):
+//! A gpt-oss-20b-shaped layer on the simulated SM100 (NVFP4 weights × NVFP4 activations,
+//! and from the checkpoint also MXFP4 weights × MXFP8 activations, `kind::mxf8f6f4`):
 //! H = I = 2880 (a multiple of 64, not of 128 or 256: GEMM1 ends K in a stage of 64 and
 //! its 2I = 5760 half-way into the last N 256 block; GEMM2's H ends 64 columns into its
 //! last N 128 or 256 block), 32 experts with top 4 (a window of 4 local ones, so the host
@@ -58,7 +59,11 @@ fn a_gpt_oss_shaped_layer_matches_the_reference_bit_for_bit() {
 /// `oracle_bound` (relative L2) of the f64 oracle.
 fn runs_bit_for_bit(p: &Problem, tactics: &[MoeTactic], oracle_bound: f64) {
     let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
-    let set = builtin_with_epilogue(&gemms, EpilogueSpec::GPT_OSS, "sm_100f", |b| b).unwrap();
+    let (format, activations) = (p.case.format, p.case.activations);
+    let set = builtin_with_epilogue(&gemms, EpilogueSpec::GPT_OSS, "sm_100f", |b| {
+        b.format(format).activations(activations)
+    })
+    .unwrap();
     let mut sim = SimBackend::new().with_sm_count(8);
     let rows = check_tactics_in(&mut sim, p, None, &set).unwrap();
     for t in tactics {
@@ -124,7 +129,8 @@ fn decode(codes: &[u8], scales: &[u8], cols: usize, row: usize, col: usize) -> f
 /// UE8M0 scales, bf16 biases), loaded by `GptOssExperts`, converted exactly to NVFP4
 /// (`import_mxfp4`) and run through `MoeLayer` on the simulated SM100 with gpt-oss's
 /// epilogue (α 1.702, β 1, limit 7, both biases): bit for bit the SM100 CPU reference, and
-/// near the f64 oracle built from this test's own decoding of the file.
+/// near the f64 oracle built from this test's own decoding of the file; then the same file
+/// kept MXFP4 with MXFP8 activations (`Sm100MxWeights`), bit for bit its own reference.
 #[test]
 fn a_gpt_oss_checkpoint_runs_on_sm100_bit_for_bit() {
     use half::bf16;
@@ -244,9 +250,21 @@ fn a_gpt_oss_checkpoint_runs_on_sm100_bit_for_bit() {
         epilogue: EpilogueSpec::GPT_OSS,
         recipe: None,
     };
-    let p = Problem { case, x, routing, input_scale, prepared, mxfp4: vec![], epilogue, oracle };
+    // The MXFP8 × MXFP4 leg takes the file's codes and scales as they are (no conversion).
+    let mxfp4 = loaded
+        .experts
+        .iter()
+        .map(|x| [&x.up, &x.gate, &x.down].map(|m| (m.packed.clone(), m.scales.clone())))
+        .collect();
+    let p = Problem { case, x, routing, input_scale, prepared, mxfp4, epilogue, oracle };
     // 1-CTA GEMM2 N 256 (12 blocks, the last 64 columns wide); 2-CTA GEMM1 N 128 (45
     // blocks) and GEMM2 N 128 in 2-wide clusters.
     let tactics = [tactic(128, 256, [256, 1]), tactic(256, 128, [128, 2])];
     runs_bit_for_bit(&p, &tactics, 0.25);
+    // MXFP8 activations × the checkpoint's MXFP4 weights (`kind::mxf8f6f4`): E4M3 values
+    // with a power-of-two scale per 32 are far finer than NVFP4's, so the oracle is nearer.
+    let mx =
+        LayerCase { activations: ActivationFormat::Mxfp8, format: WeightFormat::Mxfp4, ..p.case };
+    let p = Problem { case: mx, ..p };
+    runs_bit_for_bit(&p, &tactics, 0.06);
 }

@@ -111,11 +111,19 @@ fn a_deterministic_only_set_names_the_bulk_layers_finalize_mode() {
 fn format_target_and_shape_multiple_are_named() {
     let config = LayerConfig::new(shape(512, 256));
     let builtin = KernelSet::builtin();
-    // MXFP4 weights: the SM100 kernels implement NVFP4 only.
+    // MXFP4 weights with NVFP4 activations: SM100 multiplies MXFP4 by MXFP8 only.
     let e = MoeLayer::candidates(&config, &builtin, 8, Arch::Sm100, WeightFormat::Mxfp4);
     let n = no_candidates(e.unwrap_err());
     assert!(n.rejected.iter().all(|r| matches!(r.reason, Rejection::Refused { .. })));
-    assert!(n.to_string().contains("format"), "{n}");
+    assert!(n.to_string().contains("MXFP4 weights without MXFP8 activations"), "{n}");
+    // With MXFP8 activations every tactic is served by the built-in set; MXFP8 with NVFP4
+    // weights is refused by name.
+    let mx = LayerConfig { activations: ActivationFormat::Mxfp8, ..config };
+    let ok = MoeLayer::candidates(&mx, &builtin, 8, Arch::Sm100, WeightFormat::Mxfp4).unwrap();
+    assert_eq!(ok.len(), 16);
+    let e = MoeLayer::candidates(&mx, &builtin, 8, Arch::Sm100, WeightFormat::Nvfp4);
+    let n = no_candidates(e.unwrap_err());
+    assert!(n.to_string().contains("MXFP8 activations with NVFP4 weights"), "{n}");
     // An SM100 set asked for a Hopper layer.
     let sm100 = builtin_where(|k| k.arch() == Arch::Sm100);
     let bf16_config = LayerConfig { activations: ActivationFormat::Bf16, ..config };
@@ -167,6 +175,7 @@ fn spec(max_hidden: usize, tiles: &[TileSize], deterministic: bool) -> Workspace
         tile_sizes: tiles.to_vec(),
         deterministic,
         arch: Arch::Sm100,
+        activations: ActivationFormat::Nvfp4,
     }
 }
 

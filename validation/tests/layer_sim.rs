@@ -73,6 +73,7 @@ fn workspace(s: &mut Setup, deterministic: bool) -> Workspace {
         tile_sizes: TileSize::SM100.to_vec(),
         deterministic,
         arch: moegen_dsl::Arch::Sm100,
+        activations: moegen_dsl::ActivationFormat::Nvfp4,
     };
     Workspace::new(&mut s.sim, &KernelSet::builtin(), spec).unwrap()
 }
@@ -194,6 +195,7 @@ fn every_bad_input_is_refused_before_any_launch() {
         tile_sizes: vec![TileSize::T128],
         deterministic: false,
         arch: moegen_dsl::Arch::Sm100,
+        activations: moegen_dsl::ActivationFormat::Nvfp4,
     };
     let other = Workspace::new(&mut s.sim, &KernelSet::builtin(), spec).unwrap();
     let e = layer.forward(&mut s.sim, &other, &good).unwrap_err();

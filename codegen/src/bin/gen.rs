@@ -17,7 +17,7 @@ use moegen_codegen::perf::{
 use moegen_codegen::report::{plan_report, render_plan, render_tactics, tactics_report};
 use moegen_dsl::plan::check_gemm_dim;
 use moegen_dsl::plan::{ExpertWindow, WorkspaceRequest};
-use moegen_dsl::{Arch, Target, TileSize};
+use moegen_dsl::{ActivationFormat, Arch, Target, TileSize};
 
 /// moegen: NVFP4 Mixture-of-Experts kernels for NVIDIA Blackwell, generated ahead of time.
 #[derive(Parser, Debug)]
@@ -121,10 +121,24 @@ enum Command {
         /// Target whose GEMM kernels H and I must suit.
         #[arg(long, default_value = "sm_100f")]
         target: Target,
+        /// What the activations entering GEMM1 are: a4 (NVFP4), mxa8 (MXFP8, SM100 with
+        /// MXFP4 weights), a16 or a8 (Hopper). On SM100 it sizes the quantized activations
+        /// and GEMM1's output.
+        #[arg(long, default_value = "a4", value_parser = activations_arg)]
+        activations: ActivationFormat,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--activations`: a format's tag (`ActivationFormat::tag`).
+fn activations_arg(s: &str) -> Result<ActivationFormat, String> {
+    use ActivationFormat as A;
+    [A::Nvfp4, A::Bf16, A::Fp8, A::Mxfp8]
+        .into_iter()
+        .find(|a| a.tag() == s)
+        .ok_or_else(|| format!("`{s}` is not one of a4, a16, a8, mxa8"))
 }
 
 /// A failure after the arguments were accepted: the message and the exit code.
@@ -273,6 +287,7 @@ fn run(cli: Cli) -> Result<String, Failure> {
             hidden,
             deterministic,
             target,
+            activations,
             json,
         }) => {
             let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
@@ -295,6 +310,7 @@ fn run(cli: Cli) -> Result<String, Failure> {
                 },
                 deterministic_scratch: deterministic,
                 arch: target.arch(),
+                activations,
             };
             let r = plan_report(&req).map_err(|e| bad(e.to_string()))?;
             if json {

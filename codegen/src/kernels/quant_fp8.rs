@@ -12,18 +12,15 @@
 use moegen_dsl::abi::launch::QUANT_FP8_THREADS;
 use moegen_dsl::abi::{Buffer, Scalar, SimtFamily, SimtTarget};
 
+use super::e4m3_scale::{e4m3_scale_exponent, e4m3_words, pow2_neg};
 use crate::ptx::instrs::Shfl;
-use crate::ptx::ops::{Access, Alu, Cvt, IntOp, Memory, ShflMode};
-use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, Rnd, SReg, Space, Ty, VecWidth};
+use crate::ptx::ops::{Access, Memory, ShflMode};
+use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty, VecWidth};
 
 /// Rows one block handles at a time (one per warp).
 const WARPS: u32 = QUANT_FP8_THREADS / 32;
 /// Values per lane per chunk (16 bytes of bf16).
 const CHUNK: u32 = 8;
-/// f32 mantissa bits of 1.75 (448 = 1.75 · 2^8).
-const MANT_1_75: u32 = 0x0060_0000;
-/// The least scale exponent: 2^−e stays a normal f32.
-const MIN_EXP: i32 = -126;
 
 /// Builds `quant_fp8_tokens` (rows = tokens, K = H, the scale to each local route's
 /// permuted row) or `quant_fp8_rows` (rows = the live tiles' permuted rows, K = I).
@@ -105,47 +102,18 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
     }
 
     // e = max(E − 8 + [mantissa > 1.75's], −126) from amax's bits (E = field − 127).
-    let bits = b.mov_b32(RegClass::B32, amax);
-    let field = b.shr_u32(bits, 23u32);
-    let field = b.and_b32(field, 0xFFu32);
-    let mant = b.and_b32(bits, 0x007F_FFFFu32);
-    let up = b.setp_u32(Cmp::Gt, mant, MANT_1_75);
-    let carry = b.selp_u32(1u32, 0u32, up);
-    let e = b.add_u32(field, carry);
-    let e = b.sub_u32(e, 127 + 8);
-    let e = b.op(
-        RegClass::B32,
-        Alu::Int(IntOp::Max, Ty::S32),
-        vec![e.into(), Operand::Imm(i64::from(MIN_EXP))],
-    );
+    let e = e4m3_scale_exponent(&mut b, amax);
     // 2^e and 2^−e as f32 bit patterns (both normal for e in [−126, 121]).
     let sbits = b.add_u32(e, 127u32);
     let sbits = b.shl_b32(sbits, 23u32);
     let scale = b.mov_b32(RegClass::F32, sbits);
-    let ibits = b.sub_u32(127u32, e);
-    let ibits = b.shl_b32(ibits, 23u32);
-    let inv = b.mov_b32(RegClass::F32, ibits);
+    let inv = pow2_neg(&mut b, e);
 
     // Pass 2: x · 2^−e, rounded once to E4M3, 8 bytes per chunk.
-    let e4m3 = Cvt::satfinite(Rnd::Rn, Ty::E4m3x2, Ty::F32);
     chunk_loop(&mut b, lane, chunks, "quant", &mut |b, c| {
         let v = load_chunk(b, src_row, c);
         let scaled: Vec<Reg> = v.iter().map(|&x| b.mul_f32(x, inv)).collect();
-        let pairs: Vec<Reg> = scaled
-            .chunks_exact(2)
-            .filter_map(|p| match *p {
-                // cvt puts its first source in the upper byte.
-                [lo, hi] => Some(b.cvt(RegClass::B16, e4m3, vec![hi.into(), lo.into()])),
-                _ => None,
-            })
-            .collect();
-        let words: Vec<Reg> = pairs
-            .chunks_exact(2)
-            .filter_map(|p| match *p {
-                [lo, hi] => Some(b.mov_b32(RegClass::B32, Operand::regs(&[lo, hi]))),
-                _ => None,
-            })
-            .collect();
+        let words = e4m3_words(b, &scaled);
         let dst = b.index_addr(dst_row, c, CHUNK);
         b.emit(
             Memory::St(Access::vector(Space::Global, VecWidth::V2, Ty::B32)),

@@ -59,6 +59,9 @@ pub enum SimtFamily {
     MoeSortSingle,
     /// bf16 activations → NVFP4.
     QuantizeNvfp4,
+    /// bf16 activations → MXFP8 (E4M3, a UE8M0 scale per 32): the SM100 MXFP8 × MXFP4
+    /// GEMM1's input.
+    QuantizeMxfp8,
     /// The deterministic finalize's fixed-order sum.
     FinalizeReduce,
     /// bf16 activations → NVFP4 → bf16 (e2m1 · scale, exact): Hopper's A4 input.
@@ -90,11 +93,17 @@ impl SimtFamily {
         SimtFamily::EpGatherRows,
         SimtFamily::EpCombineUnpack,
     ];
-    /// The families of a target: Hopper adds the A4 quantize-dequantize and the A8 quantizers.
+    /// The families of a target: Hopper adds the A4 quantize-dequantize and the A8
+    /// quantizers, SM100 the MXFP8 quantizer.
     pub fn of(target: SimtTarget) -> Vec<SimtFamily> {
         let mut v = Self::ALL.to_vec();
-        if target == SimtTarget::Sm90a {
-            v.extend([SimtFamily::QdqNvfp4, SimtFamily::QuantFp8Tokens, SimtFamily::QuantFp8Rows]);
+        match target {
+            SimtTarget::Sm90a => v.extend([
+                SimtFamily::QdqNvfp4,
+                SimtFamily::QuantFp8Tokens,
+                SimtFamily::QuantFp8Rows,
+            ]),
+            SimtTarget::Sm100f => v.push(SimtFamily::QuantizeMxfp8),
         }
         v
     }
@@ -106,6 +115,7 @@ impl SimtFamily {
             SimtFamily::MoeSortScatter => "moe_sort_scatter",
             SimtFamily::MoeSortSingle => "moe_sort_single",
             SimtFamily::QuantizeNvfp4 => "quantize_nvfp4",
+            SimtFamily::QuantizeMxfp8 => "quantize_mxfp8",
             SimtFamily::FinalizeReduce => "finalize_reduce",
             SimtFamily::QdqNvfp4 => "qdq_nvfp4",
             SimtFamily::QuantFp8Tokens => "quant_fp8_tokens",

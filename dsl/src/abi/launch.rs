@@ -179,6 +179,13 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                     max_blocks: GRID_STRIDE_MAX_BLOCKS,
                 },
             ),
+            // One thread per 32 values (the grid-stride loop also covers the padding blocks).
+            SimtFamily::QuantizeMxfp8 => simt(
+                QUANTIZE_THREADS,
+                0,
+                0,
+                GridRule::GridStride { values_per_thread: 32, max_blocks: GRID_STRIDE_MAX_BLOCKS },
+            ),
             SimtFamily::QdqNvfp4 => simt(
                 QUANTIZE_THREADS,
                 0,

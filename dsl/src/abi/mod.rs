@@ -44,6 +44,28 @@ use crate::tactic::{Arch, GemmKind};
 pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
     use signature as s;
     match id {
+        // MXFP8 keys first: only SM100 has MXFP8 GEMMs (`KernelDescBuilder` refuses them on
+        // Hopper), so the Hopper arm's A8 lists stand for them only in patterns.
+        KernelId::Gemm(k) if k.activations == ActivationFormat::Mxfp8 => {
+            match (k.gemm, k.finalize, k.activation.has_params(), k.bias) {
+                (GemmKind::Gemm1, _, false, false) => ("GEMM1_MX", s::GEMM1_MX),
+                (GemmKind::Gemm1, _, true, false) => ("GEMM1_MX_ACT", s::GEMM1_MX_ACT),
+                (GemmKind::Gemm1, _, false, true) => ("GEMM1_MX_BIAS", s::GEMM1_MX_BIAS),
+                (GemmKind::Gemm1, _, true, true) => ("GEMM1_MX_ACT_BIAS", s::GEMM1_MX_ACT_BIAS),
+                (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd, _, false) => {
+                    ("GEMM2_MX", s::GEMM2_MX)
+                }
+                (GemmKind::Gemm2, FinalizeMode::BulkReduceAdd, _, true) => {
+                    ("GEMM2_MX_BIAS", s::GEMM2_MX_BIAS)
+                }
+                (GemmKind::Gemm2, FinalizeMode::Deterministic, _, false) => {
+                    ("GEMM2_MX_DETERMINISTIC", s::GEMM2_MX_DETERMINISTIC)
+                }
+                (GemmKind::Gemm2, FinalizeMode::Deterministic, _, true) => {
+                    ("GEMM2_MX_DETERMINISTIC_BIAS", s::GEMM2_MX_DETERMINISTIC_BIAS)
+                }
+            }
+        }
         KernelId::Gemm(k) if k.target.arch() == Arch::Sm90 => match (k.gemm, k.finalize) {
             (GemmKind::Gemm1, _) => {
                 use ActivationFormat as A;
@@ -58,10 +80,14 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
                     (A::Nvfp4, true, false) => ("SM90_GEMM1_A4_ACT", s::SM90_GEMM1_A4_ACT),
                     (A::Nvfp4, false, true) => ("SM90_GEMM1_A4_BIAS", s::SM90_GEMM1_A4_BIAS),
                     (A::Nvfp4, true, true) => ("SM90_GEMM1_A4_ACT_BIAS", s::SM90_GEMM1_A4_ACT_BIAS),
-                    (A::Fp8, false, false) => ("SM90_GEMM1_A8", s::SM90_GEMM1_A8),
-                    (A::Fp8, true, false) => ("SM90_GEMM1_A8_ACT", s::SM90_GEMM1_A8_ACT),
-                    (A::Fp8, false, true) => ("SM90_GEMM1_A8_BIAS", s::SM90_GEMM1_A8_BIAS),
-                    (A::Fp8, true, true) => ("SM90_GEMM1_A8_ACT_BIAS", s::SM90_GEMM1_A8_ACT_BIAS),
+                    (A::Fp8 | A::Mxfp8, false, false) => ("SM90_GEMM1_A8", s::SM90_GEMM1_A8),
+                    (A::Fp8 | A::Mxfp8, true, false) => ("SM90_GEMM1_A8_ACT", s::SM90_GEMM1_A8_ACT),
+                    (A::Fp8 | A::Mxfp8, false, true) => {
+                        ("SM90_GEMM1_A8_BIAS", s::SM90_GEMM1_A8_BIAS)
+                    }
+                    (A::Fp8 | A::Mxfp8, true, true) => {
+                        ("SM90_GEMM1_A8_ACT_BIAS", s::SM90_GEMM1_A8_ACT_BIAS)
+                    }
                 }
             }
             (GemmKind::Gemm2, finalize) => {
@@ -109,6 +135,7 @@ pub fn signature(id: &KernelId) -> (&'static str, &'static [Param]) {
             SimtFamily::MoeSortScatter => ("MOE_SORT_SCATTER", s::MOE_SORT_SCATTER),
             SimtFamily::MoeSortSingle => ("MOE_SORT_SINGLE", s::MOE_SORT_SINGLE),
             SimtFamily::QuantizeNvfp4 => ("QUANTIZE_NVFP4", s::QUANTIZE_NVFP4),
+            SimtFamily::QuantizeMxfp8 => ("QUANTIZE_MXFP8", s::QUANTIZE_MXFP8),
             SimtFamily::FinalizeReduce => ("FINALIZE_REDUCE", s::FINALIZE_REDUCE),
             SimtFamily::QdqNvfp4 => ("QDQ_NVFP4", s::QDQ_NVFP4),
             SimtFamily::QuantFp8Tokens => ("QUANT_FP8_TOKENS", s::QUANT_FP8_TOKENS),

@@ -4,6 +4,9 @@
 
 use super::param::{Buffer as B, Param, ParamKind, ParamType, Scalar as S, TensorMap as M};
 
+mod sm100_mx;
+pub use sm100_mx::*;
+
 const fn scalar(name: &'static str, s: S, meaning: &'static str) -> Param {
     Param { name, kind: ParamKind::Scalar(s), meaning }
 }
@@ -265,6 +268,19 @@ pub const QUANTIZE_NVFP4: &[Param] = &[
     ),
     scalar("tokens", S::Tokens, "rows"),
     scalar("hidden", S::Hidden, "H, a multiple of 16"),
+];
+
+/// bf16 activations → MXFP8 with linear scales (SM100).
+pub const QUANTIZE_MXFP8: &[Param] = &[
+    buffer("x", B::ActivationsBf16, "activations bf16 [tokens, H]"),
+    buffer("out", B::Activations, "e4m3 [tokens, H]"),
+    buffer(
+        "out_sf",
+        B::ActivationScales,
+        "ue8m0 [tokens, Kp(H)/32], linear (Kp(H): H rounded up to 128); blocks past H are 0",
+    ),
+    scalar("tokens", S::Tokens, "rows"),
+    scalar("hidden", S::Hidden, "H, a multiple of 64"),
 ];
 
 /// The deterministic finalize's fixed-order sum.

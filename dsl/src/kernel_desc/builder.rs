@@ -190,27 +190,34 @@ impl KernelDescBuilder {
         if self.tactic.arch() != self.target.arch() {
             return Err(self.unsupported("a tactic shaped for another GPU generation"));
         }
-        if self.format == WeightFormat::Mxfp4 && !hopper {
-            return Err(self.unsupported("format (only NVFP4: E2M1 with UE4M3 block16 scales)"));
+        if !hopper {
+            return match (self.format, self.activations) {
+                (WeightFormat::Nvfp4, ActivationFormat::Nvfp4)
+                | (WeightFormat::Mxfp4, ActivationFormat::Mxfp8) => Ok(()),
+                (WeightFormat::Mxfp4, _) => Err(self.unsupported(
+                    "MXFP4 weights without MXFP8 activations (SM100 multiplies MXFP4 by MXFP8; \
+                     NVFP4 activations take NVFP4 weights)",
+                )),
+                (_, ActivationFormat::Bf16) => Err(self.unsupported(
+                    "bf16 activations (the block-scaled MMA takes NVFP4 or MXFP8 activations)",
+                )),
+                (_, ActivationFormat::Fp8) => Err(self.unsupported(
+                    "per-row FP8 activations on SM100 (its FP8 path is MXFP8, a scale per 32)",
+                )),
+                (_, ActivationFormat::Mxfp8) => {
+                    Err(self
+                        .unsupported("MXFP8 activations with NVFP4 weights (MXFP8 takes MXFP4)"))
+                }
+            };
         }
-        if self.activations == ActivationFormat::Bf16 && !hopper {
-            return Err(
-                self.unsupported("bf16 activations (the block-scaled MMA takes NVFP4 activations)")
-            );
-        }
-        if self.activations == ActivationFormat::Fp8 && !hopper {
-            return Err(self.unsupported(
-                "FP8 activations on SM100 (the block-scaled MMA takes NVFP4 activations)",
-            ));
+        if self.activations == ActivationFormat::Mxfp8 {
+            return Err(self.unsupported("MXFP8 activations on Hopper (its FP8 path is A8)"));
         }
         if self.activations == ActivationFormat::Fp8 && self.format != WeightFormat::Mxfp4 {
             // E2M1 · UE8M0 is an E4M3 value times a power of two; E2M1 · UE4M3 is not.
             return Err(self.unsupported("FP8 activations with NVFP4 weights (A8 takes MXFP4)"));
         }
-        if hopper
-            && self.activations != ActivationFormat::Nvfp4
-            && self.swiglu_input != SwigluInput::F32
-        {
+        if self.activations != ActivationFormat::Nvfp4 && self.swiglu_input != SwigluInput::F32 {
             return Err(self.unsupported("bf16 SwiGLU inputs with bf16 or FP8 activations"));
         }
         Ok(())

@@ -42,6 +42,14 @@ pub enum PlanError {
         /// Number of experts.
         experts: u64,
     },
+    /// Activations a generation's kernels do not exchange.
+    #[error("{arch:?} layers do not take {activations:?} activations")]
+    Activations {
+        /// The generation.
+        arch: crate::tactic::Arch,
+        /// The activation format asked for.
+        activations: crate::options::ActivationFormat,
+    },
     /// A dimension that must be a multiple of something is not.
     #[error("{what} = {value} is not a multiple of {multiple}{why}")]
     Alignment {

@@ -9,6 +9,7 @@ use super::sizing::{expanded_rows, max_permuted_rows, max_tiles};
 use crate::abi::Buffer;
 use crate::abi::launch::ROUTES_PER_BLOCK;
 use crate::formats::Scale128x4;
+use crate::options::ActivationFormat;
 use crate::tactic::{Arch, TileSize};
 
 /// Words of the device-side error record (layout: [`crate::abi::error_record`]).
@@ -36,9 +37,14 @@ pub struct WorkspaceRequest {
     /// Include the deterministic finalize's `[N·k, H]` scratch in the shared workspace
     /// (needs `hidden`); otherwise it is only reported.
     pub deterministic_scratch: bool,
-    /// The generation whose kernels use it: SM100 exchanges NVFP4 activations and h; Hopper
-    /// exchanges them in bf16.
+    /// The generation whose kernels use it: SM100 exchanges NVFP4 or MXFP8 activations and
+    /// h; Hopper exchanges them in bf16 (and E4M3 for A8).
     pub arch: Arch,
+    /// What the activations entering GEMM1 are: on SM100 NVFP4 (a byte per two values and
+    /// a scale per 16) or MXFP8 (a byte per value, a scale per 32, rows of scales padded to
+    /// whole 128-wide K stages), which sizes the quantized activations and GEMM1's output;
+    /// Hopper's plan serves all of its formats (A4, A16, A8) whatever this says.
+    pub activations: ActivationFormat,
 }
 
 /// One buffer of a plan.
@@ -98,6 +104,7 @@ struct Sizes {
     hidden: Option<u64>,
     scratch: bool,
     arch: Arch,
+    mxfp8: bool,
 }
 
 fn check_i32(what: &'static str, value: u64) -> Result<()> {
@@ -129,6 +136,11 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
             // A8: E4M3 rows padded to whole 128-wide K stages.
             let padded = s.tokens.checked_mul(h.next_multiple_of(128)).ok_or(overflow.clone())?;
             specs.push((Buffer::ActivationsFp8, "e4m3", padded, 1));
+        } else if s.mxfp8 {
+            specs.push((Buffer::Activations, "e4m3", values, 1));
+            let row = h.next_multiple_of(128) / 32;
+            let scales = s.tokens.checked_mul(row).ok_or(overflow.clone())?;
+            specs.push((Buffer::ActivationScales, "ue8m0 (linear)", scales, 1));
         } else {
             specs.push((Buffer::Activations, "e2m1x2", values / 2, 1));
             specs.push((Buffer::ActivationScales, "ue4m3 (linear)", values / 16, 1));
@@ -151,12 +163,19 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
             specs.push((Buffer::Gemm1OutputRowScales, "f32", s.rows, 4));
             specs.push((Buffer::ActivationRowScales, "f32", s.rows, 4));
         } else {
-            let packed = s.rows.checked_mul(i / 2).ok_or(overflow.clone())?;
+            // NVFP4: two values a byte, a scale per 16; MXFP8: a value a byte, a scale per
+            // 32 of I padded to 128.
+            let (values, cols, dtypes) = if s.mxfp8 {
+                (i, i.next_multiple_of(128) / 32, ("e4m3", "ue8m0 (128x4)"))
+            } else {
+                (i / 2, i / 16, ("e2m1x2", "ue4m3 (128x4)"))
+            };
+            let bytes = s.rows.checked_mul(values).ok_or(overflow.clone())?;
             let rows = usize::try_from(s.rows).map_err(|_| overflow.clone())?;
-            let cols = usize::try_from(i / 16).map_err(|_| overflow.clone())?;
+            let cols = usize::try_from(cols).map_err(|_| overflow.clone())?;
             let scales = Scale128x4::new(rows, cols).map_err(|_| overflow.clone())?.bytes() as u64;
-            specs.push((Buffer::Gemm1Output, "e2m1x2", packed, 1));
-            specs.push((Buffer::Gemm1OutputScales, "ue4m3 (128x4)", scales, 1));
+            specs.push((Buffer::Gemm1Output, dtypes.0, bytes, 1));
+            specs.push((Buffer::Gemm1OutputScales, dtypes.1, scales, 1));
         }
     }
     let mut out = Vec::with_capacity(specs.len());
@@ -183,6 +202,12 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
     check_i32("tokens × top_k", expanded)?;
     if req.tile_sizes.is_empty() {
         return Err(PlanError::Zero { what: "tile size count" });
+    }
+    let sm100 = matches!(req.activations, ActivationFormat::Nvfp4 | ActivationFormat::Mxfp8);
+    if req.arch == Arch::Sm100 && !sm100
+        || req.arch == Arch::Sm90 && req.activations == ActivationFormat::Mxfp8
+    {
+        return Err(PlanError::Activations { arch: req.arch, activations: req.activations });
     }
     if let Some(i) = req.intermediate {
         if i == 0 {
@@ -227,6 +252,7 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
             hidden: req.hidden,
             scratch: req.deterministic_scratch,
             arch: req.arch,
+            mxfp8: req.activations == ActivationFormat::Mxfp8,
         };
         check_i32("max_permuted_rows", sizes.rows)?;
         let b = buffers(&sizes)?;
@@ -249,6 +275,7 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
         hidden: req.hidden,
         scratch: req.deterministic_scratch,
         arch: req.arch,
+        mxfp8: req.activations == ActivationFormat::Mxfp8,
     };
     let shared = buffers(&shared_sizes)?;
     let deterministic_scratch_bytes = match req.hidden {

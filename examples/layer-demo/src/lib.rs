@@ -135,6 +135,7 @@ pub fn run(
             tile_sizes: table.tile_sizes(),
             deterministic: finalize == FinalizeMode::Deterministic,
             arch: Arch::Sm100,
+            activations: config.activations,
         },
     )?;
     let layer_weights = LayerWeights::upload(&mut sim, &shape, &prepared, input_scale)?;

@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tile_sizes: table.tile_sizes(),
             deterministic: config.finalize == FinalizeMode::Deterministic,
             arch,
+            activations: config.activations,
         },
     )?;
     // Weights uploaded once, then the layer.

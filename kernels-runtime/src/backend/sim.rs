@@ -219,6 +219,7 @@ impl Backend for SimBackend {
                 TmaElement::U8 => TmaDataType::U8,
                 TmaElement::U16 => TmaDataType::U16,
                 TmaElement::U4Packed => TmaDataType::U4Packed,
+                TmaElement::U4Padded => TmaDataType::U4Padded,
             },
             address: spec.address.0,
             dims: spec.dims.clone(),

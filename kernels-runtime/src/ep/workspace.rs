@@ -3,7 +3,7 @@
 //! mode's plan, in one allocation of this crate. Shared by every layer of a model on that
 //! rank, as [`Workspace`] is.
 
-use moegen_dsl::{Arch, TileSize};
+use moegen_dsl::{ActivationFormat, Arch, TileSize};
 
 use super::{AllGatherPlan, AllToAllPlan, EpBuffer, EpError, EpPlan};
 use crate::backend::{Backend, DevicePtr};
@@ -20,12 +20,13 @@ pub struct EpWorkspace {
 
 impl AllGatherPlan {
     /// The layer workspace a rank needs for this plan: every gathered token, the rank's
-    /// window, H, and the caller's `intermediate`, tile sizes and generation.
+    /// window, H, and the caller's `intermediate`, tile sizes, generation and activations.
     pub fn workspace_spec(
         &self,
         intermediate: usize,
         tile_sizes: Vec<TileSize>,
         arch: Arch,
+        activations: ActivationFormat,
     ) -> WorkspaceSpec {
         WorkspaceSpec {
             max_tokens: self.layer_tokens(),
@@ -36,6 +37,7 @@ impl AllGatherPlan {
             tile_sizes,
             deterministic: self.deterministic,
             arch,
+            activations,
         }
     }
 }
@@ -43,13 +45,14 @@ impl AllGatherPlan {
 impl AllToAllPlan {
     /// The layer workspace a rank needs for this plan: a top-1 layer over a full block
     /// from every peer, the rank's window, H, and the caller's `intermediate`, tile sizes,
-    /// finalize and generation.
+    /// finalize, generation and activations.
     pub fn workspace_spec(
         &self,
         intermediate: usize,
         tile_sizes: Vec<TileSize>,
         deterministic: bool,
         arch: Arch,
+        activations: ActivationFormat,
     ) -> WorkspaceSpec {
         WorkspaceSpec {
             max_tokens: self.layer_tokens(),
@@ -60,6 +63,7 @@ impl AllToAllPlan {
             tile_sizes,
             deterministic,
             arch,
+            activations,
         }
     }
 }

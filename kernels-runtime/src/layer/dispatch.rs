@@ -149,11 +149,22 @@ impl DeviceModel {
             Arch::Sm90 => Self::h200(),
         }
     }
+    /// A B200 running the MXFP8 × MXFP4 kernels: `kind::mxf8f6f4` does half the MACs per
+    /// clock of `kind::mxf4nvf4` (dense FP8 against FP4 on Blackwell); the weights stream
+    /// the same 4-bit codes.
+    pub fn b200_mx() -> Self {
+        let mut m = Self::b200();
+        m.gpu.macs_per_clock_per_sm /= 2.0;
+        m.activations = ActivationFormat::Mxfp8;
+        m
+    }
     /// The model of a GPU generation for kernels over `activations`: [`Self::h200_a8`] for
-    /// Hopper's FP8 activations, else [`Self::for_arch`].
+    /// Hopper's FP8 activations, [`Self::b200_mx`] for SM100's MXFP8, else
+    /// [`Self::for_arch`].
     pub fn for_layer(arch: Arch, activations: ActivationFormat) -> Self {
         match (arch, activations) {
             (Arch::Sm90, ActivationFormat::Fp8) => Self::h200_a8(),
+            (Arch::Sm100, ActivationFormat::Mxfp8) => Self::b200_mx(),
             _ => Self::for_arch(arch),
         }
     }

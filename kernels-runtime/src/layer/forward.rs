@@ -34,8 +34,9 @@ pub struct LayerConfig {
     pub swiglu_input: SwigluInput,
     /// How routes are summed into the output.
     pub finalize: FinalizeMode,
-    /// What the activations entering GEMM1 are: NVFP4 (quantized on the device; SM100's
-    /// only choice) or bf16 (Hopper's A16).
+    /// What the activations entering GEMM1 are, quantized on the device from the caller's
+    /// bf16: NVFP4 (both generations), MXFP8 (SM100 with MXFP4 weights), bf16 (Hopper's A16)
+    /// or FP8 per row (Hopper's A8).
     pub activations: ActivationFormat,
     /// GEMM1's activation and which GEMMs add a per-expert bias (default plain SwiGLU, no
     /// biases). The weights must carry the matching data (`Sm90Weights::with_epilogue`,
@@ -177,9 +178,14 @@ impl MoeLayer {
                 ),
             });
         }
-        if arch == Arch::Sm90 && weights.activations != config.activations {
+        // Hopper's α are computed per activation format; SM100's layouts differ by format
+        // (MXFP4 weights for MXFP8 activations, NVFP4 for NVFP4).
+        if weights.activations != config.activations {
             return Err(LayerError::WorkspaceMismatch {
-                reason: "the weights' α were computed for the other activation format".into(),
+                reason: format!(
+                    "the weights are prepared for {:?} activations, the layer takes {:?}",
+                    weights.activations, config.activations
+                ),
             });
         }
         let format = weights.format;
@@ -244,9 +250,17 @@ impl MoeLayer {
             }
             (Arch::Sm100, ActivationFormat::Fp8) => {
                 return Err(LayerError::NoTactic(
-                    "FP8 activations (A8) need Hopper: the SM100 kernels take NVFP4".into(),
+                    "FP8 activations (A8) need Hopper: the SM100 kernels take NVFP4 or MXFP8"
+                        .into(),
                 ));
             }
+            (Arch::Sm90, ActivationFormat::Mxfp8) => {
+                return Err(LayerError::NoTactic(
+                    "MXFP8 activations need SM100: Hopper's FP8 path is A8 (a scale per row)"
+                        .into(),
+                ));
+            }
+            (Arch::Sm100, ActivationFormat::Mxfp8) => Some(simt_kernel(SimtFamily::QuantizeMxfp8)?),
         };
         let hidden_kernel = match config.activations {
             ActivationFormat::Fp8 => Some(simt_kernel(SimtFamily::QuantFp8Rows)?),
@@ -323,6 +337,12 @@ impl MoeLayer {
                 "planned for {:?}, the layer runs {:?}",
                 spec.arch,
                 tactic.arch()
+            ));
+        }
+        if spec.activations != self.config.activations {
+            return mismatch(format!(
+                "planned for {:?} activations, the layer takes {:?}",
+                spec.activations, self.config.activations
             ));
         }
         if self.config.finalize == FinalizeMode::Deterministic && !spec.deterministic {

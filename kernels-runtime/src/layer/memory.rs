@@ -16,7 +16,7 @@ use crate::backend::{Backend, DevicePtr};
 use crate::error::RuntimeError;
 use crate::error_record::{RecordError, decode};
 use crate::reference::{
-    ExpertEpilogue, PreparedWeights, Sm90A8Weights, Sm90Weights, validate_weights,
+    ExpertEpilogue, PreparedWeights, Sm90A8Weights, Sm90Weights, Sm100MxWeights, validate_weights,
 };
 
 /// A device buffer and its size in bytes; the engine's memory or the backend's.
@@ -69,6 +69,10 @@ pub struct WorkspaceSpec {
     pub deterministic: bool,
     /// The generation whose kernels run with it (what the layers exchange in it).
     pub arch: Arch,
+    /// The activations of the layers it serves (`LayerConfig::activations`): on SM100 they
+    /// size the quantized activations and GEMM1's output (NVFP4 or MXFP8); a layer of
+    /// other activations is refused. Hopper's plan holds every Hopper format's buffers.
+    pub activations: ActivationFormat,
 }
 
 /// One device workspace shared by every layer of a model: the routing sort's index maps,
@@ -100,6 +104,7 @@ impl Workspace {
             tile_sizes: spec.tile_sizes.clone(),
             deterministic_scratch: spec.deterministic,
             arch: spec.arch,
+            activations: spec.activations,
         })?)
     }
 
@@ -265,6 +270,43 @@ impl LayerWeights {
             epilogue: w.epilogue.spec(),
         };
         out.push_all(b, parts, &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
+        Ok(out)
+    }
+
+    /// Uploads MXFP4 weights for the SM100 MXFP8 × MXFP4 kernels (`reference::Sm100MxWeights`:
+    /// K padded to 128 codes, UE8M0 scales per 32 in 128x4 atoms; docs/sm100-mxf8f6f4.md).
+    /// The layer quantizes its bf16 input to MXFP8 itself (no global scale: its uploaded
+    /// activation scale is 1, unused by these kernels).
+    pub fn upload_sm100_mx(
+        b: &mut dyn Backend,
+        shape: &MoeShape,
+        w: &Sm100MxWeights,
+    ) -> Result<Self, LayerError> {
+        w.validate(shape)?;
+        if b.simt_target() != SimtTarget::Sm100f {
+            return Err(RuntimeError::UnsupportedActivations {
+                what: "LayerWeights::upload_sm100_mx",
+                reason: "MXFP8 × MXFP4 kernels run on SM100 (Hopper takes MXFP4 as A16 or A8)",
+            }
+            .into());
+        }
+        let mut parts = vec![
+            (Buffer::W1, w.w1.clone()),
+            (Buffer::W1Scales, w.w1_scales.clone()),
+            (Buffer::W2, w.w2.clone()),
+            (Buffer::W2Scales, w.w2_scales.clone()),
+        ];
+        parts.extend(epilogue_parts(&w.epilogue));
+        let mut out = Self {
+            shape: *shape,
+            buffers: Vec::new(),
+            owned: true,
+            arch: Arch::Sm100,
+            format: WeightFormat::Mxfp4,
+            activations: ActivationFormat::Mxfp8,
+            epilogue: w.epilogue.spec(),
+        };
+        out.push_all(b, parts, &w.alpha1, &w.alpha2, 1.0, 1.0)?;
         Ok(out)
     }
 
@@ -503,10 +545,36 @@ impl LayerWeights {
         }
         let (h, i, l) =
             (shape.hidden as u64, shape.intermediate as u64, shape.local_experts() as u64);
+        if activations == ActivationFormat::Mxfp8 {
+            if arch != Arch::Sm100 || format != WeightFormat::Mxfp4 {
+                return Err(RuntimeError::UnsupportedActivations {
+                    what: "LayerWeights",
+                    reason: "MXFP8 activations run on SM100 with MXFP4 weights",
+                }
+                .into());
+            }
+            // Gated W1 (2I rows), K padded to 128 codes (`reference::Sm100MxWeights`).
+            let (hp, ip) = (h.next_multiple_of(128), i.next_multiple_of(128));
+            let (s1, s2) = (
+                crate::reference::sm100_mx_w1_scale_layout(shape, moegen_dsl::Activation::Swiglu)?
+                    .bytes() as u64,
+                crate::reference::sm100_mx_w2_scale_layout(shape)?.bytes() as u64,
+            );
+            return Ok(vec![
+                (Buffer::W1, l * 2 * i * hp / 2),
+                (Buffer::W1Scales, l * s1),
+                (Buffer::W2, l * h * ip / 2),
+                (Buffer::W2Scales, l * s2),
+                (Buffer::Alpha1, 4 * l),
+                (Buffer::Alpha2, 4 * l),
+                (Buffer::Fc2InputScale, 4),
+                (Buffer::ActivationGlobalScale, 4),
+            ]);
+        }
         if arch == Arch::Sm100 && format != WeightFormat::Nvfp4 {
             return Err(RuntimeError::UnsupportedWeights {
                 what: "LayerWeights::sizes_for",
-                reason: "SM100 layers take NVFP4 weights",
+                reason: "SM100 layers take NVFP4 weights with NVFP4 activations (MXFP4 with MXFP8)",
             }
             .into());
         }

@@ -90,6 +90,7 @@ pub fn check_ranks(
             tile_sizes: tiles,
             deterministic: true,
             arch: arch_of(&single),
+            activations: v.activations,
         };
         let one_ws = Workspace::new(&mut single, &KernelSet::builtin(), spec)?;
         let weights = |r: usize| all_weights[r * l..(r + 1) * l].to_vec();

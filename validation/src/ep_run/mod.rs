@@ -158,10 +158,16 @@ impl Ranks {
             let (layer, tiles) =
                 build_layer(b, &shape, &weights(r), v, finalize, plan.layer_tokens(), gs_x)?;
             let spec = match &plan {
-                EpPlan::AllGather(a) => a.workspace_spec(full.intermediate, tiles, arch_of(b)),
-                EpPlan::AllToAll(a) => {
-                    a.workspace_spec(full.intermediate, tiles, deterministic, arch_of(b))
+                EpPlan::AllGather(a) => {
+                    a.workspace_spec(full.intermediate, tiles, arch_of(b), v.activations)
                 }
+                EpPlan::AllToAll(a) => a.workspace_spec(
+                    full.intermediate,
+                    tiles,
+                    deterministic,
+                    arch_of(b),
+                    v.activations,
+                ),
             };
             workspaces.push(EpWorkspace::new(b, &KernelSet::builtin(), plan.clone(), r, spec)?);
             layers.push(layer);

@@ -119,6 +119,7 @@ fn one_gpu_layer(
         tile_sizes: tiles,
         deterministic: finalize == FinalizeMode::Deterministic,
         arch: arch_of(b),
+        activations: v.activations,
     };
     let ws = Workspace::new(b, &KernelSet::builtin(), spec)?;
     Ok((layer, ws))

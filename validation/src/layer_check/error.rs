@@ -26,8 +26,9 @@ pub enum LayerCheckError {
         /// The case's label.
         case: String,
     },
-    /// SM100's reference exists only for NVFP4 weights with NVFP4 activations.
-    #[error("{case}: SM100 runs NVFP4 weights with NVFP4 activations")]
+    /// SM100 multiplies NVFP4 weights by NVFP4 activations and MXFP4 weights by MXFP8
+    /// activations, nothing else.
+    #[error("{case}: SM100 runs NVFP4 weights with NVFP4 activations and MXFP4 weights with MXFP8")]
     Sm100Format {
         /// The case's label.
         case: String,

@@ -6,7 +6,8 @@ use crate::rng::Rng;
 use moegen_dsl::Target;
 use moegen_dsl::epilogue_math::ActivationParams;
 use moegen_runtime::reference::{
-    Gemm1Options, sm90_a8_gemm1_reference_with, sm90_gemm1_reference_with,
+    Gemm1Options, Sm100MxWeights, quantize_mxfp8_activations, sm90_a8_gemm1_reference_with,
+    sm90_gemm1_reference_with, sm100_mx_gemm1_reference, sm100_mx_gemm2_contributions,
 };
 
 /// The synthetic problem of a case: data, quantized weights, routing and the oracle.
@@ -188,6 +189,33 @@ impl Problem {
         .map_err(|source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) })
     }
 
+    /// The case's MXFP4 weights in the SM100 MXFP8 × MXFP4 layout (α 1: MXFP4 has no global
+    /// scale), with the case's epilogue.
+    pub fn sm100_mx_weights(&self) -> Result<Sm100MxWeights, LayerCheckError> {
+        let c = &self.case;
+        fn t(m: &(Vec<u8>, Vec<u8>)) -> Mxfp4Tensor<'_> {
+            Mxfp4Tensor { packed: &m.0, scales: &m.1, layout: CheckpointScales::Linear }
+        }
+        if c.format != WeightFormat::Mxfp4 || c.activations != ActivationFormat::Mxfp8 {
+            return Err(LayerCheckError::Sm100Format { case: c.label() });
+        }
+        let w = if c.epilogue.activation.gated() {
+            let experts: Vec<_> = self
+                .mxfp4
+                .iter()
+                .map(|[u, g, d]| ExpertTensors { up: t(u), gate: t(g), down: t(d) })
+                .collect();
+            Sm100MxWeights::from_mxfp4(&c.shape, &experts)
+        } else {
+            // ReLU²: the up codes serve as W1 [I, H] (as `prepare_relu2_weights`).
+            let experts: Vec<_> = self.mxfp4.iter().map(|[u, _, d]| (t(u), t(d))).collect();
+            Sm100MxWeights::from_mxfp4_relu2(&c.shape, &experts)
+        };
+        w.and_then(|w| w.with_epilogue(&c.shape, self.epilogue.clone())).map_err(|source| {
+            LayerCheckError::Reference { case: c.label(), source: Box::new(source) }
+        })
+    }
+
     /// The case's MXFP4 weights prepared for FP8 activations (A8).
     pub fn sm90_a8_weights(&self) -> Result<Sm90A8Weights, LayerCheckError> {
         let c = &self.case;
@@ -213,6 +241,14 @@ impl Problem {
         let e = |source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) };
         let sort = moe_sort(&r.experts, r.tokens, &s.window, tile).map_err(e)?;
         let contrib = match arch {
+            Arch::Sm100 if c.activations == ActivationFormat::Mxfp8 => {
+                let w = self.sm100_mx_weights()?;
+                let acts = quantize_mxfp8_activations(&self.x, c.tokens, s.hidden).map_err(e)?;
+                let recipe = c.recipe.unwrap_or(Target::Sm100f.default_recipe());
+                let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe };
+                let h = sm100_mx_gemm1_reference(s, &acts, &w, &sort, opts).map_err(e)?;
+                sm100_mx_gemm2_contributions(s, &h, &w, &sort, r).map_err(e)?
+            }
             Arch::Sm100 => {
                 if c.format != WeightFormat::Nvfp4 || c.activations != ActivationFormat::Nvfp4 {
                     return Err(LayerCheckError::Sm100Format { case: c.label() });

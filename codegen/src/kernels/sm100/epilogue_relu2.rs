@@ -2,7 +2,8 @@
 //! each 64-column step of the accumulator (one `tcgen05.ld.32x32b.x64`) is 64 columns of h,
 //! not half of an (up, gate) pair. Per element `x = α1·acc` (`fma.rn` with the bias),
 //! optionally bf16, `h = max(x, 0) ·rn max(x, 0)` (both recipes: no sigmoid), then the
-//! block quantization of the kernel's recipe (α1 never folded), as the gated epilogue.
+//! block quantization of the kernel's recipe (α1 never folded) or MXFP8's, as the gated
+//! epilogue.
 //!
 //! A tile holds N h columns, twice the gated tile's N/2, while the staging rows and the
 //! output TMA box stay N/2 wide (the resource model's budget): the epilogue stores the
@@ -17,35 +18,35 @@ use moegen_dsl::{EpilogueRecipe, SwigluInput};
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
 use super::epilogue_swiglu::load_f32x64;
+use super::h_output::{HOutputBuffers, HValues};
 use super::prologue::Common;
+use super::smem::gemm1_row_bytes;
 use crate::kernels::epilogue_math::{
-    BlockQuant, activation, activation_fast, pre_activation, requant_pair, round_bf16,
-    unfolded_block_quant,
+    BlockQuant, activation, activation_fast, pre_activation, round_bf16, unfolded_block_quant,
 };
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{BulkWait, TmaStore};
-use crate::ptx::ops::{Access, Bulk, LdRepeat, Memory, Tcgen05};
-use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
+use crate::ptx::ops::{Bulk, LdRepeat, Memory, Tcgen05};
+use crate::ptx::{Guard, KernelBuilder, Operand, Reg, RegClass, Ty};
 
 pub(super) fn epilogue_relu2(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let l = &g.l;
     let alpha = b.ld_buffer(Buffer::Alpha1);
-    let gsp = b.ld_buffer(Buffer::Fc2InputScale);
-    let gs = b.ld_global(Ty::F32, RegClass::F32, gsp);
-    let out_sf = b.ld_buffer(Buffer::Gemm1OutputScales);
+    let out = HOutputBuffers::load(b, g);
     let map_out = b.tensor_map_addr(TensorMap::Gemm1OutputStore);
     let inter = b.ld_scalar(Scalar::Intermediate);
-    let atoms_per_rowblock = b.shr_u32(inter, 6u32);
+    let atoms_per_rowblock = out.atoms_per_rowblock(b, inter);
     let bias = l.key.bias.then(|| b.ld_buffer(Buffer::Gemm1Bias));
     let acc = g.rings.acc.consumer(b, &g.rings.parties.epilogue, c.smem);
-    // One staging row per thread: half a tile, N/2 FP4 values of h.
-    let row_stride = l.n / 4;
+    // One staging row per thread: half a tile, N/2 values of h.
+    let row_stride = gemm1_row_bytes(l);
     let staging = b.add_u32(c.smem, g.smem.epilogue.offset);
     let my_row = b.mad_u32(c.tid, row_stride, staging);
     let warp_stage = b.mad_u32(c.warp, 32 * row_stride, staging);
     // This thread's word of each 512-byte scale atom: lane·16 + quarter·4.
     let lane_sf = b.shl_b32(c.lane, 4u32);
     let lane_sf = b.mad_u32(c.warp, 4u32, lane_sf);
+    let out = out.finish(atoms_per_rowblock, lane_sf);
     let one = b.elect();
     b.emit_if(Guard::when(one), Memory::PrefetchTensormap, vec![Operand::addr(map_out)]);
     // One 64-column step of h per 64 accumulator columns; two halves of N/2 columns.
@@ -63,14 +64,7 @@ pub(super) fn epilogue_relu2(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let col = b.mad_u32(u.n, l.n, row);
             b.index_addr(base, col, 4)
         });
-        let row = b.add_u32(u.row0, c.tid);
-        let rowblock = b.shr_u32(row, 7u32);
-        let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
-        let sf_off = b.mad_u32(atom_row, 512u32, lane_sf);
-        let sf_row = b.index_addr(out_sf, sf_off, 1);
-        // This N block's first scale atom.
-        let atom0 = b.mul_wide_u32(u.n, steps * 512);
-        let tile_sf = b.add_u64(sf_row, atom0);
+        let tile_sf = out.tile_scales(b, u.row0, c.tid, u.n, steps);
         let h_col0 = b.mul_u32(u.n, l.n);
         let wrow = b.mad_u32(c.warp, 32u32, u.row0);
         let tile = acc_acquire(b, g, c, &acc);
@@ -98,7 +92,7 @@ pub(super) fn epilogue_relu2(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 let at = b.selp_b64(at, r, in_n);
                 load_f32x64(b, at)
             });
-            let h: [Reg; 64] = std::array::from_fn(|i| {
+            let mut h_at = |b: &mut KernelBuilder, i: usize| {
                 let mut xx = pre_activation(b, al, x[i], biases.map(|bs| bs[i]));
                 if l.key.swiglu_input == SwigluInput::Bf16 {
                     xx = round_bf16(b, xx);
@@ -108,27 +102,24 @@ pub(super) fn epilogue_relu2(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                     EpilogueRecipe::Exact => activation(b, l.key.activation, None, xx, xx),
                     EpilogueRecipe::Fast => activation_fast(b, l.key.activation, None, xx, xx),
                 }
-            });
-            let how = match l.key.recipe {
-                EpilogueRecipe::Fast => unfolded_block_quant(b, gs),
-                EpilogueRecipe::Exact => BlockQuant::Exact { g: gs },
             };
-            let lo: [Reg; 32] = std::array::from_fn(|i| h[i]);
-            let hi: [Reg; 32] = std::array::from_fn(|i| h[32 + i]);
-            let (w_lo, sc_lo) = requant_pair(b, &lo, how);
-            let (w_hi, sc_hi) = requant_pair(b, &hi, how);
-            let soff = b.add_u32(my_row, (p % half) as u32 * 32);
-            let st = Memory::St(Access::vector(Space::Shared, VecWidth::V4, Ty::B32));
-            b.emit(st, vec![Operand::addr(soff), Operand::regs(&w_lo)]);
-            b.emit(st, vec![Operand::Reg(soff).at(16), Operand::regs(&w_hi)]);
-            // Scale columns 4·(N block·steps + s) .. +4 of this row: one 32-bit word.
-            let word = b.mov_b32(RegClass::B32, Operand::regs(&[sc_lo, sc_hi]));
-            let dst = step.offset_u64(b, tile_sf, 512);
-            b.emit_if(
-                Guard::when(in_n),
-                Memory::St(Access::scalar(Space::Global, Ty::B32)),
-                vec![Operand::addr(dst), word.into()],
-            );
+            let slot = (p % half) as u32;
+            let mut staged = |b: &mut KernelBuilder, bytes| b.add_u32(my_row, slot * bytes);
+            match out.gs {
+                Some(gs) => {
+                    let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
+                    let how = match l.key.recipe {
+                        EpilogueRecipe::Fast => unfolded_block_quant(b, gs),
+                        EpilogueRecipe::Exact => BlockQuant::Exact { g: gs },
+                    };
+                    let h = HValues::Ready(&h);
+                    out.store_step(b, h, Some(how), &mut staged, &tile_sf, step, in_n);
+                }
+                None => {
+                    let h = HValues::Lazy(&mut h_at);
+                    out.store_step(b, h, None, &mut staged, &tile_sf, step, in_n);
+                }
+            }
             if (p + 1) % half == 0 || p + 1 == order.len() {
                 // This half is staged: one TMA store of its N/2 columns, from h column
                 // n·N + (its first step)·64.

@@ -10,10 +10,12 @@ use moegen_dsl::{Activation, EpilogueRecipe, SwigluInput};
 
 use super::Sm100;
 use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
+use super::h_output::{HOutputBuffers, HValues};
 use super::prologue::Common;
+use super::smem::gemm1_row_bytes;
 use crate::kernels::epilogue_math::{
     BlockQuant, activation, activation_fast, fast_factors, load_activation_params, pre_activation,
-    requant_pair, round_bf16, swiglu_fast, swiglu_fast_x2, unfolded_block_quant,
+    round_bf16, swiglu_fast, swiglu_fast_x2, unfolded_block_quant,
 };
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{BulkWait, TmaStore};
@@ -40,26 +42,26 @@ pub(super) fn load_f32x64(b: &mut KernelBuilder, at: Reg) -> [Reg; 64] {
 pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let l = &g.l;
     let alpha = b.ld_buffer(Buffer::Alpha1);
-    let gsp = b.ld_buffer(Buffer::Fc2InputScale);
-    let gs = b.ld_global(Ty::F32, RegClass::F32, gsp);
-    let out_sf = b.ld_buffer(Buffer::Gemm1OutputScales);
+    let out = HOutputBuffers::load(b, g);
     let map_out = b.tensor_map_addr(TensorMap::Gemm1OutputStore);
     let inter = b.ld_scalar(Scalar::Intermediate);
-    let atoms_per_rowblock = b.shr_u32(inter, 6u32);
-    // Plain SwiGLU folds α1 into the Fast recipe's block factors; a clamp or a bias needs
-    // the true pre-activations, so α1 stays in the element loop.
-    let folded = l.key.activation == Activation::Swiglu && !l.key.bias;
+    let atoms_per_rowblock = out.atoms_per_rowblock(b, inter);
+    // Plain SwiGLU folds α1 into the Fast recipe's NVFP4 block factors; a clamp or a bias
+    // needs the true pre-activations, so α1 stays in the element loop, as it does for MXFP8
+    // (a power-of-two scale cannot take α).
+    let folded = l.key.activation == Activation::Swiglu && !l.key.bias && out.gs.is_some();
     let act_params = l.key.activation.has_params().then(|| b.ld_buffer(Buffer::ActivationParams));
     let bias = l.key.bias.then(|| b.ld_buffer(Buffer::Gemm1Bias));
     let acc = g.rings.acc.consumer(b, &g.rings.parties.epilogue, c.smem);
-    // One staging row per thread: N/2 FP4 values of h.
-    let row_stride = l.n / 4;
+    // One staging row per thread: N/2 values of h.
+    let row_stride = gemm1_row_bytes(l);
     let staging = b.add_u32(c.smem, g.smem.epilogue.offset);
     let my_row = b.mad_u32(c.tid, row_stride, staging);
     let warp_stage = b.mad_u32(c.warp, 32 * row_stride, staging);
     // This thread's word of each 512-byte scale atom: lane·16 + quarter·4.
     let lane_sf = b.shl_b32(c.lane, 4u32);
     let lane_sf = b.mad_u32(c.warp, 4u32, lane_sf);
+    let out = out.finish(atoms_per_rowblock, lane_sf);
     let one = b.elect();
     b.emit_if(
         Guard::when(one),
@@ -75,7 +77,9 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         let al_addr = b.index_addr(alpha, u.expert, 4);
         let al = b.ld_global(Ty::F32, RegClass::F32, al_addr);
         let fast = (folded && l.key.recipe == EpilogueRecipe::Fast)
-            .then(|| fast_factors(b, al, gs, l.key.swiglu_input));
+            .then_some(out.gs)
+            .flatten()
+            .map(|gs| fast_factors(b, al, gs, l.key.swiglu_input));
         // f32 inputs: the element pairs run as `.f32x2` (FMUL2/FADD2).
         let pairs = fast.filter(|f| f.input == SwigluInput::F32).map(|f| {
             let one = b.mov_f32(1f32);
@@ -96,14 +100,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         // The tile's first h column; its steps past I (a last N block of 2I not a multiple
         // of N) hold zeros and store nothing: the TMA store clips their codes.
         let col = b.mul_u32(u.n, l.n / 2);
-        let row = b.add_u32(u.row0, c.tid);
-        let rowblock = b.shr_u32(row, 7u32);
-        let atom_row = b.mul_u32(rowblock, atoms_per_rowblock);
-        let sf_off = b.mad_u32(atom_row, 512u32, lane_sf);
-        let sf_row = b.index_addr(out_sf, sf_off, 1);
-        // This N block's first scale atom.
-        let atom0 = b.mul_wide_u32(u.n, steps * 512);
-        let tile_sf = b.add_u64(sf_row, atom0);
+        let tile_sf = out.tile_scales(b, u.row0, c.tid, u.n, steps);
         let tile = acc_acquire(b, g, c, &acc);
         let (order, release_after) = walk(b, g, &tile, steps);
         for (p, step) in order.into_iter().enumerate() {
@@ -134,7 +131,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                     })
                     .collect()
             });
-            let h: [Reg; 64] = std::array::from_fn(|i| match (&paired, &fast) {
+            let mut h_at = |b: &mut KernelBuilder, i: usize| match (&paired, &fast) {
                 (Some(p), _) => p[i],
                 (None, Some(f)) => swiglu_fast(b, f, up[i], gate[i]),
                 (None, None) => {
@@ -154,28 +151,37 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                         }
                     }
                 }
-            });
-            let how = match (&fast, l.key.recipe) {
-                (Some(f), _) => BlockQuant::Fast { q: f.q, k: f.k },
-                (None, EpilogueRecipe::Fast) => unfolded_block_quant(b, gs),
-                (None, EpilogueRecipe::Exact) => BlockQuant::Exact { g: gs },
             };
-            let lo: [Reg; 32] = std::array::from_fn(|i| h[i]);
-            let hi: [Reg; 32] = std::array::from_fn(|i| h[32 + i]);
-            let (w_lo, sc_lo) = requant_pair(b, &lo, how);
-            let (w_hi, sc_hi) = requant_pair(b, &hi, how);
-            let soff = step.offset(b, my_row, 32);
-            let st = Memory::St(Access::vector(Space::Shared, VecWidth::V4, Ty::B32));
-            b.emit(st, vec![Operand::addr(soff), Operand::regs(&w_lo)]);
-            b.emit(st, vec![Operand::Reg(soff).at(16), Operand::regs(&w_hi)]);
-            // Scale columns 4·(N block·steps + s) .. +4 of this row: one 32-bit word.
-            let word = b.mov_b32(RegClass::B32, Operand::regs(&[sc_lo, sc_hi]));
-            let dst = step.offset_u64(b, tile_sf, 512);
-            b.emit_if(
-                Guard::when(in_n),
-                Memory::St(Access::scalar(Space::Global, Ty::B32)),
-                vec![Operand::addr(dst), word.into()],
-            );
+            let mut staged = |b: &mut KernelBuilder, bytes| step.offset(b, my_row, bytes);
+            match out.gs {
+                // NVFP4: the step's 64 values, then the block quantization's factors.
+                Some(gs) => {
+                    let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
+                    let how = match (&fast, l.key.recipe) {
+                        (Some(f), _) => BlockQuant::Fast { q: f.q, k: f.k },
+                        (None, EpilogueRecipe::Fast) => unfolded_block_quant(b, gs),
+                        (None, EpilogueRecipe::Exact) => BlockQuant::Exact { g: gs },
+                    };
+                    out.store_step(
+                        b,
+                        HValues::Ready(&h),
+                        Some(how),
+                        &mut staged,
+                        &tile_sf,
+                        step,
+                        in_n,
+                    );
+                }
+                None => out.store_step(
+                    b,
+                    HValues::Lazy(&mut h_at),
+                    None,
+                    &mut staged,
+                    &tile_sf,
+                    step,
+                    in_n,
+                ),
+            }
         }
         acc.advance(b);
         b.fence_proxy_async();

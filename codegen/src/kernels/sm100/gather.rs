@@ -2,6 +2,8 @@
 //! their scale factors with cp.async, and in 2-CTA mode the relay warp forwards the peer
 //! CTA's gather completion to the leader, whose MMA reads both CTAs' shared memory.
 
+use moegen_dsl::Sm100Operands;
+
 use super::Sm100;
 use super::prologue::Common;
 use crate::kernels::pipeline::RemoteAt;
@@ -10,7 +12,6 @@ use crate::ptx::instrs::CpAsync;
 use crate::ptx::ops::{Alu, CacheOp, IntOp};
 use crate::ptx::{BuildError, Cmp, KernelBuilder, Label, Reg, RegClass, Ty};
 use moegen_dsl::abi::{Buffer, Scalar};
-use moegen_dsl::resources::MMA_K;
 
 /// Rows of the 128-row A tile each gather thread copies a 16-byte chunk of per K stage: a
 /// K stage of a row is 128 bytes, eight chunks, so eight threads share a row and a warp
@@ -27,8 +28,8 @@ fn add_u64_in_place(b: &mut KernelBuilder, d: Reg, by: u32) {
 /// Thread g of the gather warps copies, per K stage, 16-byte chunk g % 8 of A rows
 /// g / 8 + 16·j (j < 8) into the 128B-swizzled tile (the chunk's swizzled place depends on
 /// the row mod 8, which is the same for all eight rows), with the L2 fetching whole lines,
-/// and row g's 16 scale bytes into the four SFA atoms; rows ≥ mn_limit copy nothing (zero
-/// fill).
+/// and row g's scale bytes of the stage into the SFA atoms (NVFP4: 16 into four; MXFP8: 4
+/// into one); rows ≥ mn_limit copy nothing (zero fill).
 pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let l = &g.l;
     let parties = &g.rings.parties;
@@ -38,8 +39,22 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
     let top_k = b.ld_scalar(Scalar::TopK);
     let hidden = b.ld_scalar(Scalar::Hidden);
-    let row_bytes = b.shr_u32(hidden, 1u32);
-    let sf_bytes = b.shr_u32(hidden, 4u32);
+    let ops = l.operands;
+    // A token's row: H codes of `activation_bits`; its scales: H/16 bytes (NVFP4) or one
+    // per 32 of H padded to whole stages (MXFP8, Kp(H)/32: every stage's word is whole and
+    // 4-byte aligned).
+    let row_bytes = match ops.activation_bits() {
+        4 => b.shr_u32(hidden, 1u32),
+        _ => hidden,
+    };
+    let sf_bytes = match ops {
+        Sm100Operands::Nvfp4 => b.shr_u32(hidden, 4u32),
+        Sm100Operands::Mxfp8Mxfp4 => {
+            let stages = b.add_u32(hidden, ops.k_stage() - 1);
+            let stages = b.shr_u32(stages, ops.k_stage().trailing_zeros());
+            b.shl_b32(stages, 2u32)
+        }
+    };
     // Declared on the A/B ring for every GEMM1; on the relay ring where there is one.
     let Some(own) = parties.gather else {
         let kernel = b.name.clone();
@@ -101,7 +116,10 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // and name the row's first chunk of the stage or its first scale word, so no
             // address past the row (past the buffer, for the last token) is ever issued.
             let in_k = tail.map(|rem| {
-                let rem_bytes = b.shr_u32(rem, 1u32);
+                let rem_bytes = match ops.activation_bits() {
+                    4 => b.shr_u32(rem, 1u32),
+                    _ => rem,
+                };
                 b.setp_u32(Cmp::Lt, chunk_at, rem_bytes)
             });
             // How far back to the stage's first chunk: 0 for a chunk inside K.
@@ -134,12 +152,15 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 add_u64_in_place(b, s, 128);
             }
             let sfa = b.add_u32(st, sf_row);
-            // Each K block takes the row's next 16 scale bytes, so one 128-byte L2 line
-            // serves eight K blocks: the hint fetches it whole on the first.
-            for kb in 0..4u32 {
+            // Each K block takes the row's next `stage_scale_bytes` scale bytes, so one
+            // 128-byte L2 line serves eight or more K blocks: the hint fetches it whole on the
+            // first. Atom kb holds K from kb · k_stage / atoms on.
+            let atoms = ops.scale_atoms_per_stage();
+            let k_per_atom = ops.k_stage() / atoms;
+            for kb in 0..atoms {
                 let (from, offset, n) = match tail {
                     Some(rem) if kb > 0 => {
-                        let atom_in = b.setp_u32(Cmp::Gt, rem, MMA_K * kb);
+                        let atom_in = b.setp_u32(Cmp::Gt, rem, k_per_atom * kb);
                         let at = b.add_u64(src_sf, kb * 4);
                         let from = b.selp_b64(at, src_sf, atom_in);
                         (from, 0, b.selp_u32(size_sf, 0u32, atom_in))
@@ -156,7 +177,7 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                     src_bytes: n,
                 });
             }
-            add_u64_in_place(b, src_sf, 16);
+            add_u64_in_place(b, src_sf, ops.stage_scale_bytes());
             // The leader's gather completes straight on its full barrier; the peer's on the
             // relay ring, which the relay warp forwards.
             match &relay {

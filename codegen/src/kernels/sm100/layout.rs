@@ -3,9 +3,10 @@
 //! from the description and its resource budget.
 
 use crate::ptx::CtaGroup;
+use crate::ptx::ops::MmaKind;
 use moegen_dsl::abi::{GemmKey, gemm_roles};
 use moegen_dsl::resources::SF_TMEM_BUFFERS;
-use moegen_dsl::{GemmKind, KernelBudget, KernelDesc};
+use moegen_dsl::{GemmKind, KernelBudget, KernelDesc, Sm100Operands};
 
 /// Everything an SM100 GEMM builder needs, derived once. The kernel's options (format,
 /// SwiGLU input, recipe, finalize mode) are read from `key`; the geometry below is the
@@ -16,6 +17,8 @@ pub struct Sm100Layout {
     pub key: GemmKey,
     /// GEMM1 or GEMM2 (`key.gemm`).
     pub kind: GemmKind,
+    /// The operand formats (`key.format` × `key.activations`).
+    pub operands: Sm100Operands,
     /// Routing tile rows (MMA M, `key.tile`).
     pub tile: u32,
     /// MMA N (`key.mma_n`).
@@ -46,6 +49,9 @@ impl Sm100Layout {
         Self {
             key,
             kind: key.gemm,
+            // A validated description names a pair SM100 multiplies; NVFP4 is its default.
+            operands: Sm100Operands::of(key.format, key.activations)
+                .unwrap_or(Sm100Operands::Nvfp4),
             tile: key.tile.rows(),
             n: key.mma_n,
             cm: key.cta_group(),
@@ -76,19 +82,37 @@ impl Sm100Layout {
     pub fn sf_cols_per_buffer(&self) -> u32 {
         self.budget.tmem_sf_columns / SF_TMEM_BUFFERS
     }
-    /// SFB TMEM columns per MMA (4 per 128 rows of B).
-    pub fn sfb_cols_per_mma(&self) -> u32 {
+    /// SFB TMEM columns per scale atom of a stage (4 per 128 rows of B).
+    pub fn sfb_cols_per_atom(&self) -> u32 {
         4 * self.n.div_ceil(128)
+    }
+    /// Scale atoms per 128 rows and stage: 4 (NVFP4, one per MMA) or 1 (MXFP8, whose four
+    /// MMAs pick their byte of each scale word by the descriptor's SF ids).
+    pub fn sf_atoms(&self) -> u32 {
+        self.operands.scale_atoms_per_stage()
+    }
+    /// The MMA kind of the operand formats.
+    pub fn mma_kind(&self) -> MmaKind {
+        match self.operands {
+            Sm100Operands::Nvfp4 => MmaKind::Mxf4Nvf4Block16,
+            Sm100Operands::Mxfp8Mxfp4 => MmaKind::Mxf8f6f4Block32,
+        }
     }
     /// 128-row SFB blocks per stage.
     pub fn sfb_row_blocks(&self) -> u32 {
         self.n.div_ceil(128)
     }
-    /// The block-scaled instruction descriptor: E2M1 × E2M1 (1 in bits 7-9 and 10-12),
-    /// UE4M3 scales (bit 23 = 0), K-major, N >> 3 in bits 17-22, M >> 4 in bits 24-28,
-    /// scale-factor ids 0 (bits 4-5, 29-30), as sm100-ptx.md §2.3.
-    pub fn idesc(&self) -> u32 {
-        (1 << 7) | (1 << 10) | ((self.n >> 3) << 17) | ((self.tile >> 4) << 24)
+    /// The block-scaled instruction descriptor of MMA `j` of a stage: K-major, N >> 3 in
+    /// bits 17-22, M >> 7 in bits 27-28 (sm100-ptx.md §2.3). NVFP4: E2M1 × E2M1 (1 in bits
+    /// 7-9 and 10-12), UE4M3 scales (bit 23 = 0), scale-factor ids 0. MXFP8: E4M3 (0) ×
+    /// E2M1 (5 in bits 10-12), UE8M0 scales (bit 23), SFB id (bits 4-5) and SFA id (bits
+    /// 29-30) both `j`: MMA j's K block is byte j of the stage's scale words.
+    pub fn idesc(&self, j: u32) -> u32 {
+        let shape = ((self.n >> 3) << 17) | ((self.tile >> 7) << 27);
+        match self.operands {
+            Sm100Operands::Nvfp4 => shape | (1 << 7) | (1 << 10),
+            Sm100Operands::Mxfp8Mxfp4 => shape | (5 << 10) | (1 << 23) | (j << 4) | (j << 29),
+        }
     }
     /// The CTA group of the MMA (the pair for 2-CTA tactics).
     pub fn cta_group(&self) -> CtaGroup {

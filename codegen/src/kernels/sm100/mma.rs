@@ -1,6 +1,7 @@
 //! The MMA issuer (one elected thread of the leader CTA): per K stage, the scale factors into
-//! a double-buffered set of TMEM columns (`tcgen05.cp`), four block-scaled MMAs of K = 64,
-//! and a commit that empties the stage; per work unit, a commit that fills the accumulator.
+//! a double-buffered set of TMEM columns (`tcgen05.cp`), four block-scaled MMAs (K = 64
+//! NVFP4, K = 32 MXFP8 × MXFP4), and a commit that empties the stage; per work unit, a
+//! commit that fills the accumulator.
 //!
 //! The shared-memory descriptors of stage 0 are built once; a stage's are those plus the
 //! stage's offset in 16-byte units (shared-window addresses stay below 2^18, so the 14-bit
@@ -9,14 +10,14 @@
 //! are issued, so its latency overlaps them.
 
 use moegen_dsl::GemmKind;
-use moegen_dsl::resources::MMA_K;
+use moegen_dsl::sm100_operands::MMAS_PER_STAGE;
 
 use super::Sm100;
 use super::prologue::Common;
 use crate::kernels::pipeline::CommitAt;
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{Tcgen05Cp, Tcgen05Mma};
-use crate::ptx::ops::{Alu, CpShape, IntOp, MmaKind};
+use crate::ptx::ops::{Alu, CpShape, IntOp};
 use crate::ptx::{
     Accumulate, Cmp, Guard, KernelBuilder, Label, Operand, Reg, RegClass, TmemAddr, Ty,
 };
@@ -26,26 +27,29 @@ const HI_AB: u32 = 0x4000_4040;
 /// High word of the scale-factor descriptors: no swizzle, SBO 128 B, version bit 46.
 const HI_SF: u32 = 0x0000_4008;
 
-/// K atoms (MMAs of K = 64) per K stage.
-const K_ATOMS: u32 = 4;
-/// TMEM columns of one K atom's SFA (128 rows × 4 UE4M3 scales, 32-bit columns).
+/// TMEM columns of one scale atom of SFA (128 rows × 4 scale bytes, 32-bit columns).
 const SFA_COLS_PER_ATOM: u32 = 4;
 
 /// One K stage's scale factors in a TMEM column set: SFA's atoms first, then SFB's (4
 /// columns per 128 rows of B per atom).
 struct ScaleCols {
     set: TmemAddr,
+    atoms: u32,
     sfb_per_atom: u32,
 }
 
 impl ScaleCols {
-    /// SFA of K atom `atom`.
+    /// SFA of scale atom `atom`.
     fn sfa(&self, atom: u32) -> TmemAddr {
         self.set.col(SFA_COLS_PER_ATOM * atom)
     }
-    /// SFB of K atom `atom`, 128-row block `rows`.
+    /// SFB of scale atom `atom`, 128-row block `rows`.
     fn sfb(&self, atom: u32, rows: u32) -> TmemAddr {
-        self.set.col(K_ATOMS * SFA_COLS_PER_ATOM + self.sfb_per_atom * atom + 4 * rows)
+        self.set.col(self.atoms * SFA_COLS_PER_ATOM + self.sfb_per_atom * atom + 4 * rows)
+    }
+    /// The atom MMA `j` of the stage reads: its own (NVFP4), or the stage's one (MXFP8).
+    fn atom_of(&self, j: u32) -> u32 {
+        j * self.atoms / MMAS_PER_STAGE
     }
 }
 
@@ -72,7 +76,12 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
     let one = b.elect();
     b.bra_unless(one, end);
     let group = l.cta_group();
-    let idesc = b.mov_u32(Operand::Hex(l.idesc()));
+    // One descriptor for every MMA (NVFP4), or one per MMA of a stage (MXFP8's SF ids).
+    let idescs: Vec<Reg> = if (0..MMAS_PER_STAGE).all(|j| l.idesc(j) == l.idesc(0)) {
+        vec![b.mov_u32(Operand::Hex(l.idesc(0)))]
+    } else {
+        (0..MMAS_PER_STAGE).map(|j| b.mov_u32(Operand::Hex(l.idesc(j)))).collect()
+    };
     // Stage 0's descriptors (each high word written once: the mutation tests flip it).
     let hi_ab = b.mov_u32(Operand::Hex(HI_AB));
     let hi_sf = b.mov_u32(Operand::Hex(HI_SF));
@@ -124,38 +133,44 @@ pub(super) fn mma_role(b: &mut KernelBuilder, g: &Sm100, c: &Common, end: &Label
                 // tensor cores read them through the async proxy.
                 b.fence_proxy_async();
             }
-            let cols = ScaleCols { set: TmemAddr::new(sfa_t), sfb_per_atom: l.sfb_cols_per_mma() };
+            let atoms = l.sf_atoms();
+            let cols =
+                ScaleCols { set: TmemAddr::new(sfa_t), atoms, sfb_per_atom: l.sfb_cols_per_atom() };
             let shape = CpShape::Rows32x128bWarpx4;
-            for kb in 0..K_ATOMS {
+            // Atoms are 512 bytes (32 descriptor units); SFB's 128-row blocks follow each
+            // other, `atoms` atoms each.
+            for kb in 0..atoms {
                 let src_desc = if kb == 0 { sfa } else { desc_plus(b, sfa, 32 * kb) };
                 b.push(Tcgen05Cp { group, shape, dst: cols.sfa(kb), src_desc });
                 for rb in 0..l.sfb_row_blocks() {
-                    let step = 32 * kb + 128 * rb;
+                    let step = 32 * (kb + atoms * rb);
                     let src_desc = if step == 0 { sfb } else { desc_plus(b, sfb, step) };
                     b.push(Tcgen05Cp { group, shape, dst: cols.sfb(kb, rb), src_desc });
                 }
             }
-            for j in 0..K_ATOMS {
+            let mma_k = l.operands.mma_k();
+            for j in 0..MMAS_PER_STAGE {
                 let (a_desc, b_desc) = if j == 0 {
                     (a, bd)
                 } else {
                     (desc_plus(b, a, 2 * j), desc_plus(b, bd, 2 * j))
                 };
-                // A partial last stage (K a multiple of 64, not of 256) issues the MMAs of
-                // its atoms only: the zero-filled rest never meets the accumulator.
+                // A partial last stage (K a multiple of 64, not of the stage) issues the MMAs
+                // of its K only: the zero-filled rest never meets the accumulator.
                 let guard = match tail {
-                    Some(rem) if j > 0 => Some(Guard::when(b.setp_u32(Cmp::Gt, rem, MMA_K * j))),
+                    Some(rem) if j > 0 => Some(Guard::when(b.setp_u32(Cmp::Gt, rem, mma_k * j))),
                     _ => None,
                 };
+                let atom = cols.atom_of(j);
                 let mma = Tcgen05Mma {
                     group,
-                    kind: MmaKind::Mxf4Nvf4Block16,
+                    kind: l.mma_kind(),
                     d_tmem: TmemAddr::new(d),
                     a_desc,
                     b_desc,
-                    idesc,
-                    scale_a_tmem: cols.sfa(j),
-                    scale_b_tmem: cols.sfb(j, 0),
+                    idesc: idescs[(j as usize).min(idescs.len() - 1)],
+                    scale_a_tmem: cols.sfa(atom),
+                    scale_b_tmem: cols.sfb(atom, 0),
                     enable_input_d: if j == 0 {
                         Accumulate::When(acc_p)
                     } else {

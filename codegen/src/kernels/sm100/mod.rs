@@ -15,6 +15,7 @@ mod epilogue_finalize;
 mod epilogue_relu2;
 mod epilogue_swiglu;
 mod gather;
+mod h_output;
 pub mod layout;
 mod mma;
 mod producer;

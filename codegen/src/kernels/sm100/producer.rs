@@ -1,7 +1,8 @@
 //! The TMA producer: per K stage, B and SFB (expert = the L coordinate), and for GEMM2 also A
 //! and SFA, which the N-rank-0 CTA of a cluster-N pair multicasts to both. In a 2-CTA pair
 //! each CTA loads half of the stage's SFB and multicasts it to both (each needs all N rows'
-//! scales): its own 128-row block at N = 256, two of the four K atoms at N = 128.
+//! scales): its own 128-row block at N = 256, two of the four K atoms at N = 128 (NVFP4; an
+//! MXFP8 stage's single atom per row block is loaded by each CTA for itself at N = 128).
 
 use moegen_dsl::GemmKind;
 use moegen_dsl::abi::TensorMap;
@@ -65,12 +66,14 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     let is_leader = b.and_pred(is_leader, one);
     let a_issuer = b.setp_u32(Cmp::Eq, c.target.n_rank, 0u32);
     let mask_a = g.rings.ab.full_multicast.map(|m| m.emit(b, c.target.m_rank, c.target.n_rank));
-    let pair = (l.cm == 2).then(|| CtaMask::Pair.emit(b, c.target.m_rank, c.target.n_rank));
     // This CTA's half of SFB in a pair: its row block (N = 256) or K atoms 2m, 2m+1 (N = 128),
-    // landing at the same offset in both CTAs.
+    // landing at the same offset in both CTAs. A stage of one atom per row block (MXFP8) at
+    // N ≤ 128 has nothing to split: each CTA of the pair loads it for itself.
     let halves_by_block = l.sfb_row_blocks() > 1;
+    let sfb_split = (l.cm == 2 && (halves_by_block || l.sf_atoms() > 1))
+        .then(|| CtaMask::Pair.emit(b, c.target.m_rank, c.target.n_rank));
     let sfb_half_bytes = l.budget.sfb_stage_bytes / 2;
-    let sfb_dst_off = match pair {
+    let sfb_dst_off = match sfb_split {
         Some(_) => b.mad_u32(c.target.m_rank, sfb_half_bytes, g.smem.sfb),
         None => b.mov_u32(g.smem.sfb),
     };
@@ -82,14 +85,17 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         let nrow = b.mul_u32(u.n, l.n);
         let nrow = b.mad_u32(c.target.m_rank, l.n / l.cm, nrow);
         let nblk = b.mul_u32(u.n, l.sfb_row_blocks());
-        let (nblk, atom0) = match pair {
+        let (nblk, atom0) = match sfb_split {
             Some(_) if halves_by_block => (b.add_u32(nblk, c.target.m_rank), b.mov_u32(0u32)),
             Some(_) => (nblk, b.shl_b32(c.target.m_rank, 1u32)),
             None => (nblk, b.mov_u32(0u32)),
         };
+        // Element and scale-atom coordinates of K stage kk.
+        let k_shift = l.operands.k_stage().trailing_zeros();
+        let atom_shift = l.sf_atoms().trailing_zeros();
         c.sched.k_loop(b, &mut |b, kk| {
-            let kc = b.shl_b32(kk, 8u32);
-            let kq = b.shl_b32(kk, 2u32);
+            let kc = b.shl_b32(kk, k_shift);
+            let kq = if atom_shift == 0 { kk } else { b.shl_b32(kk, atom_shift) };
             ab.acquire_unless(b, ready);
             let bytes = l.budget.tma_tx_bytes_per_stage;
             let full = ab.commit(b, Tx { bytes: bytes.into(), only: Some(is_leader) });
@@ -115,9 +121,10 @@ pub(super) fn producer_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let coords = vec![kc.into(), nrow.into(), u.expert.into()];
             tma_load(b, g, one, TmaLoad { dst: dst_b, map: map_b, coords, bar, multicast: None });
             let dst_sfb = b.add_u32(st, sfb_dst_off);
-            let katom = if pair.is_some() && !halves_by_block { b.add_u32(kq, atom0) } else { kq };
+            let katom =
+                if sfb_split.is_some() && !halves_by_block { b.add_u32(kq, atom0) } else { kq };
             let coords = vec![0u32.into(), katom.into(), nblk.into(), u.expert.into()];
-            let sfb = TmaLoad { dst: dst_sfb, map: map_sfb, coords, bar, multicast: pair };
+            let sfb = TmaLoad { dst: dst_sfb, map: map_sfb, coords, bar, multicast: sfb_split };
             tma_load(b, g, one, sfb);
             ab.advance(b);
             ab.try_acquire(b, ready);

@@ -3,7 +3,7 @@
 //! warp, published to the others through the address slot), then the skeleton's schedule.
 
 use moegen_dsl::GemmKind;
-use moegen_dsl::resources::{CTA_ROWS, K_STAGE};
+use moegen_dsl::resources::CTA_ROWS;
 
 use super::Sm100;
 use crate::kernels::skeleton::{
@@ -62,7 +62,7 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm100) -> Common {
         kind: l.kind,
         // ReLU²'s GEMM1: N = I.
         ungated: l.kind == GemmKind::Gemm1 && !l.key.activation.gated(),
-        k_stage: K_STAGE,
+        k_stage: l.operands.k_stage(),
         n_blocks: NBlocks::RoundUp { n: l.n, cn: l.cn },
         k_tail: KTail::Split,
     };

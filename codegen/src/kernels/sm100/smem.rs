@@ -41,6 +41,11 @@ pub struct Sm100Smem {
     leaves: Vec<Region>,
 }
 
+/// Bytes of one GEMM1 staging row: N/2 values of h, FP4 or FP8.
+pub fn gemm1_row_bytes(l: &Sm100Layout) -> u32 {
+    l.n / 2 * l.operands.activation_bits() / 8
+}
+
 /// Bytes of one GEMM2 staging row (N bf16 values).
 pub fn gemm2_row_bytes(l: &Sm100Layout) -> u32 {
     l.n * 2
@@ -54,8 +59,8 @@ pub fn gemm2_group_bytes(l: &Sm100Layout) -> u32 {
 /// Epilogue staging: bytes its users address, alignment, name.
 fn epilogue_shape(l: &Sm100Layout) -> (u32, u32, &'static str) {
     match l.kind {
-        // One FP4 row of N/2 values per accumulator row, TMA-stored per warp.
-        GemmKind::Gemm1 => (CTA_ROWS * (l.n / 4), TMA_ALIGN, "FP4 output staging"),
+        // One row of N/2 FP4 or FP8 values per accumulator row, TMA-stored per warp.
+        GemmKind::Gemm1 => (CTA_ROWS * gemm1_row_bytes(l), TMA_ALIGN, "h output staging"),
         // One bf16 row per accumulator row, bulk-reduced (or copied) row by row; row r in
         // bank group r % 8 at index r / 8.
         GemmKind::Gemm2 => (

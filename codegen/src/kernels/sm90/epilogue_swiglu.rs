@@ -96,7 +96,8 @@ pub(super) fn swiglu_params(
             let p = b.ld_buffer(Buffer::Fc2InputScale);
             Some(b.ld_global(Ty::F32, RegClass::F32, p))
         }
-        ActivationFormat::Bf16 | ActivationFormat::Fp8 => None,
+        // (No Hopper description takes MXFP8.)
+        ActivationFormat::Bf16 | ActivationFormat::Fp8 | ActivationFormat::Mxfp8 => None,
     };
     let a8 = a8_params(b, g);
     let columns = column_params(b, g, c.smem, k);

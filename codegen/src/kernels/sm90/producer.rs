@@ -230,7 +230,8 @@ fn gather_role(b: &mut KernelBuilder, g: &Sm90, c: &Common) {
     let x = b.ld_buffer(match l.key.activations {
         ActivationFormat::Bf16 => Buffer::ActivationsBf16,
         ActivationFormat::Nvfp4 => Buffer::ActivationsDequantized,
-        ActivationFormat::Fp8 => Buffer::ActivationsFp8,
+        // (No Hopper description takes MXFP8.)
+        ActivationFormat::Fp8 | ActivationFormat::Mxfp8 => Buffer::ActivationsFp8,
     });
     let p2e = b.ld_buffer(Buffer::PermutedIdxToExpandedIdx);
     let top_k = b.ld_scalar(Scalar::TopK);

@@ -12,6 +12,10 @@ pub enum MmaKind {
     /// K elements (NVFP4). `.block16` is the spelling sm_100f accepts (`.scale_vec::4X` is
     /// sm_100a only).
     Mxf4Nvf4Block16,
+    /// `kind::mxf8f6f4` with `.block_scale.block32`: E4M3 A × E2M1 B (padded to a byte per
+    /// value in shared memory), one UE8M0 scale per 32 K elements, K = 32 per MMA; the
+    /// instruction descriptor's SF ids pick each MMA's scale byte (docs/sm100-mxf8f6f4.md).
+    Mxf8f6f4Block32,
 }
 
 /// `tcgen05.cp` shapes and their multicast over warps.
@@ -103,6 +107,9 @@ impl fmt::Display for Tcgen05 {
             }
             Tcgen05::Mma(g, MmaKind::Mxf4Nvf4Block16) => {
                 write!(f, "tcgen05.mma{g}.kind::mxf4nvf4.block_scale.block16")
+            }
+            Tcgen05::Mma(g, MmaKind::Mxf8f6f4Block32) => {
+                write!(f, "tcgen05.mma{g}.kind::mxf8f6f4.block_scale.block32")
             }
             Tcgen05::Commit { group, multicast } => {
                 write!(f, "tcgen05.commit{group}.mbarrier::arrive::one.shared::cluster")?;

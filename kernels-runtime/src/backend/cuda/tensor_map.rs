@@ -17,6 +17,7 @@ pub(super) fn encode(ctx: &CudaContext, spec: &TensorMapSpec) -> Result<[u8; 128
         TmaElement::U8 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
         TmaElement::U16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
         TmaElement::U4Packed => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B,
+        TmaElement::U4Padded => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B,
     };
     let swizzle = match spec.swizzle {
         0 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
