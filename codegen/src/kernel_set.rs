@@ -319,6 +319,16 @@ fn descs_of(
     Ok(out)
 }
 
+/// The activations a set's GEMMs of `format` take on `target` ([`KernelSetSpec::formats`]):
+/// SM100 multiplies MXFP4 weights by MXFP8 activations only, NVFP4 by NVFP4; a Hopper-only
+/// set takes NVFP4 activations (A4).
+pub fn set_activations(target: Target, format: WeightFormat) -> ActivationFormat {
+    match (target.arch(), format) {
+        (Arch::Sm100, WeightFormat::Mxfp4) => ActivationFormat::Mxfp8,
+        _ => ActivationFormat::Nvfp4,
+    }
+}
+
 /// The GEMM descriptions of a spec, each distinct kernel once, in a fixed order: the SM100
 /// GEMMs, then the Hopper GEMMs per format, activation format and tactic.
 pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError> {
@@ -336,11 +346,7 @@ pub fn gemm_descs(spec: &KernelSetSpec) -> Result<Vec<KernelDesc>, GenerateError
         r => r.to_vec(),
     };
     for &f in &spec.formats {
-        // SM100 multiplies MXFP4 weights by MXFP8 activations only.
-        let a = match (spec.target.arch(), f) {
-            (Arch::Sm100, WeightFormat::Mxfp4) => ActivationFormat::Mxfp8,
-            _ => ActivationFormat::Nvfp4,
-        };
+        let a = set_activations(spec.target, f);
         for &e in &spec.epilogues {
             for t in &spec.tactics {
                 for g in [t.gemm1(), t.gemm2()] {

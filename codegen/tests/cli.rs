@@ -248,7 +248,7 @@ fn stats_reports_the_instruction_families_each_gemm_needs() {
                 assert_eq!(count(r, "UBLKRED"), 0);
                 assert!(count(r, "UBLKCP") >= 1, "bulk store of route rows");
             }
-            _ => assert_eq!(count(r, "UTCOMMA"), 0),
+            _ => assert_eq!(count(r, "UTCOMMA") + count(r, "UTCQMMA"), 0),
         }
     }
     let text = String::from_utf8(gen_cmd(&["stats"]).stdout).unwrap();
@@ -347,6 +347,17 @@ fn plan_sizes_mxfp8_activations_and_h() {
     assert_eq!(buffer(&nv, "activations"), 64 * 2880 / 2, "{nv}");
     assert_eq!(buffer(&mx, "activation_scales"), 64 * 2944 / 32, "{mx}");
     assert_eq!(2 * buffer(&nv, "gemm1_output"), buffer(&mx, "gemm1_output"));
+    // h's scales: 128x4 atoms of [rows, I/16] (NVFP4) against [rows, Kp(I)/32] (MXFP8).
+    let rows = nv["plan"]["shared"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "permuted_idx_to_expanded_idx")
+        .map(|b| b["elements"].as_u64().unwrap())
+        .unwrap();
+    let atoms = |cols: u64| rows.div_ceil(128) * cols.div_ceil(4) * 512;
+    assert_eq!(buffer(&nv, "gemm1_output_scales"), atoms(2880 / 16));
+    assert_eq!(buffer(&mx, "gemm1_output_scales"), atoms(2944 / 32));
     let out = gen_cmd(&args("e4m3"));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not one of a4, a16, a8, mxa8"));

@@ -11,10 +11,10 @@ use crate::sm100_operands::{STAGE_ROW_BYTES, Sm100Operands};
 use crate::tactic::{Arch, GemmKind, GemmTactic};
 use crate::target::Target;
 
-/// K elements of the shorter block-scaled SM100 MMA (`kind::mxf8f6f4`: 32; `kind::mxf4nvf4`:
-/// 64): H and I on SM100 are multiples of 64, a whole number of either. A K that is not a
-/// whole number of stages ends in a partial stage whose missing K is neither loaded (TMA
-/// zero fill, cp.async zero fill) nor multiplied (its MMAs are not issued).
+/// The granularity of H and I on SM100: one `kind::mxf4nvf4` MMA's K (64), two of
+/// `kind::mxf8f6f4`'s (32). A K that is not a whole number of stages ends in a partial
+/// stage whose missing K is neither loaded (TMA zero fill, cp.async zero fill) nor
+/// multiplied (its MMAs are not issued).
 pub const MMA_K: u32 = 64;
 /// Rows each CTA's MMA covers.
 pub const CTA_ROWS: u32 = 128;

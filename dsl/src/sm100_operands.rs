@@ -59,7 +59,7 @@ impl Sm100Operands {
     pub const fn scale_atoms_per_stage(self) -> u32 {
         self.stage_scale_bytes() / 4
     }
-    /// Bytes of one activation element (A operand, and GEMM1's output).
+    /// Bits of one activation element (A operand, and GEMM1's output).
     pub const fn activation_bits(self) -> u32 {
         match self {
             Self::Nvfp4 => 4,

@@ -123,6 +123,20 @@ fn extreme_scale_codes_stay_exact_until_f32_overflows() {
     assert_eq!(dot(254, 254, A_MAX, B_SIX), f32::INFINITY);
     assert_eq!(dot(254, 254, A_MAX, B_NEG_ONE), f32::NEG_INFINITY);
     assert_eq!(dot(254, 127, A_ONE, B_ONE), 2f32.powi(127));
+    // An overflow in one block makes the next block's MMA read an infinite accumulator: NaN,
+    // the block-scaled MMA's model (docs/simulator.md); an overflow in the last block stays
+    // infinite.
+    let (mut a, mut sa, mut b, mut sb) = rows(64);
+    a[0] = A_MAX;
+    set_b(&mut b, 0, B_SIX);
+    (sa[0], sb[0]) = (254, 254);
+    a[32] = A_ONE;
+    set_b(&mut b, 32, B_ONE);
+    assert!(mx_dot_bytes(&a, &sa, &b, &sb, 64).unwrap().is_nan());
+    (sa[0], sb[0], sa[1], sb[1]) = (127, 127, 254, 254);
+    set_b(&mut b, 32, B_SIX);
+    a[32] = A_MAX;
+    assert_eq!(mx_dot_bytes(&a, &sa, &b, &sb, 64).unwrap(), f32::INFINITY);
     // Against f64 over every pair of extreme codes where f64 is exact and in f32's range.
     for sa_code in [1u8, 2, 100, 127, 200, 253, 254] {
         for sb_code in [1u8, 2, 60, 127, 180, 253, 254] {

@@ -9,7 +9,7 @@ use syn::Error;
 
 use moegen_codegen::kernel_set::{DepthOverride, KernelSetSpec, gemm_descs};
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::{GemmTactic, MoeTactic, Raster, SwigluInput, plan_gemm};
+use moegen_dsl::{GemmTactic, MoeTactic, Raster, SwigluInput};
 
 use crate::spec::{Declared, TacticDecl, refuse_depth_conflicts};
 
@@ -54,7 +54,7 @@ fn spec_of(
 fn depth_overrides(d: &Declared, tactics: &[TacticDecl]) -> syn::Result<Vec<DepthOverride>> {
     let mut out: Vec<DepthOverride> = Vec::new();
     for g in tactics.iter().flat_map(|t| &t.gemms).filter(|g| g.overrides_depths()) {
-        let (ab_stages, acc_stages) = g.depths(d.target.value)?;
+        let (ab_stages, acc_stages) = g.depths(d.target.value, d.format.value)?;
         if !out.iter().any(|o| o.gemm == g.tactic) {
             out.push(DepthOverride { gemm: g.tactic, ab_stages, acc_stages });
         }
@@ -74,7 +74,7 @@ fn blame(d: &Declared, t: &TacticDecl, spec: &KernelSetSpec) -> Span {
         if let (Some(span), Some(probe)) = (g.raster, along_n(t, i, spec)) {
             probes.push((span, probe));
         }
-        let planned = plan_gemm(d.target.value, &g.tactic).ok();
+        let planned = crate::spec::planned(d.target.value, &g.tactic, d.format.value).ok();
         for (written, is_ab) in [(g.ab_stages, true), (g.acc_stages, false)] {
             let (Some((_, span)), Some(planned)) = (written, planned) else { continue };
             let depths = spec

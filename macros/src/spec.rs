@@ -10,7 +10,7 @@ use moegen_dsl::abi::SimtTarget;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::{
     Activation, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, GemmKind, GemmTactic, MoeTactic,
-    Raster, SwigluInput, TacticError, Target, TileSize, plan_gemm,
+    Raster, SwigluInput, TacticError, Target, TileSize,
 };
 
 use crate::fields::{Keys, choice, choices, int, list, map, pair};
@@ -61,10 +61,11 @@ impl GemmDecl {
         self.ab_stages.is_some() || self.acc_stages.is_some()
     }
 
-    /// The depths this GEMM asks for: the written ones, the resource model's for the rest.
-    pub fn depths(&self, target: Target) -> syn::Result<(u32, u32)> {
-        let planned =
-            plan_gemm(target, &self.tactic).map_err(|e| Error::new(self.span, e.to_string()))?;
+    /// The depths this GEMM asks for in weights of `format`: the written ones, the resource
+    /// model's for the rest (planned for the activations the set's GEMMs of `format` take).
+    pub fn depths(&self, target: Target, format: WeightFormat) -> syn::Result<(u32, u32)> {
+        let planned = planned(target, &self.tactic, format)
+            .map_err(|e| Error::new(self.span, e.to_string()))?;
         Ok((
             self.ab_stages.map_or(planned.ab_stages, |(v, _)| v),
             self.acc_stages.map_or(planned.acc_stages, |(v, _)| v),
@@ -75,6 +76,16 @@ impl GemmDecl {
     pub fn depth_span(&self) -> Span {
         self.ab_stages.or(self.acc_stages).map_or(self.span, |(_, s)| s)
     }
+}
+
+/// The resource model's budget of `tactic` in a set of `format` on `target`.
+pub fn planned(
+    target: Target,
+    tactic: &moegen_dsl::GemmTactic,
+    format: WeightFormat,
+) -> Result<moegen_dsl::KernelBudget, moegen_dsl::ResourceError> {
+    let activations = moegen_codegen::kernel_set::set_activations(target, format);
+    moegen_dsl::plan_gemm_with(target, tactic, format, activations)
 }
 
 /// One whole-layer tactic as written.
@@ -316,9 +327,9 @@ fn refuse_repeats(tactics: &[TacticDecl]) -> syn::Result<()> {
 pub fn refuse_depth_conflicts(d: &Declared) -> syn::Result<()> {
     let gemms: Vec<&GemmDecl> = d.tactics.iter().flat_map(|t| &t.gemms).collect();
     for (i, g) in gemms.iter().enumerate() {
-        let mine = g.depths(d.target.value)?;
+        let mine = g.depths(d.target.value, d.format.value)?;
         for p in gemms[..i].iter().filter(|p| p.tactic == g.tactic) {
-            let theirs = p.depths(d.target.value)?;
+            let theirs = p.depths(d.target.value, d.format.value)?;
             if theirs != mine {
                 let show = |x: &GemmDecl, (ab, acc): (u32, u32)| {
                     let whose = if x.overrides_depths() { "" } else { " (the resource model's)" };

@@ -1,8 +1,8 @@
 //! The SM100 MXFP8 × MXFP4 GEMMs (`kind::mxf8f6f4`, docs/sm100-mxf8f6f4.md) assemble with
 //! ptxas, no spill and no stack: every GEMM1 and GEMM2 of the tactic space (both finalize
-//! modes) for sm_100f, and the 1-CTA and 2-CTA N 256 GEMM1s with each recipe and ReLU² for
-//! sm_100f, sm_103f and sm_100a. (A GEMM1 bias or the clamped SwiGLU spill 4–16 bytes at
-//! the epilogue's 168 registers in these formats as in NVFP4: docs/sm100-mxf8f6f4.md.)
+//! modes) for sm_100f (assembled for sm_100f and sm_103f) and sm_100a, and the 1-CTA and 2-CTA N 256 GEMM1s with each recipe and ReLU² for
+//! sm_100f, sm_103f and sm_100a. (A GEMM1 bias or the clamped SwiGLU spill a few bytes at
+//! the epilogue's 168 registers, in these formats as in NVFP4: docs/sm100-mxf8f6f4.md.)
 
 use moegen_codegen::check::assemble_all;
 use moegen_codegen::kernel_set::gemm_kernel;
@@ -28,10 +28,13 @@ fn gemms() -> Vec<GemmTactic> {
 }
 
 #[test]
-fn every_mx_gemm_assembles_for_sm100f_without_spills() {
+fn every_mx_gemm_assembles_for_every_sm100_target_without_spills() {
     require(moegen_codegen::tools::ptxas());
     let mut kernels = Vec::new();
-    for g in gemms() {
+    for (target, g) in [Target::Sm100f, Target::Sm100a]
+        .into_iter()
+        .flat_map(|t| gemms().into_iter().map(move |g| (t, g)))
+    {
         let finals: &[FinalizeMode] = match g.kind() {
             GemmKind::Gemm1 => &[FinalizeMode::BulkReduceAdd],
             GemmKind::Gemm2 => &[FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic],
@@ -41,13 +44,16 @@ fn every_mx_gemm_assembles_for_sm100f_without_spills() {
                 GemmKind::Gemm1 => mx(g),
                 GemmKind::Gemm2 => mx(g).finalize(f),
             };
-            let d = d.target(Target::Sm100f).build().unwrap();
+            let d = d.target(target).build().unwrap();
             kernels.push(gemm_kernel(&d).unwrap());
         }
     }
-    assert!(kernels.len() >= 16, "{}", kernels.len());
+    assert_eq!(kernels.len(), 2 * (4 + 8 * 2), "every GEMM1, every GEMM2 in both modes");
     let runs = assemble_all(&kernels).unwrap_or_else(|e| panic!("{e}"));
-    assert!(runs.len() >= kernels.len(), "{} runs", runs.len());
+    // sm_100f kernels assemble for sm_100f and sm_103f, sm_100a kernels for sm_100a.
+    for arch in ["sm_100f", "sm_103f", "sm_100a"] {
+        assert_eq!(runs.iter().filter(|r| r.arch == arch).count(), 4 + 8 * 2, "{arch}");
+    }
     for r in &runs {
         assert!(r.kernel.contains("_mxa8"), "{}", r.kernel);
         assert_eq!(r.report.spill_stores + r.report.spill_loads + r.report.stack_frame, 0, "{r:?}");

@@ -1,7 +1,8 @@
 //! The SM100 MXFP8 × MXFP4 layer on a device (docs/sm100-mxf8f6f4.md): routing sort →
 //! MXFP8 quantization of the activations (or the caller's MXFP8 rows) → GEMM1 → GEMM2 (and
 //! the deterministic finalize's reduction), through kernels generated in this process as a
-//! build script would (they are not in the default set). Like [`crate::device_layer`] it
+//! build script would (any epilogue; the default set holds the plain ones). Like
+//! [`crate::device_layer`] it
 //! uploads and allocates per call: a validation harness, on the simulator the end-to-end
 //! check of the `kind::mxf8f6f4` kernels.
 
@@ -169,7 +170,10 @@ pub fn device_mx_layer(
             }
             let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
             let d_bf16 = b.upload_new(&bytes)?;
-            let (d_x, d_xsf) = (b.alloc(tokens * h)?, b.alloc(tokens * scale_cols)?);
+            // Both filled with 0xFF first (NaN codes and scales): the quantizer must write
+            // every byte, the padding scales' zeros included.
+            let d_x = b.upload_new(&vec![0xFF; tokens * h])?;
+            let d_xsf = b.upload_new(&vec![0xFF; tokens * scale_cols])?;
             let bind = Bindings::new()
                 .buffer(Buffer::ActivationsBf16, d_bf16)
                 .buffer(Buffer::Activations, d_x)

@@ -303,13 +303,28 @@ fn engine_weights_refuse_an_ungated_activation() {
 }
 
 /// The weight sizes are per target, format and activations: SM100 layers take NVFP4
-/// weights, Hopper's A8 takes MXFP4; both refusals name the input.
+/// weights with NVFP4 activations and MXFP4 with MXFP8, Hopper's A8 takes MXFP4; the
+/// refusals name the input.
 #[test]
 fn weight_sizes_refuse_formats_the_target_does_not_take() {
     use moegen_dsl::{ActivationFormat, Arch, WeightFormat};
     let s = shape(256, 128);
-    let e = LayerWeights::sizes(&s, Arch::Sm100, WeightFormat::Mxfp4).unwrap_err().to_string();
-    assert!(e.contains("sizes_for") && e.contains("NVFP4"), "{e}");
+    let e = LayerWeights::sizes_for(&s, Arch::Sm100, WeightFormat::Mxfp4, ActivationFormat::Nvfp4)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sizes_for") && e.contains("MXFP4 with MXFP8"), "{e}");
+    let e = LayerWeights::sizes_for(&s, Arch::Sm100, WeightFormat::Nvfp4, ActivationFormat::Bf16)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("SM100 layers take NVFP4 or MXFP8 activations"), "{e}");
+    let e = LayerWeights::sizes_for(&s, Arch::Sm100, WeightFormat::Nvfp4, ActivationFormat::Mxfp8)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MXFP8 activations run on SM100 with MXFP4 weights"), "{e}");
+    // MXFP4 on SM100: K padded to 128 codes (256 here: no padding), a byte per two codes.
+    let mx = LayerWeights::sizes(&s, Arch::Sm100, WeightFormat::Mxfp4).unwrap();
+    let w1 = mx.iter().find(|(b, _)| *b == moegen_dsl::abi::Buffer::W1).unwrap().1;
+    assert_eq!(w1, (s.local_experts() * 2 * 128 * 256 / 2) as u64);
     let e = LayerWeights::sizes_for(&s, Arch::Sm90, WeightFormat::Nvfp4, ActivationFormat::Fp8)
         .unwrap_err()
         .to_string();

@@ -5,7 +5,7 @@
 
 use half::bf16;
 use moegen_dsl::epilogue_math::ActivationParams;
-use moegen_dsl::{Activation, EpilogueRecipe, FinalizeMode, MoeTactic, nvfp4_tactics};
+use moegen_dsl::{Activation, EpilogueRecipe, FinalizeMode, MoeTactic, SwigluInput, nvfp4_tactics};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::*;
 use moegen_runtime::routing::ExpertWindow;
@@ -31,7 +31,17 @@ fn problem(
     seed: u64,
     epilogue: Option<&dyn Fn(&MoeShape) -> ExpertEpilogue>,
 ) -> Problem {
-    let (h, i, experts, offset, local, k) = (320, 192, 8, 2, 4, 2);
+    problem_sized(320, 192, tokens, seed, epilogue)
+}
+
+fn problem_sized(
+    h: usize,
+    i: usize,
+    tokens: usize,
+    seed: u64,
+    epilogue: Option<&dyn Fn(&MoeShape) -> ExpertEpilogue>,
+) -> Problem {
+    let (experts, offset, local, k) = (8, 2, 4, 2);
     let shape = MoeShape::new(h, i, ExpertWindow::new(experts, offset, local, k).unwrap()).unwrap();
     let mut r = Rng(seed);
     let x: Vec<bf16> = (0..tokens * h).map(|_| bf16::from_f32(r.normal() * 3.0)).collect();
@@ -127,14 +137,92 @@ fn every_tactic_runs_bit_exact_with_k_and_n_tails() {
 #[test]
 fn both_recipes_and_finalize_modes() {
     let p = problem(40, 3, None);
-    for t in nvfp4_tactics().iter().filter(|t| t.gemm1().cluster()[1] == 1).take(4) {
+    // One tactic per GEMM1 (each GEMM1 has its Exact kernel), each with some GEMM2.
+    let mut gemm1s = Vec::new();
+    let tactics: Vec<MoeTactic> = nvfp4_tactics()
+        .into_iter()
+        .filter(|t| {
+            let new = !gemm1s.contains(t.gemm1());
+            gemm1s.push(*t.gemm1());
+            new
+        })
+        .collect();
+    assert_eq!(tactics.len(), 4);
+    for t in &tactics {
         for recipe in [EpilogueRecipe::Fast, EpilogueRecipe::Exact] {
             for finalize in [FinalizeMode::BulkReduceAdd, FinalizeMode::Deterministic] {
                 let opts = ReferenceOptions { recipe, finalize, ..Default::default() };
                 check(&p, t, opts, 2);
             }
         }
+        // GEMM1's pre-activations rounded to bf16 (the `_bf16glu` kernels).
+        let opts = ReferenceOptions { swiglu_input: SwigluInput::Bf16, ..Default::default() };
+        check(&p, t, opts, 2);
     }
+}
+
+#[test]
+fn whole_stages_without_tails() {
+    // H 512 and I 128: both K dimensions whole 128-wide stages, GEMM1's 2I = 256 and GEMM2's
+    // H whole N blocks.
+    let p = problem_sized(512, 128, 24, 21, None);
+    for t in nvfp4_tactics() {
+        check(&p, &t, ReferenceOptions::default(), 2);
+    }
+}
+
+#[test]
+fn quantize_mxfp8_matches_the_reference_on_special_values() {
+    use moegen_dsl::abi::{Buffer, Scalar, SimtFamily};
+    use moegen_runtime::backend::Backend;
+    use moegen_runtime::device_ops::{run, simt_kernel};
+    use moegen_runtime::launch::{Bindings, GridInputs};
+    let (tokens, h) = (3, 320);
+    let mut r = Rng(77);
+    let mut x: Vec<bf16> = (0..tokens * h).map(|_| bf16::from_f32(r.normal())).collect();
+    // Block by block: NaN, ±inf, all zeros (and −0), bf16 subnormals, a dynamic range wider
+    // than E4M3's (its small values underflow), the largest finite bf16, exactly 448·2^k.
+    let blocks: Vec<Vec<f32>> = vec![
+        vec![f32::NAN, 1.0],
+        vec![f32::INFINITY, -2.0],
+        vec![f32::NEG_INFINITY],
+        vec![0.0, -0.0],
+        vec![f32::from_bits(0x0001_0000), -f32::from_bits(0x0040_0000)],
+        vec![1.0e30, 1.0e-30, -3.0e-20, 7.0],
+        vec![f32::from_bits(0x7F7F_0000), 1.0],
+        vec![448.0, 224.0, -896.0],
+    ];
+    for (j, vals) in blocks.iter().enumerate() {
+        let at = (j % tokens) * h + 32 * (j / tokens + 1);
+        for (q, v) in x[at..at + 32].iter_mut().enumerate() {
+            *v = bf16::from_f32(vals.get(q).copied().unwrap_or(if j == 3 { 0.0 } else { 0.5 }));
+        }
+    }
+    let want = quantize_mxfp8_activations(&x, tokens, h).unwrap();
+    let mut sim = SimBackend::new();
+    let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+    let cols = want.scale_cols().unwrap();
+    let d_x = sim.upload_new(&bytes).unwrap();
+    let d_q = sim.upload_new(&vec![0xFF; tokens * h]).unwrap();
+    let d_s = sim.upload_new(&vec![0xFF; tokens * cols]).unwrap();
+    let bind = Bindings::new()
+        .buffer(Buffer::ActivationsBf16, d_x)
+        .buffer(Buffer::Activations, d_q)
+        .buffer(Buffer::ActivationScales, d_s)
+        .scalar(Scalar::Tokens, tokens as u64)
+        .unwrap()
+        .scalar(Scalar::Hidden, h as u64)
+        .unwrap();
+    let k = simt_kernel(&sim, SimtFamily::QuantizeMxfp8).unwrap();
+    let grid = GridInputs { tokens: tokens as u64, hidden: h as u64, ..Default::default() };
+    run(&mut sim, k, &bind, &grid).unwrap();
+    assert_eq!(sim.download(d_q, tokens * h).unwrap(), want.codes);
+    assert_eq!(sim.download(d_s, tokens * cols).unwrap(), want.scales);
+    // The blocks above did reach the special cases.
+    assert!(want.scales.contains(&(121 + 127)), "a NaN block");
+    assert!(want.scales.contains(&(120 + 127)), "an infinite block");
+    assert!(want.scales.contains(&1), "an all-zero block");
+    assert!(want.codes.iter().any(|&c| c & 0x7F == 0x7E), "a saturated value");
 }
 
 fn gpt_oss(shape: &MoeShape) -> ExpertEpilogue {

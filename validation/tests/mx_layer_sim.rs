@@ -93,5 +93,20 @@ fn formats_must_agree_between_weights_workspace_and_layer() {
     assert!(err.to_string().contains("planned for Nvfp4 activations"), "{err}");
     // MXFP8 on Hopper is refused when planned.
     let hopper = WorkspaceSpec { arch: Arch::Sm90, ..spec(ActivationFormat::Mxfp8) };
-    assert!(Workspace::plan_for(&hopper).is_err());
+    let e = Workspace::plan_for(&hopper).unwrap_err();
+    assert!(e.to_string().contains("Sm90 layers do not take Mxfp8 activations"), "{e}");
+    let a16 =
+        WorkspaceSpec { activations: ActivationFormat::Bf16, ..spec(ActivationFormat::Mxfp8) };
+    let e = Workspace::plan_for(&a16).unwrap_err();
+    assert!(e.to_string().contains("Sm100 layers do not take Bf16 activations"), "{e}");
+    // A set without MXFP8 GEMMs cannot serve an MXFP8 workspace: refused when made.
+    let nvfp4_only =
+        KernelSet::new(kernels.kernels().iter().copied().filter(|k| !k.name.contains("_mxa8")));
+    let e = Workspace::new(&mut sim, &nvfp4_only, spec(ActivationFormat::Mxfp8)).unwrap_err();
+    assert!(e.to_string().contains("no Sm100 tactic for Mxfp8 activations"), "{e}");
+    // The B200 model for these kernels runs the MMAs at half the NVFP4 rate.
+    let (nv, mx) =
+        (DeviceModel::b200(), DeviceModel::for_layer(Arch::Sm100, ActivationFormat::Mxfp8));
+    assert_eq!(mx.gpu.macs_per_clock_per_sm * 2.0, nv.gpu.macs_per_clock_per_sm);
+    assert_eq!(mx.activations, ActivationFormat::Mxfp8);
 }

@@ -44,7 +44,11 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
         let second = b.add_u32(first, 1u32);
         let mut vals = load_bf16_block(b, x, first);
         vals.extend(load_bf16_block(b, x, second));
-        let Ok(vals) = <[Reg; 32]>::try_from(vals) else { return };
+        let Ok(vals) = <[Reg; 32]>::try_from(vals) else {
+            let kernel = b.name.clone();
+            let what = "a 32-value block loaded as other than 32 values";
+            return b.error(crate::ptx::BuildError::Inconsistent { kernel, what });
+        };
         let (words, code) = mxfp8_block(b, &vals);
         let dst = b.index_addr(out, j, 32);
         let st = Memory::St(Access::vector(Space::Global, VecWidth::V4, Ty::B32));

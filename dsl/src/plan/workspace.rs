@@ -40,10 +40,11 @@ pub struct WorkspaceRequest {
     /// The generation whose kernels use it: SM100 exchanges NVFP4 or MXFP8 activations and
     /// h; Hopper exchanges them in bf16 (and E4M3 for A8).
     pub arch: Arch,
-    /// What the activations entering GEMM1 are: on SM100 NVFP4 (a byte per two values and
-    /// a scale per 16) or MXFP8 (a byte per value, a scale per 32, rows of scales padded to
-    /// whole 128-wide K stages), which sizes the quantized activations and GEMM1's output;
-    /// Hopper's plan serves all of its formats (A4, A16, A8) whatever this says.
+    /// What the activations entering GEMM1 are, which decides the buffers between the
+    /// routing sort and GEMM2: on SM100 NVFP4 (a byte per two values and a scale per 16) or
+    /// MXFP8 (a byte per value, a scale per 32, rows of scales padded to whole 128-wide K
+    /// stages); on Hopper A4 (NVFP4: the dequantized bf16 rows), A16 (bf16: none besides
+    /// h) or A8 (FP8: E4M3 rows of x and h and their row scales).
     pub activations: ActivationFormat,
 }
 
@@ -104,7 +105,7 @@ struct Sizes {
     hidden: Option<u64>,
     scratch: bool,
     arch: Arch,
-    mxfp8: bool,
+    activations: ActivationFormat,
 }
 
 fn check_i32(what: &'static str, value: u64) -> Result<()> {
@@ -132,13 +133,22 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
         let overflow = PlanError::Overflow { what: "quantized activations size" };
         let values = s.tokens.checked_mul(h).ok_or(overflow.clone())?;
         if s.arch == Arch::Sm90 {
-            specs.push((Buffer::ActivationsDequantized, "bf16", values, 2));
-            // A8: E4M3 rows padded to whole 128-wide K stages.
-            let padded = s.tokens.checked_mul(h.next_multiple_of(128)).ok_or(overflow.clone())?;
-            specs.push((Buffer::ActivationsFp8, "e4m3", padded, 1));
-        } else if s.mxfp8 {
+            // A4: the quantize-dequantize's bf16 rows; A8: E4M3 rows padded to whole
+            // 128-wide K stages; A16 reads the caller's bf16 rows.
+            match s.activations {
+                ActivationFormat::Nvfp4 => {
+                    specs.push((Buffer::ActivationsDequantized, "bf16", values, 2))
+                }
+                ActivationFormat::Fp8 => {
+                    let row = h.checked_next_multiple_of(128).ok_or(overflow.clone())?;
+                    let padded = s.tokens.checked_mul(row).ok_or(overflow.clone())?;
+                    specs.push((Buffer::ActivationsFp8, "e4m3", padded, 1));
+                }
+                _ => {}
+            }
+        } else if s.activations == ActivationFormat::Mxfp8 {
             specs.push((Buffer::Activations, "e4m3", values, 1));
-            let row = h.next_multiple_of(128) / 32;
+            let row = h.checked_next_multiple_of(128).ok_or(overflow.clone())? / 32;
             let scales = s.tokens.checked_mul(row).ok_or(overflow.clone())?;
             specs.push((Buffer::ActivationScales, "ue8m0 (linear)", scales, 1));
         } else {
@@ -156,17 +166,21 @@ fn buffers(s: &Sizes) -> Result<Vec<BufferPlan>> {
         if s.arch == Arch::Sm90 {
             let values = s.rows.checked_mul(i).ok_or(overflow.clone())?;
             specs.push((Buffer::Gemm1OutputBf16, "bf16", values, 2));
-            // A8: h in E4M3 (rows padded to whole 128-wide K stages) and both GEMMs' row
-            // scales.
-            let padded = s.rows.checked_mul(i.next_multiple_of(128)).ok_or(overflow)?;
-            specs.push((Buffer::Gemm1OutputFp8, "e4m3", padded, 1));
-            specs.push((Buffer::Gemm1OutputRowScales, "f32", s.rows, 4));
-            specs.push((Buffer::ActivationRowScales, "f32", s.rows, 4));
+            if s.activations == ActivationFormat::Fp8 {
+                // A8: h in E4M3 (rows padded to whole 128-wide K stages) and both GEMMs'
+                // row scales.
+                let row = i.checked_next_multiple_of(128).ok_or(overflow.clone())?;
+                let padded = s.rows.checked_mul(row).ok_or(overflow)?;
+                specs.push((Buffer::Gemm1OutputFp8, "e4m3", padded, 1));
+                specs.push((Buffer::Gemm1OutputRowScales, "f32", s.rows, 4));
+                specs.push((Buffer::ActivationRowScales, "f32", s.rows, 4));
+            }
         } else {
             // NVFP4: two values a byte, a scale per 16; MXFP8: a value a byte, a scale per
             // 32 of I padded to 128.
-            let (values, cols, dtypes) = if s.mxfp8 {
-                (i, i.next_multiple_of(128) / 32, ("e4m3", "ue8m0 (128x4)"))
+            let (values, cols, dtypes) = if s.activations == ActivationFormat::Mxfp8 {
+                let row = i.checked_next_multiple_of(128).ok_or(overflow.clone())?;
+                (i, row / 32, ("e4m3", "ue8m0 (128x4)"))
             } else {
                 (i / 2, i / 16, ("e2m1x2", "ue4m3 (128x4)"))
             };
@@ -252,7 +266,7 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
             hidden: req.hidden,
             scratch: req.deterministic_scratch,
             arch: req.arch,
-            mxfp8: req.activations == ActivationFormat::Mxfp8,
+            activations: req.activations,
         };
         check_i32("max_permuted_rows", sizes.rows)?;
         let b = buffers(&sizes)?;
@@ -275,7 +289,7 @@ pub fn plan_workspace(req: &WorkspaceRequest) -> Result<WorkspacePlan> {
         hidden: req.hidden,
         scratch: req.deterministic_scratch,
         arch: req.arch,
-        mxfp8: req.activations == ActivationFormat::Mxfp8,
+        activations: req.activations,
     };
     let shared = buffers(&shared_sizes)?;
     let deterministic_scratch_bytes = match req.hidden {

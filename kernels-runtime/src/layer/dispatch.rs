@@ -42,7 +42,8 @@ pub struct DeviceModel {
     /// warpgroups' dequantization; `None` where the MMA reads them directly (SM100).
     pub software_dequant: Option<SoftwareDequant>,
     /// The activations the kernels read: on Hopper they set the K per pipeline stage, and so
-    /// how many CTAs share an SM.
+    /// how many CTAs share an SM; on SM100 the MMA kind (MXFP8's is half NVFP4's rate, folded
+    /// into `gpu` by [`Self::b200_mx`]).
     pub activations: ActivationFormat,
     /// How the estimate spreads a batch's routes over the experts.
     pub routes: RouteSpread,

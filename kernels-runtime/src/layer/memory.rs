@@ -69,9 +69,10 @@ pub struct WorkspaceSpec {
     pub deterministic: bool,
     /// The generation whose kernels run with it (what the layers exchange in it).
     pub arch: Arch,
-    /// The activations of the layers it serves (`LayerConfig::activations`): on SM100 they
-    /// size the quantized activations and GEMM1's output (NVFP4 or MXFP8); a layer of
-    /// other activations is refused. Hopper's plan holds every Hopper format's buffers.
+    /// The activations of the layers it serves (`LayerConfig::activations`), which decide
+    /// the buffers between the routing sort and GEMM2 (`moegen_dsl::plan::WorkspaceRequest::
+    /// activations`): SM100 NVFP4 or MXFP8, Hopper A4, A16 or A8. A layer of other
+    /// activations is refused.
     pub activations: ActivationFormat,
 }
 
@@ -495,14 +496,21 @@ impl LayerWeights {
         Ok(self)
     }
 
-    /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes (bf16
-    /// or NVFP4 activations; [`Self::sizes_for`] for any).
+    /// The buffers a layer's weights consist of on `arch`, with their sizes in bytes, for the
+    /// activations `format` is multiplied by there: SM100 NVFP4 weights with NVFP4
+    /// activations and MXFP4 with MXFP8, Hopper's bf16 (the A16 and A4 sizes are the same;
+    /// [`Self::sizes_for`] for A8).
     pub fn sizes(
         shape: &MoeShape,
         arch: Arch,
         format: WeightFormat,
     ) -> Result<Vec<(Buffer, u64)>, LayerError> {
-        Self::sizes_for(shape, arch, format, ActivationFormat::Bf16)
+        let activations = match (arch, format) {
+            (Arch::Sm100, WeightFormat::Mxfp4) => ActivationFormat::Mxfp8,
+            (Arch::Sm100, WeightFormat::Nvfp4) => ActivationFormat::Nvfp4,
+            (Arch::Sm90, _) => ActivationFormat::Bf16,
+        };
+        Self::sizes_for(shape, arch, format, activations)
     }
 
     /// The buffers a layer's weights consist of on `arch` for `activations`, with their
@@ -570,6 +578,13 @@ impl LayerWeights {
                 (Buffer::Fc2InputScale, 4),
                 (Buffer::ActivationGlobalScale, 4),
             ]);
+        }
+        if arch == Arch::Sm100 && activations != ActivationFormat::Nvfp4 {
+            return Err(RuntimeError::UnsupportedActivations {
+                what: "LayerWeights",
+                reason: "SM100 layers take NVFP4 or MXFP8 activations",
+            }
+            .into());
         }
         if arch == Arch::Sm100 && format != WeightFormat::Nvfp4 {
             return Err(RuntimeError::UnsupportedWeights {

@@ -4,7 +4,9 @@
 
 use moegen_dsl::abi::KernelId;
 use moegen_dsl::plan::{PlanError, check_gemm_dim};
-use moegen_dsl::{Arch, FinalizeMode, GemmKind, GemmTactic, MoeTactic, TileSize, tactics_for};
+use moegen_dsl::{
+    ActivationFormat, Arch, FinalizeMode, GemmKind, GemmTactic, MoeTactic, TileSize, tactics_for,
+};
 
 use super::candidates::{Rejection, cover, shape_target};
 use super::kernel_set::KernelSet;
@@ -18,6 +20,14 @@ pub enum WorkspaceRefusal {
     NoKernels {
         /// `spec.arch`.
         arch: Arch,
+    },
+    /// The set holds tactics of the spec's generation, but none for its activations.
+    #[error("activations: the kernel set holds no {arch:?} tactic for {activations:?} activations")]
+    NoKernelsFor {
+        /// `spec.arch`.
+        arch: Arch,
+        /// `spec.activations`.
+        activations: ActivationFormat,
     },
     /// A tile size the set's tactics of that generation do not use (or not one of the
     /// generation's tile sizes at all).
@@ -78,29 +88,37 @@ fn modes(m: &[FinalizeMode]) -> String {
     names.join(" and ")
 }
 
-/// Checks that `set` can serve `spec`: it holds tactics of `spec.arch` at every tile size of
-/// the spec, `max_hidden` and `max_intermediate` are sizes one of those tactics serves (the
+/// Checks that `set` can serve `spec`: it holds tactics of `spec.arch` for its activations
+/// at every tile size of the spec, `max_hidden` and `max_intermediate` are sizes one of those tactics serves (the
 /// spec's largest layer has them), and its GEMM2 finalize modes match `deterministic`.
 /// `max_intermediate` is judged as a gated layer's (GEMM1 N = 2I): the spec carries no
 /// activation, so a ReLU² layer (N = I) that a kernel of the set cannot cover passes here and
 /// is refused, naming the tactic, by `MoeLayer::new`'s candidate check.
 pub fn check_spec(set: &KernelSet, spec: &WorkspaceSpec) -> Result<(), WorkspaceRefusal> {
     let arch = spec.arch;
-    let gemms: Vec<HeldGemm> = set
+    let of_arch: Vec<(HeldGemm, ActivationFormat)> = set
         .kernels()
         .iter()
         .filter_map(|k| match k.id {
-            KernelId::Gemm(key) if key.arch() == arch => {
-                key.tactic().ok().map(|t| HeldGemm { tactic: t, finalize: key.finalize })
-            }
+            KernelId::Gemm(key) if key.arch() == arch => key
+                .tactic()
+                .ok()
+                .map(|t| (HeldGemm { tactic: t, finalize: key.finalize }, key.activations)),
             _ => None,
         })
         .collect();
-    let held = |g: &GemmTactic| gemms.iter().any(|k| k.tactic == *g);
-    let tactics: Vec<MoeTactic> =
-        tactics_for(arch).into_iter().filter(|t| held(t.gemm1()) && held(t.gemm2())).collect();
-    if tactics.is_empty() {
+    let tactics_of = |gemms: &[&HeldGemm]| -> Vec<MoeTactic> {
+        let held = |g: &GemmTactic| gemms.iter().any(|k| k.tactic == *g);
+        tactics_for(arch).into_iter().filter(|t| held(t.gemm1()) && held(t.gemm2())).collect()
+    };
+    if tactics_of(&of_arch.iter().map(|(g, _)| g).collect::<Vec<_>>()).is_empty() {
         return Err(WorkspaceRefusal::NoKernels { arch });
+    }
+    let gemms: Vec<&HeldGemm> =
+        of_arch.iter().filter(|(_, a)| *a == spec.activations).map(|(g, _)| g).collect();
+    let tactics = tactics_of(&gemms);
+    if tactics.is_empty() {
+        return Err(WorkspaceRefusal::NoKernelsFor { arch, activations: spec.activations });
     }
     let mut served: Vec<TileSize> = tactics.iter().map(MoeTactic::tile).collect();
     served.sort();

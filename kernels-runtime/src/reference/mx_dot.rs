@@ -113,7 +113,10 @@ pub fn mx_dot(a: &E4m3Row, b: &E2m1Row) -> f32 {
     let mut d = 0.0f32;
     for c in 0..blocks {
         let (sa, sb) = (a.scales[c], b.scales[c]);
-        if a.nan[c] || sb == UE8M0_NAN {
+        // The block-scaled MMA's model (docs/simulator.md, shared with `kind::mxf4nvf4`): an
+        // instruction whose accumulator input is infinite (an earlier block overflowed)
+        // gives NaN, as do NaN codes and scales.
+        if a.nan[c] || sb == UE8M0_NAN || d.is_infinite() {
             return f32::NAN;
         }
         let range = c * MX_MMA_K..(c + 1) * MX_MMA_K;

@@ -111,7 +111,7 @@ pub(super) fn gather_role(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             ab.acquire_unless(b, ready);
             let st = g.smem.stage_base(b, c.smem, ab.cursor().index);
             let a_dst = b.add_u32(st, a_off);
-            // A partial last stage (`rem` of its 256 K elements exist): chunks and scale
+            // A partial last stage (`rem` of its K elements exist): chunks and scale
             // atoms past the row's end copy nothing (zero fill) instead of the next row,
             // and name the row's first chunk of the stage or its first scale word, so no
             // address past the row (past the buffer, for the last token) is ever issued.

@@ -49,7 +49,8 @@ impl Sm100Layout {
         Self {
             key,
             kind: key.gemm,
-            // A validated description names a pair SM100 multiplies; NVFP4 is its default.
+            // A validated description names a pair SM100 multiplies; `build_layout` refuses
+            // a layout whose key does not (this field then holds NVFP4, never emitted).
             operands: Sm100Operands::of(key.format, key.activations)
                 .unwrap_or(Sm100Operands::Nvfp4),
             tile: key.tile.rows(),

@@ -69,6 +69,14 @@ pub fn build(desc: &KernelDesc) -> (KernelBuilder, Sm100Layout) {
 pub fn build_layout(l: Sm100Layout) -> (KernelBuilder, Sm100Layout) {
     let mut b = KernelBuilder::new(l.name());
     b.declare(params(&KernelId::Gemm(l.key)));
+    if moegen_dsl::Sm100Operands::of(l.key.format, l.key.activations).is_none() {
+        let kernel = l.name();
+        b.error(BuildError::Inconsistent {
+            kernel,
+            what: "operand formats SM100 does not multiply",
+        });
+        return (b, l);
+    }
     let smem = match Sm100Smem::plan(&l) {
         Ok(s) => s,
         Err(source) => {

@@ -12,12 +12,12 @@ macro_rules! gemm1_mx_params {
     map(
         "tmap_b",
         M::W1,
-        "W1 [L, 2I, Kp(H)] e2m1: 16U4_ALIGN16B (padded to a byte per code in shared memory), dims {Kp(H), 2I, L}, box {128, N/cta_group, 1}, SWIZZLE_128B",
+        "W1 [L, 2I, Kp(H)] e2m1 (ReLU²: I rows): 16U4_ALIGN16B (padded to a byte per code in shared memory), dims {Kp(H), rows, L}, box {128, N/cta_group, 1}, SWIZZLE_128B",
     ),
     map(
         "tmap_sfb",
         M::W1Scales,
-        "W1 scales ue8m0, L × 128x4 blocks of [2I, Kp(H)/32]: UINT16, dims {256, Kp(H)/128, ceil(2I/128), L}, box {256, 1, ceil(N/128), 1} (2-CTA N 256: {256, 1, 1, 1}, each CTA its row block, multicast), no swizzle",
+        "W1 scales ue8m0, L × 128x4 blocks of [rows, Kp(H)/32]: UINT16, dims {256, Kp(H)/128, ceil(rows/128), L}, box {256, 1, ceil(N/128), 1} (2-CTA N 256: {256, 1, 1, 1}, each CTA its row block, multicast), no swizzle",
     ),
     map(
         "tmap_out",
