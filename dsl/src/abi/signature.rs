@@ -4,9 +4,6 @@
 
 use super::param::{Buffer as B, Param, ParamKind, ParamType, Scalar as S, TensorMap as M};
 
-mod sm100_mx;
-pub use sm100_mx::*;
-
 const fn scalar(name: &'static str, s: S, meaning: &'static str) -> Param {
     Param { name, kind: ParamKind::Scalar(s), meaning }
 }
@@ -18,6 +15,37 @@ const fn map(name: &'static str, m: M, meaning: &'static str) -> Param {
 }
 const fn raw(name: &'static str, t: ParamType, meaning: &'static str) -> Param {
     Param { name, kind: ParamKind::Validation(t), meaning }
+}
+
+/// The routing-tile parameters every GEMM reads, after its own (`head`), then the epilogue's
+/// optional buffers (`; extra`).
+macro_rules! routing_tail {
+    ($($head:expr),* $(,)? $(; $($extra:expr),* $(,)?)?) => {
+        &[
+            $($head,)*
+            buffer(
+                "tile_idx_to_expert_idx",
+                B::TileIdxToExpertIdx,
+                "i32 [max_tiles] from the routing sort",
+            ),
+            buffer(
+                "tile_idx_to_mn_limit",
+                B::TileIdxToMnLimit,
+                "i32 [max_tiles] from the routing sort",
+            ),
+            buffer(
+                "permuted_idx_to_expanded_idx",
+                B::PermutedIdxToExpandedIdx,
+                "i32 [max_tiles·T]: token·top_k + slot of each valid row",
+            ),
+            buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
+            scalar("hidden", S::Hidden, "H"),
+            scalar("intermediate", S::Intermediate, "I"),
+            scalar("top_k", S::TopK, "routes per token"),
+            scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
+            $($($extra,)*)?
+        ]
+    };
 }
 
 /// GEMM1's activation parameters (`Activation::has_params`).
@@ -35,7 +63,7 @@ const GEMM2_BIAS: Param = buffer("bias", B::Gemm2Bias, "f32 [L, H] per expert");
 /// GEMM1's parameters (SM100), then `extra`.
 macro_rules! gemm1_params {
     ($($extra:expr),* $(,)?) => {
-        &[
+        routing_tail!(
     map(
         "tmap_b",
         M::W1,
@@ -56,24 +84,8 @@ macro_rules! gemm1_params {
     buffer("out_sf", B::Gemm1OutputScales, "h scales: 128x4 layout of [max_permuted_rows, I/16]"),
     buffer("alpha", B::Alpha1, "α1 f32 [L]"),
     buffer("out_global_scale", B::Fc2InputScale, "fc2_input_scale: f32 [1] (device)"),
-    buffer(
-        "tile_idx_to_expert_idx",
-        B::TileIdxToExpertIdx,
-        "i32 [max_tiles] from the routing sort",
-    ),
-    buffer("tile_idx_to_mn_limit", B::TileIdxToMnLimit, "i32 [max_tiles] from the routing sort"),
-    buffer(
-        "permuted_idx_to_expanded_idx",
-        B::PermutedIdxToExpandedIdx,
-        "i32 [max_tiles·T]: token·top_k + slot of each valid row",
-    ),
-    buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
-    scalar("hidden", S::Hidden, "H"),
-    scalar("intermediate", S::Intermediate, "I"),
-    scalar("top_k", S::TopK, "routes per token"),
-    scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
-            $($extra,)*
-        ]
+            ; $($extra),*
+        )
     };
 }
 
@@ -89,7 +101,7 @@ pub const GEMM1_ACT_BIAS: &[Param] = gemm1_params!(ACTIVATION_PARAMS, GEMM1_BIAS
 /// The GEMM2 parameters before the output (both finalize modes).
 macro_rules! gemm2_params {
     ($out:expr $(, $extra:expr)* $(,)?) => {
-        &[
+        routing_tail!(
             map(
                 "tmap_a",
                 M::Gemm1OutputLoad,
@@ -113,28 +125,8 @@ macro_rules! gemm2_params {
             buffer("alpha", B::Alpha2, "α2 f32 [L]"),
             buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),
             $out,
-            buffer(
-                "tile_idx_to_expert_idx",
-                B::TileIdxToExpertIdx,
-                "i32 [max_tiles] from the routing sort",
-            ),
-            buffer(
-                "tile_idx_to_mn_limit",
-                B::TileIdxToMnLimit,
-                "i32 [max_tiles] from the routing sort",
-            ),
-            buffer(
-                "permuted_idx_to_expanded_idx",
-                B::PermutedIdxToExpandedIdx,
-                "i32 [max_tiles·T]: token·top_k + slot of each valid row",
-            ),
-            buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
-            scalar("hidden", S::Hidden, "H"),
-            scalar("intermediate", S::Intermediate, "I"),
-            scalar("top_k", S::TopK, "routes per token"),
-            scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
-            $($extra,)*
-        ]
+            ; $($extra),*
+        )
     };
 }
 
@@ -400,35 +392,6 @@ pub const CORPUS_MUFU: &[Param] = &[
     raw("count", ParamType::U32, "inputs"),
 ];
 
-/// The routing-tile parameters every GEMM reads, after its own.
-macro_rules! routing_tail {
-    ($($head:expr),* $(,)?) => {
-        &[
-            $($head,)*
-            buffer(
-                "tile_idx_to_expert_idx",
-                B::TileIdxToExpertIdx,
-                "i32 [max_tiles] from the routing sort",
-            ),
-            buffer(
-                "tile_idx_to_mn_limit",
-                B::TileIdxToMnLimit,
-                "i32 [max_tiles] from the routing sort",
-            ),
-            buffer(
-                "permuted_idx_to_expanded_idx",
-                B::PermutedIdxToExpandedIdx,
-                "i32 [max_tiles·T]: token·top_k + slot of each valid row",
-            ),
-            buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
-            scalar("hidden", S::Hidden, "H"),
-            scalar("intermediate", S::Intermediate, "I"),
-            scalar("top_k", S::TopK, "routes per token"),
-            scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
-        ]
-    };
-}
-
 /// Hopper GEMM1 over bf16 activations (A16): gather + FC1 + SwiGLU, bf16 h.
 macro_rules! sm90_gemm1_a16 {
     ($($extra:expr),* $(,)?) => {
@@ -664,3 +627,6 @@ pub const QUANT_FP8_ROWS: &[Param] = &[
     scalar("max_rows", S::MaxPermutedRows, "rows the grid covers"),
     scalar("intermediate", S::Intermediate, "I, a multiple of 64"),
 ];
+
+mod sm100_mx;
+pub use sm100_mx::*;

@@ -221,6 +221,18 @@ fn epilogue_parts(ep: &ExpertEpilogue) -> Vec<(Buffer, Vec<u8>)> {
     out
 }
 
+/// What one upload holds: its layout's identity (generation, weight format, activations),
+/// the four weight matrices' bytes, other per-layout buffers, the epilogue data, α1 and α2,
+/// and (`fc2_input_scale`, activation global scale).
+struct Upload<'a> {
+    kind: (Arch, WeightFormat, ActivationFormat),
+    matrices: [Vec<u8>; 4],
+    extra: Vec<(Buffer, Vec<u8>)>,
+    epilogue: &'a ExpertEpilogue,
+    alphas: (&'a [f32], &'a [f32]),
+    scales: (f32, f32),
+}
+
 /// A layer's weights on the device, uploaded once (or the engine's, by address), in the
 /// layout of one GPU generation's kernels. Not `Clone`: [`Self::release`] frees what it
 /// uploaded, so there is one handle to it.
@@ -254,24 +266,19 @@ impl LayerWeights {
             let hw = Sm90Weights::from_prepared(shape, w, ActivationFormat::Nvfp4)?;
             return Self::upload_sm90(b, shape, &hw, input_scale);
         }
-        let mut parts = vec![
-            (Buffer::W1, w.w1.clone()),
-            (Buffer::W1Scales, w.w1_scales.clone()),
-            (Buffer::W2, w.w2.clone()),
-            (Buffer::W2Scales, w.w2_scales.clone()),
-        ];
-        parts.extend(epilogue_parts(&w.epilogue));
-        let mut out = Self {
-            shape: *shape,
-            buffers: Vec::new(),
-            owned: true,
-            arch: Arch::Sm100,
-            format: WeightFormat::Nvfp4,
-            activations: ActivationFormat::Nvfp4,
-            epilogue: w.epilogue.spec(),
-        };
-        out.push_all(b, parts, &w.alpha1, &w.alpha2, w.fc2_input_scale, input_scale)?;
-        Ok(out)
+        let matrices = [&w.w1, &w.w1_scales, &w.w2, &w.w2_scales].map(|v| v.clone());
+        Self::upload_parts(
+            b,
+            shape,
+            Upload {
+                kind: (Arch::Sm100, WeightFormat::Nvfp4, ActivationFormat::Nvfp4),
+                matrices,
+                extra: Vec::new(),
+                epilogue: &w.epilogue,
+                alphas: (&w.alpha1, &w.alpha2),
+                scales: (w.fc2_input_scale, input_scale),
+            },
+        )
     }
 
     /// Uploads MXFP4 weights for the SM100 MXFP8 × MXFP4 kernels (`reference::Sm100MxWeights`:
@@ -291,24 +298,19 @@ impl LayerWeights {
             }
             .into());
         }
-        let mut parts = vec![
-            (Buffer::W1, w.w1.clone()),
-            (Buffer::W1Scales, w.w1_scales.clone()),
-            (Buffer::W2, w.w2.clone()),
-            (Buffer::W2Scales, w.w2_scales.clone()),
-        ];
-        parts.extend(epilogue_parts(&w.epilogue));
-        let mut out = Self {
-            shape: *shape,
-            buffers: Vec::new(),
-            owned: true,
-            arch: Arch::Sm100,
-            format: WeightFormat::Mxfp4,
-            activations: ActivationFormat::Mxfp8,
-            epilogue: w.epilogue.spec(),
-        };
-        out.push_all(b, parts, &w.alpha1, &w.alpha2, 1.0, 1.0)?;
-        Ok(out)
+        let matrices = [&w.w1, &w.w1_scales, &w.w2, &w.w2_scales].map(|v| v.clone());
+        Self::upload_parts(
+            b,
+            shape,
+            Upload {
+                kind: (Arch::Sm100, WeightFormat::Mxfp4, ActivationFormat::Mxfp8),
+                matrices,
+                extra: Vec::new(),
+                epilogue: &w.epilogue,
+                alphas: (&w.alpha1, &w.alpha2),
+                scales: (1.0, 1.0),
+            },
+        )
     }
 
     /// Uploads Hopper weights (`reference::Sm90Weights`: NVFP4 or MXFP4, α for one
@@ -326,25 +328,19 @@ impl LayerWeights {
             }
             .into());
         }
-        let ([w1, s1, w2, s2], alpha1, alpha2) = w.kernel_layout(shape)?;
-        let mut parts = vec![
-            (Buffer::W1, w1),
-            (Buffer::W1Scales, s1),
-            (Buffer::W2, w2),
-            (Buffer::W2Scales, s2),
-        ];
-        parts.extend(epilogue_parts(&w.epilogue));
-        let mut out = Self {
-            shape: *shape,
-            buffers: Vec::new(),
-            owned: true,
-            arch: Arch::Sm90,
-            format: w.format,
-            activations: w.activations,
-            epilogue: w.epilogue.spec(),
-        };
-        out.push_all(b, parts, &alpha1, &alpha2, w.fc2_input_scale, input_scale)?;
-        Ok(out)
+        let (matrices, alpha1, alpha2) = w.kernel_layout(shape)?;
+        Self::upload_parts(
+            b,
+            shape,
+            Upload {
+                kind: (Arch::Sm90, w.format, w.activations),
+                matrices,
+                extra: Vec::new(),
+                epilogue: &w.epilogue,
+                alphas: (&alpha1, &alpha2),
+                scales: (w.fc2_input_scale, input_scale),
+            },
+        )
     }
 
     /// Uploads Hopper A8 weights (`reference::Sm90A8Weights`: MXFP4 prepared for FP8
@@ -356,27 +352,52 @@ impl LayerWeights {
         shape: &MoeShape,
         w: &Sm90A8Weights,
     ) -> Result<Self, LayerError> {
-        let [w1, s1, w2, s2] = w.fragment_layout(shape)?;
         let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        Self::upload_parts(
+            b,
+            shape,
+            Upload {
+                kind: (Arch::Sm90, WeightFormat::Mxfp4, ActivationFormat::Fp8),
+                matrices: w.fragment_layout(shape)?,
+                extra: vec![
+                    (Buffer::W1RowScales, f32s(&w.w1_rows)),
+                    (Buffer::W2RowScales, f32s(&w.w2_rows)),
+                ],
+                epilogue: &w.epilogue,
+                alphas: (&w.alpha1, &w.alpha2),
+                scales: (1.0, 1.0),
+            },
+        )
+    }
+
+    /// Uploads one layout's buffers in one batch: W1, its scales, W2, its scales, `extra`,
+    /// the epilogue's data, α1, α2, `fc2_input_scale` and the activation global scale.
+    fn upload_parts(
+        b: &mut dyn Backend,
+        shape: &MoeShape,
+        u: Upload<'_>,
+    ) -> Result<Self, LayerError> {
+        let [w1, s1, w2, s2] = u.matrices;
         let mut parts = vec![
             (Buffer::W1, w1),
             (Buffer::W1Scales, s1),
             (Buffer::W2, w2),
             (Buffer::W2Scales, s2),
-            (Buffer::W1RowScales, f32s(&w.w1_rows)),
-            (Buffer::W2RowScales, f32s(&w.w2_rows)),
         ];
-        parts.extend(epilogue_parts(&w.epilogue));
+        parts.extend(u.extra);
+        parts.extend(epilogue_parts(u.epilogue));
+        let (arch, format, activations) = u.kind;
         let mut out = Self {
             shape: *shape,
             buffers: Vec::new(),
             owned: true,
-            arch: Arch::Sm90,
-            format: WeightFormat::Mxfp4,
-            activations: ActivationFormat::Fp8,
-            epilogue: w.epilogue.spec(),
+            arch,
+            format,
+            activations,
+            epilogue: u.epilogue.spec(),
         };
-        out.push_all(b, parts, &w.alpha1, &w.alpha2, 1.0, 1.0)?;
+        let ((alpha1, alpha2), (fc2_input_scale, input_scale)) = (u.alphas, u.scales);
+        out.push_all(b, parts, alpha1, alpha2, fc2_input_scale, input_scale)?;
         Ok(out)
     }
 

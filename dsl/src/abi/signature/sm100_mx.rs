@@ -8,7 +8,7 @@ use crate::abi::param::{Buffer as B, Param, Scalar as S, TensorMap as M};
 /// GEMM1's parameters (MXFP8 × MXFP4), then `extra`.
 macro_rules! gemm1_mx_params {
     ($($extra:expr),* $(,)?) => {
-        &[
+        routing_tail!(
     map(
         "tmap_b",
         M::W1,
@@ -28,24 +28,8 @@ macro_rules! gemm1_mx_params {
     buffer("x_sf", B::ActivationScales, "activation scales ue8m0 [tokens, Kp(H)/32], linear"),
     buffer("out_sf", B::Gemm1OutputScales, "h scales ue8m0: 128x4 layout of [max_permuted_rows, Kp(I)/32]"),
     buffer("alpha", B::Alpha1, "α1 f32 [L]"),
-    buffer(
-        "tile_idx_to_expert_idx",
-        B::TileIdxToExpertIdx,
-        "i32 [max_tiles] from the routing sort",
-    ),
-    buffer("tile_idx_to_mn_limit", B::TileIdxToMnLimit, "i32 [max_tiles] from the routing sort"),
-    buffer(
-        "permuted_idx_to_expanded_idx",
-        B::PermutedIdxToExpandedIdx,
-        "i32 [max_tiles·T]: token·top_k + slot of each valid row",
-    ),
-    buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
-    scalar("hidden", S::Hidden, "H"),
-    scalar("intermediate", S::Intermediate, "I"),
-    scalar("top_k", S::TopK, "routes per token"),
-    scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
-            $($extra,)*
-        ]
+            ; $($extra),*
+        )
     };
 }
 
@@ -61,7 +45,7 @@ pub const GEMM1_MX_ACT_BIAS: &[Param] = gemm1_mx_params!(ACTIVATION_PARAMS, GEMM
 /// The GEMM2 parameters before the output (both finalize modes).
 macro_rules! gemm2_mx_params {
     ($out:expr $(, $extra:expr)* $(,)?) => {
-        &[
+        routing_tail!(
             map(
                 "tmap_a",
                 M::Gemm1OutputLoad,
@@ -85,28 +69,8 @@ macro_rules! gemm2_mx_params {
             buffer("alpha", B::Alpha2, "α2 f32 [L]"),
             buffer("router_weights", B::RouterWeights, "router weights f32 [tokens, top_k]"),
             $out,
-            buffer(
-                "tile_idx_to_expert_idx",
-                B::TileIdxToExpertIdx,
-                "i32 [max_tiles] from the routing sort",
-            ),
-            buffer(
-                "tile_idx_to_mn_limit",
-                B::TileIdxToMnLimit,
-                "i32 [max_tiles] from the routing sort",
-            ),
-            buffer(
-                "permuted_idx_to_expanded_idx",
-                B::PermutedIdxToExpandedIdx,
-                "i32 [max_tiles·T]: token·top_k + slot of each valid row",
-            ),
-            buffer("num_non_exiting_tiles", B::NumNonExitingTiles, "i32 [1]: live routing tiles"),
-            scalar("hidden", S::Hidden, "H"),
-            scalar("intermediate", S::Intermediate, "I"),
-            scalar("top_k", S::TopK, "routes per token"),
-            scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
-            $($extra,)*
-        ]
+            ; $($extra),*
+        )
     };
 }
 
