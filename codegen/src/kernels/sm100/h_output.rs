@@ -96,8 +96,8 @@ impl HOutput {
         64 * self.operands.activation_bits() / 8
     }
 
-    /// The scale destinations of the tile at rows `row0..`, whose first step is step
-    /// `tile_step0` of h (`steps` steps per N block, `n` the N block).
+    /// The scale destinations of this thread's row (`row0 + tid`) in the tile of N block
+    /// `n`, whose first 64-column step of h is step `n · steps`.
     pub fn tile_scales(
         &self,
         b: &mut KernelBuilder,
