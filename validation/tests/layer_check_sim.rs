@@ -278,10 +278,11 @@ fn a_layer_planned_for_a_larger_batch_runs_a_small_one_exactly() {
 }
 
 /// A8's refusals: weights made for FP8 activations are not uploaded in the A16 layout, and a
-/// layer with more than 32 experts per token is refused (one lane per slot hands out a
-/// token's FP8 scale), each with a typed error naming what is at fault.
+/// layer with more than 256 experts per token is refused (one thread of the quantizer's
+/// block per slot hands out a token's FP8 scale), each with a typed error naming what is at
+/// fault.
 #[test]
-fn a8_refuses_a16_uploads_and_more_than_32_slots() {
+fn a8_refuses_a16_uploads_and_more_than_256_slots() {
     use moegen_runtime::RuntimeError;
     use moegen_runtime::layer::{LayerError, LayerWeights};
     let shape = MoeShape::new(256, 128, ExpertWindow::new(8, 0, 4, 2).unwrap()).unwrap();
@@ -302,7 +303,13 @@ fn a8_refuses_a16_uploads_and_more_than_32_slots() {
     );
     LayerWeights::upload_sm90_a8(&mut sim, &shape, &p.sm90_a8_weights().unwrap()).unwrap();
 
-    let wide = MoeShape::new(256, 128, ExpertWindow::new(40, 0, 40, 33).unwrap()).unwrap();
+    // 40 experts per token (more than a warp's lanes) run, bit for bit.
+    let many = MoeShape::new(256, 128, ExpertWindow::new(40, 0, 40, 40).unwrap()).unwrap();
+    let p = problem(LayerCase { shape: many, ..case }).unwrap();
+    let rows = check_tactics(&mut sim, &p, Some(1)).unwrap();
+    assert_eq!(rows[0].identical, rows[0].elements, "{}", p.case.label());
+
+    let wide = MoeShape::new(256, 128, ExpertWindow::new(260, 0, 4, 257).unwrap()).unwrap();
     let p = problem(LayerCase { shape: wide, ..case }).unwrap();
     let e = check_tactics(&mut sim, &p, Some(1)).unwrap_err();
     assert!(

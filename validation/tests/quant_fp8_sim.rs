@@ -87,8 +87,75 @@ fn token_rows_quantize_bit_for_bit_and_scales_reach_each_local_route() {
     assert_eq!(scale_at(0).to_bits(), 0x7F7F_7F7F);
 }
 
+/// Runs `quant_fp8_tokens` on `x` ([tokens, hidden]) with each token's one route at
+/// permuted row `token`; returns the E4M3 rows and the scales.
+fn quantize_tokens(x: &[bf16], tokens: usize, hidden: usize) -> (Vec<u8>, Vec<u8>) {
+    let hp = hidden.next_multiple_of(128);
+    let mut sim = SimBackend::hopper();
+    let id = KernelId::Simt { family: SimtFamily::QuantFp8Tokens, target: SimtTarget::Sm90a };
+    let k = find_kernel(&id).unwrap();
+    let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+    let d_x = sim.upload_new(&bytes).unwrap();
+    let d_out = sim.upload_new(&vec![0xA5u8; tokens * hp]).unwrap();
+    let e2p_bytes: Vec<u8> = (0..tokens as i32).flat_map(|v| v.to_le_bytes()).collect();
+    let d_e2p = sim.upload_new(&e2p_bytes).unwrap();
+    let d_s = sim.upload_new(&vec![0x7Fu8; tokens * 4]).unwrap();
+    let bind = Bindings::new()
+        .buffer(Buffer::ActivationsBf16, d_x)
+        .buffer(Buffer::ActivationsFp8, d_out)
+        .buffer(Buffer::ExpandedIdxToPermutedIdx, d_e2p)
+        .buffer(Buffer::ActivationRowScales, d_s)
+        .scalar(Scalar::Tokens, tokens as u64)
+        .unwrap()
+        .scalar(Scalar::Hidden, hidden as u64)
+        .unwrap()
+        .scalar(Scalar::TopK, 1)
+        .unwrap();
+    let grid = GridInputs { tokens: tokens as u64, hidden: hidden as u64, ..Default::default() };
+    run(&mut sim, k, &bind, &grid).unwrap();
+    (sim.download(d_out, tokens * hp).unwrap(), sim.download(d_s, tokens * 4).unwrap())
+}
+
+/// Rows wider than one round of the block's unrolled loads (4 chunks of 8 per thread, 8192
+/// values), whose largest magnitude or NaN sits in the second round, in a chunk only the
+/// clamped (repeated last-chunk) loads would reach, or in the very last value.
+#[test]
+fn wide_rows_take_their_maximum_from_every_round_of_loads() {
+    let (tokens, hidden) = (4usize, 8192usize + 320);
+    let hp = hidden.next_multiple_of(128);
+    let mut r = Rng(23);
+    let mut x: Vec<bf16> = (0..tokens * hidden)
+        .map(|_| bf16::from_f32((r.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0))
+        .collect();
+    x[8200] = bf16::from_f32(-300.0);
+    x[hidden + hidden - 1] = bf16::from_f32(f32::NAN);
+    x[2 * hidden + 8191] = bf16::from_f32(1000.0);
+    x[3 * hidden + hidden - 8] = bf16::from_f32(-5000.0);
+    let (got, scales) = quantize_tokens(&x, tokens, hidden);
+    for t in 0..tokens {
+        let (q, s) = quantize_fp8_row(&x[t * hidden..(t + 1) * hidden], hp);
+        assert_eq!(&got[t * hp..(t + 1) * hp], q.as_slice(), "token {t}");
+        let got_s = f32::from_le_bytes(scales[4 * t..4 * t + 4].try_into().unwrap());
+        assert_eq!(got_s.to_bits(), s.to_bits(), "token {t}");
+    }
+    // The planted values decide their rows' scales (not the ±1 background's 2^−8).
+    let scale = |t: usize| f32::from_le_bytes(scales[4 * t..4 * t + 4].try_into().unwrap());
+    assert_eq!(scale(0), 1.0);
+    assert!(scale(1).is_nan() || scale(1) > 1e30, "the NaN row: {}", scale(1));
+    assert_eq!(scale(2), 4.0);
+    assert_eq!(scale(3), 16.0);
+}
+
 #[test]
 fn hidden_rows_quantize_up_to_the_live_rows_only() {
+    for blocks in [12u64, 3] {
+        hidden_rows_with_blocks(blocks);
+    }
+}
+
+/// `blocks` blocks (the grid from `permuted_rows`): 3 makes each block walk several rows,
+/// reusing its shared words.
+fn hidden_rows_with_blocks(blocks: u64) {
     let (max_rows, inter) = (12usize, 192usize);
     let ip = inter.next_multiple_of(128);
     let live = 7usize;
@@ -111,7 +178,7 @@ fn hidden_rows_quantize_up_to_the_live_rows_only() {
         .unwrap()
         .scalar(Scalar::Intermediate, inter as u64)
         .unwrap();
-    let grid = GridInputs { permuted_rows: max_rows as u64, ..Default::default() };
+    let grid = GridInputs { permuted_rows: blocks, ..Default::default() };
     run(&mut sim, k, &bind, &grid).unwrap();
     let got = sim.download(d_out, max_rows * ip).unwrap();
     let scales = sim.download(d_s, max_rows * 4).unwrap();
@@ -119,8 +186,8 @@ fn hidden_rows_quantize_up_to_the_live_rows_only() {
         let s = f32::from_le_bytes(scales[4 * r..4 * r + 4].try_into().unwrap());
         if r < live {
             let (q, want) = quantize_fp8_row(&h[r * inter..(r + 1) * inter], ip);
-            assert_eq!(&got[r * ip..(r + 1) * ip], q.as_slice(), "row {r}");
-            assert_eq!(s.to_bits(), want.to_bits(), "row {r}");
+            assert_eq!(&got[r * ip..(r + 1) * ip], q.as_slice(), "row {r}, {blocks} blocks");
+            assert_eq!(s.to_bits(), want.to_bits(), "row {r}, {blocks} blocks");
         } else {
             assert!(got[r * ip..(r + 1) * ip].iter().all(|&b| b == 0xA5), "row {r} untouched");
             assert_eq!(s.to_bits(), 0x7F7F_7F7F, "row {r} untouched");

@@ -31,8 +31,9 @@ use moegen_dsl::abi::launch::{ROUTES_PER_BLOCK, SORT_OFFSET_THREADS, SORT_THREAD
 use moegen_dsl::abi::{Buffer, Scalar};
 use moegen_dsl::abi::{KernelId, SimtFamily, SimtTarget, params};
 
+use crate::ptx::instrs::Shfl;
 use crate::ptx::ops::memory::{ld, st};
-use crate::ptx::ops::{AtomOp, Memory};
+use crate::ptx::ops::{AtomOp, Memory, ShflMode};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty};
 
 /// Raises `flag` in the error record's flag word at `flags` where `when` holds: the word
@@ -88,20 +89,56 @@ pub(crate) fn local_expert(
     flags: Reg,
     accept: Option<Reg>,
 ) -> (Reg, Reg, Reg) {
-    let addr = b.index_addr(experts, i, 4);
-    let e = b.ld_global(Ty::U32, RegClass::B32, addr);
+    let e = load_word(b, experts, i);
+    local_expert_of(b, e, i, ne, off, l, flags, accept)
+}
+
+/// Word `i` of the u32 array at `base`.
+pub(crate) fn load_word(b: &mut KernelBuilder, base: Reg, i: Reg) -> Reg {
+    let addr = b.index_addr(base, i, 4);
+    b.ld_global(Ty::U32, RegClass::B32, addr)
+}
+
+/// [`local_expert`] of the already loaded id `e`: callers that load a route's words first
+/// keep the loads in flight together (the checks' reductions to the error record are
+/// stores ptxas will not move a later load above).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn local_expert_of(
+    b: &mut KernelBuilder,
+    e: Reg,
+    i: Reg,
+    ne: Reg,
+    off: Reg,
+    l: Reg,
+    flags: Reg,
+    accept: Option<Reg>,
+) -> (Reg, Reg, Reg) {
+    let (le, bad) = classify_expert(b, e, ne, off, l, accept);
+    raise_flag(b, bad, flags, FLAG_EXPERT_OUT_OF_RANGE);
+    let first_bad = record_word(b, flags, WORD_FIRST_BAD_EXPERT);
+    b.emit_if(Guard::when(bad), keep_first(), vec![Operand::addr(first_bad), i.into()]);
+    (le, e, bad)
+}
+
+/// Id `e`'s local expert (−1 when not local or out of range) and whether it is out of
+/// range, with nothing recorded: passes after the histogram's, which recorded it.
+fn classify_expert(
+    b: &mut KernelBuilder,
+    e: Reg,
+    ne: Reg,
+    off: Reg,
+    l: Reg,
+    accept: Option<Reg>,
+) -> (Reg, Reg) {
     // Unsigned compare also rejects negative ids, except an accepted padding id (abi::ep),
     // which is a route of no expert: never local (its offset from any window is ≥ 2^31 > L).
     let out = b.setp_u32(Cmp::Ge, e, ne);
     let pad = accepted_padding(b, e, accept);
     let bad = b.and_pred(out, Operand::NotPred(pad));
-    raise_flag(b, bad, flags, FLAG_EXPERT_OUT_OF_RANGE);
-    let first_bad = record_word(b, flags, WORD_FIRST_BAD_EXPERT);
-    b.emit_if(Guard::when(bad), keep_first(), vec![Operand::addr(first_bad), i.into()]);
     let rel = b.sub_u32(e, off);
     let local = b.setp_u32(Cmp::Lt, rel, l);
     let ok = b.and_pred(local, Operand::NotPred(bad));
-    (b.selp_u32(rel, Operand::Imm(-1), ok), e, bad)
+    (b.selp_u32(rel, Operand::Imm(-1), ok), bad)
 }
 
 /// Whether `e` is the all-to-all mode's padding id.
@@ -126,8 +163,12 @@ fn accepts_padding(b: &mut KernelBuilder) -> Reg {
 
 /// Flags route `i` when its router weight is NaN or ±∞ (all exponent bits set).
 pub(crate) fn check_weight(b: &mut KernelBuilder, weights: Reg, i: Reg, flags: Reg) {
-    let addr = b.index_addr(weights, i, 4);
-    let w = b.ld_global(Ty::U32, RegClass::B32, addr);
+    let w = load_word(b, weights, i);
+    check_weight_bits(b, w, i, flags);
+}
+
+/// [`check_weight`] of the already loaded bits `w`.
+fn check_weight_bits(b: &mut KernelBuilder, w: Reg, i: Reg, flags: Reg) {
     let exp = b.and_b32(w, 0x7f80_0000u32);
     let bad = b.setp_u32(Cmp::Eq, exp, 0x7f80_0000u32);
     raise_flag(b, bad, flags, FLAG_NON_FINITE_WEIGHT);
@@ -153,6 +194,19 @@ pub(crate) fn check_duplicate(
     flags: Reg,
     accept: Option<Reg>,
 ) {
+    let dup = duplicate_hit(b, experts, i, e, top_k, accept);
+    record_duplicate_hit(b, dup, i, flags);
+}
+
+/// Whether route `i` (id `e`) repeats an earlier slot's id of its token (loads only).
+fn duplicate_hit(
+    b: &mut KernelBuilder,
+    experts: Reg,
+    i: Reg,
+    e: Reg,
+    top_k: Reg,
+    accept: Option<Reg>,
+) -> Reg {
     let start = token_start(b, i, top_k);
     let hits = b.mov_u32(0u32);
     strided(b, start, i, 1, &mut |b, q| {
@@ -165,7 +219,11 @@ pub(crate) fn check_duplicate(
     let hit = b.setp_u32(Cmp::Ne, hits, 0u32);
     // Two accepted padding slots of one token are no duplicate.
     let pad = accepted_padding(b, e, accept);
-    let dup = b.and_pred(hit, Operand::NotPred(pad));
+    b.and_pred(hit, Operand::NotPred(pad))
+}
+
+/// Records duplicate route `i` where `dup` holds: the flag and the first-route minimum.
+fn record_duplicate_hit(b: &mut KernelBuilder, dup: Reg, i: Reg, flags: Reg) {
     raise_flag(b, dup, flags, FLAG_DUPLICATE_EXPERT);
     let first = record_word(b, flags, WORD_FIRST_DUPLICATE_EXPERT);
     b.emit_if(Guard::when(dup), keep_first(), vec![Operand::addr(first), i.into()]);
@@ -183,6 +241,19 @@ pub(crate) fn record_duplicate(
 ) {
     let fa = record_word(b, flags, WORD_FIRST_DUPLICATE_EXPERT);
     let first_dup = b.ld_global(Ty::U32, RegClass::B32, fa);
+    record_duplicate_at(b, first_dup, experts, i, e, top_k, flags);
+}
+
+/// [`record_duplicate`] with the record's first duplicate route already loaded.
+fn record_duplicate_at(
+    b: &mut KernelBuilder,
+    first_dup: Reg,
+    experts: Reg,
+    i: Reg,
+    e: Reg,
+    top_k: Reg,
+    flags: Reg,
+) {
     let is_first = b.setp_u32(Cmp::Eq, first_dup, i);
     let done = b.new_label("dup_done");
     b.bra_unless(is_first, &done);
@@ -256,25 +327,50 @@ pub(crate) fn count_routes(
     first: Reg,
     hist: Reg,
 ) {
+    // Every load of every route of the thread before the first reduction to the error
+    // record: ptxas will not move a load above those stores, so loads issued route by route
+    // between them waited one after another (three waits a route).
+    let mut routes = Vec::new();
     block_routes(b, tid, first, r.routes, &mut |b, _, i, inside| {
+        let (w, e) = (b.mov_u32(0u32), b.mov_u32(0u32));
+        for (v, base) in [(w, weights), (e, r.experts)] {
+            let a = b.index_addr(base, i, 4);
+            b.emit_if(
+                Guard::when(inside),
+                ld(Space::Global, Ty::U32),
+                vec![v.into(), Operand::addr(a)],
+            );
+        }
+        routes.push((i, inside, w, e));
+    });
+    let dups: Vec<Reg> = routes
+        .iter()
+        .map(|&(i, inside, _, e)| {
+            // As a word: a route past the end has no token to read.
+            let dup = b.mov_u32(0u32);
+            let skip = b.new_label("outside_dup");
+            b.bra_unless(inside, &skip);
+            let hit = duplicate_hit(b, r.experts, i, e, r.top_k, Some(r.accept));
+            let v = b.selp_u32(1u32, 0u32, hit);
+            b.assign_u32(dup, v);
+            b.label(&skip);
+            dup
+        })
+        .collect();
+    for (&(i, inside, w, e), &dup) in routes.iter().zip(&dups) {
         let skip = b.new_label("outside");
         b.bra_unless(inside, &skip);
-        count_route(b, r, weights, i, hist);
+        let dup = b.setp_u32(Cmp::Ne, dup, 0u32);
+        record_duplicate_hit(b, dup, i, r.flags);
+        check_weight_bits(b, w, i, r.flags);
+        let (le, _, _) = local_expert_of(b, e, i, r.ne, r.off, r.l, r.flags, Some(r.accept));
+        let none = b.setp_s32(Cmp::Lt, le, 0i32);
+        b.bra_if(none, &skip);
+        let a = b.mad_u32(le, 4u32, hist);
+        let add = Memory::Atom(Space::Shared, AtomOp::Add, Ty::U32);
+        b.emit(add, vec![Operand::Sink, Operand::addr(a), 1u32.into()]);
         b.label(&skip);
-    });
-}
-
-fn count_route(b: &mut KernelBuilder, r: &Routes, weights: Reg, i: Reg, hist: Reg) {
-    let skip = b.new_label("skip");
-    check_weight(b, weights, i, r.flags);
-    let (le, e, _) = local_expert(b, r.experts, i, r.ne, r.off, r.l, r.flags, Some(r.accept));
-    check_duplicate(b, r.experts, i, e, r.top_k, r.flags, Some(r.accept));
-    let none = b.setp_s32(Cmp::Lt, le, 0i32);
-    b.bra_if(none, &skip);
-    let a = b.mad_u32(le, 4u32, hist);
-    let add = Memory::Atom(Space::Shared, AtomOp::Add, Ty::U32);
-    b.emit(add, vec![Operand::Sink, Operand::addr(a), 1u32.into()]);
-    b.label(&skip);
+    }
 }
 
 /// Counts per block and local expert.
@@ -362,10 +458,13 @@ pub(crate) fn tile_plan_in(b: &mut KernelBuilder) -> TilePlan {
     TilePlan { t, max_tiles, tile_e, tile_m, p2e }
 }
 
-/// Thread 0: the exclusive scan of the experts' tile counts from their route counts
+/// Warp 0: the exclusive scan of the experts' tile counts from their route counts
 /// `totals` (shared) into `starts` (shared, L + 1 words: the last is the live tile count),
-/// the two counters and the overflow flag. L is small (experts per rank): one thread
-/// suffices. The caller synchronizes before reading `starts`.
+/// the two counters and the overflow flag. The warp takes 32 experts at a time, each lane
+/// one expert's tile count (one division each, in parallel: a single thread's chain of L
+/// divisions was a microsecond of the one-launch sort at L = 32) and a `shfl.sync.up`
+/// scan, so the starts are those of the serial sum. The caller synchronizes before reading
+/// `starts`.
 pub(crate) fn scan_tiles(
     b: &mut KernelBuilder,
     tid: Reg,
@@ -374,21 +473,63 @@ pub(crate) fn scan_tiles(
     totals: Reg,
     starts: Reg,
 ) {
-    let not0 = b.setp_u32(Cmp::Ne, tid, 0u32);
+    let not_warp0 = b.setp_u32(Cmp::Ge, tid, 32u32);
     let after_scan = b.new_label("after_scan");
-    b.bra_if(not0, &after_scan);
+    b.bra_if(not_warp0, &after_scan);
     let run = b.mov_u32(0u32);
     let zero = b.mov_u32(0u32);
-    strided(b, zero, l, 1, &mut |b, e| {
-        let a = b.mad_u32(e, 4u32, starts);
-        b.st_shared(Ty::U32, a, run);
+    strided(b, zero, l, 32, &mut |b, group| {
+        let e = b.add_u32(group, tid);
+        let inside = b.setp_u32(Cmp::Lt, e, l);
         let ta = b.mad_u32(e, 4u32, totals);
-        let c = b.ld_shared(Ty::U32, RegClass::B32, ta);
+        let c = b.mov_u32(0u32);
+        b.emit_if(
+            Guard::when(inside),
+            ld(Space::Shared, Ty::U32),
+            vec![c.into(), Operand::addr(ta)],
+        );
         let c1 = b.add_u32(c, p.t);
         let c1 = b.sub_u32(c1, 1u32);
         let tiles = b.div_u32(c1, p.t);
-        b.inc_u32(run, tiles);
+        // Inclusive scan over the warp: lane i adds lane i − d's sum where it exists.
+        let incl = b.mov_u32(tiles);
+        for d in [1u32, 2, 4, 8, 16] {
+            let other = b.reg(RegClass::B32);
+            let valid = b.reg(RegClass::Pred);
+            b.push(Shfl {
+                mode: ShflMode::Up,
+                dst: other,
+                in_range: Some(valid),
+                src: incl,
+                lane: d.into(),
+                clamp: 0u32.into(),
+                members: Operand::Hex(0xFFFF_FFFF),
+            });
+            let add = b.selp_u32(other, 0u32, valid);
+            b.inc_u32(incl, add);
+        }
+        let start = b.add_u32(run, incl);
+        let start = b.sub_u32(start, tiles);
+        let sa = b.mad_u32(e, 4u32, starts);
+        b.emit_if(
+            Guard::when(inside),
+            st(Space::Shared, Ty::U32),
+            vec![Operand::addr(sa), start.into()],
+        );
+        let group_total = b.reg(RegClass::B32);
+        b.push(Shfl {
+            mode: ShflMode::Idx,
+            dst: group_total,
+            in_range: None,
+            src: incl,
+            lane: 31u32.into(),
+            clamp: 31u32.into(),
+            members: Operand::Hex(0xFFFF_FFFF),
+        });
+        b.inc_u32(run, group_total);
     });
+    let not0 = b.setp_u32(Cmp::Ne, tid, 0u32);
+    b.bra_if(not0, &after_scan);
     let live = b.min_u32(run, p.max_tiles);
     let over = b.setp_u32(Cmp::Gt, run, p.max_tiles);
     let fp = b.ld_buffer(Buffer::ErrorFlags);
@@ -461,6 +602,50 @@ pub(crate) fn idle_tiles(b: &mut KernelBuilder, tid: Reg, live: Reg, p: &TilePla
     });
 }
 
+/// Blocks of the histogram whose counts one offsets thread loads before it uses the first:
+/// a thread's serial chain of one load per block was most of the pass at many blocks.
+const COUNTS_UNROLL: u32 = 8;
+
+/// One block's count in [`block_counts`]: whether the block exists, the count's address and
+/// the count (0 past the last block).
+#[derive(Clone, Copy)]
+struct BlockCount {
+    exists: Reg,
+    addr: Reg,
+    count: Reg,
+}
+
+/// `body` over expert `e`'s per-block counts (`counts[blk · L + e]`), `COUNTS_UNROLL`
+/// blocks at a time in block order.
+fn block_counts(
+    b: &mut KernelBuilder,
+    counts: Reg,
+    nblk: Reg,
+    l: Reg,
+    e: Reg,
+    body: &mut dyn FnMut(&mut KernelBuilder, &[BlockCount]),
+) {
+    let zero = b.mov_u32(0u32);
+    strided(b, zero, nblk, COUNTS_UNROLL, &mut |b, blk0| {
+        let counted: Vec<BlockCount> = (0..COUNTS_UNROLL)
+            .map(|j| {
+                let blk = b.add_u32(blk0, j);
+                let ok = b.setp_u32(Cmp::Lt, blk, nblk);
+                let idx = b.mad_u32(blk, l, e);
+                let a = b.index_addr(counts, idx, 4);
+                let v = b.mov_u32(0u32);
+                b.emit_if(
+                    Guard::when(ok),
+                    ld(Space::Global, Ty::U32),
+                    vec![v.into(), Operand::addr(a)],
+                );
+                BlockCount { exists: ok, addr: a, count: v }
+            })
+            .collect();
+        body(b, &counted);
+    });
+}
+
 /// Totals, tile runs, counters, padding rows and per-block bases; one block.
 pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortOffsets, target);
@@ -475,12 +660,10 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     let starts = b.add_u32(totals, starts_off);
     strided(&mut b, tid, l, OFFSET_THREADS, &mut |b, e| {
         let sum = b.mov_u32(0u32);
-        let zero = b.mov_u32(0u32);
-        strided(b, zero, nblk, 1, &mut |b, blk| {
-            let idx = b.mad_u32(blk, l, e);
-            let a = b.index_addr(counts, idx, 4);
-            let v = b.ld_global(Ty::U32, RegClass::B32, a);
-            b.inc_u32(sum, v);
+        block_counts(b, counts, nblk, l, e, &mut |b, counted| {
+            for c in counted {
+                b.inc_u32(sum, c.count);
+            }
         });
         let a = b.mad_u32(e, 4u32, totals);
         b.st_shared(Ty::U32, a, sum);
@@ -494,13 +677,12 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     strided(&mut b, tid, l, OFFSET_THREADS, &mut |b, e| {
         let row0 = expert_tiles(b, e, &p, totals, starts);
         let base = b.mov_u32(row0);
-        let zero = b.mov_u32(0u32);
-        strided(b, zero, nblk, 1, &mut |b, blk| {
-            let idx = b.mad_u32(blk, l, e);
-            let a = b.index_addr(counts, idx, 4);
-            let v = b.ld_global(Ty::U32, RegClass::B32, a);
-            b.st_global(Ty::U32, a, base);
-            b.inc_u32(base, v);
+        block_counts(b, counts, nblk, l, e, &mut |b, counted| {
+            for c in counted {
+                let to = vec![Operand::addr(c.addr), base.into()];
+                b.emit_if(Guard::when(c.exists), st(Space::Global, Ty::U32), to);
+                b.inc_u32(base, c.count);
+            }
         });
     });
     idle_tiles(&mut b, tid, live, &p, OFFSET_THREADS);
@@ -508,30 +690,51 @@ pub fn build_offsets(target: SimtTarget) -> KernelBuilder {
     b
 }
 
-/// Stages route `i` (block position `j`) for the rank passes: its local expert, or −1 for
-/// a non-local route and past the end, at `local[j]` (shared); the thread of the first
-/// out-of-range route and of the first duplicate (final once every route of the launch
-/// has been counted) records the id and slot.
-pub(crate) fn stage_route(
+/// Stages the block's routes from `first` for the rank passes: route `i` at block position
+/// `j` puts its local expert, or −1 for a non-local route and past the end, at `local[j]`
+/// (shared); the thread of the first out-of-range route and of the first duplicate (final
+/// once every route of the launch has been counted) records the id and slot.
+pub(crate) fn stage_routes(b: &mut KernelBuilder, r: &Routes, tid: Reg, first: Reg, local: Reg) {
+    // The record's two first-route words (final: the histogram's reductions are done) once
+    // for all the thread's routes, and every route's id, before any store.
+    let fa = record_word(b, r.flags, WORD_FIRST_BAD_EXPERT);
+    let first_bad = b.ld_global(Ty::U32, RegClass::B32, fa);
+    let da = record_word(b, r.flags, WORD_FIRST_DUPLICATE_EXPERT);
+    let first_dup = b.ld_global(Ty::U32, RegClass::B32, da);
+    let mut routes = Vec::new();
+    block_routes(b, tid, first, r.routes, &mut |b, j, i, inside| {
+        let e = b.mov_u32(0u32);
+        let a = b.index_addr(r.experts, i, 4);
+        b.emit_if(
+            Guard::when(inside),
+            ld(Space::Global, Ty::U32),
+            vec![e.into(), Operand::addr(a)],
+        );
+        routes.push((j, i, inside, e));
+    });
+    for (j, i, inside, e) in routes {
+        stage_route(b, r, (j, i, inside, e), (first_bad, first_dup), local);
+    }
+}
+
+/// [`stage_routes`]' work for one route: (block position, route, inside, its id).
+fn stage_route(
     b: &mut KernelBuilder,
     r: &Routes,
-    j: Reg,
-    i: Reg,
-    inside: Reg,
+    (j, i, inside, e): (Reg, Reg, Reg, Reg),
+    (first_bad, first_dup): (Reg, Reg),
     local: Reg,
 ) {
     let le = b.mov_u32(Operand::Imm(-1));
     let skip = b.new_label("skip_load");
     b.bra_unless(inside, &skip);
-    let (v, e, bad) = local_expert(b, r.experts, i, r.ne, r.off, r.l, r.flags, Some(r.accept));
+    let (v, bad) = classify_expert(b, e, r.ne, r.off, r.l, Some(r.accept));
     b.assign_u32(le, v);
-    let fa = record_word(b, r.flags, WORD_FIRST_BAD_EXPERT);
-    let first_bad = b.ld_global(Ty::U32, RegClass::B32, fa);
     let is_first = b.setp_u32(Cmp::Eq, first_bad, i);
     let record = b.and_pred(is_first, bad);
     let ia = record_word(b, r.flags, WORD_BAD_EXPERT_ID);
     b.emit_if(Guard::when(record), st(Space::Global, Ty::U32), vec![Operand::addr(ia), e.into()]);
-    record_duplicate(b, r.experts, i, e, r.top_k, r.flags);
+    record_duplicate_at(b, first_dup, r.experts, i, e, r.top_k, r.flags);
     b.label(&skip);
     let a = b.mad_u32(j, 4u32, local);
     b.st_shared(Ty::U32, a, le);
@@ -675,9 +878,7 @@ pub fn build_scatter(target: SimtTarget) -> KernelBuilder {
     let ranks = b.smem_addr(4 * ROUTES_PER_BLOCK);
     let counters = b.smem_addr(8 * ROUTES_PER_BLOCK);
     zero_shared(&mut b, tid, r.l, counters);
-    block_routes(&mut b, tid, first, r.routes, &mut |b, j, i, inside| {
-        stage_route(b, &r, j, i, inside, local);
-    });
+    stage_routes(&mut b, &r, tid, first, local);
     b.bar_sync(0u32);
     rank_routes(&mut b, tid, first, r.routes, local, ranks, counters);
     let l = r.l;

@@ -10,8 +10,8 @@ use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
 use moegen_dsl::abi::{Buffer, Scalar, SimtFamily, SimtTarget};
 
 use super::moe_sort::{
-    block_routes, count_routes, expert_tiles, idle_tiles, place_routes, rank_routes, routes_in,
-    scan_tiles, simt_builder, stage_route, strided, tile_plan_in, zero_shared,
+    count_routes, expert_tiles, idle_tiles, place_routes, rank_routes, routes_in, scan_tiles,
+    simt_builder, stage_routes, strided, tile_plan_in, zero_shared,
 };
 use crate::ptx::{KernelBuilder, RegClass, SReg, Ty};
 
@@ -45,9 +45,7 @@ pub fn build_single(target: SimtTarget) -> KernelBuilder {
     count_routes(&mut b, &r, weights, tid, first, totals);
     // Every route's checks have taken their minimum: staging records the first ones.
     b.bar_sync(0u32);
-    block_routes(&mut b, tid, first, r.routes, &mut |b, j, i, inside| {
-        stage_route(b, &r, j, i, inside, local);
-    });
+    stage_routes(&mut b, &r, tid, first, local);
     b.bar_sync(0u32);
     // The tile plan; each expert's first row is its base.
     scan_tiles(&mut b, tid, r.l, &p, totals, starts);

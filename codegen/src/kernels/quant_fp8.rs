@@ -1,13 +1,17 @@
 //! Hopper's A8 activation steps: rows of bf16 → E4M3 with one power-of-two scale per row
 //! (`abi::signature::QUANT_FP8_TOKENS`, `QUANT_FP8_ROWS`; docs/hopper.md, "W4A8").
 //!
-//! One warp per row, grid-stride over rows. Pass 1 takes the row's largest magnitude (each
-//! lane over 8-value chunks, then a butterfly); the scale is the least 2^e with
-//! amax ≤ 448 · 2^e, found from amax's exponent and mantissa bits (e = E − 8, plus 1 when
-//! the mantissa exceeds 1.75's, at least −126), so multiplying by 2^−e is exact and the
-//! one rounding is `cvt.rn.satfinite.e4m3x2.f32`. Pass 2 reads the row again (from L2)
-//! and writes its E4M3 bytes, then zeros up to the row's padded length (a multiple of 128,
-//! what the GEMMs' last K stage reads).
+//! One block per row, grid-stride over rows. At small batches a row's passes are the
+//! kernel's whole time, and a warp walking a 7168-wide row alone waited on 28 loads one
+//! after another per pass (10 µs at 16 tokens, docs/perf.md 2026-12-07): the block's
+//! threads split the row instead, each issuing `UNROLL` 16-byte loads before it uses one.
+//! Pass 1 takes the row's largest magnitude (per thread, a butterfly per warp, then the
+//! warps' values through shared memory); the scale is the least 2^e with amax ≤ 448 · 2^e,
+//! found from amax's exponent and mantissa bits (e = E − 8, plus 1 when the mantissa
+//! exceeds 1.75's, at least −126), so multiplying by 2^−e is exact and the one rounding is
+//! `cvt.rn.satfinite.e4m3x2.f32`. Pass 2 reads the row again (from L2) and writes its E4M3
+//! bytes, then zeros up to the row's padded length (a multiple of 128, what the GEMMs' last
+//! K stage reads).
 
 use moegen_dsl::abi::launch::QUANT_FP8_THREADS;
 use moegen_dsl::abi::{Buffer, Scalar, SimtFamily, SimtTarget};
@@ -15,12 +19,15 @@ use moegen_dsl::abi::{Buffer, Scalar, SimtFamily, SimtTarget};
 use super::e4m3_scale::{e4m3_scale_exponent, e4m3_words, pow2_neg};
 use crate::ptx::instrs::Shfl;
 use crate::ptx::ops::{Access, Memory, ShflMode};
-use crate::ptx::{Cmp, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty, VecWidth};
+use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty, VecWidth};
 
-/// Rows one block handles at a time (one per warp).
+/// Warps of the block (one row).
 const WARPS: u32 = QUANT_FP8_THREADS / 32;
-/// Values per lane per chunk (16 bytes of bf16).
+/// Values per thread per chunk (16 bytes of bf16).
 const CHUNK: u32 = 8;
+/// Chunks a thread loads before it uses the first: one pass over a 7168-wide row (896
+/// chunks over 256 threads) is one round of loads.
+const UNROLL: u32 = 4;
 
 /// Builds `quant_fp8_tokens` (rows = tokens, K = H, the scale to each local route's
 /// permuted row) or `quant_fp8_rows` (rows = the live tiles' permuted rows, K = I).
@@ -57,15 +64,17 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
     let k_pad = b.and_b32(k_pad, !127u32);
     let chunks = b.shr_u32(k, CHUNK.trailing_zeros());
     let pad_chunks = b.shr_u32(k_pad, CHUNK.trailing_zeros());
+    let last_chunk = b.sub_u32(chunks, 1u32);
     let in_row_bytes = b.shl_b32(k, 1u32);
 
     let tid = b.sreg(SReg::TidX);
     let lane = b.and_b32(tid, 31u32);
     let warp = b.shr_u32(tid, 5u32);
-    let bid = b.sreg(SReg::CtaidX);
-    let nb = b.sreg(SReg::NctaidX);
-    let row = b.mad_u32(bid, WARPS, warp);
-    let stride = b.mul_u32(nb, WARPS);
+    // One word per warp: the warps' largest magnitudes.
+    let warp_max = b.smem_addr(0);
+    let my_max = b.mad_u32(warp, 4u32, warp_max);
+    let row = b.sreg(SReg::CtaidX);
+    let stride = b.sreg(SReg::NctaidX);
 
     let top = b.new_label("row");
     let done = b.new_label("done");
@@ -77,10 +86,18 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
     let dst_row = b.mul_wide_u32(row, k_pad);
     let dst_row = b.add_u64(out, dst_row);
 
-    // Pass 1: the row's largest magnitude (NaN-propagating, as the reference's).
+    // Pass 1: the row's largest magnitude (NaN-propagating, as the reference's). A chunk
+    // index past the row reloads the row's last chunk: the maximum is unchanged by it.
     let amax = b.mov_f32(0f32);
-    chunk_loop(&mut b, lane, chunks, "amax", &mut |b, c| {
-        for v in load_chunk(b, src_row, c) {
+    unrolled_chunks(&mut b, tid, chunks, "amax", &mut |b, c| {
+        let loaded: Vec<Vec<Reg>> = (0..UNROLL)
+            .map(|j| {
+                let cj = b.add_u32(c, j * QUANT_FP8_THREADS);
+                let cj = b.min_u32(cj, last_chunk);
+                load_chunk(b, src_row, cj)
+            })
+            .collect();
+        for v in loaded.into_iter().flatten() {
             let a = b.abs_f32(v);
             let m = b.max_nan_f32(amax, a);
             b.assign_f32(amax, m);
@@ -100,6 +117,22 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
         let m = b.max_nan_f32(amax, other);
         b.assign_f32(amax, m);
     }
+    let lane0 = b.setp_u32(Cmp::Eq, lane, 0u32);
+    b.emit_if(
+        Guard::when(lane0),
+        Memory::St(Access::scalar(Space::Shared, Ty::F32)),
+        vec![Operand::addr(my_max), amax.into()],
+    );
+    b.bar_sync(0u32);
+    let amax = b.ld_shared(Ty::F32, RegClass::F32, warp_max);
+    for w in 1..WARPS {
+        let a = b.add_u32(warp_max, 4 * w);
+        let other = b.ld_shared(Ty::F32, RegClass::F32, a);
+        let m = b.max_nan_f32(amax, other);
+        b.assign_f32(amax, m);
+    }
+    // Every warp has read the words before the next row's pass 1 writes them.
+    b.bar_sync(0u32);
 
     // e = max(E − 8 + [mantissa > 1.75's], −126) from amax's bits (E = field − 127).
     let e = e4m3_scale_exponent(&mut b, amax);
@@ -109,19 +142,30 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
     let scale = b.mov_b32(RegClass::F32, sbits);
     let inv = pow2_neg(&mut b, e);
 
-    // Pass 2: x · 2^−e, rounded once to E4M3, 8 bytes per chunk.
-    chunk_loop(&mut b, lane, chunks, "quant", &mut |b, c| {
-        let v = load_chunk(b, src_row, c);
-        let scaled: Vec<Reg> = v.iter().map(|&x| b.mul_f32(x, inv)).collect();
-        let words = e4m3_words(b, &scaled);
-        let dst = b.index_addr(dst_row, c, CHUNK);
-        b.emit(
-            Memory::St(Access::vector(Space::Global, VecWidth::V2, Ty::B32)),
-            vec![Operand::addr(dst), Operand::regs(&words)],
-        );
+    // Pass 2: x · 2^−e, rounded once to E4M3, 8 bytes per chunk inside the row.
+    unrolled_chunks(&mut b, tid, chunks, "quant", &mut |b, c| {
+        let loaded: Vec<(Reg, Vec<Reg>)> = (0..UNROLL)
+            .map(|j| {
+                let cj = b.add_u32(c, j * QUANT_FP8_THREADS);
+                let inside = b.setp_u32(Cmp::Lt, cj, chunks);
+                let cj = b.min_u32(cj, last_chunk);
+                (inside, load_chunk(b, src_row, cj))
+            })
+            .collect();
+        for (j, (inside, v)) in loaded.into_iter().enumerate() {
+            let scaled: Vec<Reg> = v.iter().map(|&x| b.mul_f32(x, inv)).collect();
+            let words = e4m3_words(b, &scaled);
+            let cj = b.add_u32(c, j as u32 * QUANT_FP8_THREADS);
+            let dst = b.index_addr(dst_row, cj, CHUNK);
+            b.emit_if(
+                Guard::when(inside),
+                Memory::St(Access::vector(Space::Global, VecWidth::V2, Ty::B32)),
+                vec![Operand::addr(dst), Operand::regs(&words)],
+            );
+        }
     });
     // The padded tail: zeros the last K stage multiplies with zero weights.
-    let tail = b.add_u32(chunks, lane);
+    let tail = b.add_u32(chunks, tid);
     let zero = b.mov_u32(0u32);
     let t_top = b.new_label("tail");
     let t_done = b.new_label("tail_done");
@@ -133,18 +177,18 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
         Memory::St(Access::vector(Space::Global, VecWidth::V2, Ty::B32)),
         vec![Operand::addr(dst), Operand::regs(&[zero, zero])],
     );
-    b.inc_u32(tail, 32u32);
+    b.inc_u32(tail, QUANT_FP8_THREADS);
     b.bra(&t_top);
     b.label(&t_done);
 
     // The scale: to the row itself, or to the permuted row of each of the token's local
-    // routes (lane j < top_k takes slot j; −1: not local).
+    // routes (thread j < top_k takes slot j; −1: not local).
     match (e2p, top_k) {
         (Some(e2p), Some(top_k)) => {
             let skip = b.new_label("no_route");
-            let mine = b.setp_u32(Cmp::Lt, lane, top_k);
+            let mine = b.setp_u32(Cmp::Lt, tid, top_k);
             b.bra_unless(mine, &skip);
-            let route = b.mad_u32(row, top_k, lane);
+            let route = b.mad_u32(row, top_k, tid);
             let at = b.index_addr(e2p, route, 4);
             let p = b.ld_global(Ty::S32, RegClass::B32, at);
             let local = b.setp_s32(Cmp::Ge, p, 0u32);
@@ -154,8 +198,8 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
             b.label(&skip);
         }
         _ => {
-            let skip = b.new_label("not_lane0");
-            let first = b.setp_u32(Cmp::Eq, lane, 0u32);
+            let skip = b.new_label("not_thread0");
+            let first = b.setp_u32(Cmp::Eq, tid, 0u32);
             b.bra_unless(first, &skip);
             let at = b.index_addr(scales, row, 4);
             b.st_global(Ty::F32, at, scale);
@@ -169,22 +213,23 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
     b
 }
 
-/// `for c in (lane..count).step_by(32)` around `body(c)`.
-fn chunk_loop(
+/// `for c in (tid..count).step_by(UNROLL · threads)` around `body(c)`: the body covers
+/// chunks `c + j · threads` for `j < UNROLL`.
+fn unrolled_chunks(
     b: &mut KernelBuilder,
-    lane: Reg,
+    tid: Reg,
     count: Reg,
     stem: &str,
     body: &mut dyn FnMut(&mut KernelBuilder, Reg),
 ) {
-    let c = b.mov_u32(lane);
+    let c = b.mov_u32(tid);
     let top = b.new_label(stem);
     let done = b.new_label("chunks_done");
     b.label(&top);
     let end = b.setp_u32(Cmp::Ge, c, count);
     b.bra_if(end, &done);
     body(b, c);
-    b.inc_u32(c, 32u32);
+    b.inc_u32(c, UNROLL * QUANT_FP8_THREADS);
     b.bra(&top);
     b.label(&done);
 }

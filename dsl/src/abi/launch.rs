@@ -20,8 +20,8 @@ pub const QUANTIZE_VALUES_PER_THREAD: u32 = 16;
 pub const FINALIZE_THREADS: u32 = 256;
 /// bf16 columns one finalize thread handles.
 pub const FINALIZE_COLUMNS_PER_THREAD: u32 = 2;
-/// Threads per block of the A8 row quantizers (one warp per row).
-pub const QUANT_FP8_THREADS: u32 = 128;
+/// Threads per block of the A8 row quantizers (one block per row).
+pub const QUANT_FP8_THREADS: u32 = 256;
 /// Threads of the expert-parallel dispatch pack (one block: it scans every route in
 /// expanded order, `EP_PACK_THREADS` at a time).
 pub const EP_PACK_THREADS: u32 = 256;
@@ -195,9 +195,10 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                     max_blocks: GRID_STRIDE_MAX_BLOCKS,
                 },
             ),
+            // Shared memory: one word per warp (the warps' largest magnitudes).
             SimtFamily::QuantFp8Tokens | SimtFamily::QuantFp8Rows => simt(
                 QUANT_FP8_THREADS,
-                0,
+                4 * (QUANT_FP8_THREADS / 32),
                 0,
                 GridRule::PerRows {
                     rows: if *family == SimtFamily::QuantFp8Tokens {
@@ -205,7 +206,7 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
                     } else {
                         RowCount::PermutedRows
                     },
-                    rows_per_block: QUANT_FP8_THREADS / 32,
+                    rows_per_block: 1,
                     max_blocks: GRID_STRIDE_MAX_BLOCKS,
                 },
             ),

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use moegen_dsl::abi::ep::Padding;
-use moegen_dsl::abi::launch::ROUTES_PER_BLOCK;
+use moegen_dsl::abi::launch::{QUANT_FP8_THREADS, ROUTES_PER_BLOCK};
 use moegen_dsl::abi::{Buffer, KernelId, KernelInfo, MapDims, Scalar, SimtFamily};
 use moegen_dsl::abi::{SimtTarget, WeightFormat};
 use moegen_dsl::plan::{MoeShape, max_permuted_rows, max_tiles};
@@ -232,12 +232,14 @@ impl MoeLayer {
             (Arch::Sm90, ActivationFormat::Nvfp4) => Some(simt_kernel(SimtFamily::QdqNvfp4)?),
             (Arch::Sm90, ActivationFormat::Bf16) => None,
             (Arch::Sm90, ActivationFormat::Fp8) => {
-                // quant_fp8_tokens hands a token's row scale to its routes' rows, one lane
-                // of the token's warp per slot.
-                if config.shape.top_k() > 32 {
+                // quant_fp8_tokens hands a token's row scale to its routes' rows, one thread
+                // of the token's block per slot.
+                // The message's figure is the block's thread count.
+                const _: () = assert!(QUANT_FP8_THREADS == 256);
+                if config.shape.top_k() > QUANT_FP8_THREADS as usize {
                     return Err(RuntimeError::UnsupportedActivations {
                         what: "top_k",
-                        reason: "FP8 activations (A8) serve at most 32 experts per token",
+                        reason: "FP8 activations (A8) serve at most 256 experts per token",
                     }
                     .into());
                 }
