@@ -7,23 +7,24 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use moegen_dsl::epilogue_math::ActivationParams;
 use moegen_dsl::options::EpilogueSpec;
-use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::checkpoint_files::{GptOssExperts, ModelOptNvfp4Experts};
 use moegen_runtime::prelude::*;
 use moegen_runtime::reference::Sm90Weights;
 
 use crate::error::MoeBlockError;
+use crate::mode::Kernels;
 use crate::source::VarBuilderSource;
 
 /// The checkpoint layouts a block loads (docs/formats.md, "Checkpoint files").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CheckpointLayout {
     /// gpt-oss's MXFP4 experts (`gate_up_proj_blocks/scales/bias`, `down_proj_*`), run with
-    /// bf16 activations (Hopper A16) and gpt-oss's epilogue: clamped SwiGLU with these
-    /// parameters (`ActivationParams::GPT_OSS` for the published models) and both biases.
+    /// gpt-oss's epilogue: clamped SwiGLU with these parameters (`ActivationParams::GPT_OSS`
+    /// for the published models) and both biases; activations `Bf16` (Hopper's A16 kernels)
+    /// or `Mxfp8` (SM100's `kind::mxf8f6f4` kernels, the weights kept MXFP4).
     GptOssMxfp4(ActivationParams),
     /// NVIDIA ModelOpt's NVFP4 experts (`{e}.{gate,up,down}_proj.weight/weight_scale/
-    /// weight_scale_2/input_scale`), plain SwiGLU, NVFP4 activations quantized with the
+    /// weight_scale_2/input_scale`), plain SwiGLU, activations `Nvfp4` quantized with the
     /// checkpoint's calibrated `input_scale`s.
     ModelOptNvfp4,
 }
@@ -41,6 +42,12 @@ pub struct MoeBlockConfig {
     pub max_tokens: usize,
     /// Which layout the experts are stored in.
     pub layout: CheckpointLayout,
+    /// What GEMM1 multiplies the experts by, quantized by the layer from the bf16 `xs`; it
+    /// picks the kernels' generation. `GptOssMxfp4`: `Bf16` (Hopper's kernels) or `Mxfp8`
+    /// (SM100's, E4M3 with a power-of-two scale per 32; a GPU other than SM100 is refused
+    /// with `MoeBlockError::Generation`). `ModelOptNvfp4`: `Nvfp4`. Any other pair is
+    /// `MoeBlockError::Activations`.
+    pub activations: ActivationFormat,
     /// How routes are summed: `BulkReduceAdd` (fastest; with more than two routes per
     /// token the GPU's add order, and so the last bf16 bit, can change from call to call)
     /// or `Deterministic` (a fixed-order reduction: the same bits every call).
@@ -56,12 +63,14 @@ struct Inner {
 /// A MoE block run by moegen: built once from a candle `VarBuilder`, then
 /// [`Self::forward`] over candle tensors on the VarBuilder's device.
 ///
-/// - `Device::Cpu`: moegen's simulator runs the generated kernels. gpt-oss's MXFP4 layer
-///   runs the Hopper kernels (`SimBackend::hopper()`: the only generation with MXFP4 weights
-///   kept MXFP4, bf16 activations and gpt-oss's epilogue); ModelOpt NVFP4 runs the SM100
-///   kernels (`SimBackend::new()`).
+/// - `Device::Cpu`: moegen's simulator runs the generated kernels of the generation the
+///   activations pick: gpt-oss's MXFP4 with `Bf16` runs the Hopper kernels
+///   (`SimBackend::hopper()`: the only generation with bf16 activations), with `Mxfp8` the
+///   SM100 `kind::mxf8f6f4` kernels (`SimBackend::new()`); ModelOpt NVFP4 runs the SM100
+///   kernels.
 /// - `Device::Cuda` (feature `cuda`): moegen's CUDA backend on candle's own stream, reading
-///   and writing candle's device memory directly; the GPU's generation picks the kernels.
+///   and writing candle's device memory directly; the GPU's generation picks the kernels,
+///   and `Mxfp8` on a GPU other than SM100 is refused.
 pub struct MoeBlock {
     device: Device,
     config: MoeBlockConfig,
@@ -70,13 +79,10 @@ pub struct MoeBlock {
 
 fn backend_for(
     device: &Device,
-    layout: CheckpointLayout,
+    kernels: Kernels,
 ) -> Result<Box<dyn Backend + Send>, MoeBlockError> {
     match device {
-        Device::Cpu => Ok(match layout {
-            CheckpointLayout::GptOssMxfp4(_) => Box::new(SimBackend::hopper()),
-            CheckpointLayout::ModelOptNvfp4 => Box::new(SimBackend::new()),
-        }),
+        Device::Cpu => Ok(Box::new(kernels.simulator())),
         #[cfg(feature = "cuda")]
         Device::Cuda(d) => {
             Ok(Box::new(CudaBackend::on_stream(d.cuda_stream()).map_err(LayerError::from)?))
@@ -103,7 +109,16 @@ fn load_weights(
     let shape = config.shape;
     let mut layer_config = LayerConfig::new(shape);
     layer_config.finalize = config.finalize;
+    layer_config.activations = config.activations;
     let weights = match config.layout {
+        CheckpointLayout::GptOssMxfp4(params) if config.activations == ActivationFormat::Mxfp8 => {
+            let experts = GptOssExperts::load(&source, config.layer, &shape)?;
+            // The checkpoint's codes and scale bytes as they are: re-laid, never requantized.
+            let w = Sm100MxWeights::from_mxfp4(&shape, &experts.tensors())?
+                .with_epilogue(&shape, experts.epilogue(&shape, params)?)?;
+            layer_config.epilogue = EpilogueSpec::GPT_OSS;
+            LayerWeights::upload_sm100_mx(b, &shape, &w)?
+        }
         CheckpointLayout::GptOssMxfp4(params) => {
             let experts = GptOssExperts::load(&source, config.layer, &shape)?;
             // A16: α = 1, so the activation scales are not used (1 stands for "none").
@@ -115,7 +130,6 @@ fn load_weights(
                 1.0,
             )?
             .with_epilogue(&shape, experts.epilogue(&shape, params)?)?;
-            layer_config.activations = ActivationFormat::Bf16;
             layer_config.epilogue = EpilogueSpec::GPT_OSS;
             LayerWeights::upload_sm90(b, &shape, &w, 1.0)?
         }
@@ -134,14 +148,17 @@ impl MoeBlock {
     /// Loads the experts of `config.layer` through `vb` (read on the CPU whatever `vb`'s
     /// device; every tensor checked by moegen's loader, errors naming it), prepares and
     /// uploads them, plans the workspace and the dispatch table for `config.max_tokens`,
-    /// on `vb.device()`.
+    /// on `vb.device()`. A layout with activations it is not run with, or MXFP8 on a GPU
+    /// other than SM100, is refused before anything is read.
     pub fn new(vb: &VarBuilder, config: MoeBlockConfig) -> Result<Self, MoeBlockError> {
         let device = vb.device().clone();
-        let mut backend = backend_for(&device, config.layout)?;
+        let run = Kernels::of(config.layout, config.activations)?;
+        let mut backend = backend_for(&device, run)?;
         let b: &mut dyn Backend = backend.as_mut();
         let arch = arch_of(b);
+        run.check_arch(arch, &format!("{:?}", device.location()))?;
         let (weights, layer_config) = load_weights(vb, &config, b)?;
-        let kernels = KernelSet::builtin();
+        let kernels = crate::kernels::for_layer(&layer_config);
         let format = match config.layout {
             CheckpointLayout::GptOssMxfp4(_) => WeightFormat::Mxfp4,
             CheckpointLayout::ModelOptNvfp4 => WeightFormat::Nvfp4,

@@ -1,5 +1,6 @@
 //! moegen-candle's typed errors and their mapping into candle's.
 
+use moegen_dsl::{ActivationFormat, Arch};
 use moegen_runtime::error::RuntimeError;
 use moegen_runtime::layer::LayerError;
 
@@ -55,6 +56,32 @@ pub enum MoeBlockError {
         /// The device.
         device: String,
         /// Why.
+        reason: &'static str,
+    },
+    /// `MoeBlockConfig::activations` that the checkpoint layout is not run with.
+    #[error(
+        "activations {activations:?} with CheckpointLayout::{layout}: moegen-candle runs this \
+         layout with {expected}"
+    )]
+    Activations {
+        /// What was asked for.
+        activations: ActivationFormat,
+        /// The layout's variant.
+        layout: &'static str,
+        /// What the layout is run with.
+        expected: &'static str,
+    },
+    /// A GPU of a generation that has no kernels for the block's activations (MXFP8 off
+    /// SM100).
+    #[error("activations {activations:?} cannot run on {device} ({arch:?}): {reason}")]
+    Generation {
+        /// What was asked for.
+        activations: ActivationFormat,
+        /// The device.
+        device: String,
+        /// Its generation.
+        arch: Arch,
+        /// Why, and what runs there instead.
         reason: &'static str,
     },
     /// A candle operation converting the inputs failed (candle's message).

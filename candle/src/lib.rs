@@ -4,7 +4,9 @@
 //! MXFP4 layout or ModelOpt's NVFP4 layout, read and checked by moegen-runtime's loaders),
 //! and [`MoeBlock::forward`] runs moegen's `MoeLayer` over candle tensors: on candle's CUDA
 //! device on its stream and memory (feature `cuda`), on its CPU device through moegen's
-//! simulator. Nothing here decides a kernel, a tactic or a check: that is `MoeLayer`'s.
+//! simulator. gpt-oss's experts run with bf16 activations (Hopper's kernels) or MXFP8 ones
+//! (SM100's, `MoeBlockConfig::activations`). Nothing here decides a tactic or a check: that
+//! is `MoeLayer`'s.
 
 mod block;
 #[cfg(feature = "cuda")]
@@ -12,10 +14,12 @@ mod cuda;
 mod error;
 mod host;
 mod ids;
+mod kernels;
+mod mode;
 mod source;
 
 pub use block::{CheckpointLayout, MoeBlock, MoeBlockConfig};
 pub use error::MoeBlockError;
-pub use moegen_dsl::FinalizeMode;
 pub use moegen_dsl::epilogue_math::ActivationParams;
+pub use moegen_dsl::{ActivationFormat, Arch, FinalizeMode};
 pub use moegen_runtime::layer::{ExpertWindow, MoeShape};

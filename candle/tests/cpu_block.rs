@@ -8,8 +8,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use common::{E, H, I, LAYER, gpt_oss_tensors, name, write};
 use moegen_candle::{
-    ActivationParams, CheckpointLayout, ExpertWindow, FinalizeMode, MoeBlock, MoeBlockConfig,
-    MoeBlockError, MoeShape,
+    ActivationFormat, ActivationParams, CheckpointLayout, ExpertWindow, FinalizeMode, MoeBlock,
+    MoeBlockConfig, MoeBlockError, MoeShape,
 };
 use moegen_runtime::checkpoint_files::{GptOssExperts, SafetensorsFiles};
 use moegen_runtime::prelude::*;
@@ -27,6 +27,7 @@ fn config() -> MoeBlockConfig {
         shape: shape(),
         max_tokens: 16,
         layout: CheckpointLayout::GptOssMxfp4(ActivationParams::GPT_OSS),
+        activations: ActivationFormat::Bf16,
         finalize: FinalizeMode::BulkReduceAdd,
     }
 }

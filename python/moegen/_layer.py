@@ -157,6 +157,7 @@ class MoeLayer:
         num_local_experts=None,
         local_expert_offset=0,
         swiglu=GPT_OSS_SWIGLU,
+        activations="bf16",
         use_fused_finalize=True,
         device=None,
         keep_host_weights=False,
@@ -167,10 +168,18 @@ class MoeLayer:
         ``gate_up_proj_blocks`` uint8 ``[E, 2I, H/32, 16]``, ``gate_up_proj_scales`` uint8
         or float8_e8m0fnu ``[E, 2I, H/32]``, ``gate_up_proj_bias`` bfloat16 or float32
         ``[E, 2I]`` (gate and up interleaved by row), ``down_proj_*`` likewise with ``[E, H,
-        I/32, 16]``, ``[E, H, I/32]``, ``[E, H]``. Run with bf16 activations and gpt-oss's
-        clamped SwiGLU ``swiglu = (alpha, beta, limit)`` and both biases (Hopper kernels;
-        on the CPU, moegen's Hopper simulator). Local experts: ``local_expert_offset`` ..
-        ``+ num_local_experts`` (default: all)."""
+        I/32, 16]``, ``[E, H, I/32]``, ``[E, H]``. Run with gpt-oss's clamped SwiGLU
+        ``swiglu = (alpha, beta, limit)`` and both biases. Local experts:
+        ``local_expert_offset`` .. ``+ num_local_experts`` (default: all).
+
+        ``activations``: what the experts multiply (``x`` is bf16 either way; the layer
+        converts it):
+
+        - ``"bf16"``: Hopper's kernels, the weights dequantized exactly in registers (on the
+          CPU, moegen's Hopper simulator);
+        - ``"mxfp8"``: SM100's ``kind::mxf8f6f4`` kernels, the weights kept MXFP4 and ``x``
+          quantized to MXFP8 (E4M3, one power-of-two scale per 32); on the CPU, moegen's
+          SM100 simulator; a GPU other than SM100 raises :class:`moegen.UnsupportedError`."""
         experts = _dim("gate_up_proj_blocks", gate_up_proj_blocks, 0, 4)
         intermediate = _dim("gate_up_proj_blocks", gate_up_proj_blocks, 1, 4) // 2
         hidden = _dim("down_proj_blocks", down_proj_blocks, 1, 4)
@@ -199,6 +208,7 @@ class MoeLayer:
             ),
             [(k, _arrays.host(k, v)) for k, v in tensors],
             (float(alpha), float(beta), float(limit)),
+            _activations(activations),
         )
         return cls(native)
 
@@ -215,18 +225,20 @@ class MoeLayer:
         max_num_tokens,
         num_local_experts=None,
         local_expert_offset=0,
+        activations="bf16",
         use_fused_finalize=True,
         device=None,
         keep_host_weights=False,
         autotune=False,
         tune_iterations=(2, 10),
     ):
-        """MXFP4 experts in moegen's own W1 layout, plain SwiGLU, bf16 activations (Hopper
-        kernels; on the CPU, moegen's Hopper simulator): ``w1_values`` uint8 ``[L, 2I,
-        H/2]`` with up and gate rows interleaved in blocks of 64 (as FlashInfer's NVFP4
+        """MXFP4 experts in moegen's own W1 layout, plain SwiGLU: ``w1_values`` uint8 ``[L,
+        2I, H/2]`` with up and gate rows interleaved in blocks of 64 (as FlashInfer's NVFP4
         ``w1_weight``), ``w1_scales`` UE8M0 ``[L, 2I, H/32]`` (uint8 or float8_e8m0fnu),
         ``w2_values`` ``[L, H, I/2]``, ``w2_scales`` ``[L, H, I/32]``; one entry per local
-        expert. This is the layout moe-bench writes (bench/README.md)."""
+        expert. This is the layout moe-bench writes (bench/README.md). ``activations`` as
+        for :meth:`from_gpt_oss_mxfp4`: ``"bf16"`` (Hopper's kernels) or ``"mxfp8"``
+        (SM100's)."""
         local = _dim("w1_values", w1_values, 0, 3)
         hidden = 2 * _dim("w1_values", w1_values, 2, 3)
         intermediate = _dim("w1_values", w1_values, 1, 3) // 2
@@ -251,6 +263,7 @@ class MoeLayer:
             _arrays.host("w1_scales", w1_scales),
             _arrays.host("w2_values", w2_values),
             _arrays.host("w2_scales", w2_scales),
+            _activations(activations),
         )
         return cls(native)
 
@@ -305,7 +318,8 @@ class MoeLayer:
 
     def __getattr__(self, name):
         # Shape and placement: hidden_size, intermediate_size, top_k, num_experts,
-        # num_local_experts, local_expert_offset, max_num_tokens, deterministic, device, arch.
+        # num_local_experts, local_expert_offset, max_num_tokens, deterministic, device, arch,
+        # activations.
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._native, name)
@@ -315,7 +329,8 @@ class MoeLayer:
         return (
             f"moegen.MoeLayer(H={n.hidden_size}, I={n.intermediate_size}, "
             f"experts={n.local_expert_offset}..+{n.num_local_experts} of {n.num_experts}, "
-            f"top_k={n.top_k}, device={n.device!r}, arch={n.arch})"
+            f"top_k={n.top_k}, device={n.device!r}, arch={n.arch}, "
+            f"activations={n.activations!r})"
         )
 
 
@@ -328,6 +343,14 @@ def _options(max_num_tokens, use_fused_finalize, keep_host_weights, autotune, tu
         bool(keep_host_weights),
         tune,
     )
+
+
+def _activations(v):
+    # The extension parses the spelling; only its type is checked here, where a wrong one
+    # can be named before it becomes a TypeError of the binding.
+    if not isinstance(v, str):
+        raise InputError(f"activations: {v!r}, expected \"bf16\" or \"mxfp8\"")
+    return v
 
 
 def _resolve(device, first_weight):

@@ -6,6 +6,7 @@ use moegen_dsl::options::EpilogueSpec;
 use moegen_runtime::prelude::*;
 use moegen_runtime::reference::Sm90Weights;
 
+use crate::activations::check_generation;
 use crate::device::{Gpu, SimGeneration};
 use crate::errors::Result;
 use crate::reference::HostWeights;
@@ -18,6 +19,8 @@ pub(crate) enum Prepared {
     GptOss(Sm90Weights),
     /// MXFP4 with bf16 activations and plain SwiGLU.
     Mxfp4(Sm90Weights),
+    /// MXFP4 kept MXFP4 for SM100's MXFP8 kernels, with its epilogue (gpt-oss's or plain).
+    Sm100Mx(Sm100MxWeights),
 }
 
 /// How the layer is built beyond its weights.
@@ -55,12 +58,15 @@ pub(crate) fn construct(
 ) -> Result<Built> {
     let Options { max_tokens, deterministic, keep_host_weights, autotune } = options;
     let sim = match prepared {
-        Prepared::Nvfp4(_) => SimGeneration::Sm100,
+        Prepared::Nvfp4(_) | Prepared::Sm100Mx(_) => SimGeneration::Sm100,
         Prepared::GptOss(_) | Prepared::Mxfp4(_) => SimGeneration::Hopper,
     };
     let mut gpu = Gpu::open(device, sim)?;
     let b = gpu.backend();
     let arch = arch_of(b);
+    if let Prepared::Sm100Mx(_) = prepared {
+        check_generation(ActivationFormat::Mxfp8, arch, device)?;
+    }
     let mut config = LayerConfig::new(shape);
     if deterministic {
         config.finalize = FinalizeMode::Deterministic;
@@ -90,8 +96,14 @@ pub(crate) fn construct(
             let uploaded = LayerWeights::upload_sm90(b, &shape, &w, 1.0)?;
             (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm90(w)))
         }
+        Prepared::Sm100Mx(w) => {
+            config.activations = ActivationFormat::Mxfp8;
+            config.epilogue = w.epilogue.spec();
+            let uploaded = LayerWeights::upload_sm100_mx(b, &shape, &w)?;
+            (uploaded, WeightFormat::Mxfp4, keep_host_weights.then_some(HostWeights::Sm100Mx(w)))
+        }
     };
-    let kernels = KernelSet::builtin();
+    let kernels = crate::kernels::for_layer(&config);
     let tokens = max_tokens as u64;
     let tactics = MoeLayer::candidates(&config, &kernels, tokens, arch, format)?;
     let model = DeviceModel::for_layer(arch, config.activations).with_sms(b.sm_count());

@@ -19,8 +19,8 @@ pub(crate) enum Gpu {
 }
 
 /// The weights' generation on the simulator: SM100 runs NVFP4 (FlashInfer's CuTe-DSL MoE
-/// targets Blackwell), Hopper runs gpt-oss's MXFP4 with bf16 activations and its epilogue
-/// (the only generation whose kernels keep MXFP4 weights with bf16 activations).
+/// targets Blackwell) and MXFP4 with MXFP8 activations (`kind::mxf8f6f4`), Hopper runs MXFP4
+/// with bf16 activations (the only generation whose kernels take bf16 activations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SimGeneration {
     /// `SimBackend::new()`.

@@ -10,6 +10,7 @@ use moegen_runtime::prelude::*;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::activations::{self, Mxfp4Activations};
 use crate::arrays::{DeviceTensor, HostArray};
 use crate::construct::{Built, Options, Prepared, construct};
 use crate::device::Gpu;
@@ -154,9 +155,11 @@ impl Layer {
     }
 
     /// gpt-oss's MXFP4 experts (`{name: host array}`, the checkpoint's tensor names without
-    /// the layer prefix), with bf16 activations and gpt-oss's clamped SwiGLU.
+    /// the layer prefix), with gpt-oss's clamped SwiGLU and `activations` `"bf16"` (Hopper's
+    /// kernels) or `"mxfp8"` (SM100's).
     #[staticmethod]
-    #[pyo3(signature = (device, hidden, intermediate, window, options, tensors, swiglu))]
+    #[pyo3(signature = (device, hidden, intermediate, window, options, tensors, swiglu,
+        activations))]
     #[allow(clippy::too_many_arguments)]
     fn gpt_oss(
         py: Python<'_>,
@@ -167,23 +170,25 @@ impl Layer {
         options: PyOptions,
         tensors: Vec<(String, HostArray)>,
         swiglu: (f32, f32, f32),
+        activations: &str,
     ) -> Result<Self> {
+        let activations = Mxfp4Activations::parse(activations)?;
         let shape = shape_of(hidden, intermediate, window)?;
         let tensors =
             tensors.into_iter().map(|(k, a)| Ok((k, a.checked()?))).collect::<Result<Vec<_>>>()?;
         let (alpha, beta, limit) = swiglu;
         let params = ActivationParams { alpha, beta, limit };
         py.detach(|| {
-            let prepared = Prepared::GptOss(weights::gpt_oss(&shape, tensors, params)?);
+            let prepared = weights::gpt_oss(&shape, tensors, params, activations)?;
             Self::build(device, shape, options_of(options), prepared, 1.0)
         })
     }
 
     /// MXFP4 experts in moegen's W1 layout (up and gate rows interleaved in blocks of 64),
-    /// plain SwiGLU, bf16 activations: the layout moe-bench writes.
+    /// plain SwiGLU, `activations` `"bf16"` or `"mxfp8"`: the layout moe-bench writes.
     #[staticmethod]
     #[pyo3(signature = (device, hidden, intermediate, window, options, w1_values, w1_scales,
-        w2_values, w2_scales))]
+        w2_values, w2_scales, activations))]
     #[allow(clippy::too_many_arguments)]
     fn mxfp4(
         py: Python<'_>,
@@ -196,7 +201,9 @@ impl Layer {
         w1_scales: HostArray,
         w2_values: HostArray,
         w2_scales: HostArray,
+        activations: &str,
     ) -> Result<Self> {
+        let activations = Mxfp4Activations::parse(activations)?;
         let shape = shape_of(hidden, intermediate, window)?;
         let w = InterleavedMxfp4 {
             w1_values: w1_values.checked()?,
@@ -205,7 +212,7 @@ impl Layer {
             w2_scales: w2_scales.checked()?,
         };
         py.detach(|| {
-            let prepared = Prepared::Mxfp4(w.prepare(&shape)?);
+            let prepared = w.prepare(&shape, activations)?;
             Self::build(device, shape, options_of(options), prepared, 1.0)
         })
     }
@@ -306,10 +313,14 @@ impl Layer {
     /// `"sm100"` or `"sm90"`: the kernels' generation (the simulator's or the GPU's).
     #[getter]
     fn arch(&self) -> &'static str {
-        match self.arch {
-            Arch::Sm90 => "sm90",
-            _ => "sm100",
-        }
+        activations::arch_name(self.arch)
+    }
+
+    /// What GEMM1 multiplies the experts by (`"nvfp4"`, `"bf16"` or `"mxfp8"`), quantized
+    /// by the layer from the caller's bf16 `x`.
+    #[getter]
+    fn activations(&self) -> &'static str {
+        activations::name(self.config.activations)
     }
 
     #[getter]

@@ -6,6 +6,7 @@
 //! `torch.library` op. Nothing here decides a kernel, a tactic or a check: that is
 //! moegen-runtime's.
 
+mod activations;
 mod arrays;
 mod construct;
 #[cfg(feature = "cuda")]
@@ -13,6 +14,7 @@ mod cuda;
 mod device;
 mod errors;
 mod host;
+mod kernels;
 mod layer;
 mod reference;
 mod source;
@@ -24,6 +26,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<layer::Layer>()?;
+    m.add_function(wrap_pyfunction!(activations::check_generation_py, m)?)?;
     m.add("CUDA", cfg!(feature = "cuda"))?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -13,6 +13,8 @@ pub(crate) enum HostWeights {
     Sm100(PreparedWeights),
     /// Hopper kernels: `moe_reference_sm90`.
     Sm90(Sm90Weights),
+    /// SM100's MXFP8 × MXFP4 kernels: `moe_reference_sm100_mx`.
+    Sm100Mx(Sm100MxWeights),
 }
 
 /// The reference's bf16 output `[tokens, hidden]` for bf16 `x` with routing tile `tile`
@@ -26,16 +28,22 @@ pub(crate) fn run(
     x: &[bf16],
     routing: &Routing,
 ) -> Result<Vec<bf16>> {
+    // What the SM100 kernels' GEMM1 epilogue and finalize do for this configuration.
+    let sm100 = ReferenceOptions {
+        swiglu_input: c.swiglu_input,
+        recipe: c.recipe_on(Target::Sm100f),
+        finalize: c.finalize,
+    };
     Ok(match kept {
         HostWeights::Sm100(w) => {
             let xf: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
             let acts = quantize_activations(&xf, routing.tokens, shape.hidden, input_scale)?;
-            let options = ReferenceOptions {
-                swiglu_input: c.swiglu_input,
-                recipe: c.recipe_on(Target::Sm100f),
-                finalize: c.finalize,
-            };
-            moe_reference(shape, &acts, w, routing, tile, options)?.output
+            moe_reference(shape, &acts, w, routing, tile, sm100)?.output
+        }
+        HostWeights::Sm100Mx(w) => {
+            // The layer quantizes x to MXFP8 on the device by this same rule.
+            let acts = quantize_mxfp8_activations(x, routing.tokens, shape.hidden)?;
+            moe_reference_sm100_mx(shape, &acts, w, routing, tile, sm100)?.output
         }
         HostWeights::Sm90(w) => {
             moe_reference_sm90(shape, x, input_scale, w, routing, tile, c.swiglu_input, c.finalize)?

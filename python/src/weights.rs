@@ -1,6 +1,7 @@
 //! The layer's weights from Python's arrays, on the host: NVFP4 as FlashInfer's CuTe-DSL
 //! MoE takes them (their bytes are moegen's layout already), and gpt-oss's MXFP4 tensors
-//! through moegen-runtime's gpt-oss loader.
+//! through moegen-runtime's gpt-oss loader, prepared for the kernels of the activations asked
+//! for (Hopper's bf16 or SM100's MXFP8).
 
 use moegen_dsl::epilogue_math::ActivationParams;
 use moegen_runtime::checkpoint_files::GptOssExperts;
@@ -10,7 +11,9 @@ use moegen_runtime::reference::{
     w1_scale_layout, w2_scale_layout,
 };
 
+use crate::activations::Mxfp4Activations;
 use crate::arrays::HostArray;
+use crate::construct::Prepared;
 use crate::errors::{Error, Result};
 use crate::source::ArraySource;
 
@@ -98,7 +101,8 @@ pub(crate) fn gpt_oss(
     shape: &MoeShape,
     tensors: Vec<(String, HostArray)>,
     params: ActivationParams,
-) -> Result<Sm90Weights> {
+    activations: Mxfp4Activations,
+) -> Result<Prepared> {
     // The loader reads tensors by their checkpoint names (docs/formats.md, "Checkpoint
     // files"); layer 0 stands for "this layer", so errors name e.g.
     // `model.layers.0.mlp.experts.down_proj_scales`.
@@ -106,16 +110,30 @@ pub(crate) fn gpt_oss(
         tensors.into_iter().map(|(k, v)| (format!("model.layers.0.mlp.experts.{k}"), v)),
     );
     let experts = GptOssExperts::load(&source, 0, shape)?;
-    // A16: α = 1, so the activation scales are not used (1 stands for "none").
-    let w = Sm90Weights::from_mxfp4(shape, &experts.tensors(), ActivationFormat::Bf16, 1.0, 1.0)?
-        .with_epilogue(shape, experts.epilogue(shape, params)?)?;
-    Ok(w)
+    Ok(match activations {
+        Mxfp4Activations::Bf16 => {
+            // A16: α = 1, so the activation scales are not used (1 stands for "none").
+            let w = Sm90Weights::from_mxfp4(
+                shape,
+                &experts.tensors(),
+                ActivationFormat::Bf16,
+                1.0,
+                1.0,
+            )?;
+            Prepared::GptOss(w.with_epilogue(shape, experts.epilogue(shape, params)?)?)
+        }
+        Mxfp4Activations::Mxfp8 => {
+            // The checkpoint's codes and scale bytes as they are: re-laid, never requantized.
+            let w = Sm100MxWeights::from_mxfp4(shape, &experts.tensors())?;
+            Prepared::Sm100Mx(w.with_epilogue(shape, experts.epilogue(shape, params)?)?)
+        }
+    })
 }
 
 /// MXFP4 experts in moegen's W1 layout (`w1_values` `[L, 2I, H/2]` with up and gate rows
 /// interleaved in blocks of 64, `w1_scales` `[L, 2I, H/32]` UE8M0; `w2_values` `[L, H,
-/// I/2]`, `w2_scales` `[L, H, I/32]`), the layout moe-bench writes: plain SwiGLU, bf16
-/// activations, no biases.
+/// I/2]`, `w2_scales` `[L, H, I/32]`), the layout moe-bench writes: plain SwiGLU, no
+/// biases.
 pub(crate) struct InterleavedMxfp4 {
     pub(crate) w1_values: HostArray,
     pub(crate) w1_scales: HostArray,
@@ -139,9 +157,14 @@ fn linear_mxfp4((packed, scales): &(Vec<u8>, Vec<u8>)) -> Mxfp4Tensor<'_> {
 }
 
 impl InterleavedMxfp4 {
-    /// The weights for moegen's Hopper kernels with bf16 activations
-    /// (`Sm90Weights::from_mxfp4`, which takes up, gate and down apart).
-    pub(crate) fn prepare(self, shape: &MoeShape) -> Result<Sm90Weights> {
+    /// The weights for moegen's Hopper kernels with bf16 activations or SM100's with MXFP8
+    /// (`Sm90Weights::from_mxfp4`, `Sm100MxWeights::from_mxfp4`: both take up, gate and down
+    /// apart).
+    pub(crate) fn prepare(
+        self,
+        shape: &MoeShape,
+        activations: Mxfp4Activations,
+    ) -> Result<Prepared> {
         let (h, i, l) = (shape.hidden, shape.intermediate, shape.local_experts());
         let values: &[&str] = &["uint8"];
         let scales: &[&str] = &["uint8", "float8_e8m0fnu"];
@@ -182,6 +205,17 @@ impl InterleavedMxfp4 {
                 down: linear_mxfp4(down),
             })
             .collect();
-        Ok(Sm90Weights::from_mxfp4(shape, &experts, ActivationFormat::Bf16, 1.0, 1.0)?)
+        Ok(match activations {
+            Mxfp4Activations::Bf16 => Prepared::Mxfp4(Sm90Weights::from_mxfp4(
+                shape,
+                &experts,
+                ActivationFormat::Bf16,
+                1.0,
+                1.0,
+            )?),
+            Mxfp4Activations::Mxfp8 => {
+                Prepared::Sm100Mx(Sm100MxWeights::from_mxfp4(shape, &experts)?)
+            }
+        })
     }
 }

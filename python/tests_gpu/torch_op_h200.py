@@ -8,6 +8,9 @@ FlashInfer's layouts and for gpt-oss's MXFP4 experts,
 - ``fused_moe_out`` allocates nothing and ``fused_moe`` only its output,
 - torch.compile (fullgraph) gives the same bits, and torch.library.opcheck passes,
 - bad inputs raise moegen's exception classes with moegen's messages,
+- gpt-oss with ``activations="mxfp8"`` runs SM100's kernels on an SM100 GPU (then like the
+  cases above) and is refused on any other (``UnsupportedError`` naming the option and the
+  generation, before any upload), and runs on CPU tensors on moegen's SM100 simulator,
 
 and times an eager call against a graph replay. Prints a table, writes
 ``$OUT/python-torch-op.json`` (or ``--json``), exits 1 when a check fails.
@@ -247,6 +250,42 @@ def cpu_tensors():
         check(label, "torch.compile(MoeLayer.__call__)", False, f"{type(ex).__name__}: {ex}")
 
 
+def mxfp8_activations():
+    """gpt-oss with ``activations="mxfp8"``: SM100's ``kind::mxf8f6f4`` kernels. On CPU
+    tensors moegen's SM100 simulator runs them; a CUDA GPU of another generation refuses the
+    layer by name."""
+    label = "cpu tensors (simulator) gpt-oss mxfp8"
+    c = GptOssCase(seed=9, hidden=128, inter=128)
+    args = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+            for k, v in c.layer_args().items()}
+    layer = moegen.MoeLayer.from_gpt_oss_mxfp4(**args, device="cpu", max_num_tokens=16,
+                                               activations="mxfp8", keep_host_weights=True)
+    out = layer(torch.from_numpy(c.x).to(torch.bfloat16), torch.from_numpy(c.ids),
+                torch.from_numpy(c.weights))
+    ref = layer.reference(c.x, c.ids, c.weights)
+    check(label, "op == MXFP8 CPU reference (bits)", np.array_equal(out.float().numpy(), ref),
+          f"arch {layer.arch}, activations {layer.activations}")
+    label = "gpt-oss mxfp8 H512 I512 E8 k4 det"
+    go = GptOssCase(seed=10, hidden=512, inter=512, experts=8, top_k=4, tokens=1)
+
+    def build():
+        return moegen.MoeLayer.from_gpt_oss_mxfp4(
+            **cuda_args(go.layer_args()), max_num_tokens=256, use_fused_finalize=False,
+            activations="mxfp8", keep_host_weights=True)
+
+    if torch.cuda.get_device_capability(0)[0] == 10:
+        run_case(label, build(), [1, 16, 200], seed=200)
+        return
+    try:
+        build()
+        check(label, "refused off SM100", False, "built")
+    except moegen.UnsupportedError as ex:
+        want = 'activations="mxfp8" on cuda:0 (sm90)'
+        check(label, "refused off SM100 (UnsupportedError)", want in str(ex), str(ex))
+    except Exception as ex:
+        check(label, "refused off SM100 (UnsupportedError)", False, f"{type(ex).__name__}: {ex}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "python-torch-op.json"))
@@ -277,6 +316,11 @@ def main():
         cpu_tensors()
     except Exception as ex:
         check("cpu tensors", "ran", False, f"{type(ex).__name__}: {ex}")
+        traceback.print_exc()
+    try:
+        mxfp8_activations()
+    except Exception as ex:
+        check("mxfp8 activations", "ran", False, f"{type(ex).__name__}: {ex}")
         traceback.print_exc()
     for i, (label, build, tokens) in enumerate(cases):
         try:

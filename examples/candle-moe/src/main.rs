@@ -6,8 +6,8 @@
 use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_nn::VarBuilder;
 use moegen_candle::{
-    ActivationParams, CheckpointLayout, ExpertWindow, FinalizeMode, MoeBlock, MoeBlockConfig,
-    MoeShape,
+    ActivationFormat, ActivationParams, CheckpointLayout, ExpertWindow, FinalizeMode, MoeBlock,
+    MoeBlockConfig, MoeShape,
 };
 use moegen_example_candle_moe::{
     BOUND, Dims, Result, candle_moe, checkpoint, dequantized_experts, relative_l2,
@@ -34,6 +34,7 @@ fn main() -> Result<()> {
         shape,
         max_tokens: 64,
         layout: CheckpointLayout::GptOssMxfp4(params),
+        activations: ActivationFormat::Bf16, // Hopper's kernels; Mxfp8: SM100's
         finalize: FinalizeMode::BulkReduceAdd,
     };
     let block = MoeBlock::new(&vb, config)?;

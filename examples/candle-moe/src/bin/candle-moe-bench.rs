@@ -20,8 +20,8 @@ use std::time::Instant;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use moegen_candle::{
-    ActivationParams, CheckpointLayout, ExpertWindow, FinalizeMode, MoeBlock, MoeBlockConfig,
-    MoeShape,
+    ActivationFormat, ActivationParams, CheckpointLayout, ExpertWindow, FinalizeMode, MoeBlock,
+    MoeBlockConfig, MoeShape,
 };
 use moegen_example_candle_moe::{
     BOUND, Dims, Result, Rng, candle_moe, checkpoint, dequantized_experts, relative_l2,
@@ -152,6 +152,7 @@ fn main() -> Result<()> {
             shape,
             max_tokens,
             layout: CheckpointLayout::GptOssMxfp4(params),
+            activations: ActivationFormat::Bf16,
             // A fixed summation order: the U32-against-I32 check below compares bits, which
             // the bulk reduce-add's run-time order (top-4 on a GPU) does not keep (found on
             // an H100, 2026-12-06).
