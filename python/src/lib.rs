@@ -3,8 +3,9 @@
 //! gpt-oss's MXFP4 tensors), run over host arrays on moegen's simulator or over CUDA
 //! tensors on the caller's stream (feature `cuda`). The Python half (`moegen/`) turns NumPy
 //! arrays and torch tensors into the descriptors this side checks, and registers the
-//! `torch.library` op. Nothing here decides a kernel, a tactic or a check: that is
-//! moegen-runtime's.
+//! `torch.library` op. Nothing here decides a tactic or a check: that is moegen-runtime's;
+//! the one kernel choice made here is which set a layer is built from (`kernels.rs`: the
+//! built-in set, plus gpt-oss's SM100 MXFP8 GEMMs generated at compile time).
 
 mod activations;
 mod arrays;

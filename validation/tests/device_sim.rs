@@ -46,8 +46,10 @@ fn routing_sort_matches_the_cpu_sort_bit_for_bit() {
         // Ten histogram blocks (the offsets pass loads 8 blocks' counts at a time) and 40
         // local experts (the tile scan takes 32 experts at a time).
         (2500, 4, 64, 12, 40, TileSize::T128, true),
-        // One block, 64 local experts: two groups of the warp's scan.
+        // One block, 64 and 40 local experts: two groups of the warp's scan, the second
+        // whole or partial.
         (200, 4, 64, 0, 64, TileSize::T128, false),
+        (200, 4, 64, 0, 40, TileSize::T128, false),
     ];
     for (i, &(tokens, k, experts, offset, local, tile, skew)) in cases.iter().enumerate() {
         let w = ExpertWindow::new(experts, offset, local, k).unwrap();

@@ -48,30 +48,7 @@ fn token_rows_quantize_bit_for_bit_and_scales_reach_each_local_route() {
         .collect();
     let rows_max = 2 * tokens * top_k + 2;
 
-    let mut sim = SimBackend::hopper();
-    let id = KernelId::Simt { family: SimtFamily::QuantFp8Tokens, target: SimtTarget::Sm90a };
-    let k = find_kernel(&id).unwrap();
-    let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
-    let d_x = sim.upload_new(&bytes).unwrap();
-    let d_out = sim.upload_new(&vec![0xA5u8; tokens * hp]).unwrap();
-    let e2p_bytes: Vec<u8> = e2p.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let d_e2p = sim.upload_new(&e2p_bytes).unwrap();
-    let d_s = sim.upload_new(&vec![0x7Fu8; rows_max * 4]).unwrap();
-    let bind = Bindings::new()
-        .buffer(Buffer::ActivationsBf16, d_x)
-        .buffer(Buffer::ActivationsFp8, d_out)
-        .buffer(Buffer::ExpandedIdxToPermutedIdx, d_e2p)
-        .buffer(Buffer::ActivationRowScales, d_s)
-        .scalar(Scalar::Tokens, tokens as u64)
-        .unwrap()
-        .scalar(Scalar::Hidden, hidden as u64)
-        .unwrap()
-        .scalar(Scalar::TopK, top_k as u64)
-        .unwrap();
-    let grid = GridInputs { tokens: tokens as u64, hidden: hidden as u64, ..Default::default() };
-    run(&mut sim, k, &bind, &grid).unwrap();
-    let got = sim.download(d_out, tokens * hp).unwrap();
-    let scales = sim.download(d_s, rows_max * 4).unwrap();
+    let (got, scales) = quantize_tokens(&x, (tokens, hidden, top_k), &e2p, rows_max);
     let scale_at = |p: usize| f32::from_le_bytes(scales[4 * p..4 * p + 4].try_into().unwrap());
     for t in 0..tokens {
         let (q, s) = quantize_fp8_row(&x[t * hidden..(t + 1) * hidden], hp);
@@ -87,9 +64,15 @@ fn token_rows_quantize_bit_for_bit_and_scales_reach_each_local_route() {
     assert_eq!(scale_at(0).to_bits(), 0x7F7F_7F7F);
 }
 
-/// Runs `quant_fp8_tokens` on `x` ([tokens, hidden]) with each token's one route at
-/// permuted row `token`; returns the E4M3 rows and the scales.
-fn quantize_tokens(x: &[bf16], tokens: usize, hidden: usize) -> (Vec<u8>, Vec<u8>) {
+/// Runs `quant_fp8_tokens` on `x` ([tokens, hidden]) with `top_k` slots a token, route r's
+/// permuted row `e2p[r]` and `scale_rows` scale words (filled with 0x7F first); returns the
+/// E4M3 rows and the scale words' bytes.
+fn quantize_tokens(
+    x: &[bf16],
+    (tokens, hidden, top_k): (usize, usize, usize),
+    e2p: &[i32],
+    scale_rows: usize,
+) -> (Vec<u8>, Vec<u8>) {
     let hp = hidden.next_multiple_of(128);
     let mut sim = SimBackend::hopper();
     let id = KernelId::Simt { family: SimtFamily::QuantFp8Tokens, target: SimtTarget::Sm90a };
@@ -97,9 +80,9 @@ fn quantize_tokens(x: &[bf16], tokens: usize, hidden: usize) -> (Vec<u8>, Vec<u8
     let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
     let d_x = sim.upload_new(&bytes).unwrap();
     let d_out = sim.upload_new(&vec![0xA5u8; tokens * hp]).unwrap();
-    let e2p_bytes: Vec<u8> = (0..tokens as i32).flat_map(|v| v.to_le_bytes()).collect();
+    let e2p_bytes: Vec<u8> = e2p.iter().flat_map(|v| v.to_le_bytes()).collect();
     let d_e2p = sim.upload_new(&e2p_bytes).unwrap();
-    let d_s = sim.upload_new(&vec![0x7Fu8; tokens * 4]).unwrap();
+    let d_s = sim.upload_new(&vec![0x7Fu8; scale_rows * 4]).unwrap();
     let bind = Bindings::new()
         .buffer(Buffer::ActivationsBf16, d_x)
         .buffer(Buffer::ActivationsFp8, d_out)
@@ -109,16 +92,17 @@ fn quantize_tokens(x: &[bf16], tokens: usize, hidden: usize) -> (Vec<u8>, Vec<u8
         .unwrap()
         .scalar(Scalar::Hidden, hidden as u64)
         .unwrap()
-        .scalar(Scalar::TopK, 1)
+        .scalar(Scalar::TopK, top_k as u64)
         .unwrap();
     let grid = GridInputs { tokens: tokens as u64, hidden: hidden as u64, ..Default::default() };
     run(&mut sim, k, &bind, &grid).unwrap();
-    (sim.download(d_out, tokens * hp).unwrap(), sim.download(d_s, tokens * 4).unwrap())
+    (sim.download(d_out, tokens * hp).unwrap(), sim.download(d_s, scale_rows * 4).unwrap())
 }
 
 /// Rows wider than one round of the block's unrolled loads (4 chunks of 8 per thread, 8192
-/// values), whose largest magnitude or NaN sits in the second round, in a chunk only the
-/// clamped (repeated last-chunk) loads would reach, or in the very last value.
+/// values), whose largest magnitude or NaN sits in the second round, at the first round's
+/// last chunk, in the last chunk (which the clamped loads past the row repeat), or in the
+/// very last value.
 #[test]
 fn wide_rows_take_their_maximum_from_every_round_of_loads() {
     let (tokens, hidden) = (4usize, 8192usize + 320);
@@ -131,7 +115,8 @@ fn wide_rows_take_their_maximum_from_every_round_of_loads() {
     x[hidden + hidden - 1] = bf16::from_f32(f32::NAN);
     x[2 * hidden + 8191] = bf16::from_f32(1000.0);
     x[3 * hidden + hidden - 8] = bf16::from_f32(-5000.0);
-    let (got, scales) = quantize_tokens(&x, tokens, hidden);
+    let e2p: Vec<i32> = (0..tokens as i32).collect();
+    let (got, scales) = quantize_tokens(&x, (tokens, hidden, 1), &e2p, tokens);
     for t in 0..tokens {
         let (q, s) = quantize_fp8_row(&x[t * hidden..(t + 1) * hidden], hp);
         assert_eq!(&got[t * hp..(t + 1) * hp], q.as_slice(), "token {t}");
