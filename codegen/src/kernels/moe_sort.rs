@@ -341,11 +341,14 @@ pub(crate) fn count_routes(
                 vec![v.into(), Operand::addr(a)],
             );
         }
-        routes.push((i, inside, w, e));
+        routes.push((i, w, e));
     });
     let dups: Vec<Reg> = routes
         .iter()
-        .map(|&(i, inside, _, e)| {
+        .map(|&(i, _, e)| {
+            // Recomputed, not kept: a predicate per route live across the passes ran ptxas
+            // out of predicate registers (spills).
+            let inside = b.setp_u32(Cmp::Lt, i, r.routes);
             // As a word: a route past the end has no token to read.
             let dup = b.mov_u32(0u32);
             let skip = b.new_label("outside_dup");
@@ -357,7 +360,8 @@ pub(crate) fn count_routes(
             dup
         })
         .collect();
-    for (&(i, inside, w, e), &dup) in routes.iter().zip(&dups) {
+    for (&(i, w, e), &dup) in routes.iter().zip(&dups) {
+        let inside = b.setp_u32(Cmp::Lt, i, r.routes);
         let skip = b.new_label("outside");
         b.bra_unless(inside, &skip);
         let dup = b.setp_u32(Cmp::Ne, dup, 0u32);
@@ -710,9 +714,10 @@ pub(crate) fn stage_routes(b: &mut KernelBuilder, r: &Routes, tid: Reg, first: R
             ld(Space::Global, Ty::U32),
             vec![e.into(), Operand::addr(a)],
         );
-        routes.push((j, i, inside, e));
+        routes.push((j, i, e));
     });
-    for (j, i, inside, e) in routes {
+    for (j, i, e) in routes {
+        let inside = b.setp_u32(Cmp::Lt, i, r.routes);
         stage_route(b, r, (j, i, inside, e), (first_bad, first_dup), local);
     }
 }

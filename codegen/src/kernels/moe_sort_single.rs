@@ -15,6 +15,9 @@ use super::moe_sort::{
 };
 use crate::ptx::{KernelBuilder, RegClass, SReg, Ty};
 
+/// Registers per thread the one-launch sort may take (it uses 45: ptxas 13.5, sm_90a).
+const SINGLE_MAX_REGS: u32 = 64;
+
 /// Threads of the one block (as each pass of the three-launch sort).
 const THREADS: u32 = moegen_dsl::abi::launch::SORT_THREADS;
 
@@ -24,6 +27,10 @@ const THREADS: u32 = moegen_dsl::abi::launch::SORT_THREADS;
 /// its first row.
 pub fn build_single(target: SimtTarget) -> KernelBuilder {
     let mut b = simt_builder(SimtFamily::MoeSortSingle, target);
+    // One block, alone: occupancy is no concern, and with `.reqntid 256` alone ptxas caps
+    // the registers at 32 (eight blocks an SM), which spills the histogram's loads of four
+    // routes held in flight together.
+    b.directives.push(format!(".maxnreg {SINGLE_MAX_REGS}"));
     let r = routes_in(&mut b);
     let weights = b.ld_buffer(Buffer::RouterWeights);
     let p = tile_plan_in(&mut b);
