@@ -1,8 +1,7 @@
 //! The kernels a layer launches: moegen's built-in set, plus gpt-oss's SM100 MXFP8 GEMMs,
-//! which the built-in set leaves out (its clamped-SwiGLU GEMM1s with biases spill a few
-//! bytes under ptxas, so moegen generates them on demand: docs/sm100-mxf8f6f4.md, "What
-//! remains"). They are generated here while the crate compiles, so nothing is generated at
-//! run time.
+//! which the built-in set leaves out (on SM100 it holds plain SwiGLU's GEMMs only; other
+//! epilogues are generated on demand: docs/sm100-mxf8f6f4.md). They are generated here while
+//! the crate compiles, so nothing is generated at run time.
 
 use moegen_dsl::options::EpilogueSpec;
 use moegen_runtime::prelude::*;

@@ -1,8 +1,8 @@
 //! The SM100 MXFP8 × MXFP4 GEMMs (`kind::mxf8f6f4`, docs/sm100-mxf8f6f4.md) assemble with
 //! ptxas, no spill and no stack: every GEMM1 and GEMM2 of the tactic space (both finalize
 //! modes) for sm_100f (assembled for sm_100f and sm_103f) and sm_100a, and the 1-CTA and 2-CTA N 256 GEMM1s with each recipe and ReLU² for
-//! sm_100f, sm_103f and sm_100a. (A GEMM1 bias or the clamped SwiGLU spill a few bytes at
-//! the epilogue's 168 registers, in these formats as in NVFP4: docs/sm100-mxf8f6f4.md.)
+//! sm_100f, sm_103f and sm_100a. (A GEMM1 bias and the clamped SwiGLU:
+//! sm100_heavy_epilogues_assemble.rs.)
 
 use moegen_codegen::check::assemble_all;
 use moegen_codegen::kernel_set::gemm_kernel;

@@ -3,7 +3,7 @@
 
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::{ActivationFormat, EpilogueSpec, FinalizeMode, TileSize};
+use moegen_dsl::{ActivationFormat, EpilogueRecipe, EpilogueSpec, FinalizeMode, TileSize};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::reference::MoeShape;
 use moegen_runtime::routing::ExpertWindow;
@@ -456,7 +456,7 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
 /// equals the SM100 reference bit for bit, and stays as near its oracle as the plain layer.
 #[test]
 fn sm100_epilogues_match_the_reference_bit_for_bit() {
-    use moegen_dsl::{Activation, Arch};
+    use moegen_dsl::{Activation, Arch, GemmKind, KernelDescBuilder};
     let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
     let tactic = moegen_dsl::tactics_for(Arch::Sm100)
         .into_iter()
@@ -474,7 +474,6 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
     .enumerate()
     {
         let gemms = [*tactic.gemm1(), *tactic.gemm2()];
-        let set = builtin_with_epilogue(&gemms, spec, "sm_100f", |b| b).unwrap();
         let case = LayerCase {
             shape,
             tokens: 5,
@@ -487,21 +486,34 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
             epilogue: spec,
             recipe: None,
         };
-        let p = problem(case).unwrap();
         let plain = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
         let r = plain.reference(Arch::Sm100, TileSize::T128).unwrap();
         let r: Vec<f64> = r.iter().map(|v| f64::from(v.to_f32())).collect();
         let plain_err = moegen_runtime::reference::relative_l2_error(&r, &plain.oracle);
-        let mut sim = SimBackend::new().with_sm_count(4);
-        let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
-        assert!(!rows.is_empty(), "{spec:?}");
-        for r in &rows {
-            assert_eq!(r.identical, r.elements, "{spec:?} {}: max ulp {}", r.tactic, r.max_ulp);
-            assert!(
-                r.reference_vs_oracle < 1.2 * plain_err + 0.01,
-                "{spec:?}: {} (plain {plain_err})",
-                r.reference_vs_oracle
-            );
+        // The default (Fast) recipe, and the Exact one where GEMM1 reads its inputs as the
+        // element loop asks (a clamp or a bias).
+        let exact = spec.gemm1_bias || spec.activation == Activation::SwigluClamped;
+        let recipes: &[_] = if exact { &[None, Some(EpilogueRecipe::Exact)] } else { &[None] };
+        for &recipe in recipes {
+            let gemm1 = |b: &KernelDescBuilder| b.tactic().kind() == GemmKind::Gemm1;
+            let set = builtin_with_epilogue(&gemms, spec, "sm_100f", |b| match recipe {
+                Some(r) if gemm1(&b) => b.recipe(r),
+                _ => b,
+            })
+            .unwrap();
+            let p = problem(LayerCase { recipe, ..case }).unwrap();
+            let mut sim = SimBackend::new().with_sm_count(4);
+            let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
+            assert!(!rows.is_empty(), "{spec:?}");
+            for r in &rows {
+                let t = &r.tactic;
+                assert_eq!(r.identical, r.elements, "{spec:?} {recipe:?} {t}: ulp {}", r.max_ulp);
+                assert!(
+                    r.reference_vs_oracle < 1.2 * plain_err + 0.01,
+                    "{spec:?}: {} (plain {plain_err})",
+                    r.reference_vs_oracle
+                );
+            }
         }
     }
 }

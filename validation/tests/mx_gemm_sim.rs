@@ -228,10 +228,29 @@ fn quantize_mxfp8_matches_the_reference_on_special_values() {
 fn gpt_oss(shape: &MoeShape) -> ExpertEpilogue {
     let l = shape.local_experts();
     let params = vec![ActivationParams { alpha: 1.702, beta: 1.0, limit: 7.0 }; l];
-    let b1: Vec<f32> =
-        (0..l * 2 * shape.intermediate).map(|j| ((j % 13) as f32 - 6.0) * 0.05).collect();
-    let b2: Vec<f32> = (0..l * shape.hidden).map(|j| ((j % 7) as f32 - 3.0) * 0.03).collect();
-    ExpertEpilogue::new(shape, Activation::SwigluClamped, params, Some(b1), Some(b2)).unwrap()
+    ExpertEpilogue::new(shape, Activation::SwigluClamped, params, Some(b1(shape)), Some(b2(shape)))
+        .unwrap()
+}
+
+fn b1(shape: &MoeShape) -> Vec<f32> {
+    let n = shape.local_experts() * 2 * shape.intermediate;
+    (0..n).map(|j| ((j % 13) as f32 - 6.0) * 0.05).collect()
+}
+
+fn b2(shape: &MoeShape) -> Vec<f32> {
+    (0..shape.local_experts() * shape.hidden).map(|j| ((j % 7) as f32 - 3.0) * 0.03).collect()
+}
+
+/// Plain SwiGLU with a GEMM1 bias only.
+fn swiglu_bias(shape: &MoeShape) -> ExpertEpilogue {
+    ExpertEpilogue::new(shape, Activation::Swiglu, vec![], Some(b1(shape)), None).unwrap()
+}
+
+/// gpt-oss's clamp without biases (limit 1: most pre-activations clamped).
+fn clamp_only(shape: &MoeShape) -> ExpertEpilogue {
+    let l = shape.local_experts();
+    let params = vec![ActivationParams { alpha: 1.702, beta: 1.0, limit: 1.0 }; l];
+    ExpertEpilogue::new(shape, Activation::SwigluClamped, params, None, None).unwrap()
 }
 
 fn relu2(shape: &MoeShape) -> ExpertEpilogue {
@@ -253,6 +272,27 @@ fn gpt_oss_and_relu2_epilogues() {
             let opts =
                 ReferenceOptions { finalize: FinalizeMode::Deterministic, ..Default::default() };
             check(&p, t, opts, 2);
+        }
+    }
+}
+
+/// The epilogues that read their step's accumulators in halves and their biases a quad at a
+/// time (a bias, a clamp), with each recipe.
+#[test]
+fn bias_and_clamp_epilogues_with_each_recipe() {
+    let tactics = nvfp4_tactics();
+    let picks: Vec<&MoeTactic> = [[128, 256], [256, 128]]
+        .iter()
+        .filter_map(|mma| tactics.iter().find(|t| t.gemm1().mma_tiler() == *mma))
+        .collect();
+    assert_eq!(picks.len(), 2);
+    let eps = [&gpt_oss as &dyn Fn(&MoeShape) -> ExpertEpilogue, &swiglu_bias, &clamp_only];
+    for (k, ep) in eps.into_iter().enumerate() {
+        let p = problem(29, 20 + k as u64, Some(ep));
+        for t in &picks {
+            for recipe in [EpilogueRecipe::Fast, EpilogueRecipe::Exact] {
+                check(&p, t, ReferenceOptions { recipe, ..Default::default() }, 2);
+            }
         }
     }
 }

@@ -71,6 +71,12 @@ impl KernelDescBuilder {
             depths: None,
         }
     }
+
+    /// The GEMM tactic being described (a caller's options can depend on its kind).
+    pub fn tactic(&self) -> GemmTactic {
+        self.tactic
+    }
+
     /// Target (default sm_100f).
     pub fn target(mut self, target: Target) -> Self {
         self.target = target;

@@ -5,7 +5,7 @@
 //! the warp's staging rows and one 32-bit store of four scale bytes straight into the 128x4
 //! layout; each warp then TMA-stores its 32 × N/2 FP4 tile.
 
-use moegen_dsl::abi::{Buffer, Scalar, TensorMap};
+use moegen_dsl::abi::{Buffer, GemmKey, Scalar, TensorMap};
 use moegen_dsl::{Activation, EpilogueRecipe, SwigluInput};
 
 use super::Sm100;
@@ -13,9 +13,10 @@ use super::epilogue::{STEP_COLS, acc_acquire, acc_release, tmem_load, walk};
 use super::h_output::{HOutputBuffers, HValues};
 use super::prologue::Common;
 use super::smem::gemm1_row_bytes;
+use super::step_inputs::StepInputs;
 use crate::kernels::epilogue_math::{
-    BlockQuant, activation, activation_fast, fast_factors, load_activation_params, pre_activation,
-    round_bf16, swiglu_fast, swiglu_fast_x2, unfolded_block_quant,
+    ActivationRegs, BlockQuant, activation, activation_fast, fast_factors, load_activation_params,
+    pre_activation, round_bf16, swiglu_fast, swiglu_fast_x2, unfolded_block_quant,
 };
 use crate::kernels::skeleton::Needs;
 use crate::ptx::instrs::{BulkWait, TmaStore};
@@ -37,6 +38,34 @@ pub(super) fn load_f32x64(b: &mut KernelBuilder, at: Reg) -> [Reg; 64] {
         out.extend(v);
     }
     std::array::from_fn(|i| out[i])
+}
+
+/// What an element of the unfolded epilogue (no Fast factors folded) needs.
+struct Element<'a> {
+    key: &'a GemmKey,
+    alpha1: Reg,
+    act: Option<&'a ActivationRegs>,
+}
+
+/// One value of h from its (up, gate) accumulators and biases: α1 (and the bias), the
+/// key's bf16 rounding, then its activation by its recipe.
+fn element(
+    b: &mut KernelBuilder,
+    e: &Element,
+    up: Reg,
+    gate: Reg,
+    bias: Option<(Reg, Reg)>,
+) -> Reg {
+    let mut uu = pre_activation(b, e.alpha1, up, bias.map(|x| x.0));
+    let mut gg = pre_activation(b, e.alpha1, gate, bias.map(|x| x.1));
+    if e.key.swiglu_input == SwigluInput::Bf16 {
+        uu = round_bf16(b, uu);
+        gg = round_bf16(b, gg);
+    }
+    match e.key.recipe {
+        EpilogueRecipe::Exact => activation(b, e.key.activation, e.act, uu, gg),
+        EpilogueRecipe::Fast => activation_fast(b, e.key.activation, e.act, uu, gg),
+    }
 }
 
 pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
@@ -70,6 +99,9 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
     );
     // (up, gate) blocks per tile: one 64-column step of h each.
     let steps = l.n / PAIR_COLS;
+    // A clamp or a bias keeps more values live per element: such steps read their inputs
+    // as the element loop reaches them (`StepInputs`).
+    let heavy = l.key.bias || l.key.activation.has_params();
     c.sched.units(b, Needs::EXPERT, &mut |b, u| {
         // The staging rows are free once this warp's previous TMA store has read them.
         b.push_if(Guard::when(one), BulkWait { pending: 0, read: true });
@@ -100,6 +132,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
         // The tile's first h column; its steps past I (a last N block of 2I not a multiple
         // of N) hold zeros and store nothing: the TMA store clips their codes.
         let col = b.mul_u32(u.n, l.n / 2);
+        let el = Element { key: &l.key, alpha1: al, act: act.as_ref() };
         let tile_sf = out.tile_scales(b, u.row0, c.tid, u.n, steps);
         let tile = acc_acquire(b, g, c, &acc);
         let (order, release_after) = walk(b, g, &tile, steps);
@@ -108,20 +141,50 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             // s of the tile's N block, staging bytes s·32.
             let at = step.offset(b, tile.taddr, PAIR_COLS);
             let in_n = step.within(b, col, STEP_COLS, inter);
+            let mut staged = |b: &mut KernelBuilder, bytes| step.offset(b, my_row, bytes);
+            let how = |b: &mut KernelBuilder, gs: Reg| match (&fast, l.key.recipe) {
+                (Some(f), _) => BlockQuant::Fast { q: f.q, k: f.k },
+                (None, EpilogueRecipe::Fast) => unfolded_block_quant(b, gs),
+                (None, EpilogueRecipe::Exact) => BlockQuant::Exact { g: gs },
+            };
+            if heavy {
+                // The step's bias rows (the same for every row: broadcast loads); a step past
+                // I reads the first step's instead.
+                let bias_at = bias_rows.map(|rows| {
+                    rows.map(|r| {
+                        let at = step.offset_u64(b, r, STEP_COLS * 4);
+                        b.selp_b64(at, r, in_n)
+                    })
+                });
+                let release = |b: &mut KernelBuilder| acc_release(b, g, c, &acc);
+                let frees = (p + 1 == release_after).then_some(&release as &dyn Fn(&mut _));
+                let mut inputs = StepInputs::new(b, at, bias_at, frees);
+                let mut h_at = |b: &mut KernelBuilder, i: usize| {
+                    let (up, gate) = inputs.acc(b, i);
+                    let bias = inputs.bias(b, i);
+                    element(b, &el, up, gate, bias)
+                };
+                match out.gs {
+                    Some(gs) => {
+                        let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
+                        let how = how(b, gs);
+                        let vals = HValues::Ready(&h);
+                        out.store_step(b, vals, Some(how), &mut staged, &tile_sf, step, in_n);
+                    }
+                    None => {
+                        let vals = HValues::Lazy(&mut h_at);
+                        out.store_step(b, vals, None, &mut staged, &tile_sf, step, in_n);
+                    }
+                }
+                inputs.finish(b);
+                continue;
+            }
             let up = tmem_load::<64>(b, at, 0, LdRepeat::X64);
             let gate = tmem_load::<64>(b, at, STEP_COLS, LdRepeat::X64);
             b.emit(Tcgen05::WaitLd, vec![]);
             if p + 1 == release_after {
                 acc_release(b, g, c, &acc);
             }
-            // The step's 64 up and 64 gate biases (the same for every row: broadcast loads).
-            let biases = bias_rows.map(|rows| {
-                rows.map(|r| {
-                    let at = step.offset_u64(b, r, STEP_COLS * 4);
-                    let at = b.selp_b64(at, r, in_n);
-                    load_f32x64(b, at)
-                })
-            });
             let paired: Option<Vec<Reg>> = pairs.map(|(exp_scale2, one2)| {
                 (0..64)
                     .step_by(2)
@@ -134,53 +197,20 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
             let mut h_at = |b: &mut KernelBuilder, i: usize| match (&paired, &fast) {
                 (Some(p), _) => p[i],
                 (None, Some(f)) => swiglu_fast(b, f, up[i], gate[i]),
-                (None, None) => {
-                    let bias = biases.as_ref().map(|[bu, bg]| (bu[i], bg[i]));
-                    let mut uu = pre_activation(b, al, up[i], bias.map(|x| x.0));
-                    let mut gg = pre_activation(b, al, gate[i], bias.map(|x| x.1));
-                    if l.key.swiglu_input == SwigluInput::Bf16 {
-                        uu = round_bf16(b, uu);
-                        gg = round_bf16(b, gg);
-                    }
-                    match l.key.recipe {
-                        EpilogueRecipe::Exact => {
-                            activation(b, l.key.activation, act.as_ref(), uu, gg)
-                        }
-                        EpilogueRecipe::Fast => {
-                            activation_fast(b, l.key.activation, act.as_ref(), uu, gg)
-                        }
-                    }
-                }
+                (None, None) => element(b, &el, up[i], gate[i], None),
             };
-            let mut staged = |b: &mut KernelBuilder, bytes| step.offset(b, my_row, bytes);
             match out.gs {
                 // NVFP4: the step's 64 values, then the block quantization's factors.
                 Some(gs) => {
                     let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
-                    let how = match (&fast, l.key.recipe) {
-                        (Some(f), _) => BlockQuant::Fast { q: f.q, k: f.k },
-                        (None, EpilogueRecipe::Fast) => unfolded_block_quant(b, gs),
-                        (None, EpilogueRecipe::Exact) => BlockQuant::Exact { g: gs },
-                    };
-                    out.store_step(
-                        b,
-                        HValues::Ready(&h),
-                        Some(how),
-                        &mut staged,
-                        &tile_sf,
-                        step,
-                        in_n,
-                    );
+                    let how = how(b, gs);
+                    let vals = HValues::Ready(&h);
+                    out.store_step(b, vals, Some(how), &mut staged, &tile_sf, step, in_n);
                 }
-                None => out.store_step(
-                    b,
-                    HValues::Lazy(&mut h_at),
-                    None,
-                    &mut staged,
-                    &tile_sf,
-                    step,
-                    in_n,
-                ),
+                None => {
+                    let vals = HValues::Lazy(&mut h_at);
+                    out.store_step(b, vals, None, &mut staged, &tile_sf, step, in_n);
+                }
             }
         }
         acc.advance(b);

@@ -22,6 +22,7 @@ mod producer;
 mod prologue;
 pub mod rings;
 pub mod smem;
+mod step_inputs;
 
 use moegen_dsl::GemmKind;
 use moegen_dsl::KernelDesc;
