@@ -79,23 +79,62 @@ fn tool(kernel: &str) -> impl FnOnce(PtxasError) -> CheckError {
     move |source| CheckError::Tool { kernel, source }
 }
 
-/// Assembles every kernel for every architecture; an error names the first kernel that
-/// fails to assemble, spills, uses a stack frame or has its wgmmas serialized by ptxas.
+/// Assembles every kernel for every architecture; an error names the first kernel (in the
+/// set's order) that fails to assemble, spills, uses a stack frame or has its wgmmas
+/// serialized by ptxas. ptxas runs on every core ([`parallel_map`]).
 pub fn assemble_all(kernels: &[GeneratedKernel]) -> Result<Vec<Assembled>, CheckError> {
-    let mut out = Vec::new();
-    for k in kernels {
-        for (arch, ptx) in assembly_targets(k) {
-            let (report, _) = assemble(&ptx, arch).map_err(tool(&k.name))?;
-            if report.spill_stores + report.spill_loads + report.stack_frame > 0 {
-                return Err(CheckError::Spills { kernel: k.name.clone(), arch, report });
-            }
-            if let Some(advisory) = report.wgmma_serialized.clone() {
-                return Err(CheckError::WgmmaSerialized { kernel: k.name.clone(), arch, advisory });
-            }
-            out.push(Assembled { kernel: k.name.clone(), arch: arch.to_owned(), report });
+    let jobs: Vec<(&GeneratedKernel, &'static str, String)> = kernels
+        .iter()
+        .flat_map(|k| assembly_targets(k).into_iter().map(move |(arch, ptx)| (k, arch, ptx)))
+        .collect();
+    let reports = parallel_map(&jobs, |(k, arch, ptx)| {
+        assemble(ptx, arch).map(|(report, _)| report).map_err(tool(&k.name))
+    });
+    let mut out = Vec::with_capacity(jobs.len());
+    for ((k, arch, _), report) in jobs.iter().zip(reports) {
+        let (k, arch, report) = (*k, *arch, report?);
+        if report.spill_stores + report.spill_loads + report.stack_frame > 0 {
+            return Err(CheckError::Spills { kernel: k.name.clone(), arch, report });
         }
+        if let Some(advisory) = report.wgmma_serialized.clone() {
+            return Err(CheckError::WgmmaSerialized { kernel: k.name.clone(), arch, advisory });
+        }
+        out.push(Assembled { kernel: k.name.clone(), arch: arch.to_owned(), report });
     }
     Ok(out)
+}
+
+/// `f` over `items` on up to `available_parallelism` threads, results in `items`' order:
+/// each item is one ptxas (and nvdisasm) process, so a sweep of the set takes about
+/// 1 / cores of its one-at-a-time time.
+pub fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len());
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                }
+            });
+        }
+    });
+    // Every index below `items.len()` was taken by exactly one thread, which filled its
+    // slot before taking another (a panicking `f` propagates out of the scope above).
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("parallel_map: every slot is filled")
+        })
+        .collect()
 }
 
 /// Static figures of one kernel.
@@ -133,11 +172,19 @@ pub fn stats(
     kernels: &[GeneratedKernel],
     roles: Option<&RoleStatsFile>,
 ) -> Result<Vec<KernelStats>, CheckError> {
-    let mut out = Vec::new();
-    for k in kernels {
-        let Some((arch, ptx)) = assembly_targets(k).into_iter().next() else { continue };
-        let (report, cubin) = assemble(&ptx, arch).map_err(tool(&k.name))?;
+    let firsts: Vec<(&GeneratedKernel, &'static str, String)> = kernels
+        .iter()
+        .filter_map(|k| assembly_targets(k).into_iter().next().map(|(arch, ptx)| (k, arch, ptx)))
+        .collect();
+    let assembled = parallel_map(&firsts, |(k, arch, ptx)| {
+        let (report, cubin) = assemble(ptx, arch).map_err(tool(&k.name))?;
         let sass = count_sass(&disassemble(&cubin).map_err(tool(&k.name))?);
+        Ok::<_, CheckError>((report, sass))
+    });
+    let mut out = Vec::with_capacity(firsts.len());
+    for ((k, arch, _), result) in firsts.iter().zip(assembled) {
+        let (k, arch) = (*k, *arch);
+        let (report, sass) = result?;
         let key = match k.id {
             KernelId::Gemm(key) => Some(key),
             _ => None,

@@ -251,8 +251,21 @@ fn stats_reports_the_instruction_families_each_gemm_needs() {
             _ => assert_eq!(count(r, "UTCOMMA") + count(r, "UTCQMMA"), 0),
         }
     }
-    let text = String::from_utf8(gen_cmd(&["stats"]).stdout).unwrap();
-    assert!(text.lines().next().unwrap().starts_with("kernel"));
+    // The table, for a few kernels (the whole set's sweep ran above).
+    let out = gen_cmd(&["stats", "--kernel", "sm90_quant"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("kernel"));
+    let named: Vec<&str> = lines.map_while(|l| l.split_whitespace().next()).collect();
+    assert!(named.len() >= 3, "{text}");
+    assert!(named.iter().all(|k| k.contains("sm90_quant")), "{named:?}");
+    let out = gen_cmd(&["stats", "--kernel", "no_such_kernel"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "error: --kernel \"no_such_kernel\": no kernel of the default set has this in its name"
+    );
 }
 
 #[test]

@@ -54,6 +54,10 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Only the kernels whose name contains this text (e.g. `sm90_gemm1`); refused when
+        /// none does.
+        #[arg(long, value_name = "TEXT")]
+        kernel: Option<String>,
     },
     /// Estimate each tactic's B200 time with the analytic model (docs/perf.md) from the
     /// per-role figures of docs/role-stats.json, beside the production reference's under the
@@ -210,8 +214,16 @@ fn run(cli: Cli) -> Result<String, Failure> {
         None => emit(None, Target::default()),
         Some(Command::Emit { out, target }) => emit(out, target),
         Some(Command::Check { out }) => check(out),
-        Some(Command::Stats { json }) => {
-            let kernels = default_kernel_set().map_err(|e| e.to_string())?;
+        Some(Command::Stats { json, kernel }) => {
+            let mut kernels = default_kernel_set().map_err(|e| e.to_string())?;
+            if let Some(text) = &kernel {
+                kernels.retain(|k| k.name.contains(text.as_str()));
+                if kernels.is_empty() {
+                    return Err(bad(format!(
+                        "--kernel {text:?}: no kernel of the default set has this in its name"
+                    )));
+                }
+            }
             let roles = load_role_stats()?;
             let rows = stats(&kernels, roles.as_ref())?;
             if json {
