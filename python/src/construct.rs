@@ -46,27 +46,45 @@ pub(crate) struct Built {
     pub(crate) host_weights: Option<HostWeights>,
 }
 
-/// Builds the layer of `prepared` on `device` (`cpu`: moegen's simulator of the weights'
-/// generation; `cuda:N`: moegen's CUDA backend, uploads on its own stream, finished before
-/// this returns).
+/// What a constructor's weights will need, known before they are prepared: the simulator's
+/// generation on `cpu`, and whether only an SM100 GPU runs them.
+#[derive(Clone, Copy)]
+pub(crate) struct Needs {
+    sim: SimGeneration,
+    mxfp8: bool,
+}
+
+impl Needs {
+    /// NVFP4 experts (SM100's kernels on the simulator; a GPU's own generation).
+    pub(crate) const NVFP4: Needs = Needs { sim: SimGeneration::Sm100, mxfp8: false };
+
+    /// MXFP4 experts multiplied by `activations`.
+    pub(crate) fn mxfp4(activations: ActivationFormat) -> Needs {
+        let mxfp8 = activations == ActivationFormat::Mxfp8;
+        Needs { sim: if mxfp8 { SimGeneration::Sm100 } else { SimGeneration::Hopper }, mxfp8 }
+    }
+}
+
+/// Opens `device` (`cpu`: moegen's simulator of the generation `needs` names; `cuda:N`:
+/// moegen's CUDA backend), refuses a GPU of another generation than the layer needs, then
+/// prepares the weights (`prepare`: nothing is re-laid for a layer the device refuses) and
+/// builds the layer, uploads on the backend's own stream, finished before this returns.
 pub(crate) fn construct(
     device: &str,
     shape: MoeShape,
     options: Options,
-    prepared: Prepared,
+    needs: Needs,
+    prepare: impl FnOnce() -> Result<Prepared>,
     input_scale: f32,
 ) -> Result<Built> {
     let Options { max_tokens, deterministic, keep_host_weights, autotune } = options;
-    let sim = match prepared {
-        Prepared::Nvfp4(_) | Prepared::Sm100Mx(_) => SimGeneration::Sm100,
-        Prepared::GptOss(_) | Prepared::Mxfp4(_) => SimGeneration::Hopper,
-    };
-    let mut gpu = Gpu::open(device, sim)?;
-    let b = gpu.backend();
-    let arch = arch_of(b);
-    if let Prepared::Sm100Mx(_) = prepared {
+    let mut gpu = Gpu::open(device, needs.sim)?;
+    let arch = arch_of(gpu.backend());
+    if needs.mxfp8 {
         check_generation(ActivationFormat::Mxfp8, arch, device)?;
     }
+    let prepared = prepare()?;
+    let b = gpu.backend();
     let mut config = LayerConfig::new(shape);
     if deterministic {
         config.finalize = FinalizeMode::Deterministic;

@@ -12,7 +12,7 @@ use pyo3::types::PyBytes;
 
 use crate::activations::{self, Mxfp4Activations};
 use crate::arrays::{DeviceTensor, HostArray};
-use crate::construct::{Built, Options, Prepared, construct};
+use crate::construct::{Built, Needs, Options, Prepared, construct};
 use crate::device::Gpu;
 use crate::errors::{Error, Result};
 use crate::host;
@@ -60,11 +60,12 @@ impl Layer {
         device: &str,
         shape: MoeShape,
         options: Options,
-        prepared: Prepared,
+        needs: Needs,
+        prepare: impl FnOnce() -> Result<Prepared>,
         input_scale: f32,
     ) -> Result<Self> {
         let Built { gpu, layer, workspace, config, arch, host_weights } =
-            construct(device, shape, options, prepared, input_scale)?;
+            construct(device, shape, options, needs, prepare, input_scale)?;
         Ok(Self {
             device: device.to_string(),
             shape,
@@ -149,8 +150,8 @@ impl Layer {
             input_scale,
         };
         py.detach(|| {
-            let prepared = Prepared::Nvfp4(w.prepare(&shape)?);
-            Self::build(device, shape, options_of(options), prepared, input_scale)
+            let prepare = || Ok(Prepared::Nvfp4(w.prepare(&shape)?));
+            Self::build(device, shape, options_of(options), Needs::NVFP4, prepare, input_scale)
         })
     }
 
@@ -179,8 +180,9 @@ impl Layer {
         let (alpha, beta, limit) = swiglu;
         let params = ActivationParams { alpha, beta, limit };
         py.detach(|| {
-            let prepared = weights::gpt_oss(&shape, tensors, params, activations)?;
-            Self::build(device, shape, options_of(options), prepared, 1.0)
+            let needs = Needs::mxfp4(activations.format());
+            let prepare = || weights::gpt_oss(&shape, tensors, params, activations);
+            Self::build(device, shape, options_of(options), needs, prepare, 1.0)
         })
     }
 
@@ -212,8 +214,9 @@ impl Layer {
             w2_scales: w2_scales.checked()?,
         };
         py.detach(|| {
-            let prepared = w.prepare(&shape, activations)?;
-            Self::build(device, shape, options_of(options), prepared, 1.0)
+            let needs = Needs::mxfp4(activations.format());
+            let prepare = || w.prepare(&shape, activations);
+            Self::build(device, shape, options_of(options), needs, prepare, 1.0)
         })
     }
 
