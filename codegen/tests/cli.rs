@@ -260,6 +260,15 @@ fn stats_reports_the_instruction_families_each_gemm_needs() {
     let named: Vec<&str> = lines.map_while(|l| l.split_whitespace().next()).collect();
     assert!(named.len() >= 3, "{text}");
     assert!(named.iter().all(|k| k.contains("sm90_quant")), "{named:?}");
+    // An SM100 GEMM1's rows: its resources beside the reference's, its per-role figures,
+    // its SASS facts.
+    let gemm1 = "moegen_sm100_nvfp4_gemm1_t128_n128_c1x1";
+    let text = String::from_utf8(gen_cmd(&["stats", "--kernel", gemm1]).stdout).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(&format!("{gemm1} "))).collect();
+    assert_eq!(rows.len(), 3, "resources, roles, SASS facts:\n{text}");
+    // anchors.md §A: 168 registers, 0 spill, 6 stages, 2272 SASS.
+    assert_eq!(rows[0].split_whitespace().last(), Some("168/0/6/2272"), "{}", rows[0]);
+    assert!(text.contains("per warp role") && text.contains("SASS facts"), "{text}");
     let out = gen_cmd(&["stats", "--kernel", "no_such_kernel"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(

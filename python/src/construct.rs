@@ -6,7 +6,7 @@ use moegen_dsl::options::EpilogueSpec;
 use moegen_runtime::prelude::*;
 use moegen_runtime::reference::Sm90Weights;
 
-use crate::activations::check_generation;
+use crate::activations::{Mxfp4Activations, check_generation};
 use crate::device::{Gpu, SimGeneration};
 use crate::errors::Result;
 use crate::reference::HostWeights;
@@ -58,10 +58,13 @@ impl Needs {
     /// NVFP4 experts (SM100's kernels on the simulator; a GPU's own generation).
     pub(crate) const NVFP4: Needs = Needs { sim: SimGeneration::Sm100, mxfp8: false };
 
-    /// MXFP4 experts multiplied by `activations`.
-    pub(crate) fn mxfp4(activations: ActivationFormat) -> Needs {
-        let mxfp8 = activations == ActivationFormat::Mxfp8;
-        Needs { sim: if mxfp8 { SimGeneration::Sm100 } else { SimGeneration::Hopper }, mxfp8 }
+    /// MXFP4 experts multiplied by `activations` (what `prepare` then makes of them:
+    /// Hopper's layouts for bf16, SM100's for MXFP8).
+    pub(crate) fn mxfp4(activations: Mxfp4Activations) -> Needs {
+        match activations {
+            Mxfp4Activations::Bf16 => Needs { sim: SimGeneration::Hopper, mxfp8: false },
+            Mxfp4Activations::Mxfp8 => Needs { sim: SimGeneration::Sm100, mxfp8: true },
+        }
     }
 }
 

@@ -180,7 +180,7 @@ impl Layer {
         let (alpha, beta, limit) = swiglu;
         let params = ActivationParams { alpha, beta, limit };
         py.detach(|| {
-            let needs = Needs::mxfp4(activations.format());
+            let needs = Needs::mxfp4(activations);
             let prepare = || weights::gpt_oss(&shape, tensors, params, activations);
             Self::build(device, shape, options_of(options), needs, prepare, 1.0)
         })
@@ -214,7 +214,7 @@ impl Layer {
             w2_scales: w2_scales.checked()?,
         };
         py.detach(|| {
-            let needs = Needs::mxfp4(activations.format());
+            let needs = Needs::mxfp4(activations);
             let prepare = || w.prepare(&shape, activations);
             Self::build(device, shape, options_of(options), needs, prepare, 1.0)
         })

@@ -458,10 +458,16 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
 fn sm100_epilogues_match_the_reference_bit_for_bit() {
     use moegen_dsl::{Activation, Arch, GemmKind, KernelDescBuilder};
     let shape = MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    let tactic = moegen_dsl::tactics_for(Arch::Sm100)
-        .into_iter()
-        .find(|t| t.tile().rows() == 128 && t.gemm1().mma_tiler() == [128, 128])
-        .unwrap();
+    // GEMM1 N 128 (one step per tile) and N 256 (two, the accumulator released after the
+    // first).
+    let tactics: Vec<_> = [[128, 128], [128, 256]]
+        .map(|mma| {
+            moegen_dsl::tactics_for(Arch::Sm100)
+                .into_iter()
+                .find(|t| t.tile().rows() == 128 && t.gemm1().mma_tiler() == mma)
+                .unwrap()
+        })
+        .into();
     for (i, spec) in [
         EpilogueSpec::GPT_OSS,
         EpilogueSpec { activation: Activation::GegluTanh, gemm1_bias: true, gemm2_bias: false },
@@ -473,7 +479,7 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
     .into_iter()
     .enumerate()
     {
-        let gemms = [*tactic.gemm1(), *tactic.gemm2()];
+        let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
         let case = LayerCase {
             shape,
             tokens: 5,
@@ -504,7 +510,10 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
             let p = problem(LayerCase { recipe, ..case }).unwrap();
             let mut sim = SimBackend::new().with_sm_count(4);
             let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
-            assert!(!rows.is_empty(), "{spec:?}");
+            for t in &tactics {
+                let ran = rows.iter().any(|r| r.tactic == t.to_string());
+                assert!(ran, "{spec:?} {recipe:?}: {t} did not run");
+            }
             for r in &rows {
                 let t = &r.tactic;
                 assert_eq!(r.identical, r.elements, "{spec:?} {recipe:?} {t}: ulp {}", r.max_ulp);

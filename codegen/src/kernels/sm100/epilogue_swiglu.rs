@@ -1,9 +1,10 @@
 //! GEMM1's epilogue: per 64 h columns (one 128-column (up, gate) block of the accumulator,
-//! two `tcgen05.ld.32x32b.x64`), SwiGLU and NVFP4 quantization with the device
-//! `fc2_input_scale` by the kernel's recipe (Fast: `ex2`/`rcp.approx.ftz`, α folded into the
-//! block factors; Exact: IEEE operations only), branch-free; 32 bytes of codes per thread into
-//! the warp's staging rows and one 32-bit store of four scale bytes straight into the 128x4
-//! layout; each warp then TMA-stores its 32 × N/2 FP4 tile.
+//! two `tcgen05.ld.32x32b.x64`; with a clamp or a bias four `.x32`, read as the element loop
+//! reaches them: `step_inputs.rs`), the activation and NVFP4 quantization with the device
+//! `fc2_input_scale` (or MXFP8's) by the kernel's recipe (Fast: `ex2`/`rcp.approx.ftz`, α
+//! folded into plain SwiGLU's block factors; Exact: IEEE operations only), branch-free; 32
+//! bytes of codes per thread into the warp's staging rows and one 32-bit store of four scale
+//! bytes straight into the 128x4 layout; each warp then TMA-stores its 32 × N/2 FP4 tile.
 
 use moegen_dsl::abi::{Buffer, GemmKey, Scalar, TensorMap};
 use moegen_dsl::{Activation, EpilogueRecipe, SwigluInput};
@@ -164,16 +165,22 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                     let bias = inputs.bias(b, i);
                     element(b, &el, up, gate, bias)
                 };
+                // Values block by block as they are quantized (32 live), except NVFP4 with
+                // the Exact recipe: there ptxas (13.5) held two such kernels at 96 registers
+                // and spilled 8 bytes, while all 64 values first assemble at 114–151 with
+                // none (tests/tests/sm100_heavy_epilogues_assemble.rs). With Fast, block by
+                // block takes the gpt-oss NVFP4 GEMM1s from 162–168 registers to 100–162.
                 match out.gs {
-                    Some(gs) => {
+                    Some(gs) if l.key.recipe == EpilogueRecipe::Exact => {
                         let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
                         let how = how(b, gs);
                         let vals = HValues::Ready(&h);
                         out.store_step(b, vals, Some(how), &mut staged, &tile_sf, step, in_n);
                     }
-                    None => {
+                    gs => {
+                        let how = gs.map(|gs| how(b, gs));
                         let vals = HValues::Lazy(&mut h_at);
-                        out.store_step(b, vals, None, &mut staged, &tile_sf, step, in_n);
+                        out.store_step(b, vals, how, &mut staged, &tile_sf, step, in_n);
                     }
                 }
                 inputs.finish(b);

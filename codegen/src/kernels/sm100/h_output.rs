@@ -141,8 +141,10 @@ impl HOutput {
         let st = Memory::St(Access::vector(Space::Shared, VecWidth::V4, Ty::B32));
         match (tile, how) {
             (&TileScales::Nvfp4 { base }, Some(how)) => {
-                let (lo, hi) = (h.block(b, 0), h.block(b, 32));
+                // Block by block: a lazy step holds only the 32 values being quantized.
+                let lo = h.block(b, 0);
                 let (w_lo, sc_lo) = requant_pair(b, &lo, how);
+                let hi = h.block(b, 32);
                 let (w_hi, sc_hi) = requant_pair(b, &hi, how);
                 let staged = staged(b, step_bytes);
                 b.emit(st, vec![Operand::addr(staged), Operand::regs(&w_lo)]);
@@ -157,8 +159,8 @@ impl HOutput {
                 );
             }
             (&TileScales::Mxfp8 { row, first_step }, _) => {
-                // Each block's codes go to the staging row as soon as they exist: the
-                // epilogue is at its register limit with the step's 64 values (and biases).
+                // Each block's codes go to the staging row as soon as they exist, so a lazy
+                // step holds only the 32 values being quantized.
                 let staged = staged(b, step_bytes);
                 let lo = h.block(b, 0);
                 let (w_lo, sc_lo) = mxfp8_block(b, &lo);

@@ -12,7 +12,10 @@ use crate::ptx::{KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
 /// Columns per TMEM read of one half-step.
 const HALF: usize = STEP_COLS as usize / 2;
 
-/// One step's inputs, read on demand.
+/// One step's inputs, read on demand. [`StepInputs::finish`] ends the step: dropped
+/// without it, a step that frees the tile's accumulator would never release it (the MMA
+/// warp would wait forever), so dropping it unfinished panics at generation time.
+#[must_use = "a step's inputs end with `finish`, which completes its reads and the release"]
 pub(super) struct StepInputs<'a> {
     /// The step's first accumulator column (up; gate is `STEP_COLS` further).
     at: Reg,
@@ -94,6 +97,18 @@ impl<'a> StepInputs<'a> {
     pub fn finish(mut self, b: &mut KernelBuilder) {
         if self.up[HALF].is_none() {
             self.load_half(b, 1);
+        }
+    }
+}
+
+impl Drop for StepInputs<'_> {
+    fn drop(&mut self) {
+        // Not while unwinding from another panic (that would abort).
+        if !std::thread::panicking() {
+            assert!(
+                self.release.is_none() && self.up[HALF].is_some(),
+                "StepInputs dropped before `finish`: the step's reads and release are incomplete"
+            );
         }
     }
 }
