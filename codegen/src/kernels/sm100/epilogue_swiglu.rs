@@ -167,9 +167,9 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 };
                 // Values block by block as they are quantized (32 live), except NVFP4 with
                 // the Exact recipe: there ptxas (13.5) held two such kernels at 96 registers
-                // and spilled 8 bytes, while all 64 values first assemble at 114–151 with
+                // and spilled 8 bytes, while all 64 values first assemble at 120–151 with
                 // none (tests/tests/sm100_heavy_epilogues_assemble.rs). With Fast, block by
-                // block takes the gpt-oss NVFP4 GEMM1s from 162–168 registers to 100–162.
+                // block takes the gpt-oss NVFP4 GEMM1s from 136–168 registers to 100–162.
                 match out.gs {
                     Some(gs) if l.key.recipe == EpilogueRecipe::Exact => {
                         let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
