@@ -148,6 +148,24 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 (None, EpilogueRecipe::Fast) => unfolded_block_quant(b, gs),
                 (None, EpilogueRecipe::Exact) => BlockQuant::Exact { g: gs },
             };
+            // The step's values into the staging row and scales: NVFP4 computes all 64 first
+            // unless `nvfp4_by_block` (then, as MXFP8 always, block by block as they are
+            // quantized, 32 live).
+            let mut store = |b: &mut KernelBuilder,
+                             h_at: &mut dyn FnMut(&mut KernelBuilder, usize) -> Reg,
+                             nvfp4_by_block: bool| match out.gs {
+                Some(gs) if !nvfp4_by_block => {
+                    let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
+                    let how = how(b, gs);
+                    let vals = HValues::Ready(&h);
+                    out.store_step(b, vals, Some(how), &mut staged, &tile_sf, step, in_n);
+                }
+                gs => {
+                    let how = gs.map(|gs| how(b, gs));
+                    let vals = HValues::Lazy(h_at);
+                    out.store_step(b, vals, how, &mut staged, &tile_sf, step, in_n);
+                }
+            };
             if heavy {
                 // The step's bias rows (the same for every row: broadcast loads); a step past
                 // I reads the first step's instead.
@@ -165,24 +183,12 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                     let bias = inputs.bias(b, i);
                     element(b, &el, up, gate, bias)
                 };
-                // Values block by block as they are quantized (32 live), except NVFP4 with
-                // the Exact recipe: there ptxas (13.5) held two such kernels at 96 registers
-                // and spilled 8 bytes, while all 64 values first assemble at 120–151 with
-                // none (tests/tests/sm100_heavy_epilogues_assemble.rs). With Fast, block by
-                // block takes the gpt-oss NVFP4 GEMM1s from 136–168 registers to 100–162.
-                match out.gs {
-                    Some(gs) if l.key.recipe == EpilogueRecipe::Exact => {
-                        let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
-                        let how = how(b, gs);
-                        let vals = HValues::Ready(&h);
-                        out.store_step(b, vals, Some(how), &mut staged, &tile_sf, step, in_n);
-                    }
-                    gs => {
-                        let how = gs.map(|gs| how(b, gs));
-                        let vals = HValues::Lazy(&mut h_at);
-                        out.store_step(b, vals, how, &mut staged, &tile_sf, step, in_n);
-                    }
-                }
+                // Block by block, except NVFP4 with the Exact recipe: there ptxas (13.5)
+                // held two such kernels at 96 registers and spilled 8 bytes, while all 64
+                // values first assemble at 120–151 with none
+                // (tests/tests/sm100_heavy_epilogues_assemble.rs). With Fast, block by block
+                // takes the gpt-oss NVFP4 GEMM1s from 136–168 registers to 100–162.
+                store(b, &mut h_at, l.key.recipe != EpilogueRecipe::Exact);
                 inputs.finish(b);
                 continue;
             }
@@ -206,19 +212,7 @@ pub(super) fn epilogue_swiglu(b: &mut KernelBuilder, g: &Sm100, c: &Common) {
                 (None, Some(f)) => swiglu_fast(b, f, up[i], gate[i]),
                 (None, None) => element(b, &el, up[i], gate[i], None),
             };
-            match out.gs {
-                // NVFP4: the step's 64 values, then the block quantization's factors.
-                Some(gs) => {
-                    let h: [Reg; 64] = std::array::from_fn(|i| h_at(b, i));
-                    let how = how(b, gs);
-                    let vals = HValues::Ready(&h);
-                    out.store_step(b, vals, Some(how), &mut staged, &tile_sf, step, in_n);
-                }
-                None => {
-                    let vals = HValues::Lazy(&mut h_at);
-                    out.store_step(b, vals, None, &mut staged, &tile_sf, step, in_n);
-                }
-            }
+            store(b, &mut h_at, false);
         }
         acc.advance(b);
         b.fence_proxy_async();
