@@ -173,6 +173,11 @@ def main():
         need(bool(moegen.get("flush_l2", False)) == args.flush_l2,
              f"moegen.json was timed with flush_l2={bool(moegen.get('flush_l2', False))}; "
              f"run peers.py {'with' if moegen.get('flush_l2') else 'without'} --flush-l2")
+        # A `moe-bench --tactics` sweep times named tactics one by one: ranking its fastest row
+        # against the peers would pick the best tactic for each draw after the fact.
+        need(not moegen.get("tactics"),
+             "moegen.json is a `moe-bench --tactics` sweep, not the layer's dispatch; "
+             "rerun moe-bench without --tactics (or pass --without-moegen after removing moegen.json)")
         if moegen.get("device") and str(moegen["device"]) != device["name"]:
             print(f"note: moegen.json was measured on '{moegen['device']}', this is '{device['name']}'")
 

@@ -204,9 +204,12 @@ impl Sm90Gemms {
 /// (the fast pair where H and I allow), and GEMM1 N 128 with GEMM2 N 64, which serve every H
 /// and I that are multiples of 64 (gpt-oss's 2880); at T 128 also GEMM1 N 128 ping-pong with
 /// either GEMM2 (no GEMM2 kernel of its own). MXFP4 checkpoints are served by A16 and A8.
+/// The paired GEMM1 tactics (`MoeTactic::gemm1_wide`) are left out: they hold no kernel of
+/// their own, and a layer offers every pair whose three GEMMs its set holds.
 pub fn sm90_mxfp4_tactics() -> Vec<MoeTactic> {
     moegen_dsl::sm90_tactics()
         .into_iter()
+        .filter(|t| t.gemm1_wide().is_none())
         .filter(|t| {
             let pp = t.gemm1().schedule() == Schedule::PingPong;
             matches!(

@@ -41,6 +41,8 @@ pub struct TacticReport {
     pub tile_size: u32,
     /// GEMM1.
     pub gemm1: GemmReport,
+    /// The wider GEMM1 launched beside it, the live tiles choosing (`MoeTactic::gemm1_wide`).
+    pub gemm1_wide: Option<GemmReport>,
     /// GEMM2.
     pub gemm2: GemmReport,
 }
@@ -88,6 +90,7 @@ pub fn tactics_report(target: Target) -> Result<TacticsReport, ResourceError> {
                 name: t.to_string(),
                 tile_size: t.tile().rows(),
                 gemm1: gemm_report(target, t.tile(), t.gemm1())?,
+                gemm1_wide: t.gemm1_wide().map(|w| gemm_report(target, t.tile(), w)).transpose()?,
                 gemm2: gemm_report(target, t.tile(), t.gemm2())?,
             })
         })
@@ -134,7 +137,7 @@ pub fn render_tactics(r: &TacticsReport) -> String {
         writeln!(s, "{:>2} {:>4} | {:<w$} | {:<w$}", "#", "tile", "GEMM1", "GEMM2", w = head.len());
     let _ = writeln!(s, "{:>2} {:>4} | {head} | {head}", "", "");
     for t in &r.tactics {
-        let _ = writeln!(
+        let _ = write!(
             s,
             "{:>2} {:>4} | {} | {}",
             t.index,
@@ -142,6 +145,11 @@ pub fn render_tactics(r: &TacticsReport) -> String {
             gemm_cells(&t.gemm1),
             gemm_cells(&t.gemm2)
         );
+        // A paired GEMM1: the wider kernel launched beside it, the live tiles choosing.
+        if let Some(w) = &t.gemm1_wide {
+            let _ = write!(s, " | GEMM1 beside it, by live tiles: {}", gemm_cells(w));
+        }
+        s.push('\n');
     }
     s
 }

@@ -15,7 +15,7 @@ fn json(args: &[&str]) -> Value {
 }
 
 #[test]
-fn tactics_json_lists_sixteen_tactics_with_the_invariants() {
+fn tactics_json_lists_the_tactics_with_the_invariants() {
     for target in ["sm_100f", "sm_100a"] {
         let v = json(&["tactics", "--target", target, "--json"]);
         assert_eq!(v["target"], target);
@@ -37,8 +37,25 @@ fn tactics_json_lists_sixteen_tactics_with_the_invariants() {
                 }
             }
             assert_eq!(t["gemm1"]["cluster"][1].as_u64(), Some(1), "GEMM1 cluster N is 1");
+            assert!(t["gemm1_wide"].is_null(), "no SM100 tactic pairs GEMM1 widths");
         }
     }
+    // Hopper: 33 tactics, six of them GEMM1 N 128 with N 256 beside it (T 16 and 32), the
+    // text table showing the wide kernel on their rows.
+    let v = json(&["tactics", "--target", "sm_90a", "--json"]);
+    let ts = v["tactics"].as_array().unwrap();
+    assert_eq!(ts.len(), 33);
+    let paired: Vec<_> = ts.iter().filter(|t| !t["gemm1_wide"].is_null()).collect();
+    assert_eq!(paired.len(), 6);
+    for t in paired {
+        assert_eq!(t["gemm1"]["mma_tiler"][1].as_u64(), Some(128));
+        assert_eq!(t["gemm1_wide"]["mma_tiler"][1].as_u64(), Some(256));
+        assert!(t["name"].as_str().unwrap().contains("n128|n256:"), "{}", t["name"]);
+    }
+    let out = gen_cmd(&["tactics", "--target", "sm_90a"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches("GEMM1 beside it, by live tiles: 16x256").count(), 3, "{text}");
+    assert_eq!(text.matches("GEMM1 beside it, by live tiles: 32x256").count(), 3, "{text}");
 }
 
 fn scratch_dir(name: &str) -> std::path::PathBuf {

@@ -1,5 +1,5 @@
 //! The Hopper (sm_90a) corner of the tactic space: the weight rows per CTA, what a GEMM's N
-//! dimension must be a multiple of, and the 27 tactics.
+//! dimension must be a multiple of, and the 33 tactics.
 
 use crate::tactic::{GemmKind, GemmTactic, MoeTactic, Schedule, TileSize};
 
@@ -29,12 +29,19 @@ fn sm90_gemm1_widths(tile: TileSize) -> Vec<(u32, Schedule)> {
     w
 }
 
+/// Routing tiles at which a Hopper tactic may pair GEMM1 N 128 with N 256 chosen on the
+/// device ([`MoeTactic::with_gemm1_wide`]): the small ones, where a dozen live tiles make
+/// whole waves of one width and a partial wave of the other (docs/hopper.md, "GEMM1's
+/// width from the live tiles").
+pub const SM90_GEMM1_PAIRED_TILES: [TileSize; 2] = [TileSize::T16, TileSize::T32];
+
 /// The Hopper tactic space: T ∈ {16, 32, 64, 128} tokens per routing tile (the wgmma N);
 /// GEMM1 N ∈ {128, 256} weight rows per CTA (and N 128 ping-pong at T 128); GEMM2 N ∈ {64,
-/// 128, 256}. 4 · 2 · 3 + 3 = 27 tactics, in a fixed order (tile, GEMM1 N and schedule,
-/// GEMM2 N).
+/// 128, 256}; at T 16 and 32 also GEMM1 N 128 paired with N 256 (the live tiles choose,
+/// [`SM90_GEMM1_PAIRED_TILES`]). 4 · 2 · 3 + 3 + 2 · 3 = 33 tactics, in a fixed order (tile,
+/// GEMM1 N and schedule, GEMM2 N; the pairs after the tile's single-width tactics).
 pub fn sm90_tactics() -> Vec<MoeTactic> {
-    let mut out = Vec::with_capacity(27);
+    let mut out = Vec::with_capacity(33);
     for tile in TileSize::SM90 {
         for (n1, schedule) in sm90_gemm1_widths(tile) {
             for n2 in SM90_MMA_N {
@@ -45,6 +52,19 @@ pub fn sm90_tactics() -> Vec<MoeTactic> {
                 {
                     out.push(t);
                 }
+            }
+        }
+        if !SM90_GEMM1_PAIRED_TILES.contains(&tile) {
+            continue;
+        }
+        for n2 in SM90_MMA_N {
+            let g1 = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), 128);
+            let wide = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), 256);
+            let g2 = GemmTactic::new_sm90(GemmKind::Gemm2, tile.rows(), n2);
+            if let (Ok(g1), Ok(wide), Ok(g2)) = (g1, wide, g2)
+                && let Ok(t) = MoeTactic::new(tile, g1, g2).and_then(|t| t.with_gemm1_wide(wide))
+            {
+                out.push(t);
             }
         }
     }

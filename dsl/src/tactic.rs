@@ -345,6 +345,10 @@ pub struct MoeTactic {
     tile: TileSize,
     gemm1: GemmTactic,
     gemm2: GemmTactic,
+    /// A wider GEMM1 launched beside `gemm1`: each forward pass runs whichever of the two
+    /// spreads its units over the SMs more evenly for the live tiles the routing left (the
+    /// kernels read the live-tile mask; [`MoeTactic::with_gemm1_wide`]).
+    gemm1_wide: Option<GemmTactic>,
 }
 
 impl MoeTactic {
@@ -365,7 +369,39 @@ impl MoeTactic {
                 });
             }
         }
-        Ok(Self { tile, gemm1, gemm2 })
+        Ok(Self { tile, gemm1, gemm2, gemm1_wide: None })
+    }
+
+    /// This tactic with `wide`, a GEMM1 of the same tile, schedule and generation and a wider
+    /// N than [`Self::gemm1`], launched beside it: at each forward pass the live-tile count
+    /// (known on the device only) picks which of the two does GEMM1's units, by which puts
+    /// fewer weight rows on its busiest SM (`moegen_runtime::layer::wide_gemm1_mask`; from 63
+    /// live tiles up one choice for all counts). The other runs no unit. Only Hopper tactics,
+    /// whose routing tiles are small enough for the waves to matter, are offered so
+    /// (`sm90_tactics`).
+    pub fn with_gemm1_wide(self, wide: GemmTactic) -> Result<Self, TacticError> {
+        let g = self.gemm1;
+        if wide.kind != GemmKind::Gemm1 {
+            return Err(TacticError::WrongGemmKind {
+                expected: GemmKind::Gemm1,
+                actual: wide.kind,
+            });
+        }
+        if wide.arch != g.arch
+            || wide.tile != g.tile
+            || wide.schedule != g.schedule
+            || wide.cluster_n != g.cluster_n
+            || wide.raster != g.raster
+            || wide.mma_n <= g.mma_n
+        {
+            return Err(TacticError::NotAWiderSibling { gemm1: g, wide });
+        }
+        Ok(Self { gemm1_wide: Some(wide), ..self })
+    }
+
+    /// The wider GEMM1 launched beside [`Self::gemm1`], if any.
+    pub fn gemm1_wide(&self) -> Option<&GemmTactic> {
+        self.gemm1_wide.as_ref()
     }
 
     /// Routing tile size.
@@ -394,13 +430,18 @@ impl MoeTactic {
     pub fn applies_to(&self, max_tiles: u64, intermediate: u64, hidden: u64) -> bool {
         max_tiles >= 1
             && self.gemm1.fits_n(intermediate.saturating_mul(2))
+            && self.gemm1_wide.is_none_or(|w| w.fits_n(intermediate.saturating_mul(2)))
             && self.gemm2.fits_n(hidden)
     }
 }
 
 impl fmt::Display for MoeTactic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "t{}:{}:{}", self.tile.rows(), self.gemm1, self.gemm2)
+        write!(f, "t{}:{}", self.tile.rows(), self.gemm1)?;
+        if let Some(w) = self.gemm1_wide {
+            write!(f, "|n{}", w.mma_n)?;
+        }
+        write!(f, ":{}", self.gemm2)
     }
 }
 
@@ -500,6 +541,17 @@ pub enum TacticError {
     UnsupportedClusterN {
         /// Cluster N given.
         cluster_n: u32,
+    },
+    /// [`MoeTactic::with_gemm1_wide`] given a GEMM1 that is not the same kernel family with
+    /// a wider N.
+    #[error(
+        "{wide} is not a wider sibling of {gemm1} (same generation, tile, schedule and cluster, larger N)"
+    )]
+    NotAWiderSibling {
+        /// The tactic's GEMM1.
+        gemm1: GemmTactic,
+        /// The GEMM1 given as its wider sibling.
+        wide: GemmTactic,
     },
     /// A GEMM tactic of the wrong kind in a slot.
     #[error("expected a {expected} tactic, got a {actual} tactic")]

@@ -12,11 +12,43 @@ use moegen_dsl::abi::{KernelId, launch_facts};
 use moegen_dsl::*;
 
 #[test]
-fn the_hopper_space_has_27_tactics_whose_wgmma_n_is_the_routing_tile() {
+fn the_hopper_space_has_33_tactics_whose_wgmma_n_is_the_routing_tile() {
     let ts = sm90_tactics();
-    assert_eq!(ts.len(), 27);
+    assert_eq!(ts.len(), 33);
     let names: HashSet<String> = ts.iter().map(|t| t.to_string()).collect();
-    assert_eq!(names.len(), 27);
+    assert_eq!(names.len(), 33);
+    // GEMM1 N 128 paired with N 256 at T 16 and 32, with each GEMM2.
+    let paired: Vec<&MoeTactic> = ts.iter().filter(|t| t.gemm1_wide().is_some()).collect();
+    assert_eq!(paired.len(), 6);
+    for t in &paired {
+        assert!(matches!(t.tile(), TileSize::T16 | TileSize::T32), "{t}");
+        assert_eq!(t.gemm1().mma_tiler()[1], 128, "{t}");
+        assert_eq!(t.gemm1_wide().map(|w| w.mma_tiler()), Some([t.tile().rows(), 256]), "{t}");
+        let single = MoeTactic::new(t.tile(), *t.gemm1(), *t.gemm2()).unwrap();
+        assert!(ts.contains(&single), "{t}: its narrow half is a tactic of its own");
+        assert_eq!(t.to_string(), single.to_string().replacen("n128:", "n128|n256:", 1));
+    }
+    // Only a wider sibling of the same family pairs.
+    let n128 = GemmTactic::new_sm90(GemmKind::Gemm1, 16, 128).unwrap();
+    let n256 = GemmTactic::new_sm90(GemmKind::Gemm1, 16, 256).unwrap();
+    let g2 = GemmTactic::new_sm90(GemmKind::Gemm2, 16, 128).unwrap();
+    let t = MoeTactic::new(TileSize::T16, n128, g2).unwrap();
+    let wide32 = GemmTactic::new_sm90(GemmKind::Gemm1, 32, 256).unwrap();
+    let pp = GemmTactic::new_sm90_scheduled(GemmKind::Gemm1, 128, 128, Schedule::PingPong).unwrap();
+    for bad in [n128, wide32, g2] {
+        assert!(t.with_gemm1_wide(bad).is_err(), "{bad}");
+    }
+    let t128 = MoeTactic::new(
+        TileSize::T128,
+        pp,
+        GemmTactic::new_sm90(GemmKind::Gemm2, 128, 128).unwrap(),
+    )
+    .unwrap();
+    let w128 = GemmTactic::new_sm90(GemmKind::Gemm1, 128, 256).unwrap();
+    assert!(matches!(t128.with_gemm1_wide(w128), Err(TacticError::NotAWiderSibling { .. })));
+    assert!(matches!(t.with_gemm1_wide(g2), Err(TacticError::WrongGemmKind { .. })));
+    let wide = MoeTactic::new(TileSize::T16, n256, g2).unwrap();
+    assert!(matches!(wide.with_gemm1_wide(n128), Err(TacticError::NotAWiderSibling { .. })));
     // Ping-pong: GEMM1 N 128 at T 128, with each GEMM2.
     let pp: Vec<&MoeTactic> =
         ts.iter().filter(|t| t.gemm1().schedule() == Schedule::PingPong).collect();
@@ -71,12 +103,12 @@ fn wide_hopper_tactics_apply_to_dimensions_that_are_multiples_of_the_granule() {
     let ts = sm90_tactics();
     // gpt-oss: 2I = 5760 = 22 · 256 + 128, H = 2880 = 11 · 256 + 64 = 22 · 128 + 64.
     let gpt_oss = tactic::applicable_tactics(&ts, |_| 4, 2880, 2880);
-    assert_eq!(gpt_oss.len(), 27);
+    assert_eq!(gpt_oss.len(), 33);
     assert!(
         gpt_oss.iter().any(|t| t.gemm1().mma_tiler()[1] == 256 && t.gemm2().mma_tiler()[1] == 256)
     );
     // H = 320, I = 192: 2I = 384 = 256 + 128 and H = 256 + 64.
-    assert_eq!(tactic::applicable_tactics(&ts, |_| 1, 192, 320).len(), 27);
+    assert_eq!(tactic::applicable_tactics(&ts, |_| 1, 192, 320).len(), 33);
     // Below the granule nothing applies: H = 352 is not a multiple of 64, and I = 96 makes
     // 2I = 192 half a consumer short.
     assert!(tactic::applicable_tactics(&ts, |_| 1, 192, 352).is_empty());

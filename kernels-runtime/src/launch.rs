@@ -74,6 +74,14 @@ impl Bindings {
         self.scalars.insert(s, v);
         Ok(self)
     }
+    /// Binds a GEMM's live-tile mask (`Scalar::LiveTileMaskLo`/`Hi`): bit `L` set, the GEMM
+    /// does its units when the routing leaves `L` live tiles (bit 63: 63 or more);
+    /// `u64::MAX`: always.
+    pub fn live_tile_mask(mut self, mask: u64) -> Self {
+        self.scalars.insert(Scalar::LiveTileMaskLo, mask as u32);
+        self.scalars.insert(Scalar::LiveTileMaskHi, (mask >> 32) as u32);
+        self
+    }
     /// Binds a buffer's device address.
     pub fn buffer(mut self, b: Buffer, ptr: DevicePtr) -> Self {
         self.buffers.insert(b, ptr);

@@ -296,6 +296,7 @@ fn read_gemm(kind: GemmKind, v: &Value, span: Span) -> syn::Result<ReadGemm> {
             TacticError::UnsupportedSm90Tile { .. } => mma_m,
             TacticError::WrongGemmKind { .. }
             | TacticError::MmaMNotTileSize { .. }
+            | TacticError::NotAWiderSibling { .. }
             | TacticError::MixedArch => span,
         };
         Error::new(span, e)

@@ -187,6 +187,15 @@ pub struct BenchOptions {
     /// GEMM1's activation and the biases (`synth::synth_epilogue`'s data); the peers of
     /// bench/peers.py compute plain SwiGLU without biases.
     pub epilogue: EpilogueSpec,
+    /// Milliseconds the GPU idles before each token count is timed (after the stream has
+    /// drained): the tuner's heavy buckets or the previous token count raise the power draw,
+    /// and an H100 near its power cap lowers its clocks for the next second or so; the
+    /// peers (`bench/peers.py`, a fresh process per run) start cool. 0: no pause.
+    pub settle_ms: u64,
+    /// Time each of these tactics (their names, as `MoeTactic` prints them) on every input,
+    /// one at a time as the only entry of the dispatch table, instead of the table's (or the
+    /// tuner's) choice: how tactics compare draw by draw. `None`: the table's choice.
+    pub tactics: Option<Vec<String>>,
 }
 
 /// The flush buffer's size with `--flush-l2`: 256 MiB, over five times the H200's L2 (and
@@ -206,8 +215,17 @@ pub struct BenchRow {
     pub variant: String,
     /// Every timed replay, in ms.
     pub samples: Vec<f64>,
+    /// The mean of `iters` replays queued back to back between two events: the GPU's time
+    /// per pass with the host's graph launch hidden behind the previous pass (as inside a
+    /// model's graph); `ms` times each replay from an idle GPU, launch latency included.
+    /// `None` with `--flush-l2` (the flush would run between the replays).
+    pub burst_ms: Option<f64>,
     /// The tactic came from the autotuner (not the analytic table).
     pub tuned: bool,
+    /// Routes to the rank's local experts in this input.
+    pub local_routes: usize,
+    /// Local experts with at least one route in this input.
+    pub live_experts: usize,
 }
 
 /// The static NVFP4 global scale of the activations (calibrated on the largest case).
@@ -344,9 +362,70 @@ pub fn bench_variant(
         Some(bytes) => Some((b.alloc(bytes).map_err(be)?, bytes)),
         None => None,
     };
+    let rows = match &opts.tactics {
+        None => time_inputs(b, &mut layer, &ws, (dir, work), v, opts, flush, tuned, log),
+        Some(names) => {
+            let mut each = || -> Result<Vec<BenchRow>, BenchError> {
+                let mut rows = Vec::new();
+                for name in names {
+                    let t = tactics.iter().find(|t| t.to_string() == *name).ok_or_else(|| {
+                        BenchError::UnknownTactic {
+                            shape: sn,
+                            variant: vn,
+                            name: name.clone(),
+                            candidates: tactics.iter().map(ToString::to_string).collect(),
+                        }
+                    })?;
+                    let one = DispatchTable::analytic(&ms, max_tokens as u64, &[*t], &dev);
+                    layer.set_dispatch(one.map_err(s)?).map_err(s)?;
+                    let w = (dir, work);
+                    rows.extend(time_inputs(b, &mut layer, &ws, w, v, opts, flush, false, log)?);
+                }
+                Ok(rows)
+            };
+            each()
+        }
+    };
+    // The next variant uploads its own weights; these go back first.
+    // Everything goes back even when one part fails; the first error is reported.
+    let flushed = flush.map_or(Ok(()), |(p, _)| b.free(p)).map_err(be);
+    let layer = layer.release(b).map_err(s);
+    let ws = ws.release(b).map_err(s);
+    rows.and_then(|rows| flushed.and(layer).and(ws).map(|()| rows))
+}
+
+/// Times every input of `work` with the layer's dispatch table: per token count a captured
+/// graph's replays (median of `opts.iters` after `opts.warmup`), the output written as
+/// `out_{variant}_{N}.npy`.
+#[allow(clippy::too_many_arguments)]
+fn time_inputs(
+    b: &mut dyn Backend,
+    layer: &mut MoeLayer,
+    ws: &Workspace,
+    (dir, work): (&Path, &Workload),
+    v: Variant,
+    opts: &BenchOptions,
+    flush: Option<(moegen_runtime::backend::DevicePtr, usize)>,
+    tuned: bool,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<BenchRow>, BenchError> {
+    let (shape, inputs) = (&work.shape, &work.inputs);
+    let s = |e| BenchError::Layer { shape: shape.name, variant: v.name, source: Box::new(e) };
+    let be = |e| BenchError::Backend { shape: shape.name, variant: v.name, source: Box::new(e) };
     let mut rows = Vec::new();
     for inp in inputs {
         let n = inp.tokens;
+        if opts.settle_ms > 0 {
+            b.synchronize().map_err(be)?;
+            std::thread::sleep(std::time::Duration::from_millis(opts.settle_ms));
+        }
+        let window = shape.expert_offset..shape.expert_offset + shape.local_experts;
+        let local: Vec<i32> = inp
+            .ids
+            .iter()
+            .copied()
+            .filter(|&id| usize::try_from(id).is_ok_and(|id| window.contains(&id)))
+            .collect();
         let up = |b: &mut dyn Backend, bytes: Vec<u8>| -> Result<DeviceSlice, BenchError> {
             let p = b.upload_new(&bytes).map_err(be)?;
             Ok(DeviceSlice::new(p, bytes.len() as u64))
@@ -361,9 +440,9 @@ pub fn bench_variant(
             output: DeviceSlice::new(out, out_bytes as u64),
         };
         let (_, tactic) = layer.dispatch().choose(n as u64).map_err(s)?;
-        layer.forward(b, &ws, &io).map_err(s)?;
-        layer.check_errors(b, &ws).map_err(s)?;
-        let graph = layer.capture(b, &ws, &io).map_err(s)?;
+        layer.forward(b, ws, &io).map_err(s)?;
+        layer.check_errors(b, ws).map_err(s)?;
+        let graph = layer.capture(b, ws, &io).map_err(s)?;
         for _ in 0..opts.warmup {
             b.replay(graph).map_err(be)?;
         }
@@ -377,7 +456,19 @@ pub fn bench_variant(
             let end = b.record_event().map_err(be)?;
             samples.push(f64::from(b.elapsed_ms(start, end).map_err(be)?));
         }
-        layer.check_errors(b, &ws).map_err(s)?;
+        let burst_ms = match flush {
+            Some(_) => None,
+            None => {
+                let start = b.record_event().map_err(be)?;
+                for _ in 0..opts.iters.max(1) {
+                    b.replay(graph).map_err(be)?;
+                }
+                let end = b.record_event().map_err(be)?;
+                let ms = f64::from(b.elapsed_ms(start, end).map_err(be)?);
+                Some(ms / f64::from(opts.iters.max(1)))
+            }
+        };
+        layer.check_errors(b, ws).map_err(s)?;
         b.drop_graph(graph).map_err(be)?;
         let raw = b.download(out, out_bytes).map_err(be)?;
         b.free_all(&[io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, out])
@@ -390,17 +481,20 @@ pub fn bench_variant(
             tactic: tactic.to_string(),
             variant: v.name.to_owned(),
             samples,
+            burst_ms,
             tuned,
+            local_routes: local.len(),
+            live_experts: {
+                let mut e = local;
+                e.sort_unstable();
+                e.dedup();
+                e.len()
+            },
         };
         log(&format!("{} {} N={n}: {:.4} ms ({})", shape.name, v.name, row.ms, row.tactic));
         rows.push(row);
     }
-    // The next variant uploads its own weights; these go back first.
-    // Everything goes back even when one part fails; the first error is reported.
-    let flushed = flush.map_or(Ok(()), |(p, _)| b.free(p)).map_err(be);
-    let layer = layer.release(b).map_err(s);
-    let ws = ws.release(b).map_err(s);
-    flushed.and(layer).and(ws).map(|()| rows)
+    Ok(rows)
 }
 
 /// The tuner's trials (bucket, tactic, mean ms), so one tactic can be read against another

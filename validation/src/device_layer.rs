@@ -74,6 +74,11 @@ pub fn device_moe_layer(
     let LayerInputs { shape, acts: x, weights: w, routing } = *inputs;
     let (h, i, k, l) = (shape.hidden, shape.intermediate, shape.top_k(), shape.local_experts());
     moegen_dsl::plan::check_gemm_shape(moegen_dsl::Target::Sm100f, h as u64, i as u64)?;
+    if let Some(w) = tactic.gemm1_wide() {
+        return Err(DeviceOpError::MissingKernel(format!(
+            "{tactic}: a GEMM1 paired with {w} (this routine launches one GEMM1 kernel)"
+        )));
+    }
     if opts.swiglu_input != SwigluInput::F32 {
         return Err(DeviceOpError::MissingKernel(
             "GEMM1 with bf16 SwiGLU inputs (not in the default set)".into(),
@@ -148,6 +153,7 @@ pub fn device_moe_layer(
             local_experts: l as u64,
             permuted_rows: rows as u64,
         })
+        .live_tile_mask(u64::MAX)
         .scalar(Scalar::Hidden, h as u64)?
         .scalar(Scalar::Intermediate, i as u64)?
         .scalar(Scalar::TopK, k as u64)?

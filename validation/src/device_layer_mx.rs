@@ -112,6 +112,11 @@ pub fn device_mx_layer(
     let MxLayerInputs { shape, acts, weights: w, routing } = *inputs;
     let (h, i, k, l) = (shape.hidden, shape.intermediate, shape.top_k(), shape.local_experts());
     moegen_dsl::plan::check_gemm_shape(Target::Sm100f, h as u64, i as u64)?;
+    if let Some(w) = tactic.gemm1_wide() {
+        return Err(DeviceOpError::MissingKernel(format!(
+            "{tactic}: a GEMM1 paired with {w} (this routine launches one GEMM1 kernel)"
+        )));
+    }
     w.validate(shape)?;
     let tokens = routing.tokens;
     if routing.weights.len() != tokens * k || routing.experts.len() != tokens * k {
@@ -213,6 +218,7 @@ pub fn device_mx_layer(
             local_experts: l as u64,
             permuted_rows: rows as u64,
         })
+        .live_tile_mask(u64::MAX)
         .scalar(Scalar::Hidden, h as u64)?
         .scalar(Scalar::Intermediate, i as u64)?
         .scalar(Scalar::TopK, k as u64)?

@@ -243,6 +243,10 @@ pub struct TacticRow {
     /// compare with the reference's GEMM2 and finalize run on the device's own h, and
     /// `rel_l2_vs_reference` with the model's output. `None` for every other tactic.
     pub fast_h: Option<FastHCheck>,
+    /// The forward pass between two events on the stream: milliseconds on a GPU (one eager
+    /// pass, not a benchmark), simulated thread-instructions / 10⁹ on the simulator (exact,
+    /// so tests compare the work of tactics).
+    pub forward_ms: f64,
     /// The raw output bytes (bf16, little endian) for comparing backends.
     #[serde(skip)]
     pub output: Vec<bf16>,
@@ -359,6 +363,11 @@ fn setup(
     let mut tactics = candidates.clone();
     if let Some(text) = named {
         tactics.retain(|t| t.to_string().contains(text));
+    }
+    // A spread samples the kernels, and a paired GEMM1 (`MoeTactic::gemm1_wide`) runs two
+    // that single-width tactics hold: it spreads over those, unless the name left only pairs.
+    if max_tactics.is_some() && tactics.iter().any(|t| t.gemm1_wide().is_none()) {
+        tactics.retain(|t| t.gemm1_wide().is_none());
     }
     if let Some(m) = max_tactics.filter(|&m| m > 0 && m < tactics.len()) {
         let n = tactics.len();
@@ -518,7 +527,9 @@ pub fn check_tactics_in(
 
 /// [`check_tactics_in`] over only the tactics whose name (`MoeTactic`'s `Display`) contains
 /// `named` (e.g. `_pp`, the Hopper ping-pong GEMM1s), when given; none matching is an empty
-/// list, not an error: a case may have no such tactic.
+/// list, not an error: a case may have no such tactic. With `max_tactics` the pick spreads
+/// over the single-width tactics (a paired GEMM1 adds no kernel), unless `named` left only
+/// pairs (e.g. `|n256`).
 pub fn check_tactics_picked(
     b: &mut dyn Backend,
     p: &Problem,
@@ -555,7 +566,10 @@ fn run_tactics(
             source: Box::new(e),
         };
         b.memset(out, 0xFF, out_bytes).map_err(|e| backend(c, e))?;
+        let start = b.record_event().map_err(|e| backend(c, e))?;
         layer.forward_with(b, ws, &io, t).map_err(tactic_err)?;
+        let end = b.record_event().map_err(|e| backend(c, e))?;
+        let forward_ms = f64::from(b.elapsed_ms(start, end).map_err(|e| backend(c, e))?);
         layer.check_errors(b, ws).map_err(tactic_err)?;
         let raw = b.download(out, out_bytes).map_err(|e| backend(c, e))?;
         let got: Vec<bf16> = raw
@@ -608,6 +622,7 @@ fn run_tactics(
             rel_l2_vs_oracle: relative_l2_error(&g, &p.oracle),
             reference_vs_oracle: relative_l2_error(&wv, &p.oracle),
             fast_h,
+            forward_ms,
             output: got,
         });
     }

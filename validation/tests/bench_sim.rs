@@ -72,6 +72,8 @@ fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
         finalize: FinalizeMode::BulkReduceAdd,
         flush_l2: Some(1 << 16),
         epilogue: moegen_dsl::EpilogueSpec::PLAIN,
+        tactics: None,
+        settle_ms: 0,
     };
     let before = sim.stats();
     let rows = bench_variant(&mut sim, &dir, &work, v, &opts, &mut |_| {}).unwrap();
@@ -84,6 +86,45 @@ fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|r| r.tuned && r.samples.len() == 2 && r.ms > 0.0));
     assert!(rows.iter().all(|r| all[..2].iter().any(|t| t.to_string() == r.tactic)));
+    // Each row counts its input's routes to experts 2..6 and the distinct ones among them.
+    for (r, inp) in rows.iter().zip(inputs) {
+        let mut local: Vec<i32> =
+            inp.ids.iter().copied().filter(|id| (2..6).contains(id)).collect();
+        assert_eq!(r.local_routes, local.len());
+        local.sort_unstable();
+        local.dedup();
+        assert_eq!(r.live_experts, local.len());
+    }
+    assert!(rows.iter().any(|r| r.local_routes > r.live_experts), "a draw with a shared expert");
+
+    // Named tactics: each one alone, every input, in the order named; untuned.
+    let names: Vec<String> = all[..2].iter().rev().map(ToString::to_string).collect();
+    assert!(rows.iter().all(|r| r.burst_ms.is_none()), "no back-to-back figure with a flush");
+    let named =
+        BenchOptions { tune: None, tactics: Some(names.clone()), flush_l2: None, ..opts.clone() };
+    let before = sim.stats();
+    let rows = bench_variant(&mut sim, &dir, &work, v, &named, &mut |_| {}).unwrap();
+    let after = sim.stats();
+    assert_eq!(after.allocations - before.allocations, after.frees - before.frees);
+    let got: Vec<(&str, usize)> = rows.iter().map(|r| (r.tactic.as_str(), r.tokens)).collect();
+    let want: Vec<(&str, usize)> =
+        names.iter().flat_map(|n| [(n.as_str(), 3), (n.as_str(), 6)]).collect();
+    assert_eq!(got, want);
+    assert!(rows.iter().all(|r| !r.tuned));
+    // Without a flush, the back-to-back replays: on the simulator (instruction counts) the
+    // same work per pass as each single replay.
+    for r in &rows {
+        let burst = r.burst_ms.expect("a back-to-back figure without a flush");
+        assert!((burst - r.ms).abs() <= 1e-6 * r.ms, "{}: {burst} against {}", r.tactic, r.ms);
+    }
+    // A name that is not a candidate is refused by name, and the layer still goes back.
+    let bad = BenchOptions { tactics: Some(vec!["t999:none".to_owned()]), ..named };
+    let before = sim.stats();
+    let err = bench_variant(&mut sim, &dir, &work, v, &bad, &mut |_| {}).unwrap_err();
+    let after = sim.stats();
+    assert_eq!(after.allocations - before.allocations, after.frees - before.frees);
+    assert!(matches!(&err, BenchError::UnknownTactic { name, .. } if name == "t999:none"), "{err}");
+    assert!(err.to_string().contains(&names[0]), "the message lists the candidates: {err}");
 
     // The output left for peers.py is the SM100 reference on the exactly converted weights.
     let inp = &inputs[0];

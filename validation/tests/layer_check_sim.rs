@@ -350,8 +350,9 @@ fn gpt_oss_epilogue_matches_the_reference_bit_for_bit() {
         let rows = check_tactics(&mut sim, &p, None).unwrap();
         assert_eq!(
             rows.len(),
-            18,
-            "4 tiles × GEMM1 N 128/256 × GEMM2 N 64/128, and T 128 GEMM1 N 128 ping-pong × both"
+            22,
+            "4 tiles × GEMM1 N 128/256 × GEMM2 N 64/128, T 128 GEMM1 N 128 ping-pong × both, \
+             and T 16/32 GEMM1 N 128 paired with N 256 × both"
         );
         // The oracle has the unquantized weights: MXFP4 alone costs ~20 % here. With the
         // epilogue the reference stays as close to its oracle as the plain layer does to

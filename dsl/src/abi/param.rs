@@ -72,6 +72,13 @@ pub enum Scalar {
     /// Routing sort: 1 skips `abi::ep::NO_ROUTE` silently (`abi::ep::Padding::Skip`), 0
     /// refuses it as out of range.
     AcceptPadding,
+    /// A GEMM's live-tile mask, bits 0–31: bit `L` set, the kernel does its units when the
+    /// routing sort left `L` live tiles; clear, it does none (its sibling of another width
+    /// does them: `MoeTactic::gemm1_wide`). All ones: always.
+    LiveTileMaskLo,
+    /// Bits 32–63 of the live-tile mask ([`Scalar::LiveTileMaskLo`]); its bit 31 stands for
+    /// 63 live tiles or more.
+    LiveTileMaskHi,
 }
 
 /// A device buffer; the workspace plan and the layer's tensors are named by these.
@@ -172,7 +179,7 @@ pub enum Buffer {
 
 impl Scalar {
     /// Every scalar.
-    pub const ALL: [Scalar; 14] = [
+    pub const ALL: [Scalar; 16] = [
         Scalar::Tokens,
         Scalar::NumRoutes,
         Scalar::NumExperts,
@@ -187,6 +194,8 @@ impl Scalar {
         Scalar::SortBlocks,
         Scalar::PerPeer,
         Scalar::AcceptPadding,
+        Scalar::LiveTileMaskLo,
+        Scalar::LiveTileMaskHi,
     ];
 }
 

@@ -43,6 +43,16 @@ macro_rules! routing_tail {
             scalar("intermediate", S::Intermediate, "I"),
             scalar("top_k", S::TopK, "routes per token"),
             scalar("max_tiles", S::MaxTiles, "length of the tile arrays (sizes the static schedule)"),
+            scalar(
+                "live_mask_lo",
+                S::LiveTileMaskLo,
+                "bit L (0–31): do the units when L tiles are live, else none (all ones: always)",
+            ),
+            scalar(
+                "live_mask_hi",
+                S::LiveTileMaskHi,
+                "bits 32–63 of the live-tile mask; bit 31 stands for 63 or more",
+            ),
             $($($extra,)*)?
         ]
     };

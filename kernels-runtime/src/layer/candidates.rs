@@ -343,7 +343,8 @@ fn check(
     format: WeightFormat,
     tactic: &MoeTactic,
 ) -> Result<(), Rejection> {
-    for g in [tactic.gemm1(), tactic.gemm2()] {
+    for g in [Some(tactic.gemm1()), tactic.gemm1_wide(), Some(tactic.gemm2())].into_iter().flatten()
+    {
         find_kernel(kernels, g, config, format)?;
     }
     let s = &config.shape;
@@ -352,6 +353,9 @@ fn check(
     check_gemm_dim(target, "intermediate size", s.intermediate as u64).map_err(Rejection::Shape)?;
     let rows_per_column = if config.epilogue.activation.gated() { 2 } else { 1 };
     cover_rows(tactic.gemm1(), "intermediate size", s.intermediate as u64, rows_per_column)?;
+    if let Some(w) = tactic.gemm1_wide() {
+        cover_rows(w, "intermediate size", s.intermediate as u64, rows_per_column)?;
+    }
     cover(tactic.gemm2(), "hidden size", s.hidden as u64)?;
     let routes = max_tokens.saturating_mul(s.top_k() as u64);
     let tiles = max_tiles(routes, s.local_experts() as u64, u64::from(tactic.tile().rows()))

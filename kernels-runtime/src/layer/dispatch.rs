@@ -203,8 +203,7 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
             ((local * (1.0 - c.idle)).max(1.0), (local * c.tiles_per_expert).max(1.0))
         }
     };
-    let mut total = 0.0;
-    for (g, n_dim, k_dim) in [(tactic.gemm1(), 2.0 * i, h), (tactic.gemm2(), h, i)] {
+    let gemm_us = |g: &GemmTactic, n_dim: f64, k_dim: f64| {
         let [_, n] = g.mma_tiler();
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
@@ -240,9 +239,17 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         // the stream, the same for every tactic, moves no pick.
         let weight_s = touched * n_dim * k_dim * 0.5625 / dev.gpu.achievable_hbm_bytes_per_s();
         let exposed = software.map_or(0.0, |d| d.exposed) * mma_s.min(weight_s);
-        total += (mma_s.max(weight_s) + exposed) * 1e6 + dev.gpu.launch_us;
-    }
-    total
+        (mma_s.max(weight_s) + exposed) * 1e6 + dev.gpu.launch_us
+    };
+    // A paired GEMM1 runs the faster width at the expected live tiles, and pays the other's
+    // launch: the model, which knows the expected tile count only, never ranks a pair above
+    // its faster half; the gain is in the spread of tile counts, which the tuner times.
+    let gemm1 = gemm_us(tactic.gemm1(), 2.0 * i, h);
+    let gemm1 = match tactic.gemm1_wide() {
+        Some(w) => gemm1.min(gemm_us(w, 2.0 * i, h)) + dev.gpu.launch_us,
+        None => gemm1,
+    };
+    gemm1 + gemm_us(tactic.gemm2(), h, i)
 }
 
 /// CTAs of `g` resident per SM: the resource model's (1 for a GEMM it cannot plan, which

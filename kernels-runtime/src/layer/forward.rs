@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use moegen_dsl::abi::ep::Padding;
+use moegen_dsl::abi::launch::persistent_units;
 use moegen_dsl::abi::launch::{QUANT_FP8_THREADS, ROUTES_PER_BLOCK};
 use moegen_dsl::abi::{Buffer, KernelId, KernelInfo, MapDims, Scalar, SimtFamily};
 use moegen_dsl::abi::{SimtTarget, WeightFormat};
@@ -20,10 +21,11 @@ use super::candidates::{CandidateReport, find_kernel};
 use super::dispatch::DispatchTable;
 use super::error::LayerError;
 use super::kernel_set::KernelSet;
+use super::live_tiles::{UnitSpread, wide_gemm1_mask};
 use super::memory::{DeviceSlice, LayerWeights, Workspace};
 use crate::backend::{Backend, DevicePtr, GraphId};
 use crate::error::RuntimeError;
-use crate::launch::{Bindings, GridInputs, kernel_args, launch_shape};
+use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape};
 
 /// The options of a layer's kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +93,8 @@ pub struct ForwardIo {
 struct Resolved {
     tactic: MoeTactic,
     gemm1: &'static KernelInfo,
+    /// The wider GEMM1 launched beside `gemm1` (`MoeTactic::gemm1_wide`).
+    gemm1_wide: Option<&'static KernelInfo>,
     gemm2: &'static KernelInfo,
 }
 
@@ -203,7 +207,16 @@ impl MoeLayer {
                     });
                 }
             };
-            resolved.push(Resolved { tactic: *t, gemm1, gemm2 });
+            let gemm1_wide = match t.gemm1_wide().map(kernel).transpose() {
+                Ok(w) => w,
+                Err(reason) => {
+                    return Err(LayerError::TacticRejected {
+                        tactic: *t,
+                        reason: Box::new(reason),
+                    });
+                }
+            };
+            resolved.push(Resolved { tactic: *t, gemm1, gemm1_wide, gemm2 });
         }
         for t in dispatch.choices() {
             if !resolved.iter().any(|r| r.tactic == *t) {
@@ -481,7 +494,8 @@ impl MoeLayer {
             .scalar(Scalar::TileSize, u64::from(tactic.tile().rows()))?
             .scalar(Scalar::MaxTiles, tiles)?
             .scalar(Scalar::MaxPermutedRows, rows)?
-            .scalar(Scalar::SortBlocks, routes.div_ceil(u64::from(ROUTES_PER_BLOCK)))?;
+            .scalar(Scalar::SortBlocks, routes.div_ceil(u64::from(ROUTES_PER_BLOCK)))?
+            .live_tile_mask(u64::MAX);
         let grid = GridInputs {
             routes,
             tokens: io.tokens as u64,
@@ -492,11 +506,44 @@ impl MoeLayer {
             sm_count: b.sm_count(),
             permuted_rows: rows,
         };
-        let run = |b: &mut dyn Backend, k: &'static KernelInfo| -> Result<(), LayerError> {
-            let args = kernel_args(b, k, &bind)?;
-            let shape = launch_shape(k, &grid)?;
-            b.launch(k, shape, &args)?;
-            Ok(())
+        let run_masked =
+            |b: &mut dyn Backend, k: &'static KernelInfo, mask: u64| -> Result<(), LayerError> {
+                let args = if mask == u64::MAX {
+                    kernel_args(b, k, &bind)?
+                } else {
+                    kernel_args(b, k, &bind.clone().live_tile_mask(mask))?
+                };
+                let shape = launch_shape(k, &grid)?;
+                b.launch(k, shape, &args)?;
+                Ok(())
+            };
+        let run = |b: &mut dyn Backend, k: &'static KernelInfo| run_masked(b, k, u64::MAX);
+        // With a wide GEMM1 beside the narrow one, each takes the live-tile counts at which
+        // its busiest SM streams fewer weight rows (`live_tiles`).
+        let gemm1_masks = match r.gemm1_wide {
+            None => None,
+            Some(wide) => {
+                let spread = |k: &'static KernelInfo| -> Result<UnitSpread, LayerError> {
+                    let fail = |reason: &str| LaunchError::Grid {
+                        kernel: k.name,
+                        reason: format!("pairing GEMM1 widths: {reason}"),
+                    };
+                    let KernelId::Gemm(key) = k.id else {
+                        return Err(fail("not a GEMM").into());
+                    };
+                    let per_tile = persistent_units(&key, 1, grid.hidden, grid.intermediate)
+                        .ok_or_else(|| fail("the N tiles do not divide into its clusters"))?;
+                    let ctas = u64::from(launch_shape(k, &grid)?.grid);
+                    Ok(UnitSpread {
+                        rows_per_unit: u64::from(key.mma_n),
+                        units_per_tile: per_tile,
+                        ctas,
+                    })
+                };
+                let sms = u64::from(grid.sm_count);
+                let mask = wide_gemm1_mask(spread(r.gemm1)?, spread(wide)?, sms, tiles);
+                Some((wide, mask))
+            }
         };
         let [hist, offsets, scatter, single, finalize_kernel] = self.simt;
         ws.reset_errors(b)?;
@@ -516,7 +563,13 @@ impl MoeLayer {
         if let Some(k) = self.activation_kernel {
             run(b, k)?;
         }
-        run(b, r.gemm1)?;
+        match gemm1_masks {
+            None => run(b, r.gemm1)?,
+            Some((wide, mask)) => {
+                run_masked(b, r.gemm1, !mask)?;
+                run_masked(b, wide, mask)?;
+            }
+        }
         if let Some(k) = self.hidden_kernel {
             run(b, k)?;
         }

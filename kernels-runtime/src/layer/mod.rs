@@ -10,6 +10,7 @@ mod forward;
 mod host_buffers;
 mod host_pass;
 mod kernel_set;
+mod live_tiles;
 mod memory;
 mod route_counts;
 mod tune;
@@ -23,6 +24,7 @@ pub use error::LayerError;
 pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};
 pub use host_buffers::{DeviceElement, HostBufferError, HostBuffers};
 pub use kernel_set::KernelSet;
+pub use live_tiles::{LIVE_TILE_MASK_BITS, UnitSpread, wide_gemm1_mask};
 pub use memory::{DeviceSlice, LayerWeights, WORKSPACE_ALIGN, Workspace, WorkspaceSpec};
 pub use tune::{
     LOCAL_ROUTES_PER_BUCKET, MAX_ROUTING_DRAWS, ROUTING_GENERATOR, TUNE_ROUTING_SEED, TUNE_TIMING,

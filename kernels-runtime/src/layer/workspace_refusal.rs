@@ -109,7 +109,10 @@ pub fn check_spec(set: &KernelSet, spec: &WorkspaceSpec) -> Result<(), Workspace
         .collect();
     let tactics_of = |gemms: &[&HeldGemm]| -> Vec<MoeTactic> {
         let held = |g: &GemmTactic| gemms.iter().any(|k| k.tactic == *g);
-        tactics_for(arch).into_iter().filter(|t| held(t.gemm1()) && held(t.gemm2())).collect()
+        tactics_for(arch)
+            .into_iter()
+            .filter(|t| held(t.gemm1()) && t.gemm1_wide().is_none_or(held) && held(t.gemm2()))
+            .collect()
     };
     if tactics_of(&of_arch.iter().map(|(g, _)| g).collect::<Vec<_>>()).is_empty() {
         return Err(WorkspaceRefusal::NoKernels { arch });

@@ -92,6 +92,18 @@ pub enum BenchError {
         /// The error.
         source: std::io::Error,
     },
+    /// A `--tactics` name that is not one of the variant's candidates at this shape.
+    #[error("{shape} {variant}: no candidate tactic {name:?} (candidates: {})", candidates.join(", "))]
+    UnknownTactic {
+        /// The shape's name.
+        shape: &'static str,
+        /// The variant's name.
+        variant: &'static str,
+        /// The name asked for.
+        name: String,
+        /// The candidates' names.
+        candidates: Vec<String>,
+    },
     /// Serializing `inputs.json` or the tuner's trials (`tune_<variant>.json`).
     #[error("serializing JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -53,7 +53,8 @@ struct Args {
     /// The parts to run (comma separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Part::Simt, Part::Corpus, Part::Layer, Part::Mufu])]
     parts: Vec<Part>,
-    /// At most this many tactics per layer case (spread over the list); default: all.
+    /// At most this many tactics per layer case (spread over the list; over the single-width
+    /// tactics unless `--layer-tactic` names only paired GEMM1s); default: all.
     #[arg(long)]
     layer_tactics: Option<usize>,
     /// Only the layer cases whose label contains this text (e.g. `mxfp4 bulk`).

@@ -42,12 +42,23 @@ struct Args {
     /// Untimed replays first.
     #[arg(long, default_value_t = 5)]
     warmup: u32,
+    /// Milliseconds the GPU idles before each token count is timed: after the tuner's heavy
+    /// buckets an H100 near its power cap runs lower clocks for about a second, which the
+    /// peers (a fresh process) do not meet. 0: no pause. Default 1000; refused with `--ep`.
+    #[arg(long)]
+    settle_ms: Option<u64>,
     /// The autotuner's timed runs per (bucket, tactic).
     #[arg(long, default_value_t = 3)]
     tune_iters: u32,
     /// Keep the analytic dispatch table instead of autotuning (for profiler runs).
     #[arg(long)]
     no_tune: bool,
+    /// Time each of these tactics (comma-separated, as the tactic column prints them) as
+    /// the only entry of the dispatch table, one after another on every token count, instead
+    /// of the table's choice: how tactics compare on each routing draw (rows carry the
+    /// draw's local routes and live experts). Needs `--no-tune`.
+    #[arg(long, value_delimiter = ',')]
+    tactics: Option<Vec<String>>,
     /// Sum routes in a fixed order (the deterministic finalize) instead of the bulk reduce.
     #[arg(long)]
     deterministic: bool,
@@ -77,6 +88,9 @@ struct Args {
     ep_mode: Option<EpModeArg>,
 }
 
+/// `--settle-ms` when not given.
+const DEFAULT_SETTLE_MS: u64 = 1000;
+
 /// `--ep-mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum EpModeArg {
@@ -103,6 +117,12 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(g) = args.ep {
+        if args.tactics.is_some() {
+            return Err("--tactics runs on one GPU: it is refused with --ep".into());
+        }
+        if args.settle_ms.is_some() {
+            return Err("--settle-ms paces the one-GPU benchmark: it is refused with --ep".into());
+        }
         return run_ep(args, g);
     }
     if args.ep_mode.is_some() {
@@ -120,6 +140,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         s.moe_shape()?;
         shapes.push(s);
+    }
+    if args.tactics.is_some() && !args.no_tune {
+        return Err("--tactics times the tactics it names: pass --no-tune".into());
     }
     let mut gpu = CudaBackend::new(0)?;
     let arch = arch_of(&gpu);
@@ -158,6 +181,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             EpilogueArg::Plain => EpilogueSpec::PLAIN,
             EpilogueArg::GptOss => EpilogueSpec::GPT_OSS,
         },
+        tactics: args.tactics.clone(),
+        settle_ms: args.settle_ms.unwrap_or(DEFAULT_SETTLE_MS),
     };
     let mut log = |m: &str| eprintln!("{m}");
     for shape in &shapes {
@@ -178,9 +203,15 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             shape.local_experts,
             shape.top_k
         );
-        println!("{:>7} {:<10} {:>10} tactic", "tokens", "variant", "ms");
+        println!(
+            "{:>7} {:>6} {:>6} {:<10} {:>10} tactic",
+            "tokens", "routes", "live", "variant", "ms"
+        );
         for r in &rows {
-            println!("{:>7} {:<10} {:>10.4} {}", r.tokens, r.variant, r.ms, r.tactic);
+            println!(
+                "{:>7} {:>6} {:>6} {:<10} {:>10.4} {}",
+                r.tokens, r.local_routes, r.live_experts, r.variant, r.ms, r.tactic
+            );
         }
         let json = serde_json::json!({
             "device": device,
@@ -189,6 +220,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "warmup": args.warmup,
             "flush_l2": args.flush_l2,
             "epilogue": format!("{:?}", opts.epilogue),
+            "settle_ms": opts.settle_ms,
+            // A `--tactics` sweep times each named tactic alone: its rows are not the layer's
+            // dispatch, and bench/peers.py refuses to rank them against the peers.
+            "tactics": args.tactics,
             "rows": rows,
         });
         let path = dir.join("moegen.json");

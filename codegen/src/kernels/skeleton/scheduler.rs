@@ -204,7 +204,20 @@ impl TileScheduler {
         let total_units = b.mul_u32(max_tiles, units_n);
         let live_ptr = b.ld_buffer(Buffer::NumNonExitingTiles);
         let live_raw = b.ld_global(Ty::U32, RegClass::B32, live_ptr);
-        let live_tiles = b.min_u32(live_raw, max_tiles);
+        let live = b.min_u32(live_raw, max_tiles);
+        // The live-tile mask: a kernel launched beside a sibling of another width does its
+        // units only at the live-tile counts its bit is set for (the sibling has the others);
+        // a kernel left out does no unit and goes straight to its teardown.
+        let lo = b.ld_scalar(Scalar::LiveTileMaskLo);
+        let hi = b.ld_scalar(Scalar::LiveTileMaskHi);
+        let bit = b.min_u32(live, 63u32);
+        let high = b.setp_u32(Cmp::Ge, bit, 32u32);
+        let word = b.selp_u32(hi, lo, high);
+        let shift = b.and_b32(bit, 31u32);
+        let shifted = b.shr_u32(word, shift);
+        let flag = b.and_b32(shifted, 1u32);
+        let run = b.setp_u32(Cmp::Ne, flag, 0u32);
+        let live_tiles = b.selp_u32(live, 0u32, run);
         let tile_expert = b.ld_buffer(Buffer::TileIdxToExpertIdx);
         let tile_limit = b.ld_buffer(Buffer::TileIdxToMnLimit);
         TileScheduler {
