@@ -244,8 +244,9 @@ pub struct TacticRow {
     /// `rel_l2_vs_reference` with the model's output. `None` for every other tactic.
     pub fast_h: Option<FastHCheck>,
     /// The forward pass between two events on the stream: milliseconds on a GPU (one eager
-    /// pass, not a benchmark), simulated thread-instructions / 10⁹ on the simulator (exact,
-    /// so tests compare the work of tactics).
+    /// pass, not a benchmark; a case's first pass includes the driver's loading of the
+    /// kernels), simulated thread-instructions / 10⁹ on the simulator (exact, so tests
+    /// compare the work of tactics).
     pub forward_ms: f64,
     /// The raw output bytes (bf16, little endian) for comparing backends.
     #[serde(skip)]
@@ -366,7 +367,8 @@ fn setup(
     }
     // A spread samples the kernels, and a paired GEMM1 (`MoeTactic::gemm1_wide`) runs two
     // that single-width tactics hold: it spreads over those, unless the name left only pairs.
-    if max_tactics.is_some() && tactics.iter().any(|t| t.gemm1_wide().is_none()) {
+    let singles = tactics.iter().filter(|t| t.gemm1_wide().is_none()).count();
+    if max_tactics.is_some_and(|m| m > 0 && m < singles) {
         tactics.retain(|t| t.gemm1_wide().is_none());
     }
     if let Some(m) = max_tactics.filter(|&m| m > 0 && m < tactics.len()) {

@@ -131,7 +131,7 @@ fn counts_past_31_and_63_read_the_high_word_and_its_last_bit() {
     let narrow = UnitSpread { rows_per_unit: 128, units_per_tile: 2, ctas: 15 };
     let wide = UnitSpread { rows_per_unit: 256, units_per_tile: 1, ctas: 5 };
     let acts = ActivationFormat::Bf16;
-    for (experts, tokens) in [(48, 120), (96, 400)] {
+    for (experts, tokens, from_63) in [(48, 120, false), (96, 400, true)] {
         // One route per token, all but 8 of the model's experts local (none-local needs some).
         let window = ExpertWindow::new(experts + 8, 0, experts, 1).unwrap();
         let shape = MoeShape::new(128, 128, window).unwrap();
@@ -144,6 +144,7 @@ fn counts_past_31_and_63_read_the_high_word_and_its_last_bit() {
         // The case means something only if a kernel that read the low word (below 63
         // tiles) or skipped the clamp to bit 63 (from 63) would choose otherwise.
         assert!(live >= 33, "{live} live tiles");
+        assert_eq!(live >= 63, from_63, "{live} live tiles: the case covers the other bit");
         let wrong = if live < 63 { live - 32 } else { 32 + ((live - 32) & 31) };
         assert_ne!(wide_runs, mask >> wrong & 1 == 1, "{live} tiles: pick another case");
         one_width_ran(&format!("{live} live tiles"), &rows, wide_runs, skips);
