@@ -5,11 +5,11 @@
 //! pair costs one width's layer plus the other kernel's prologue, not both GEMMs.
 
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::{ActivationFormat, EpilogueSpec, FinalizeMode};
+use moegen_dsl::{ActivationFormat, EpilogueSpec, FinalizeMode, TileSize};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::{KernelSet, UnitSpread, wide_gemm1_mask};
 use moegen_runtime::reference::MoeShape;
-use moegen_runtime::routing::ExpertWindow;
+use moegen_runtime::routing::{ExpertWindow, moe_sort};
 use moegen_validation::layer_check::{
     LayerCase, RoutePattern, TacticRow, check_tactics_picked, problem,
 };
@@ -24,7 +24,7 @@ fn rows(routes: RoutePattern, activations: ActivationFormat) -> Vec<TacticRow> {
     run(shape, 8, routes, activations, 4).0
 }
 
-/// The T 16 rows of a case, and its live tiles (every expert below 16 routes: one tile each).
+/// The T 16 rows of a case, and its live tiles (the CPU routing sort's count).
 fn run(
     shape: MoeShape,
     tokens: usize,
@@ -45,16 +45,8 @@ fn run(
         recipe: None,
     };
     let p = problem(case).unwrap();
-    let w = &shape.window;
-    let mut local: Vec<i32> = p.routing.experts.clone();
-    local.retain(|&e| {
-        usize::try_from(e).is_ok_and(|e| e >= w.offset() && e < w.offset() + w.local())
-    });
-    let mut per: std::collections::BTreeMap<i32, u64> = Default::default();
-    for e in local {
-        *per.entry(e).or_default() += 1;
-    }
-    let tiles = per.values().map(|&c| c.div_ceil(16)).sum();
+    let sort = moe_sort(&p.routing.experts, tokens, &shape.window, TileSize::T16).unwrap();
+    let tiles = u64::try_from(sort.num_non_exiting_tiles).unwrap();
     let mut sim = SimBackend::hopper().with_sm_count(sms);
     let named = Some("t16:gemm1_sm90_t16n");
     let rows = check_tactics_picked(&mut sim, &p, None, named, &KernelSet::builtin()).unwrap();
