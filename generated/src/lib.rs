@@ -433,7 +433,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_quantize_nvfp4.ptx"),
         params: ::moegen_dsl::abi::signature::QUANTIZE_NVFP4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::FinalizeReduce, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -441,7 +441,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_finalize_reduce.ptx"),
         params: ::moegen_dsl::abi::signature::FINALIZE_REDUCE,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::EpDispatchPack, target: ::moegen_dsl::abi::SimtTarget::Sm100f },
@@ -473,7 +473,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_quantize_mxfp8.ptx"),
         params: ::moegen_dsl::abi::signature::QUANTIZE_MXFP8,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 32, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 32, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
     },
 ];
 
@@ -1847,7 +1847,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_quantize_nvfp4.ptx"),
         params: ::moegen_dsl::abi::signature::QUANTIZE_NVFP4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::FinalizeReduce, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -1855,7 +1855,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_finalize_reduce.ptx"),
         params: ::moegen_dsl::abi::signature::FINALIZE_REDUCE,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 2, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::EpDispatchPack, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -1887,7 +1887,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_qdq_nvfp4.ptx"),
         params: ::moegen_dsl::abi::signature::QDQ_NVFP4,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 0, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::GridStride { values_per_thread: 16, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QuantFp8Tokens, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -1895,7 +1895,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_quant_fp8_tokens.ptx"),
         params: ::moegen_dsl::abi::signature::QUANT_FP8_TOKENS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 32, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRows { rows: ::moegen_dsl::abi::RowCount::Tokens, rows_per_block: 1, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 32, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRows { rows: ::moegen_dsl::abi::RowCount::Tokens, rows_per_block: 1, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
         id: ::moegen_dsl::abi::KernelId::Simt { family: ::moegen_dsl::abi::SimtFamily::QuantFp8Rows, target: ::moegen_dsl::abi::SimtTarget::Sm90a },
@@ -1903,7 +1903,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_quant_fp8_rows.ptx"),
         params: ::moegen_dsl::abi::signature::QUANT_FP8_ROWS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 32, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRows { rows: ::moegen_dsl::abi::RowCount::PermutedRows, rows_per_block: 1, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 32, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRows { rows: ::moegen_dsl::abi::RowCount::PermutedRows, rows_per_block: 1, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
     },
 ];
 

@@ -155,35 +155,47 @@ fn every_kernel_assembles_without_spills_for_each_architecture() {
     }
 }
 
+/// The body of a kernel's PTX (after the opening brace), one instruction or label per line,
+/// comments and guard predicates (`@%p0`, `@!%p0`) dropped.
+fn body_lines(ptx: &str) -> Vec<&str> {
+    let body = ptx.split_once('{').map_or("", |(_, b)| b);
+    body.lines()
+        .map(|l| l.split("//").next().unwrap_or("").trim())
+        .map(|l| {
+            if l.starts_with('@') {
+                l.split_once(char::is_whitespace).map_or("", |(_, r)| r.trim_start())
+            } else {
+                l
+            }
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+const MEMORY: [&str; 7] = ["ld.", "st.", "atom.", "red.", "cp.", "prefetch", "tensormap"];
+
 /// A kernel launched with programmatic dependent launch may start before the kernel ahead
 /// of it finishes, so every path must run `griddepcontrol.wait` before it touches global
 /// memory or the copy engines: before the wait, branches only go to labels that are also
 /// before it, and the only memory instructions are shared-memory, parameter and local ones
-/// (barrier set-up, TMEM allocation and register moves are fine).
+/// (barrier set-up, TMEM allocation and register moves are fine). The activation quantizers
+/// that run beside the routing sort (`abi::launch::simt_overlaps_sort`) are the exception,
+/// checked by the next test.
 #[test]
 fn programmatic_launches_wait_before_touching_memory() {
-    const MEMORY: [&str; 7] = ["ld.", "st.", "atom.", "red.", "cp.", "prefetch", "tensormap"];
     const ALLOWED: [&str; 3] = [".shared", ".param", ".local"];
     let mut programmatic = 0;
     for k in moegen_kernels::kernels() {
-        if !k.launch.programmatic {
+        if !k.launch.programmatic || overlaps_sort(k) {
             continue;
         }
         let at = k.ptx.find("griddepcontrol.wait");
         let Some(at) = at else { panic!("{}: launched programmatically without a wait", k.name) };
         programmatic += 1;
-        let body = k.ptx[..at].split_once('{').map_or("", |(_, b)| b);
-        let lines: Vec<&str> =
-            body.lines().map(|l| l.split("//").next().unwrap_or("").trim()).collect();
+        let lines = body_lines(&k.ptx[..at]);
         let labels: Vec<&str> = lines.iter().filter_map(|l| l.strip_suffix(':')).collect();
         for line in &lines {
-            // Drop a guard predicate (`@%p0`, `@!%p0`).
-            let op = if line.starts_with('@') {
-                line.split_once(char::is_whitespace).map_or("", |(_, r)| r.trim_start())
-            } else {
-                line
-            };
-            let mut words = op.split_whitespace();
+            let mut words = line.split_whitespace();
             let first = words.next().unwrap_or("");
             if first.starts_with("bra") {
                 let target = words.next().unwrap_or("").trim_end_matches(';');
@@ -201,6 +213,68 @@ fn programmatic_launches_wait_before_touching_memory() {
     assert!(programmatic > 0, "the GEMMs are launched programmatically");
 }
 
+fn overlaps_sort(k: &moegen_dsl::abi::KernelInfo) -> bool {
+    matches!(k.id, moegen_dsl::abi::KernelId::Simt { family, .. }
+        if moegen_dsl::abi::launch::simt_overlaps_sort(family))
+}
+
+/// The quantizers launched programmatically after the routing sort run beside it: before
+/// their first `griddepcontrol.wait` they may read only the layer's input activations (and
+/// NVFP4's global scale) and write only their own outputs, which no earlier kernel of the
+/// layer reads or writes; they place nothing by the sort's output before it; and they leave
+/// only through a wait, so the GEMM that waits on them has also waited on the sort.
+#[test]
+fn the_quantizers_beside_the_sort_touch_only_the_input_before_their_wait() {
+    use moegen_dsl::abi::{Buffer, ParamKind, params};
+    const BEFORE_WAIT: [Buffer; 6] = [
+        Buffer::ActivationsBf16,
+        Buffer::ActivationGlobalScale,
+        Buffer::Activations,
+        Buffer::ActivationScales,
+        Buffer::ActivationsDequantized,
+        Buffer::ActivationsFp8,
+    ];
+    let mut beside = 0;
+    for k in moegen_kernels::kernels().filter(|k| overlaps_sort(k)) {
+        assert!(k.launch.programmatic, "{}", k.name);
+        beside += 1;
+        let lines = body_lines(k.ptx);
+        let wait = lines.iter().position(|l| *l == "griddepcontrol.wait;");
+        let Some(wait) = wait else { panic!("{}: no griddepcontrol.wait", k.name) };
+        for line in &lines[..wait] {
+            let Some(rest) = line.strip_prefix("ld.param.") else { continue };
+            let name = rest.rsplit_once('[').map_or("", |(_, n)| n.trim_end_matches("];"));
+            let param = params(&k.id).iter().find(|p| p.name == name);
+            let Some(param) = param else { panic!("{}: `{line}` loads no parameter", k.name) };
+            if let ParamKind::Buffer(buf) = param.kind {
+                assert!(
+                    BEFORE_WAIT.contains(&buf),
+                    "{}: `{line}` ({buf:?}) before griddepcontrol.wait",
+                    k.name
+                );
+            }
+        }
+        for line in &lines[..wait] {
+            let first = line.split_whitespace().next().unwrap_or("");
+            assert!(
+                !["atom.", "red.", "cp.", "tensormap"].iter().any(|m| first.starts_with(m)),
+                "{}: `{line}` before griddepcontrol.wait",
+                k.name
+            );
+        }
+        let rets: Vec<usize> =
+            lines.iter().enumerate().filter(|(_, l)| **l == "ret;").map(|(i, _)| i).collect();
+        assert!(!rets.is_empty(), "{}: no ret", k.name);
+        for i in rets {
+            assert_eq!(lines[i - 1], "griddepcontrol.wait;", "{}: a ret without a wait", k.name);
+        }
+        assert!(!lines.iter().any(|l| l.starts_with("exit")), "{}: exit", k.name);
+    }
+    // quantize_nvfp4 (both targets), quantize_mxfp8 (SM100), qdq_nvfp4 and quant_fp8_tokens
+    // (Hopper).
+    assert_eq!(beside, 5, "the quantizers before GEMM1");
+}
+
 /// Every SIMT kernel triggers its dependents first: the GEMM launched after the routing
 /// sort or a quantizer (programmatically) can then set up while that kernel runs, and waits
 /// on `griddepcontrol.wait` for its output (the test above).
@@ -212,11 +286,11 @@ fn simt_kernels_trigger_their_dependents_first() {
             continue;
         }
         simt += 1;
-        let body = k.ptx.split_once('{').map_or("", |(_, b)| b);
-        let first = body
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or("").trim())
-            .find(|l| !l.is_empty() && !l.starts_with(".reg") && !l.starts_with(".shared"))
+        let lines = body_lines(k.ptx);
+        let first = lines
+            .iter()
+            .find(|l| !l.starts_with(".reg") && !l.starts_with(".shared"))
+            .copied()
             .unwrap_or("");
         assert_eq!(first, "griddepcontrol.launch_dependents;", "{}: first instruction", k.name);
     }

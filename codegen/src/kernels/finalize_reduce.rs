@@ -14,6 +14,9 @@ const THREADS: u32 = FINALIZE_THREADS;
 /// One thread per (token, column pair), grid-stride.
 pub fn build(target: SimtTarget) -> KernelBuilder {
     let mut b = super::moe_sort::simt_builder(SimtFamily::FinalizeReduce, target);
+    // Launched programmatically (its blocks are placed while GEMM2 ends): GEMM2's scratch
+    // rows are read only after it has completed.
+    b.pdl_wait();
     let scratch = b.ld_buffer(Buffer::FinalizeScratch);
     let e2p = b.ld_buffer(Buffer::ExpandedIdxToPermutedIdx);
     let out = b.ld_buffer(Buffer::Output);

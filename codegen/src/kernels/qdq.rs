@@ -55,6 +55,10 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
             );
         }
     });
+    // Launched programmatically: it read only the layer's inputs, so it ran beside the
+    // routing sort; it exits only once the sort has, so the GEMM that waits on it also waits
+    // on the sort (docs/kernels.md, "Programmatic launches").
+    b.pdl_wait();
     b.ret();
     b
 }

@@ -34,31 +34,22 @@ const UNROLL: u32 = 4;
 pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
     let mut b = super::moe_sort::simt_builder(family, target);
     let tokens_mode = family == SimtFamily::QuantFp8Tokens;
-    let (x, out, scales) = if tokens_mode {
-        (
-            b.ld_buffer(Buffer::ActivationsBf16),
-            b.ld_buffer(Buffer::ActivationsFp8),
-            b.ld_buffer(Buffer::ActivationRowScales),
-        )
+    let (x, out) = if tokens_mode {
+        (b.ld_buffer(Buffer::ActivationsBf16), b.ld_buffer(Buffer::ActivationsFp8))
     } else {
-        (
-            b.ld_buffer(Buffer::Gemm1OutputBf16),
-            b.ld_buffer(Buffer::Gemm1OutputFp8),
-            b.ld_buffer(Buffer::Gemm1OutputRowScales),
-        )
+        // Launched programmatically: GEMM1's rows (and the sort's count) are read only after
+        // GEMM1 has completed.
+        b.pdl_wait();
+        (b.ld_buffer(Buffer::Gemm1OutputBf16), b.ld_buffer(Buffer::Gemm1OutputFp8))
     };
-    let (rows, k, e2p, top_k) = if tokens_mode {
-        let rows = b.ld_scalar(Scalar::Tokens);
-        let k = b.ld_scalar(Scalar::Hidden);
-        let e2p = b.ld_buffer(Buffer::ExpandedIdxToPermutedIdx);
-        let top_k = b.ld_scalar(Scalar::TopK);
-        (rows, k, Some(e2p), Some(top_k))
+    let (rows, k) = if tokens_mode {
+        (b.ld_scalar(Scalar::Tokens), b.ld_scalar(Scalar::Hidden))
     } else {
         // The live tiles' rows (the routing sort's output; at most the buffers' rows).
         let total = b.ld_buffer(Buffer::TotalNumPaddedTokens);
         let live = b.ld_global(Ty::U32, RegClass::B32, total);
         let max_rows = b.ld_scalar(Scalar::MaxPermutedRows);
-        (b.min_u32(live, max_rows), b.ld_scalar(Scalar::Intermediate), None, None)
+        (b.min_u32(live, max_rows), b.ld_scalar(Scalar::Intermediate))
     };
     let k_pad = b.add_u32(k, 127u32);
     let k_pad = b.and_b32(k_pad, !127u32);
@@ -183,32 +174,42 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
 
     // The scale: to the row itself, or to the permuted row of each of the token's local
     // routes (thread j < top_k takes slot j; −1: not local).
-    match (e2p, top_k) {
-        (Some(e2p), Some(top_k)) => {
-            let skip = b.new_label("no_route");
-            let mine = b.setp_u32(Cmp::Lt, tid, top_k);
-            b.bra_unless(mine, &skip);
-            let route = b.mad_u32(row, top_k, tid);
-            let at = b.index_addr(e2p, route, 4);
-            let p = b.ld_global(Ty::S32, RegClass::B32, at);
-            let local = b.setp_s32(Cmp::Ge, p, 0u32);
-            b.bra_unless(local, &skip);
-            let at = b.index_addr(scales, p, 4);
-            b.st_global(Ty::F32, at, scale);
-            b.label(&skip);
-        }
-        _ => {
-            let skip = b.new_label("not_thread0");
-            let first = b.setp_u32(Cmp::Eq, tid, 0u32);
-            b.bra_unless(first, &skip);
-            let at = b.index_addr(scales, row, 4);
-            b.st_global(Ty::F32, at, scale);
-            b.label(&skip);
-        }
+    if tokens_mode {
+        // The token's row was read and written beside the routing sort (launched
+        // programmatically, this kernel reads only the layer's input before here); where its
+        // routes went is the sort's output.
+        b.pdl_wait();
+        let e2p = b.ld_buffer(Buffer::ExpandedIdxToPermutedIdx);
+        let scales = b.ld_buffer(Buffer::ActivationRowScales);
+        let top_k = b.ld_scalar(Scalar::TopK);
+        let skip = b.new_label("no_route");
+        let mine = b.setp_u32(Cmp::Lt, tid, top_k);
+        b.bra_unless(mine, &skip);
+        let route = b.mad_u32(row, top_k, tid);
+        let at = b.index_addr(e2p, route, 4);
+        let p = b.ld_global(Ty::S32, RegClass::B32, at);
+        let local = b.setp_s32(Cmp::Ge, p, 0u32);
+        b.bra_unless(local, &skip);
+        let at = b.index_addr(scales, p, 4);
+        b.st_global(Ty::F32, at, scale);
+        b.label(&skip);
+    } else {
+        let scales = b.ld_buffer(Buffer::Gemm1OutputRowScales);
+        let skip = b.new_label("not_thread0");
+        let first = b.setp_u32(Cmp::Eq, tid, 0u32);
+        b.bra_unless(first, &skip);
+        let at = b.index_addr(scales, row, 4);
+        b.st_global(Ty::F32, at, scale);
+        b.label(&skip);
     }
     b.inc_u32(row, stride);
     b.bra(&top);
     b.label(&done);
+    // A block without a row exits only once the sort has, too: the GEMM that waits on this
+    // kernel then waits on the sort (docs/kernels.md, "Programmatic launches").
+    if tokens_mode {
+        b.pdl_wait();
+    }
     b.ret();
     b
 }

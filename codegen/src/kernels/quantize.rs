@@ -58,6 +58,10 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
         let byte = b.cvt_u16_u32(code);
         b.st_global(Ty::U8, sdst, byte);
     });
+    // Launched programmatically: it read only the layer's inputs, so it ran beside the
+    // routing sort; it exits only once the sort has, so the GEMM that waits on it also waits
+    // on the sort (docs/kernels.md, "Programmatic launches").
+    b.pdl_wait();
     b.ret();
     b
 }

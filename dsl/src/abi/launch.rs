@@ -110,10 +110,17 @@ pub struct LaunchFacts {
     /// that share their SM: `abi::sm90_residency`).
     pub ctas_per_sm: u32,
     /// Launched with programmatic stream serialization (programmatic dependent launch): the
-    /// kernel may start while the kernel before it in the stream finishes, because it runs
-    /// `griddepcontrol.wait` before it touches global memory (only its own set-up comes
-    /// before). The GEMMs: their thread coordinates and barrier initialization overlap the
-    /// previous kernel's tail.
+    /// kernel may start while the kernel before it in the stream runs, because it runs
+    /// `griddepcontrol.wait` before it reads anything an earlier kernel of the layer writes,
+    /// and on every path before it exits (so a kernel that waits on it has also waited on
+    /// the one before it). The GEMMs, the deterministic finalize and `quant_fp8_rows` wait
+    /// before their first global access: their set-up and block placement overlap the
+    /// previous kernel's tail. The activation quantizers before GEMM1 (`quantize_nvfp4`,
+    /// `quantize_mxfp8`, `qdq_nvfp4`, `quant_fp8_tokens`) read only the layer's input
+    /// activations, which every earlier kernel of the stream has finished writing once the
+    /// routing sort (never programmatic) has started: they quantize beside the sort and wait
+    /// before `quant_fp8_tokens` places its scales by the sort's output, and before exiting
+    /// (docs/kernels.md, "Programmatic launches").
     pub programmatic: bool,
 }
 
@@ -127,6 +134,34 @@ fn simt(threads: u32, fixed: u32, per_local_expert: u32, grid: GridRule) -> Laun
         ctas_per_sm: 1,
         programmatic: false,
     }
+}
+
+impl LaunchFacts {
+    fn programmatic(self) -> Self {
+        Self { programmatic: true, ..self }
+    }
+}
+
+/// Whether a SIMT kernel is launched programmatically ([`LaunchFacts::programmatic`]): the
+/// activation quantizers, `quant_fp8_rows` and the deterministic finalize. The routing sort's
+/// passes and the expert-parallel copies are not: the sort, started only once everything
+/// before the layer has finished, is what lets the quantizers read the layer's input early.
+pub const fn simt_programmatic(family: SimtFamily) -> bool {
+    simt_overlaps_sort(family)
+        || matches!(family, SimtFamily::QuantFp8Rows | SimtFamily::FinalizeReduce)
+}
+
+/// The programmatic SIMT kernels that run beside the routing sort: the activation quantizers
+/// launched right after it, which before their `griddepcontrol.wait` read only the layer's
+/// input activations (and NVFP4's global scale) and write only their own outputs.
+pub const fn simt_overlaps_sort(family: SimtFamily) -> bool {
+    matches!(
+        family,
+        SimtFamily::QuantizeNvfp4
+            | SimtFamily::QuantizeMxfp8
+            | SimtFamily::QdqNvfp4
+            | SimtFamily::QuantFp8Tokens
+    )
 }
 
 /// Launch facts of a GEMM kernel, from its resource budget and warp roles.
@@ -151,90 +186,10 @@ pub fn gemm_launch_facts(key: &GemmKey) -> Result<LaunchFacts, DescError> {
 pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
     Ok(match id {
         KernelId::Gemm(k) => gemm_launch_facts(k)?,
-        KernelId::Simt { family, .. } => match family {
-            SimtFamily::MoeSortHistogram => {
-                simt(SORT_THREADS, 0, 4, GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK })
-            }
-            SimtFamily::MoeSortOffsets => simt(SORT_OFFSET_THREADS, 4, 8, GridRule::Single),
-            // Shared memory: the block's local experts and their ranks (4 bytes a route
-            // each), then one counter per local expert.
-            SimtFamily::MoeSortScatter => simt(
-                SORT_THREADS,
-                8 * ROUTES_PER_BLOCK,
-                4,
-                GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK },
-            ),
-            // One block; shared memory: the staged experts and their ranks (4 bytes a route
-            // each), the live tile count, then per local expert its count, first tile, rank
-            // counter and first row.
-            SimtFamily::MoeSortSingle => {
-                simt(SORT_THREADS, 8 * ROUTES_PER_BLOCK + 4, 16, GridRule::Single)
-            }
-            SimtFamily::QuantizeNvfp4 => simt(
-                QUANTIZE_THREADS,
-                0,
-                0,
-                GridRule::GridStride {
-                    values_per_thread: QUANTIZE_VALUES_PER_THREAD,
-                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
-                },
-            ),
-            // One thread per 32 values (the grid-stride loop also covers the padding blocks).
-            SimtFamily::QuantizeMxfp8 => simt(
-                QUANTIZE_THREADS,
-                0,
-                0,
-                GridRule::GridStride { values_per_thread: 32, max_blocks: GRID_STRIDE_MAX_BLOCKS },
-            ),
-            SimtFamily::QdqNvfp4 => simt(
-                QUANTIZE_THREADS,
-                0,
-                0,
-                GridRule::GridStride {
-                    values_per_thread: QUANTIZE_VALUES_PER_THREAD,
-                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
-                },
-            ),
-            // Shared memory: one word per warp (the warps' largest magnitudes).
-            SimtFamily::QuantFp8Tokens | SimtFamily::QuantFp8Rows => simt(
-                QUANT_FP8_THREADS,
-                4 * (QUANT_FP8_THREADS / 32),
-                0,
-                GridRule::PerRows {
-                    rows: if *family == SimtFamily::QuantFp8Tokens {
-                        RowCount::Tokens
-                    } else {
-                        RowCount::PermutedRows
-                    },
-                    rows_per_block: 1,
-                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
-                },
-            ),
-            // One block; shared memory: the chunk's experts, then one counter per expert
-            // of the model (the launch passes E as its per-expert count).
-            SimtFamily::EpDispatchPack => {
-                simt(EP_PACK_THREADS, 4 * EP_PACK_THREADS, 4, GridRule::Single)
-            }
-            // Grid-stride over `slots · H / 2` words (the launch passes the slots as tokens).
-            SimtFamily::EpGatherRows | SimtFamily::EpCombineUnpack => simt(
-                EP_COPY_THREADS,
-                0,
-                0,
-                GridRule::GridStride {
-                    values_per_thread: EP_COPY_COLUMNS_PER_THREAD,
-                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
-                },
-            ),
-            SimtFamily::FinalizeReduce => simt(
-                FINALIZE_THREADS,
-                0,
-                0,
-                GridRule::GridStride {
-                    values_per_thread: FINALIZE_COLUMNS_PER_THREAD,
-                    max_blocks: GRID_STRIDE_MAX_BLOCKS,
-                },
-            ),
-        },
+        KernelId::Simt { family, .. } => {
+            let facts = simt_launch_facts(*family);
+            if simt_programmatic(*family) { facts.programmatic() } else { facts }
+        }
         KernelId::Corpus(c) => {
             let one = GridRule::OneCluster;
             let (threads, cluster, smem, grid) = match c {
@@ -266,6 +221,94 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
             }
         }
     })
+}
+
+/// Launch facts of a SIMT kernel, before [`simt_programmatic`] is applied.
+fn simt_launch_facts(family: SimtFamily) -> LaunchFacts {
+    match family {
+        SimtFamily::MoeSortHistogram => {
+            simt(SORT_THREADS, 0, 4, GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK })
+        }
+        SimtFamily::MoeSortOffsets => simt(SORT_OFFSET_THREADS, 4, 8, GridRule::Single),
+        // Shared memory: the block's local experts and their ranks (4 bytes a route
+        // each), then one counter per local expert.
+        SimtFamily::MoeSortScatter => simt(
+            SORT_THREADS,
+            8 * ROUTES_PER_BLOCK,
+            4,
+            GridRule::PerRoutes { per_block: ROUTES_PER_BLOCK },
+        ),
+        // One block; shared memory: the staged experts and their ranks (4 bytes a route
+        // each), the live tile count, then per local expert its count, first tile, rank
+        // counter and first row.
+        SimtFamily::MoeSortSingle => {
+            simt(SORT_THREADS, 8 * ROUTES_PER_BLOCK + 4, 16, GridRule::Single)
+        }
+        SimtFamily::QuantizeNvfp4 => simt(
+            QUANTIZE_THREADS,
+            0,
+            0,
+            GridRule::GridStride {
+                values_per_thread: QUANTIZE_VALUES_PER_THREAD,
+                max_blocks: GRID_STRIDE_MAX_BLOCKS,
+            },
+        ),
+        // One thread per 32 values (the grid-stride loop also covers the padding blocks).
+        SimtFamily::QuantizeMxfp8 => simt(
+            QUANTIZE_THREADS,
+            0,
+            0,
+            GridRule::GridStride { values_per_thread: 32, max_blocks: GRID_STRIDE_MAX_BLOCKS },
+        ),
+        SimtFamily::QdqNvfp4 => simt(
+            QUANTIZE_THREADS,
+            0,
+            0,
+            GridRule::GridStride {
+                values_per_thread: QUANTIZE_VALUES_PER_THREAD,
+                max_blocks: GRID_STRIDE_MAX_BLOCKS,
+            },
+        ),
+        // Shared memory: one word per warp (the warps' largest magnitudes).
+        SimtFamily::QuantFp8Tokens | SimtFamily::QuantFp8Rows => simt(
+            QUANT_FP8_THREADS,
+            4 * (QUANT_FP8_THREADS / 32),
+            0,
+            GridRule::PerRows {
+                rows: if family == SimtFamily::QuantFp8Tokens {
+                    RowCount::Tokens
+                } else {
+                    RowCount::PermutedRows
+                },
+                rows_per_block: 1,
+                max_blocks: GRID_STRIDE_MAX_BLOCKS,
+            },
+        ),
+        // One block; shared memory: the chunk's experts, then one counter per expert
+        // of the model (the launch passes E as its per-expert count).
+        SimtFamily::EpDispatchPack => {
+            simt(EP_PACK_THREADS, 4 * EP_PACK_THREADS, 4, GridRule::Single)
+        }
+        // Grid-stride over `slots · H / 2` words (the launch passes the slots as tokens).
+        SimtFamily::EpGatherRows | SimtFamily::EpCombineUnpack => simt(
+            EP_COPY_THREADS,
+            0,
+            0,
+            GridRule::GridStride {
+                values_per_thread: EP_COPY_COLUMNS_PER_THREAD,
+                max_blocks: GRID_STRIDE_MAX_BLOCKS,
+            },
+        ),
+        SimtFamily::FinalizeReduce => simt(
+            FINALIZE_THREADS,
+            0,
+            0,
+            GridRule::GridStride {
+                values_per_thread: FINALIZE_COLUMNS_PER_THREAD,
+                max_blocks: GRID_STRIDE_MAX_BLOCKS,
+            },
+        ),
+    }
 }
 
 /// Work units of a persistent GEMM: routing tiles × cluster-wide N blocks, where the N

@@ -64,6 +64,11 @@ impl KernelBuilder {
     pub fn pdl_trigger(&mut self) {
         self.emit(Sync::GridDep(GridDep::LaunchDependents), vec![]);
     }
+    /// `griddepcontrol.wait`: waits until the kernel before this one, if it was launched
+    /// programmatically, has completed and its writes are visible.
+    pub fn pdl_wait(&mut self) {
+        self.emit(Sync::GridDep(GridDep::Wait), vec![]);
+    }
     /// `griddepcontrol.launch_dependents; griddepcontrol.wait;`: lets the next kernel's
     /// prologue start, then waits for the previous kernel's output.
     pub fn pdl_handoff(&mut self) {
