@@ -15,8 +15,15 @@ use moegen_runtime::layer::{
 use crate::bench::{BenchShape, VARIANTS};
 use crate::rng::Rng;
 
-/// The variants a record holds.
-pub const RECORD_VARIANTS: [&str; 2] = ["mxfp4-a16", "mxfp4-a8"];
+/// A record's A16 variant.
+pub const RECORD_A16: &str = "mxfp4-a16";
+
+/// A record's A8 variant: the first of these with a file under the record's prefix (the
+/// tuner's records before the Fast recipe hold `mxfp4-a8`, those since `mxfp4-fast-a8`).
+pub const RECORD_A8: [&str; 2] = ["mxfp4-a8", "mxfp4-fast-a8"];
+
+/// The benchmark shapes a record holds.
+pub const RECORD_SHAPES: [&str; 2] = ["deepseek", "gpt-oss"];
 
 /// Buckets below this many tokens are judged apart: a trial's one routing draw of a few
 /// tokens decides which experts it touches.
@@ -105,11 +112,28 @@ pub struct Records {
 }
 
 impl Records {
-    /// Loads `<prefix>-<variant>-<shape>.json` for both [`RECORD_VARIANTS`] on both shapes.
+    /// Loads `<prefix>-<variant>-<shape>.json` on both [`RECORD_SHAPES`] for [`RECORD_A16`]
+    /// and the first of [`RECORD_A8`] the prefix has a file of (with neither, the error
+    /// names the first's file).
     pub fn load(prefix: &Path) -> Result<Self, FitError> {
-        let parts: Vec<(&str, &str)> =
-            RECORD_VARIANTS.iter().flat_map(|v| [(*v, "deepseek"), (*v, "gpt-oss")]).collect();
+        let file = |variant: &str, shape: &str| {
+            let mut path = prefix.as_os_str().to_owned();
+            path.push(format!("-{variant}-{shape}.json"));
+            PathBuf::from(path)
+        };
+        let mut parts = Vec::new();
+        for shape in RECORD_SHAPES {
+            let a8 = RECORD_A8.iter().find(|v| file(v, shape).is_file()).unwrap_or(&RECORD_A8[0]);
+            parts.push((RECORD_A16, shape));
+            parts.push((*a8, shape));
+        }
         Self::load_parts(prefix, &parts)
+    }
+
+    /// These records and `other`'s, judged together: their buckets counted side by side.
+    pub fn merged(mut self, other: Records) -> Self {
+        self.parts.extend(other.parts);
+        self
     }
 
     /// Loads `<prefix>-<variant>-<shape>.json` for each `(variant, shape)` of `parts`: a
@@ -237,8 +261,9 @@ fn read_trials(path: &Path) -> Result<Vec<(u64, String, f64)>, FitError> {
         .collect()
 }
 
-/// The figures a search varies: A16's dequantization, with A8 at `a8_ratio` times its rates
-/// and half its step clocks (a K16 step of A8's K32 work), as [`DeviceModel::h200_a8`].
+/// The figures a search varies: A16's dequantization and activation reads, with A8 at
+/// `a8_ratio` times its dequantization rates, half its step clocks (a K16 step of A8's K32
+/// work) and the same activation bytes per clock, as [`DeviceModel::h200_a8`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Figures {
     /// A16's dequantization.
@@ -269,6 +294,7 @@ impl Figures {
                 step_clocks: 32.0,
                 weights_per_clock_per_sm: 128.0 / 3.625,
                 exposed: 0.2,
+                activation_bytes_per_clock_per_sm: 0.0,
             },
             a8_ratio: 3.625 / 1.375,
         }
@@ -282,6 +308,7 @@ impl Figures {
                 step_clocks: a.step_clocks / 2.0,
                 weights_per_clock_per_sm: a.weights_per_clock_per_sm * self.a8_ratio,
                 exposed: a.exposed,
+                activation_bytes_per_clock_per_sm: a.activation_bytes_per_clock_per_sm,
             }
         } else {
             a
@@ -296,8 +323,9 @@ fn rank(f: &Fared) -> (i64, f64, f64) {
     (-(f.within as i64), f.worst.0, f.geomean())
 }
 
-/// A random search from `start`: each step scales one to three of the four rates and clocks
-/// (per warpgroup, per SM, per K16 step, A8's ratio) by e^(σ·z), z roughly standard normal,
+/// A random search from `start`: each step scales one to three of the five rates and clocks
+/// (weights per warpgroup and per SM, clocks per K16 step, activation bytes per SM — a
+/// figure at 0 stays 0 —, A8's ratio) by e^(σ·z), z roughly standard normal,
 /// σ = 0.5 · 0.6^⌊5 · step / steps⌋; a step is kept when it ranks no worse. `exposed` is held
 /// at `start`'s: at 1 the weight stream adds to every tactic alike, so the GPU's bandwidth
 /// and clock cannot move a pick and figures fitted on one GPU's record rank for another
@@ -310,8 +338,9 @@ pub fn search(
     seed: u64,
 ) -> Result<(Figures, Fared), FitError> {
     let mut rng = Rng(seed.max(1));
-    let judge = |f: &Figures| records.judge(|d| f.apply(d)).map(|[large, _]| large);
-    let (mut best, mut fared) = (start, judge(&start)?);
+    let judge = |f: &Figures| records.judge(|d| f.apply(d));
+    let [mut fared, start_small] = judge(&start)?;
+    let mut best = start;
     for step in 0..steps {
         let sigma = 0.5 * 0.6f64.powi((5 * step / steps) as i32);
         let mut f = best;
@@ -319,15 +348,16 @@ pub fn search(
         for _ in 0..count {
             let scale = (sigma * f64::from(rng.normal())).exp();
             let a = &mut f.a16;
-            match rng.next() % 4 {
+            match rng.next() % 5 {
                 0 => a.weights_per_clock_per_warpgroup *= scale,
                 1 => a.step_clocks *= scale,
                 2 => a.weights_per_clock_per_sm *= scale,
+                3 => a.activation_bytes_per_clock_per_sm *= scale,
                 _ => f.a8_ratio *= scale,
             }
         }
-        let got = judge(&f)?;
-        if rank(&got) <= rank(&fared) {
+        let [got, small] = judge(&f)?;
+        if small.within >= start_small.within && rank(&got) <= rank(&fared) {
             (best, fared) = (f, got);
         }
     }

@@ -15,8 +15,29 @@ fn judges_the_shipped_figures_on_the_committed_record() {
     let rows: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     std::fs::remove_file(&json).unwrap();
-    assert_eq!(rows["rows"][0]["from_32_tokens"]["within_5_percent"], 63);
-    assert_eq!(rows["rows"].as_array().unwrap().len(), 1, "no search at 0 steps");
+    // The two default records (2026-12-06, session 11), then both together.
+    let rows = rows["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "each record and both; no search at 0 steps");
+    let within = |r: &serde_json::Value| r["from_32_tokens"]["within_5_percent"].clone();
+    assert_eq!(within(&rows[0]), 63);
+    assert!(rows[0]["record"].as_str().unwrap().ends_with("perf-2026-12-06-h100-uniform-tune"));
+    assert_eq!(within(&rows[1]), 65);
+    assert!(rows[1]["record"].as_str().unwrap().ends_with("perf-2026-12-07-h100-s11-tune"));
+    assert_eq!((within(&rows[2]), rows[2]["record"].as_str()), (128.into(), Some("all")));
+}
+
+#[test]
+fn one_record_alone_gives_one_row() {
+    let docs = format!("{}/../docs/perf-2026-12-07-h100-s11-tune", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(BIN)
+        .args(["--steps", "0", "--json", "/dev/null", "--record", &docs])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    // The A8 half of this record is the Fast variant's (`mxfp4-fast-a8`).
+    assert_eq!(table.lines().filter(|l| l.starts_with("shipped")).count(), 1, "{table}");
+    assert!(table.contains("65/68"), "{table}");
 }
 
 #[test]

@@ -86,6 +86,14 @@ pub struct SoftwareDequant {
     /// every tactic at a token count, adds to each estimate alike, so the HBM and clock
     /// figures cannot move a pick.
     pub exposed: f64,
+    /// Activation bytes an SM brings from L2 into its stages per clock (an effective rate,
+    /// fitted; 0: not counted). Each work unit reads its routing tile's T × K activations
+    /// (2 bytes a value, 1 for FP8) whatever its N, so a narrow N block reads them again for
+    /// every extra unit; the CTAs resident on an SM share the rate, and a unit's reads add
+    /// to its MMA and dequantization time. Without it the model took GEMM2 N 64 and GEMM1
+    /// N 128 at large tiles where the tuner's fastest were N 128 and N 256 (docs/perf.md,
+    /// 2026-12-07, session 12).
+    pub activation_bytes_per_clock_per_sm: f64,
 }
 
 impl DeviceModel {
@@ -101,44 +109,47 @@ impl DeviceModel {
         }
     }
     /// An H200 ([`Gpu::H200`]) with the tuner's routing ([`RouteSpread::UniformRandom`]).
-    /// The dequantization figures are fitted, per clock, to the autotuner's trials of every
-    /// tactic at every bucket on an H100 (2026-12-06, A16 and A8, both benchmark shapes,
-    /// uniform random routing; docs/perf.md, "the dispatch model recalibrated"): an SM
-    /// dequantizes 20 weights per clock whatever number of consumer warpgroups share it
-    /// (14 for one warpgroup alone), plus 6 clocks per K16 step, and nothing of the
-    /// dequantization and MMA time hides behind the weight stream (`exposed` 1: the two
-    /// add). They are effective rates, not instruction counts: they fold in the wgmma issue,
-    /// the stage barriers and the activation reads. With them the model picks a tactic within
-    /// 5 % of the tuner's fastest at 63 of 68 buckets from 32 tokens up (50 with the
-    /// figures before, on evenly spread routes); validation/tests/hopper_dispatch.rs holds
-    /// that.
+    /// The figures are fitted, per clock, to the autotuner's trials of every tactic at every
+    /// bucket on an H100, on two records judged together (2026-12-06 and 2026-12-07, session
+    /// 11: A16 and A8, both benchmark shapes, uniform random routing; docs/perf.md, "the
+    /// dispatch model recalibrated" and "activation reads"): an SM dequantizes 17 weights per
+    /// clock whatever number of consumer warpgroups share it (15 for one warpgroup alone),
+    /// plus 6 clocks per K16 step, brings 32 activation bytes per clock from L2, and nothing
+    /// of that time hides behind the weight stream (`exposed` 1: the two add). They are
+    /// effective rates, not instruction counts: they fold in the wgmma issue and the stage
+    /// barriers. With them the model picks a tactic within 5 % of the tuner's fastest at 63
+    /// and 65 of each record's 68 buckets from 32 tokens up (63 and 54 without the
+    /// activation reads); validation/tests/hopper_dispatch.rs holds that.
     pub fn h200() -> Self {
         Self {
             gpu: Gpu::H200,
             activations: ActivationFormat::default(),
             software_dequant: Some(SoftwareDequant {
-                weights_per_clock_per_warpgroup: 14.0,
+                weights_per_clock_per_warpgroup: 15.0,
                 step_clocks: 6.0,
-                weights_per_clock_per_sm: 20.0,
+                weights_per_clock_per_sm: 17.0,
                 exposed: 1.0,
+                activation_bytes_per_clock_per_sm: 32.0,
             }),
             routes: RouteSpread::UniformRandom,
         }
     }
     /// An H200 running the A8 kernels (FP8 activations): the E4M3 wgmma does twice the
-    /// MACs per clock of the bf16 one, and the expansion to E4M3 (22 thread instructions
-    /// per 16 weights, docs/hopper.md "W4A8", against about 3.6 per weight for bf16) runs at
-    /// twice the A16 model's weights per clock, the same fit as [`Self::h200`];
-    /// `step_clocks` stays per K16 of work (a K32 step costs two).
+    /// MACs per clock of the bf16 one, the expansion to E4M3 (20 thread instructions per 16
+    /// weights, docs/hopper.md "W4A8", against about 1.9 per weight for bf16) runs at 1.375
+    /// times the A16 model's weights per clock, the same fit as [`Self::h200`], an
+    /// activation byte holds one value instead of half of one, and `step_clocks` stays per
+    /// K16 of work (a K32 step costs two).
     pub fn h200_a8() -> Self {
         let mut m = Self::h200();
         m.gpu.macs_per_clock_per_sm *= 2.0;
         m.activations = ActivationFormat::Fp8;
         m.software_dequant = Some(SoftwareDequant {
-            weights_per_clock_per_warpgroup: 28.0,
+            weights_per_clock_per_warpgroup: 20.625,
             step_clocks: 3.0,
-            weights_per_clock_per_sm: 40.0,
+            weights_per_clock_per_sm: 23.375,
             exposed: 1.0,
+            activation_bytes_per_clock_per_sm: 32.0,
         });
         m
     }
@@ -232,7 +243,17 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
             let step = d.step_clocks + rows * 16.0 / rate;
             (k_dim / 16.0).ceil() * step / (dev.gpu.clock_ghz * 1e9)
         });
-        let mma_s = waves * (unit_s + dequant_s);
+        let activations_s = software.map_or(0.0, |d| {
+            if d.activation_bytes_per_clock_per_sm <= 0.0 {
+                return 0.0;
+            }
+            let bytes = if dev.activations == ActivationFormat::Fp8 { 1.0 } else { 2.0 };
+            let sms = f64::from(dev.gpu.sms);
+            let resident = per_sm.min((units * ctas / sms).ceil()).max(1.0);
+            t * k_dim * bytes * resident
+                / (d.activation_bytes_per_clock_per_sm * dev.gpu.clock_ghz * 1e9)
+        });
+        let mma_s = waves * (unit_s + dequant_s + activations_s);
         // Each touched expert's weights are read once (L2 keeps them across its tiles), at
         // NVFP4's 0.5 + 1/16 bytes per weight (Hopper MXFP4 streams 0.5 + 1/32). The Hopper
         // models hold `exposed` at 1, where max(mma, stream) + min(mma, stream) is their sum:
