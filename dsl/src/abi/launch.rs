@@ -137,7 +137,7 @@ fn simt(threads: u32, fixed: u32, per_local_expert: u32, grid: GridRule) -> Laun
 }
 
 impl LaunchFacts {
-    fn programmatic(self) -> Self {
+    fn launched_programmatically(self) -> Self {
         Self { programmatic: true, ..self }
     }
 }
@@ -188,7 +188,7 @@ pub fn launch_facts(id: &KernelId) -> Result<LaunchFacts, DescError> {
         KernelId::Gemm(k) => gemm_launch_facts(k)?,
         KernelId::Simt { family, .. } => {
             let facts = simt_launch_facts(*family);
-            if simt_programmatic(*family) { facts.programmatic() } else { facts }
+            if simt_programmatic(*family) { facts.launched_programmatically() } else { facts }
         }
         KernelId::Corpus(c) => {
             let one = GridRule::OneCluster;
