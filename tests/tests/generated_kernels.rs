@@ -174,6 +174,15 @@ fn body_lines(ptx: &str) -> Vec<&str> {
 
 const MEMORY: [&str; 7] = ["ld.", "st.", "atom.", "red.", "cp.", "prefetch", "tensormap"];
 
+/// No `griddepcontrol.wait` of the kernel sits under a guard predicate: a wait that some
+/// threads skip waits for nothing on their paths.
+fn assert_waits_unguarded(name: &str, ptx: &str) {
+    for line in ptx.lines().map(|l| l.split("//").next().unwrap_or("").trim()) {
+        let guarded = line.starts_with('@') && line.contains("griddepcontrol.wait");
+        assert!(!guarded, "{name}: `{line}` is guarded");
+    }
+}
+
 /// A kernel launched with programmatic dependent launch may start before the kernel ahead
 /// of it finishes, so every path must run `griddepcontrol.wait` before it touches global
 /// memory or the copy engines: before the wait, branches only go to labels that are also
@@ -192,6 +201,7 @@ fn programmatic_launches_wait_before_touching_memory() {
         let at = k.ptx.find("griddepcontrol.wait");
         let Some(at) = at else { panic!("{}: launched programmatically without a wait", k.name) };
         programmatic += 1;
+        assert_waits_unguarded(k.name, k.ptx);
         let lines = body_lines(&k.ptx[..at]);
         let labels: Vec<&str> = lines.iter().filter_map(|l| l.strip_suffix(':')).collect();
         for line in &lines {
@@ -208,6 +218,9 @@ fn programmatic_launches_wait_before_touching_memory() {
                     k.name
                 );
             }
+            // Leaving before the wait would let a kernel waiting on this one run before the
+            // one before it has finished.
+            assert!(!["ret", "exit"].iter().any(|r| first.starts_with(r)), "{}: `{line}`", k.name);
         }
     }
     assert!(programmatic > 0, "the GEMMs are launched programmatically");
@@ -219,10 +232,13 @@ fn overlaps_sort(k: &moegen_dsl::abi::KernelInfo) -> bool {
 }
 
 /// The quantizers launched programmatically after the routing sort run beside it: before
-/// their first `griddepcontrol.wait` they may read only the layer's input activations (and
-/// NVFP4's global scale) and write only their own outputs, which no earlier kernel of the
-/// layer reads or writes; they place nothing by the sort's output before it; and they leave
-/// only through a wait, so the GEMM that waits on them has also waited on the sort.
+/// their first `griddepcontrol.wait` they may hold only the pointers of the layer's input
+/// activations (and NVFP4's global scale) and of their own outputs, which no earlier kernel
+/// of the layer reads or writes; any other buffer's pointer is loaded only in straight-line
+/// code right after an (unguarded) wait, so every path to its use has waited; and they
+/// leave only through a wait, so the GEMM that waits on them has also waited on the sort.
+/// The check is of which pointers are in hand where, not of what is done through them
+/// (reading rather than writing the input is the kernels' own code).
 #[test]
 fn the_quantizers_beside_the_sort_touch_only_the_input_before_their_wait() {
     use moegen_dsl::abi::{Buffer, ParamKind, params};
@@ -238,21 +254,28 @@ fn the_quantizers_beside_the_sort_touch_only_the_input_before_their_wait() {
     for k in moegen_kernels::kernels().filter(|k| overlaps_sort(k)) {
         assert!(k.launch.programmatic, "{}", k.name);
         beside += 1;
+        assert_waits_unguarded(k.name, k.ptx);
         let lines = body_lines(k.ptx);
         let wait = lines.iter().position(|l| *l == "griddepcontrol.wait;");
         let Some(wait) = wait else { panic!("{}: no griddepcontrol.wait", k.name) };
-        for line in &lines[..wait] {
+        for (i, line) in lines.iter().enumerate() {
             let Some(rest) = line.strip_prefix("ld.param.") else { continue };
             let name = rest.rsplit_once('[').map_or("", |(_, n)| n.trim_end_matches("];"));
             let param = params(&k.id).iter().find(|p| p.name == name);
             let Some(param) = param else { panic!("{}: `{line}` loads no parameter", k.name) };
-            if let ParamKind::Buffer(buf) = param.kind {
-                assert!(
-                    BEFORE_WAIT.contains(&buf),
-                    "{}: `{line}` ({buf:?}) before griddepcontrol.wait",
-                    k.name
-                );
+            let ParamKind::Buffer(buf) = param.kind else { continue };
+            if BEFORE_WAIT.contains(&buf) {
+                continue;
             }
+            // Over the parameter loads just before it, the line before must be a wait (no
+            // label between them: nothing jumps in past the wait).
+            let before = lines[..i].iter().rev().find(|l| !l.starts_with("ld.param."));
+            assert_eq!(
+                before.copied(),
+                Some("griddepcontrol.wait;"),
+                "{}: `{line}` ({buf:?}) not right after a wait",
+                k.name
+            );
         }
         for line in &lines[..wait] {
             let first = line.split_whitespace().next().unwrap_or("");

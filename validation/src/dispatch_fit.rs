@@ -94,6 +94,7 @@ impl Fared {
 }
 
 /// One variant on one shape: the layer's candidates and the record's trials.
+#[derive(Clone)]
 struct Part {
     variant: &'static str,
     shape: &'static str,
@@ -107,6 +108,7 @@ struct Part {
 }
 
 /// A loaded record.
+#[derive(Clone)]
 pub struct Records {
     parts: Vec<Part>,
 }
@@ -326,7 +328,10 @@ fn rank(f: &Fared) -> (i64, f64, f64) {
 /// A random search from `start`: each step scales one to three of the five rates and clocks
 /// (weights per warpgroup and per SM, clocks per K16 step, activation bytes per SM — a
 /// figure at 0 stays 0 —, A8's ratio) by e^(σ·z), z roughly standard normal,
-/// σ = 0.5 · 0.6^⌊5 · step / steps⌋; a step is kept when it ranks no worse. `exposed` is held
+/// σ = 0.5 · 0.6^⌊5 · step / steps⌋; a step is kept when it ranks no worse from
+/// [`SMALL_BUCKET`] tokens up and, over all the records together, picks within 5 % at no
+/// fewer buckets below it than `start` does (else the rates drift towards zero, where the
+/// weight stream stops moving picks and the small buckets are lost). `exposed` is held
 /// at `start`'s: at 1 the weight stream adds to every tactic alike, so the GPU's bandwidth
 /// and clock cannot move a pick and figures fitted on one GPU's record rank for another
 /// (varied, it drifts towards 0 on an H100 record judged with the H200's figures).

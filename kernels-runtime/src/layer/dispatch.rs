@@ -118,8 +118,9 @@ impl DeviceModel {
     /// of that time hides behind the weight stream (`exposed` 1: the two add). They are
     /// effective rates, not instruction counts: they fold in the wgmma issue and the stage
     /// barriers. With them the model picks a tactic within 5 % of the tuner's fastest at 63
-    /// and 65 of each record's 68 buckets from 32 tokens up (63 and 54 without the
-    /// activation reads); validation/tests/hopper_dispatch.rs holds that.
+    /// and 65 of each record's 68 buckets from 32 tokens up (63 and 54 with the figures
+    /// before, which counted no activation reads), and out of sample at 67 and 66 of
+    /// sessions 6 and 7's; validation/tests/hopper_dispatch.rs holds that.
     pub fn h200() -> Self {
         Self {
             gpu: Gpu::H200,
@@ -189,8 +190,9 @@ impl DeviceModel {
 
 /// Estimated µs of one layer with `tactic` for `tokens` tokens, their routes spread as
 /// `dev.routes` says: each GEMM is the slower of its weight traffic and its padded MMA work
-/// (plus, where the device dequantizes weights in software, that work per unit, and the
-/// `exposed` share of the faster of the two) spread over whole waves of persistent
+/// (plus, where the device dequantizes weights in software, that work and the unit's
+/// activation reads per unit, and the `exposed` share of the faster of the two) spread over
+/// whole waves of persistent
 /// clusters, plus a fixed cost per launch. GEMM1 is costed as a gated layer's
 /// (N = 2I): for ReLU² (N = I) its units and weight bytes are counted twice, which moves
 /// only the ranking of tactics, never what a tactic computes.

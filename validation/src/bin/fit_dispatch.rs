@@ -115,12 +115,12 @@ fn main() -> ExitCode {
         let mut each = Vec::new();
         let mut all: Option<Records> = None;
         for prefix in &args.record {
-            each.push((prefix.clone(), Records::load(Path::new(prefix))?));
-            let again = Records::load(Path::new(prefix))?;
+            let records = Records::load(Path::new(prefix))?;
             all = Some(match all {
-                None => again,
-                Some(a) => a.merged(again),
+                None => records.clone(),
+                Some(a) => a.merged(records.clone()),
             });
+            each.push((prefix.clone(), records));
         }
         let all = all.ok_or("no --record")?;
         // Opened first, so that a path that cannot be written fails before the search.

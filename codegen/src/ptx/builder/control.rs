@@ -64,8 +64,8 @@ impl KernelBuilder {
     pub fn pdl_trigger(&mut self) {
         self.emit(Sync::GridDep(GridDep::LaunchDependents), vec![]);
     }
-    /// `griddepcontrol.wait`: waits until the kernel before this one, if it was launched
-    /// programmatically, has completed and its writes are visible.
+    /// `griddepcontrol.wait`: when this kernel was launched programmatically, waits until
+    /// the kernel before it has completed and its writes are visible (at once otherwise).
     pub fn pdl_wait(&mut self) {
         self.emit(Sync::GridDep(GridDep::Wait), vec![]);
     }
