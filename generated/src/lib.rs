@@ -1903,7 +1903,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_quant_fp8_rows.ptx"),
         params: ::moegen_dsl::abi::signature::QUANT_FP8_ROWS,
-        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 32, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRows { rows: ::moegen_dsl::abi::RowCount::PermutedRows, rows_per_block: 1, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: true },
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 32, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::PerRows { rows: ::moegen_dsl::abi::RowCount::PermutedRows, rows_per_block: 1, max_blocks: 4096 }, ctas_per_sm: 1, programmatic: false },
     },
 ];
 

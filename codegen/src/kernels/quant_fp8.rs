@@ -37,9 +37,6 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
     let (x, out) = if tokens_mode {
         (b.ld_buffer(Buffer::ActivationsBf16), b.ld_buffer(Buffer::ActivationsFp8))
     } else {
-        // Launched programmatically: GEMM1's rows (and the sort's count) are read only after
-        // GEMM1 has completed.
-        b.pdl_wait();
         (b.ld_buffer(Buffer::Gemm1OutputBf16), b.ld_buffer(Buffer::Gemm1OutputFp8))
     };
     let (rows, k) = if tokens_mode {

@@ -113,9 +113,8 @@ pub struct LaunchFacts {
     /// kernel may start while the kernel before it in the stream runs, because it runs
     /// `griddepcontrol.wait` before it reads anything an earlier kernel of the layer writes,
     /// and on every path before it exits (so a kernel that waits on it has also waited on
-    /// the one before it). The GEMMs, the deterministic finalize and `quant_fp8_rows` wait
-    /// before their first global access: their set-up and block placement overlap the
-    /// previous kernel's tail. The activation quantizers before GEMM1 (`quantize_nvfp4`,
+    /// the one before it). The GEMMs and the deterministic finalize wait before their first
+    /// global access: their set-up and block placement overlap the previous kernel's tail. The activation quantizers before GEMM1 (`quantize_nvfp4`,
     /// `quantize_mxfp8`, `qdq_nvfp4`, `quant_fp8_tokens`) read only the layer's input
     /// activations, which every earlier kernel of the stream has finished writing once the
     /// routing sort (never programmatic) has started: they quantize beside the sort and wait
@@ -143,12 +142,16 @@ impl LaunchFacts {
 }
 
 /// Whether a SIMT kernel is launched programmatically ([`LaunchFacts::programmatic`]): the
-/// activation quantizers, `quant_fp8_rows` and the deterministic finalize. The routing sort's
+/// activation quantizers before GEMM1 and the deterministic finalize. The routing sort's
 /// passes and the expert-parallel copies are not: the sort, started only once everything
 /// before the layer has finished, is what lets the quantizers read the layer's input early.
+/// Nor is `quant_fp8_rows`, between A8's GEMMs: launched programmatically (measured on an
+/// H100, docs/perf.md 2026-12-07 session 12) its blocks were placed during GEMM1's last
+/// units, GEMM2 then launched while GEMM1 still ran and gpt-oss's A8 layer took 7–8 % longer
+/// at 16 and 128 tokens; as a plain launch it starts on an idle GPU and GEMM2's CTAs are
+/// placed in order behind it.
 pub const fn simt_programmatic(family: SimtFamily) -> bool {
-    simt_overlaps_sort(family)
-        || matches!(family, SimtFamily::QuantFp8Rows | SimtFamily::FinalizeReduce)
+    simt_overlaps_sort(family) || matches!(family, SimtFamily::FinalizeReduce)
 }
 
 /// The programmatic SIMT kernels that run beside the routing sort: the activation quantizers
