@@ -145,11 +145,10 @@ impl LaunchFacts {
 /// activation quantizers before GEMM1 and the deterministic finalize. The routing sort's
 /// passes and the expert-parallel copies are not: the sort, started only once everything
 /// before the layer has finished, is what lets the quantizers read the layer's input early.
-/// Nor is `quant_fp8_rows`, between A8's GEMMs: launched programmatically (measured on an
-/// H100, docs/perf.md 2026-12-07 session 12) its blocks were placed during GEMM1's last
-/// units, GEMM2 then launched while GEMM1 still ran and gpt-oss's A8 layer took 7–8 % longer
-/// at 16 and 128 tokens; as a plain launch it starts on an idle GPU and GEMM2's CTAs are
-/// placed in order behind it.
+/// Nor is `quant_fp8_rows`, between A8's GEMMs: launched programmatically, gpt-oss's A8
+/// layer took 7–8 % longer at 16 and 128 tokens on an H100 (docs/perf.md, 2026-12-07
+/// session 12), likely because its blocks, placed during GEMM1's last units, let GEMM2 place
+/// its CTAs out of order; as a plain launch it starts on an idle GPU.
 pub const fn simt_programmatic(family: SimtFamily) -> bool {
     simt_overlaps_sort(family) || matches!(family, SimtFamily::FinalizeReduce)
 }
