@@ -34,10 +34,15 @@ const UNROLL: u32 = 4;
 pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
     let mut b = super::moe_sort::simt_builder(family, target);
     let tokens_mode = family == SimtFamily::QuantFp8Tokens;
-    let (x, out) = if tokens_mode {
-        (b.ld_buffer(Buffer::ActivationsBf16), b.ld_buffer(Buffer::ActivationsFp8))
+    // `quant_fp8_tokens` loads its scale pointer only after its wait (below).
+    let (x, out, row_scales) = if tokens_mode {
+        (b.ld_buffer(Buffer::ActivationsBf16), b.ld_buffer(Buffer::ActivationsFp8), None)
     } else {
-        (b.ld_buffer(Buffer::Gemm1OutputBf16), b.ld_buffer(Buffer::Gemm1OutputFp8))
+        (
+            b.ld_buffer(Buffer::Gemm1OutputBf16),
+            b.ld_buffer(Buffer::Gemm1OutputFp8),
+            Some(b.ld_buffer(Buffer::Gemm1OutputRowScales)),
+        )
     };
     let (rows, k) = if tokens_mode {
         (b.ld_scalar(Scalar::Tokens), b.ld_scalar(Scalar::Hidden))
@@ -171,7 +176,14 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
 
     // The scale: to the row itself, or to the permuted row of each of the token's local
     // routes (thread j < top_k takes slot j; −1: not local).
-    if tokens_mode {
+    if let Some(scales) = row_scales {
+        let skip = b.new_label("not_thread0");
+        let first = b.setp_u32(Cmp::Eq, tid, 0u32);
+        b.bra_unless(first, &skip);
+        let at = b.index_addr(scales, row, 4);
+        b.st_global(Ty::F32, at, scale);
+        b.label(&skip);
+    } else {
         // The token's row was read and written beside the routing sort (launched
         // programmatically, this kernel reads only the layer's input before here); where its
         // routes went is the sort's output.
@@ -188,14 +200,6 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
         let local = b.setp_s32(Cmp::Ge, p, 0u32);
         b.bra_unless(local, &skip);
         let at = b.index_addr(scales, p, 4);
-        b.st_global(Ty::F32, at, scale);
-        b.label(&skip);
-    } else {
-        let scales = b.ld_buffer(Buffer::Gemm1OutputRowScales);
-        let skip = b.new_label("not_thread0");
-        let first = b.setp_u32(Cmp::Eq, tid, 0u32);
-        b.bra_unless(first, &skip);
-        let at = b.index_addr(scales, row, 4);
         b.st_global(Ty::F32, at, scale);
         b.label(&skip);
     }

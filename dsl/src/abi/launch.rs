@@ -114,11 +114,12 @@ pub struct LaunchFacts {
     /// `griddepcontrol.wait` before it reads anything an earlier kernel of the layer writes,
     /// and on every path before it exits (so a kernel that waits on it has also waited on
     /// the one before it). The GEMMs and the deterministic finalize wait before their first
-    /// global access: their set-up and block placement overlap the previous kernel's tail. The activation quantizers before GEMM1 (`quantize_nvfp4`,
-    /// `quantize_mxfp8`, `qdq_nvfp4`, `quant_fp8_tokens`) read only the layer's input
-    /// activations, which every earlier kernel of the stream has finished writing once the
-    /// routing sort (never programmatic) has started: they quantize beside the sort and wait
-    /// before `quant_fp8_tokens` places its scales by the sort's output, and before exiting
+    /// global access: their set-up and block placement overlap the previous kernel's tail.
+    /// The activation quantizers before GEMM1 (`quantize_nvfp4`, `quantize_mxfp8`,
+    /// `qdq_nvfp4`, `quant_fp8_tokens`) read only the layer's input activations, which every
+    /// earlier kernel of the stream has finished writing once the routing sort (never
+    /// programmatic) has started: they quantize beside the sort and wait before
+    /// `quant_fp8_tokens` places its scales by the sort's output, and before exiting
     /// (docs/kernels.md, "Programmatic launches").
     pub programmatic: bool,
 }
@@ -145,10 +146,9 @@ impl LaunchFacts {
 /// activation quantizers before GEMM1 and the deterministic finalize. The routing sort's
 /// passes and the expert-parallel copies are not: the sort, started only once everything
 /// before the layer has finished, is what lets the quantizers read the layer's input early.
-/// Nor is `quant_fp8_rows`, between A8's GEMMs: launched programmatically, gpt-oss's A8
-/// layer took 7–8 % longer at 16 and 128 tokens on an H100 (docs/perf.md, 2026-12-07
-/// session 12), likely because its blocks, placed during GEMM1's last units, let GEMM2 place
-/// its CTAs out of order; as a plain launch it starts on an idle GPU.
+/// Nor is `quant_fp8_rows`, between A8's GEMMs: in a build that launched it programmatically
+/// gpt-oss's A8 layer took 7–8 % longer at 16 and 128 tokens on an H100 (docs/perf.md,
+/// 2026-12-07 session 12; the cause not profiled), so it stays the plain launch it was.
 pub const fn simt_programmatic(family: SimtFamily) -> bool {
     simt_overlaps_sort(family) || matches!(family, SimtFamily::FinalizeReduce)
 }
