@@ -37,6 +37,49 @@ impl UnitSpread {
         let units_sm0 = on_sm0 * base + extra.div_ceil(sms).min(on_sm0);
         units_sm0.saturating_mul(self.rows_per_unit)
     }
+
+    /// [`Self::busiest_sm_rows`] summed over the tile counts `lo..=hi`, in steps of one
+    /// period instead of one count: the unit count grows by a multiple of the CTAs every
+    /// `ctas / gcd(units_per_tile, ctas)` tiles, where the busiest SM's rows grow by a fixed
+    /// amount and the remainder repeats, so only one period is summed term by term (a pass
+    /// bounded at 16384 tokens of T 16 has over 8000 counts above 63). Counts whose units
+    /// would not fit a `u64` are summed term by term, saturating as the rule does.
+    pub fn busiest_sm_rows_sum(&self, lo: u64, hi: u64, sms: u64) -> u128 {
+        if lo > hi {
+            return 0;
+        }
+        let term = |l: u64| u128::from(self.busiest_sm_rows(l, sms));
+        let ctas = self.ctas.max(1);
+        let u = self.units_per_tile;
+        let fits = hi.checked_mul(u).is_some_and(|units| {
+            units.checked_add(ctas).is_some()
+                && (units / ctas + 1)
+                    .checked_mul(ctas.div_ceil(sms.max(1)))
+                    .and_then(|x| x.checked_mul(self.rows_per_unit))
+                    .is_some()
+        });
+        if u == 0 || !fits {
+            return (lo..=hi).map(term).sum();
+        }
+        let g = gcd(u, ctas);
+        let period = ctas / g;
+        // Rows the busiest SM gains from one period to the next: period · u / ctas = u / g
+        // more units for every CTA, on each of the busiest SM's CTAs.
+        let step = u128::from(self.rows_per_unit)
+            * u128::from(ctas.div_ceil(sms.max(1)))
+            * u128::from(u / g);
+        let n = u128::from(hi - lo) + 1;
+        let (q, r) = (n / u128::from(period), n % u128::from(period));
+        let first: Vec<u128> = (0..period.min(hi - lo + 1)).map(|i| term(lo + i)).collect();
+        let whole: u128 = first.iter().sum();
+        let part: u128 = first.iter().take(r as usize).sum();
+        let p = u128::from(period);
+        q * whole + step * p * q * q.saturating_sub(1) / 2 + part + r * q * step
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// The live-tile mask of the wide GEMM1 (the narrow one takes its complement): bit `L` set
@@ -49,13 +92,8 @@ pub fn wide_gemm1_mask(narrow: UnitSpread, wide: UnitSpread, sms: u64, max_live:
     let mut mask =
         (1..LIVE_TILE_MASK_BITS - 1).fold(0u64, |m, l| if wins(l) { m | 1 << l } else { m });
     let top = LIVE_TILE_MASK_BITS - 1;
-    let (w, n) = (top..=max_live.max(top)).fold((0u64, 0u64), |(w, n), l| {
-        (
-            w.saturating_add(wide.busiest_sm_rows(l, sms)),
-            n.saturating_add(narrow.busiest_sm_rows(l, sms)),
-        )
-    });
-    if w <= n {
+    let hi = max_live.max(top);
+    if wide.busiest_sm_rows_sum(top, hi, sms) <= narrow.busiest_sm_rows_sum(top, hi, sms) {
         mask |= 1 << top;
     }
     mask
@@ -94,6 +132,31 @@ mod tests {
         // 10 tiles: 160 wide units put two on SM 0; 320 narrow ones three (one per CTA).
         assert_eq!(wide.busiest_sm_rows(10, 132), 512);
         assert_eq!(narrow.busiest_sm_rows(10, 132), 384);
+    }
+
+    proptest::proptest! {
+        /// The sum by periods equals the sum count by count.
+        #[test]
+        fn the_sum_by_periods_is_the_sum_of_the_terms(
+            rows in 1u64..600, units in 0u64..80, ctas in 0u64..700, sms in 0u64..200,
+            lo in 0u64..200, len in 0u64..3000,
+        ) {
+            let s = UnitSpread { rows_per_unit: rows, units_per_tile: units, ctas };
+            let hi = lo + len;
+            let direct: u128 = (lo..=hi).map(|l| u128::from(s.busiest_sm_rows(l, sms))).sum();
+            proptest::prop_assert_eq!(s.busiest_sm_rows_sum(lo, hi, sms), direct);
+        }
+    }
+
+    #[test]
+    fn sums_of_no_count_and_of_counts_past_u64_units() {
+        let s = UnitSpread { rows_per_unit: 128, units_per_tile: 32, ctas: 396 };
+        assert_eq!(s.busiest_sm_rows_sum(10, 9, 132), 0, "an empty range");
+        assert_eq!(s.busiest_sm_rows_sum(7, 7, 132), u128::from(s.busiest_sm_rows(7, 132)));
+        // Units past u64: summed term by term, each term saturating as the rule's.
+        let big = u64::MAX / 16;
+        let direct: u128 = (big..=big + 5).map(|l| u128::from(s.busiest_sm_rows(l, 132))).sum();
+        assert_eq!(s.busiest_sm_rows_sum(big, big + 5, 132), direct);
     }
 
     #[test]
