@@ -16,7 +16,7 @@ use moegen_runtime::layer::DeviceModel;
 use moegen_validation::dispatch_fit::{Fared, Figures, FitError, Records, SMALL_BUCKET, search};
 
 #[derive(Parser)]
-#[command(about = "Judge and refit the Hopper dispatch model's figures on an autotuner record")]
+#[command(about = "Judge and refit the Hopper dispatch model's figures on autotuner records")]
 struct Args {
     /// A record's path prefix (files `<prefix>-<variant>-<shape>.json`); repeat it to judge
     /// and fit several records together. Default: the two H100 records the shipped figures
