@@ -10,7 +10,7 @@ use half::bf16;
 use moegen_dsl::abi::WeightFormat;
 use moegen_dsl::formats::{block_amax, nvfp4_global_scale};
 use moegen_dsl::{ActivationFormat, Arch, EpilogueRecipe, EpilogueSpec, FinalizeMode, MoeTactic};
-use moegen_runtime::backend::Backend;
+use moegen_runtime::backend::{Backend, BackendError, DevicePtr, GraphId};
 use moegen_runtime::layer::{
     DeviceModel, DeviceSlice, DispatchTable, ForwardIo, KernelSet, LayerConfig, LayerWeights,
     MoeLayer, TuneOptions, Workspace, WorkspaceSpec, arch_of, autotune,
@@ -307,7 +307,6 @@ pub fn bench_variant(
     let (shape, weights, inputs) = (&work.shape, &work.weights, &work.inputs);
     let (sn, vn) = (shape.name, v.name);
     let s = |e| BenchError::Layer { shape: sn, variant: vn, source: Box::new(e) };
-    let be = |e| BenchError::Backend { shape: sn, variant: vn, source: Box::new(e) };
     let ms = shape.moe_shape()?;
     let arch = arch_of(b);
     if !v.runs_on(arch) {
@@ -318,7 +317,6 @@ pub fn bench_variant(
     log(&format!("{} {}: preparing weights", shape.name, v.name));
     let epilogue = synth::synth_epilogue(&ms, opts.epilogue)
         .map_err(|e| BenchError::Weights { variant: v.name, source: Box::new(e) })?;
-    let lw = upload_weights(b, &ms, weights, v, gs_x, &epilogue)?;
     let config = LayerConfig {
         finalize: opts.finalize,
         activations: v.activations,
@@ -331,7 +329,6 @@ pub fn bench_variant(
         MoeLayer::candidates(&config, &kernels, max_tokens as u64, arch, v.format).map_err(s)?;
     let dev = DeviceModel::for_layer(arch, v.activations).with_sms(b.sm_count());
     let table = DispatchTable::analytic(&ms, max_tokens as u64, &tactics, &dev).map_err(s)?;
-    let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(s)?;
     let mut tile_sizes: Vec<_> = tactics.iter().map(MoeTactic::tile).collect();
     tile_sizes.sort_by_key(|t| t.rows());
     tile_sizes.dedup();
@@ -346,13 +343,64 @@ pub fn bench_variant(
         arch,
         activations: v.activations,
     };
-    let ws = Workspace::new(b, &kernels, spec).map_err(s)?;
-    if opts.tune.is_some() {
-        log(&format!("{} {}: tuning {} tactics", shape.name, v.name, tactics.len()));
-    }
+    // Everything that can fail without device memory is done: from here each path gives
+    // back what it made (the next variant uploads its own weights), reporting the first error.
+    let lw = upload_weights(b, &ms, weights, v, gs_x, &epilogue)?;
+    let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(s)?;
+    let ws = match Workspace::new(b, &kernels, spec).map_err(s) {
+        Ok(ws) => ws,
+        Err(e) => {
+            let _ = layer.release(b);
+            return Err(e);
+        }
+    };
+    let run = VariantRun {
+        w: (dir, work),
+        v,
+        opts,
+        checksum: kernels.checksum(),
+        tactics: &tactics,
+        shape: &ms,
+        max_tokens,
+        dev: &dev,
+    };
+    let rows = tune_and_time(b, &mut layer, &ws, &run, log);
+    let layer = layer.release(b).map_err(s);
+    let ws = ws.release(b).map_err(s);
+    rows.and_then(|rows| layer.and(ws).map(|()| rows))
+}
+
+/// What [`tune_and_time`] runs a variant's layer on.
+struct VariantRun<'a> {
+    w: (&'a Path, &'a Workload),
+    v: Variant,
+    opts: &'a BenchOptions,
+    /// The kernel set's checksum (the tuner's cache key).
+    checksum: u64,
+    /// The layer's candidates.
+    tactics: &'a [MoeTactic],
+    shape: &'a MoeShape,
+    max_tokens: usize,
+    dev: &'a DeviceModel,
+}
+
+/// Autotunes the layer (where asked), then times every input with its table or, with
+/// `--tactics`, with each named tactic alone; the L2 flush buffer goes back whatever fails.
+fn tune_and_time(
+    b: &mut dyn Backend,
+    layer: &mut MoeLayer,
+    ws: &Workspace,
+    run: &VariantRun,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<BenchRow>, BenchError> {
+    let (v, opts, (dir, work)) = (run.v, run.opts, run.w);
+    let (sn, vn) = (work.shape.name, v.name);
+    let s = |e| BenchError::Layer { shape: sn, variant: vn, source: Box::new(e) };
+    let be = |e| BenchError::Backend { shape: sn, variant: vn, source: Box::new(e) };
     let tuned = match &opts.tune {
         Some(t) => {
-            let report = autotune(b, &mut layer, kernels.checksum(), &ws, t).map_err(s)?;
+            log(&format!("{sn} {vn}: tuning {} tactics", run.tactics.len()));
+            let report = autotune(b, layer, run.checksum, ws, t).map_err(s)?;
             write_trials(&dir.join(format!("tune_{vn}.json")), &report.trials)?;
             report.from_cache || !report.trials.is_empty()
         }
@@ -363,35 +411,41 @@ pub fn bench_variant(
         None => None,
     };
     let rows = match &opts.tactics {
-        None => time_inputs(b, &mut layer, &ws, (dir, work), v, opts, flush, tuned, log),
-        Some(names) => {
-            let mut each = || -> Result<Vec<BenchRow>, BenchError> {
-                let mut rows = Vec::new();
-                for name in names {
-                    let t = tactics.iter().find(|t| t.to_string() == *name).ok_or_else(|| {
-                        BenchError::UnknownTactic {
-                            shape: sn,
-                            variant: vn,
-                            name: name.clone(),
-                            candidates: tactics.iter().map(ToString::to_string).collect(),
-                        }
-                    })?;
-                    let one = DispatchTable::analytic(&ms, max_tokens as u64, &[*t], &dev);
-                    layer.set_dispatch(one.map_err(s)?).map_err(s)?;
-                    let w = (dir, work);
-                    rows.extend(time_inputs(b, &mut layer, &ws, w, v, opts, flush, false, log)?);
-                }
-                Ok(rows)
-            };
-            each()
-        }
+        None => time_inputs(b, layer, ws, run.w, v, opts, flush, tuned, log),
+        Some(names) => time_tactics(b, layer, ws, run, names, flush, log),
     };
-    // The next variant uploads its own weights; these go back first.
-    // Everything goes back even when one part fails; the first error is reported.
     let flushed = flush.map_or(Ok(()), |(p, _)| b.free(p)).map_err(be);
-    let layer = layer.release(b).map_err(s);
-    let ws = ws.release(b).map_err(s);
-    rows.and_then(|rows| flushed.and(layer).and(ws).map(|()| rows))
+    rows.and_then(|rows| flushed.map(|()| rows))
+}
+
+/// `--tactics`: each of `names` (among the layer's candidates) as the only entry of the
+/// dispatch table in turn, every input timed with it.
+fn time_tactics(
+    b: &mut dyn Backend,
+    layer: &mut MoeLayer,
+    ws: &Workspace,
+    run: &VariantRun,
+    names: &[String],
+    flush: Option<(DevicePtr, usize)>,
+    log: &mut dyn FnMut(&str),
+) -> Result<Vec<BenchRow>, BenchError> {
+    let (sn, vn) = (run.w.1.shape.name, run.v.name);
+    let s = |e| BenchError::Layer { shape: sn, variant: vn, source: Box::new(e) };
+    let mut rows = Vec::new();
+    for name in names {
+        let t = run.tactics.iter().find(|t| t.to_string() == *name).ok_or_else(|| {
+            BenchError::UnknownTactic {
+                shape: sn,
+                variant: vn,
+                name: name.clone(),
+                candidates: run.tactics.iter().map(ToString::to_string).collect(),
+            }
+        })?;
+        let one = DispatchTable::analytic(run.shape, run.max_tokens as u64, &[*t], run.dev);
+        layer.set_dispatch(one.map_err(s)?).map_err(s)?;
+        rows.extend(time_inputs(b, layer, ws, run.w, run.v, run.opts, flush, false, log)?);
+    }
+    Ok(rows)
 }
 
 /// Times every input of `work` with the layer's dispatch table: per token count a captured
@@ -405,15 +459,14 @@ fn time_inputs(
     (dir, work): (&Path, &Workload),
     v: Variant,
     opts: &BenchOptions,
-    flush: Option<(moegen_runtime::backend::DevicePtr, usize)>,
+    flush: Option<(DevicePtr, usize)>,
     tuned: bool,
     log: &mut dyn FnMut(&str),
 ) -> Result<Vec<BenchRow>, BenchError> {
-    let (shape, inputs) = (&work.shape, &work.inputs);
-    let s = |e| BenchError::Layer { shape: shape.name, variant: v.name, source: Box::new(e) };
+    let shape = &work.shape;
     let be = |e| BenchError::Backend { shape: shape.name, variant: v.name, source: Box::new(e) };
     let mut rows = Vec::new();
-    for inp in inputs {
+    for inp in &work.inputs {
         let n = inp.tokens;
         if opts.settle_ms > 0 {
             b.synchronize().map_err(be)?;
@@ -426,54 +479,13 @@ fn time_inputs(
             .copied()
             .filter(|&id| usize::try_from(id).is_ok_and(|id| window.contains(&id)))
             .collect();
-        let up = |b: &mut dyn Backend, bytes: Vec<u8>| -> Result<DeviceSlice, BenchError> {
-            let p = b.upload_new(&bytes).map_err(be)?;
-            Ok(DeviceSlice::new(p, bytes.len() as u64))
-        };
-        let out_bytes = n * shape.hidden * 2;
-        let out = b.alloc(out_bytes).map_err(be)?;
-        let io = ForwardIo {
-            tokens: n,
-            activations: up(b, bytes(&inp.x, |v| v.to_bits().to_le_bytes()))?,
-            expert_ids: up(b, bytes(&inp.ids, i32::to_le_bytes))?,
-            expert_weights: up(b, bytes(&inp.weights, f32::to_le_bytes))?,
-            output: DeviceSlice::new(out, out_bytes as u64),
-        };
-        let (_, tactic) = layer.dispatch().choose(n as u64).map_err(s)?;
-        layer.forward(b, ws, &io).map_err(s)?;
-        layer.check_errors(b, ws).map_err(s)?;
-        let graph = layer.capture(b, ws, &io).map_err(s)?;
-        for _ in 0..opts.warmup {
-            b.replay(graph).map_err(be)?;
-        }
-        let mut samples = Vec::with_capacity(opts.iters as usize);
-        for _ in 0..opts.iters.max(1) {
-            if let Some((p, bytes)) = flush {
-                b.memset(p, 0, bytes).map_err(be)?;
-            }
-            let start = b.record_event().map_err(be)?;
-            b.replay(graph).map_err(be)?;
-            let end = b.record_event().map_err(be)?;
-            samples.push(f64::from(b.elapsed_ms(start, end).map_err(be)?));
-        }
-        let burst_ms = match flush {
-            Some(_) => None,
-            None => {
-                let start = b.record_event().map_err(be)?;
-                for _ in 0..opts.iters.max(1) {
-                    b.replay(graph).map_err(be)?;
-                }
-                let end = b.record_event().map_err(be)?;
-                let ms = f64::from(b.elapsed_ms(start, end).map_err(be)?);
-                Some(ms / f64::from(opts.iters.max(1)))
-            }
-        };
-        layer.check_errors(b, ws).map_err(s)?;
-        b.drop_graph(graph).map_err(be)?;
-        let raw = b.download(out, out_bytes).map_err(be)?;
-        b.free_all(&[io.activations.ptr, io.expert_ids.ptr, io.expert_weights.ptr, out])
-            .map_err(be)?;
-        let arr = Array { dtype: Dtype::U16, shape: vec![n, shape.hidden], bytes: raw };
+        // The case's buffers go back whatever fails part-way; the first error is reported.
+        let mut held = Vec::new();
+        let timed = time_case(b, layer, ws, (shape, v.name), inp, opts, flush, &mut held);
+        let freed = b.free_all(&held).map_err(be);
+        let CaseTimes { tactic, samples, burst_ms, output } =
+            timed.and_then(|t| freed.map(|()| t))?;
+        let arr = Array { dtype: Dtype::U16, shape: vec![n, shape.hidden], bytes: output };
         write_npy(&dir.join(format!("out_{}_{n}.npy", v.name)), &arr)?;
         let row = BenchRow {
             tokens: n,
@@ -495,6 +507,102 @@ fn time_inputs(
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// What timing one token count gave.
+struct CaseTimes {
+    tactic: MoeTactic,
+    /// Each timed replay, ms.
+    samples: Vec<f64>,
+    /// Per replay, back to back (none with an L2 flush).
+    burst_ms: Option<f64>,
+    /// The layer's output, bf16 bits.
+    output: Vec<u8>,
+}
+
+/// One token count: uploads its inputs (each buffer pushed to `held` as it is made, for the
+/// caller to free), runs the layer once and checks its error record, then times a captured
+/// graph's replays.
+#[allow(clippy::too_many_arguments)]
+fn time_case(
+    b: &mut dyn Backend,
+    layer: &mut MoeLayer,
+    ws: &Workspace,
+    (shape, vn): (&BenchShape, &'static str),
+    inp: &Inputs,
+    opts: &BenchOptions,
+    flush: Option<(DevicePtr, usize)>,
+    held: &mut Vec<DevicePtr>,
+) -> Result<CaseTimes, BenchError> {
+    let s = |e| BenchError::Layer { shape: shape.name, variant: vn, source: Box::new(e) };
+    let be = |e| BenchError::Backend { shape: shape.name, variant: vn, source: Box::new(e) };
+    let n = inp.tokens;
+    let mut up = |b: &mut dyn Backend, bytes: Vec<u8>| -> Result<DeviceSlice, BenchError> {
+        let p = b.upload_new(&bytes).map_err(be)?;
+        held.push(p);
+        Ok(DeviceSlice::new(p, bytes.len() as u64))
+    };
+    let activations = up(b, bytes(&inp.x, |v| v.to_bits().to_le_bytes()))?;
+    let expert_ids = up(b, bytes(&inp.ids, i32::to_le_bytes))?;
+    let expert_weights = up(b, bytes(&inp.weights, f32::to_le_bytes))?;
+    let out_bytes = n * shape.hidden * 2;
+    let out = b.alloc(out_bytes).map_err(be)?;
+    held.push(out);
+    let io = ForwardIo {
+        tokens: n,
+        activations,
+        expert_ids,
+        expert_weights,
+        output: DeviceSlice::new(out, out_bytes as u64),
+    };
+    let (_, tactic) = layer.dispatch().choose(n as u64).map_err(s)?;
+    layer.forward(b, ws, &io).map_err(s)?;
+    layer.check_errors(b, ws).map_err(s)?;
+    let graph = layer.capture(b, ws, &io).map_err(s)?;
+    // The layer's error record says more than a failed replay or drop: it goes first.
+    let timed = replay_times(b, graph, opts, flush)
+        .map_err(be)
+        .and_then(|t| layer.check_errors(b, ws).map_err(s).map(|()| t));
+    let dropped = b.drop_graph(graph).map_err(be);
+    let (samples, burst_ms) = timed.and_then(|t| dropped.map(|()| t))?;
+    let output = b.download(out, out_bytes).map_err(be)?;
+    Ok(CaseTimes { tactic, samples, burst_ms, output })
+}
+
+/// `opts.warmup` untimed replays of `graph`, then `opts.iters` timed one by one (after an L2
+/// flush where asked) and, without a flush, the same count back to back.
+fn replay_times(
+    b: &mut dyn Backend,
+    graph: GraphId,
+    opts: &BenchOptions,
+    flush: Option<(DevicePtr, usize)>,
+) -> Result<(Vec<f64>, Option<f64>), BackendError> {
+    for _ in 0..opts.warmup {
+        b.replay(graph)?;
+    }
+    let mut samples = Vec::with_capacity(opts.iters as usize);
+    for _ in 0..opts.iters.max(1) {
+        if let Some((p, bytes)) = flush {
+            b.memset(p, 0, bytes)?;
+        }
+        let start = b.record_event()?;
+        b.replay(graph)?;
+        let end = b.record_event()?;
+        samples.push(f64::from(b.elapsed_ms(start, end)?));
+    }
+    let burst_ms = match flush {
+        Some(_) => None,
+        None => {
+            let start = b.record_event()?;
+            for _ in 0..opts.iters.max(1) {
+                b.replay(graph)?;
+            }
+            let end = b.record_event()?;
+            let ms = f64::from(b.elapsed_ms(start, end)?);
+            Some(ms / f64::from(opts.iters.max(1)))
+        }
+    };
+    Ok((samples, burst_ms))
 }
 
 /// The tuner's trials (bucket, tactic, mean ms), so one tactic can be read against another

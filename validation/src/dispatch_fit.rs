@@ -169,15 +169,15 @@ impl Records {
                 recipe: v.recipe,
                 ..LayerConfig::new(moe)
             };
-            // The paired GEMM1 tactics (`MoeTactic::gemm1_wide`) are left out: the model costs
-            // a pair as its faster half plus a launch, so it never picks one, and records from
-            // before them hold no trial of theirs. The model's pick is still judged against the
-            // record's fastest trial, a pair's included.
+            // The paired GEMM1 tactics (`MoeTactic::gemm1_wide`) are candidates where the
+            // record timed them: records from before them hold no trial of theirs. The model's
+            // pick is judged against the record's fastest trial either way.
+            let pairs = trials.iter().any(|t| t.1.contains('|'));
             let tactics: Vec<_> =
                 MoeLayer::candidates(&config, &kernels, max_tokens, Arch::Sm90, v.format)
                     .map_err(|e| FitError::Layer(e.to_string()))?
                     .into_iter()
-                    .filter(|t| t.gemm1_wide().is_none())
+                    .filter(|t| pairs || t.gemm1_wide().is_none())
                     .collect();
             check_complete(&path, &trials, &tactics, max_tokens)?;
             loaded.push(Part {

@@ -4,9 +4,13 @@
 
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
+use moegen_dsl::abi::{KernelInfo, SimtTarget};
 use moegen_dsl::{FinalizeMode, TileSize};
-use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
+use moegen_runtime::backend::{
+    Backend, BackendError, BackendStats, DevicePtr, EventId, GraphId, KernelArg, LaunchShape,
+    TensorMapSpec, UsageError,
+};
 use moegen_runtime::layer::{MoeLayer, TuneOptions};
 use moegen_runtime::reference::*;
 use moegen_validation::bench::*;
@@ -18,9 +22,9 @@ fn npy_payload(path: &std::path::Path) -> Vec<u8> {
     b[10 + header..].to_vec()
 }
 
-#[test]
-fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
-    let shape = BenchShape {
+/// A layer the simulator runs in seconds: experts 2..6 of 8 local, top 2.
+fn tiny(tokens: Vec<usize>) -> BenchShape {
+    BenchShape {
         name: "tiny",
         hidden: 512,
         intermediate: 256,
@@ -28,8 +32,13 @@ fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
         local_experts: 4,
         expert_offset: 2,
         top_k: 2,
-        tokens: vec![3, 6],
-    };
+        tokens,
+    }
+}
+
+#[test]
+fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
+    let shape = tiny(vec![3, 6]);
     let dir = std::env::temp_dir().join(format!("moegen-bench-sim-{}", std::process::id()));
     let work = Workload::synth(shape.clone(), 5);
     let (weights, inputs) = (&work.weights, &work.inputs);
@@ -150,4 +159,107 @@ fn the_bench_writes_the_contract_and_moegen_matches_the_reference() {
     assert_eq!(got, want);
     assert!(want.iter().any(|v| v.to_f32().abs() > 0.01), "a non-trivial output");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The simulator, but every graph replay fails (with an error nothing else here gives): a
+/// token count's timing fails after its inputs are uploaded and its graph captured. Counts
+/// the graphs made and dropped.
+struct ReplayFails {
+    sim: SimBackend,
+    captured: u32,
+    dropped: u32,
+}
+
+const REPLAY_FAILS: UsageError = UsageError::UnknownEvent { event: 987_654_321 };
+
+impl Backend for ReplayFails {
+    fn alloc(&mut self, bytes: usize) -> Result<DevicePtr, BackendError> {
+        self.sim.alloc(bytes)
+    }
+    fn free(&mut self, ptr: DevicePtr) -> Result<(), BackendError> {
+        self.sim.free(ptr)
+    }
+    fn upload(&mut self, ptr: DevicePtr, bytes: &[u8]) -> Result<(), BackendError> {
+        self.sim.upload(ptr, bytes)
+    }
+    fn download(&mut self, ptr: DevicePtr, len: usize) -> Result<Vec<u8>, BackendError> {
+        self.sim.download(ptr, len)
+    }
+    fn launch(
+        &mut self,
+        kernel: &'static KernelInfo,
+        shape: LaunchShape,
+        args: &[KernelArg],
+    ) -> Result<(), BackendError> {
+        self.sim.launch(kernel, shape, args)
+    }
+    fn encode_tensor_map(&mut self, spec: &TensorMapSpec) -> Result<[u8; 128], BackendError> {
+        self.sim.encode_tensor_map(spec)
+    }
+    fn simt_target(&self) -> SimtTarget {
+        self.sim.simt_target()
+    }
+    fn sm_count(&self) -> u32 {
+        self.sim.sm_count()
+    }
+    fn memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError> {
+        self.sim.memset(ptr, value, bytes)
+    }
+    fn synchronize(&mut self) -> Result<(), BackendError> {
+        self.sim.synchronize()
+    }
+    fn stats(&self) -> BackendStats {
+        self.sim.stats()
+    }
+    fn begin_capture(&mut self) -> Result<(), BackendError> {
+        self.sim.begin_capture()
+    }
+    fn end_capture(&mut self) -> Result<GraphId, BackendError> {
+        self.captured += 1;
+        self.sim.end_capture()
+    }
+    fn replay(&mut self, _: GraphId) -> Result<(), BackendError> {
+        Err(REPLAY_FAILS.into())
+    }
+    fn drop_graph(&mut self, graph: GraphId) -> Result<(), BackendError> {
+        self.dropped += 1;
+        self.sim.drop_graph(graph)
+    }
+    fn record_event(&mut self) -> Result<EventId, BackendError> {
+        self.sim.record_event()
+    }
+    fn elapsed_ms(&mut self, start: EventId, end: EventId) -> Result<f32, BackendError> {
+        self.sim.elapsed_ms(start, end)
+    }
+    fn device_key(&self) -> String {
+        self.sim.device_key()
+    }
+}
+
+/// A token count that fails part-way (its graph's replay) still gives back its inputs, its
+/// output buffer and its graph, and the layer and workspace go back too; the replay's error
+/// is the one reported.
+#[test]
+fn a_failed_timing_gives_back_the_cases_buffers() {
+    let dir = std::env::temp_dir().join(format!("moegen-bench-fail-{}", std::process::id()));
+    let work = Workload::synth(tiny(vec![3]), 5);
+    let v = VARIANTS.iter().copied().find(|v| v.name == "nvfp4-a4").unwrap();
+    let mut b = ReplayFails { sim: SimBackend::new().with_sm_count(4), captured: 0, dropped: 0 };
+    let opts = BenchOptions {
+        warmup: 1,
+        iters: 1,
+        tune: None,
+        finalize: FinalizeMode::BulkReduceAdd,
+        flush_l2: None,
+        epilogue: moegen_dsl::EpilogueSpec::PLAIN,
+        tactics: None,
+        settle_ms: 0,
+    };
+    let before = b.stats();
+    let err = bench_variant(&mut b, &dir, &work, v, &opts, &mut |_| {}).unwrap_err();
+    let after = b.stats();
+    assert!(matches!(err, BenchError::Backend { .. }), "{err}");
+    assert!(err.to_string().contains(&REPLAY_FAILS.to_string()), "{err}");
+    assert_eq!(after.allocations - before.allocations, after.frees - before.frees);
+    assert_eq!((b.captured, b.dropped), (1, 1), "the case's graph went back");
 }

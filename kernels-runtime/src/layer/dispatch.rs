@@ -10,7 +10,8 @@ use moegen_dsl::{ActivationFormat, Arch, GemmTactic, MoeTactic, TileSize};
 
 use super::candidates::shape_target;
 use super::error::LayerError;
-use super::route_counts::RouteCounts;
+use super::live_tiles::{LIVE_TILE_MASK_BITS, UnitSpread, wide_gemm1_mask};
+use super::route_counts::LiveTileSpread;
 
 /// Where a table's choices came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -61,7 +62,10 @@ pub enum RouteSpread {
     /// Each token takes top_k distinct experts uniformly at random (the autotuner's routing,
     /// `tune::uniform_routing`): an expert's count is Binomial(tokens, top_k / experts), so
     /// a tile sized at the mean spills about half the experts into a second tile, which
-    /// dequantizes their weights again.
+    /// dequantizes their weights again. The estimate is the expected time over the
+    /// distribution of live tiles, not the time at their mean: how the tiles fall into waves
+    /// of persistent units turns on that spread at a few tokens, and a paired GEMM1 gains only
+    /// from it.
     UniformRandom,
 }
 
@@ -118,9 +122,10 @@ impl DeviceModel {
     /// of that time hides behind the weight stream (`exposed` 1: the two add). They are
     /// effective rates, not instruction counts: they fold in the wgmma issue and the stage
     /// barriers. With them the model picks a tactic within 5 % of the tuner's fastest at 63
-    /// and 65 of each record's 68 buckets from 32 tokens up (63 and 54 with the figures
-    /// before, which counted no activation reads), and out of sample at 67 and 66 of
-    /// sessions 6 and 7's; validation/tests/hopper_dispatch.rs holds that.
+    /// and 67 of each record's 68 buckets from 32 tokens up (62 and 52 with the figures
+    /// before, which counted no activation reads), and out of sample at 67 of sessions 6
+    /// and 7's each and all 68 of session 13's; validation/tests/hopper_dispatch.rs holds
+    /// that.
     pub fn h200() -> Self {
         Self {
             gpu: Gpu::H200,
@@ -189,7 +194,9 @@ impl DeviceModel {
 }
 
 /// Estimated µs of one layer with `tactic` for `tokens` tokens, their routes spread as
-/// `dev.routes` says: each GEMM is the slower of its weight traffic and its padded MMA work
+/// `dev.routes` says (with [`RouteSpread::UniformRandom`], the expectation over the live-tile
+/// counts; a paired GEMM1 runs the faster width at each): each GEMM is the slower of its
+/// weight traffic and its padded MMA work
 /// (plus, where the device dequantizes weights in software, that work and the unit's
 /// activation reads per unit, and the `exposed` share of the faster of the two) spread over
 /// whole waves of persistent
@@ -197,32 +204,68 @@ impl DeviceModel {
 /// (N = 2I): for ReLU² (N = I) its units and weight bytes are counted twice, which moves
 /// only the ranking of tactics, never what a tactic computes.
 pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &DeviceModel) -> f64 {
+    let spread = Spread::new(shape, tactic.tile().rows(), tokens, dev);
+    estimate_spread_us(shape, tactic, &spread, dev)
+}
+
+/// Where a batch's routes land, as the estimate sees them: the same for every tactic of a
+/// tile size.
+struct Spread {
+    tile_rows: u32,
+    /// The pass's bound on live tiles (what the runtime sizes grids and the pair's mask by).
+    bound: u64,
+    /// Experts with at least one route (each streams its weights once).
+    touched: f64,
+    /// (live tiles, probability).
+    live: Vec<(f64, f64)>,
+}
+
+impl Spread {
+    fn new(shape: &MoeShape, tile_rows: u32, tokens: u64, dev: &DeviceModel) -> Self {
+        let w = &shape.window;
+        let t = f64::from(tile_rows);
+        let local = w.local() as f64;
+        let (touched, live) = match dev.routes {
+            RouteSpread::Even => {
+                let routes = tokens * w.top_k() as u64;
+                let local_routes = routes as f64 * local / w.num_experts() as f64;
+                let per_expert = (local_routes / local).max(1.0);
+                let touched = local_routes.min(local).max(1.0);
+                (touched, vec![((per_expert / t).ceil() * touched, 1.0)])
+            }
+            RouteSpread::UniformRandom => {
+                let (k, e) = (w.top_k() as u64, w.num_experts() as u64);
+                let s = LiveTileSpread::uniform(tokens, k, e, w.local() as u64, tile_rows.into());
+                (s.touched, s.pmf.into_iter().map(|(l, p)| (l as f64, p)).collect())
+            }
+        };
+        let routes = tokens.saturating_mul(w.top_k() as u64);
+        let bound = max_tiles(routes, w.local() as u64, tile_rows.into()).unwrap_or(0);
+        Self { tile_rows, bound, touched, live }
+    }
+}
+
+/// [`estimate_us`] on a spread made for the tactic's tile size.
+fn estimate_spread_us(
+    shape: &MoeShape,
+    tactic: &MoeTactic,
+    spread: &Spread,
+    dev: &DeviceModel,
+) -> f64 {
+    debug_assert_eq!(spread.tile_rows, tactic.tile().rows(), "a spread of another tile size");
     let (h, i) = (shape.hidden as f64, shape.intermediate as f64);
-    let w = &shape.window;
-    let t = f64::from(tactic.tile().rows());
-    let local = w.local() as f64;
-    // Experts with at least one route (each streams its weights once) and their tiles.
-    let (touched, live_tiles) = match dev.routes {
-        RouteSpread::Even => {
-            let routes = tokens * w.top_k() as u64;
-            let local_routes = routes as f64 * local / w.num_experts() as f64;
-            let per_expert = (local_routes / local).max(1.0);
-            let touched = local_routes.min(local).max(1.0);
-            (touched, (per_expert / t).ceil() * touched)
-        }
-        RouteSpread::UniformRandom => {
-            let (k, e) = (w.top_k() as u64, w.num_experts() as u64);
-            let c = RouteCounts::uniform(tokens, k, e, u64::from(tactic.tile().rows()));
-            ((local * (1.0 - c.idle)).max(1.0), (local * c.tiles_per_expert).max(1.0))
-        }
-    };
-    let gemm_us = |g: &GemmTactic, n_dim: f64, k_dim: f64| {
+    let t = f64::from(spread.tile_rows);
+    let Spread { touched, live, .. } = spread;
+    let touched = *touched;
+    let expect = |f: &dyn Fn(f64) -> f64| live.iter().map(|&(l, p)| p * f(l)).sum::<f64>();
+    // The resource model's CTAs per SM, once per GEMM rather than per live-tile count.
+    let per_sm = |g: &GemmTactic| f64::from(ctas_per_sm(g, dev.activations));
+    let gemm_us = |g: &GemmTactic, per_sm: f64, n_dim: f64, k_dim: f64, live_tiles: f64| {
         let [_, n] = g.mma_tiler();
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
         // Whole cluster groups: a GEMM2 cluster's last group may hold a tile past H.
         let units = live_tiles * ((n_dim / f64::from(n)).ceil() / cn).ceil();
-        let per_sm = f64::from(ctas_per_sm(g, dev.activations));
         let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
         let waves = (units / clusters).ceil();
         // One unit: T × N·cn × K MACs on `ctas` SMs.
@@ -264,15 +307,43 @@ pub fn estimate_us(shape: &MoeShape, tactic: &MoeTactic, tokens: u64, dev: &Devi
         let exposed = software.map_or(0.0, |d| d.exposed) * mma_s.min(weight_s);
         (mma_s.max(weight_s) + exposed) * 1e6 + dev.gpu.launch_us
     };
-    // A paired GEMM1 runs the faster width at the expected live tiles, and pays the other's
-    // launch: the model, which knows the expected tile count only, never ranks a pair above
-    // its faster half; the gain is in the spread of tile counts, which the tuner times.
-    let gemm1 = gemm_us(tactic.gemm1(), 2.0 * i, h);
+    let (g1, g2) = (tactic.gemm1(), tactic.gemm2());
+    let (s1, s2) = (per_sm(g1), per_sm(g2));
     let gemm1 = match tactic.gemm1_wide() {
-        Some(w) => gemm1.min(gemm_us(w, 2.0 * i, h)) + dev.gpu.launch_us,
-        None => gemm1,
+        // A paired GEMM1 runs, at each live-tile count, the width the device's rule gives it
+        // (`wide_gemm1_mask`, the runtime's mask for this pass's bound), and pays the other
+        // width's launch: the rule, not the faster of the two, since on gpt-oss's shape its
+        // ties go to the slower width.
+        Some(wide) => {
+            let sw = per_sm(wide);
+            let sms = u64::from(dev.gpu.sms);
+            let spread_of = |g: &GemmTactic, per_sm: f64, n_dim: f64| {
+                let [_, n] = g.mma_tiler();
+                let cn = u64::from(g.cluster()[1]);
+                let per_tile = ((n_dim / f64::from(n)).ceil() as u64).div_ceil(cn.max(1));
+                let cluster = u64::from(g.cluster_ctas()).max(1);
+                let clusters = (sms * per_sm as u64 / cluster).max(1);
+                let ctas = per_tile.saturating_mul(spread.bound).clamp(1, clusters) * cluster;
+                UnitSpread { rows_per_unit: u64::from(n), units_per_tile: per_tile, ctas }
+            };
+            let mask = wide_gemm1_mask(
+                spread_of(g1, s1, 2.0 * i),
+                spread_of(wide, sw, 2.0 * i),
+                sms,
+                spread.bound,
+            );
+            let wide_at = |l: f64| mask >> (l as u64).min(LIVE_TILE_MASK_BITS - 1) & 1 == 1;
+            expect(&|l| {
+                if wide_at(l) {
+                    gemm_us(wide, sw, 2.0 * i, h, l)
+                } else {
+                    gemm_us(g1, s1, 2.0 * i, h, l)
+                }
+            }) + dev.gpu.launch_us
+        }
+        None => expect(&|l| gemm_us(g1, s1, 2.0 * i, h, l)),
     };
-    gemm1 + gemm_us(tactic.gemm2(), h, i)
+    gemm1 + expect(&|l| gemm_us(g2, s2, h, i, l))
 }
 
 /// CTAs of `g` resident per SM: the resource model's (1 for a GEMM it cannot plan, which
@@ -294,12 +365,23 @@ impl DispatchTable {
             .buckets()
             .iter()
             .map(|&n| {
+                // One spread per tile size: it costs more than a tactic's estimate on it.
+                let mut spreads: Vec<Spread> = Vec::new();
                 tactics
                     .iter()
-                    .copied()
-                    .min_by(|a, b| {
-                        estimate_us(shape, a, n, dev).total_cmp(&estimate_us(shape, b, n, dev))
+                    .map(|t| {
+                        let rows = t.tile().rows();
+                        let at = match spreads.iter().position(|s| s.tile_rows == rows) {
+                            Some(at) => at,
+                            None => {
+                                spreads.push(Spread::new(shape, rows, n, dev));
+                                spreads.len() - 1
+                            }
+                        };
+                        (estimate_spread_us(shape, t, &spreads[at], dev), *t)
                     })
+                    .min_by(|a, b| a.0.total_cmp(&b.0))
+                    .map(|(_, t)| t)
                     .ok_or_else(|| {
                         LayerError::NoTactic(
                             "the candidate list is empty (MoeLayer::candidates says why)".into(),
