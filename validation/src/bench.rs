@@ -343,8 +343,10 @@ pub fn bench_variant(
         arch,
         activations: v.activations,
     };
-    // Everything that can fail without device memory is done: from here each path gives
-    // back what it made (the next variant uploads its own weights), reporting the first error.
+    // The host-side work that can fail is done before the weights go up; from here each path
+    // gives back what it made (the next variant uploads its own weights), reporting the first
+    // error. Only `MoeLayer::new` refusing the weights (it takes them, and cannot free them)
+    // leaves them to the backend, which frees them when it is dropped.
     let lw = upload_weights(b, &ms, weights, v, gs_x, &epilogue)?;
     let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(s)?;
     let ws = match Workspace::new(b, &kernels, spec).map_err(s) {
@@ -559,7 +561,8 @@ fn time_case(
     layer.forward(b, ws, &io).map_err(s)?;
     layer.check_errors(b, ws).map_err(s)?;
     let graph = layer.capture(b, ws, &io).map_err(s)?;
-    // The layer's error record says more than a failed replay or drop: it goes first.
+    // After the replays, the layer's error record (it says more than a failed drop) is
+    // checked before the graph goes.
     let timed = replay_times(b, graph, opts, flush)
         .map_err(be)
         .and_then(|t| layer.check_errors(b, ws).map_err(s).map(|()| t));

@@ -228,6 +228,25 @@ fn the_model_picks_the_pair_where_the_live_tiles_straddle_the_widths() {
     assert_eq!(at256.to_string(), "t16:gemm1_sm90_t16n256:gemm2_sm90_t16n128");
 }
 
+/// The pair is costed by the width the device's rule (`wide_gemm1_mask`) gives each
+/// live-tile count, not the faster one: on gpt-oss's shape at 8 tokens the rule's ties send
+/// counts to the wide kernel where the narrow one is faster, and the model keeps N 256 alone
+/// (3.1–3.7 % behind the tuner's N 128 on sessions 11 and 13's records; costed as the faster
+/// width at every count it took the pair). At 16 tokens it picks the pair.
+#[test]
+fn the_pair_is_costed_by_the_devices_rule() {
+    let ms = BenchShape::gpt_oss().moe_shape().unwrap();
+    let v = VARIANTS[0];
+    let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
+    let tactics =
+        MoeLayer::candidates(&config, &KernelSet::builtin(), 4096, Arch::Sm90, v.format).unwrap();
+    let table = DispatchTable::analytic(&ms, 4096, &tactics, &DeviceModel::h200()).unwrap();
+    let at8 = table.choose(8).unwrap().1;
+    assert_eq!(at8.to_string(), "t16:gemm1_sm90_t16n256:gemm2_sm90_t16n64");
+    let at16 = table.choose(16).unwrap().1;
+    assert_eq!(at16.to_string(), "t16:gemm1_sm90_t16n128|n256:gemm2_sm90_t16n128");
+}
+
 /// Out of sample: session 13's record (H100, 2026-12-07: both shapes, A16, Fast A16 and
 /// Fast A8 tuned, the pairs among the trials; docs/perf.md, session 13), used neither to fit
 /// the figures nor to design the live-tile spread: within 5 % at all 68 buckets from 32

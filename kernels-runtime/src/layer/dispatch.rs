@@ -332,7 +332,7 @@ fn estimate_spread_us(
                 sms,
                 spread.bound,
             );
-            let wide_at = |l: f64| mask >> (l as u64).min(LIVE_TILE_MASK_BITS - 1) & 1 == 1;
+            let wide_at = |l: f64| mask >> (l.round() as u64).min(LIVE_TILE_MASK_BITS - 1) & 1 == 1;
             expect(&|l| {
                 if wide_at(l) {
                     gemm_us(wide, sw, 2.0 * i, h, l)
