@@ -207,6 +207,18 @@ fn the_model_on_the_several_draw_record() {
     expect(&even, (34, 30), 1.23..1.25, 1.015..1.022);
 }
 
+/// The analytic A16 table up to 4096 tokens of `shape` on the H200 model, over every Hopper
+/// candidate (the paired GEMM1s among them).
+fn a16_table(shape: BenchShape) -> DispatchTable {
+    let ms = shape.moe_shape().unwrap();
+    let v = VARIANTS[0];
+    let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
+    let tactics =
+        MoeLayer::candidates(&config, &KernelSet::builtin(), 4096, Arch::Sm90, v.format).unwrap();
+    assert!(tactics.iter().any(|t| t.gemm1_wide().is_some()), "the pairs are candidates");
+    DispatchTable::analytic(&ms, 4096, &tactics, &DeviceModel::h200()).unwrap()
+}
+
 /// Costed over the spread of live tiles a batch's routing gives, a paired GEMM1 (both widths
 /// launched, the device's live-tile count choosing one) is worth its second launch where the
 /// widths trade places across the counts a few tokens give: on DeepSeek's slice at 16 tokens
@@ -215,13 +227,7 @@ fn the_model_on_the_several_draw_record() {
 /// touched), still at T 16 where the pairs compete, it picks N 256 alone.
 #[test]
 fn the_model_picks_the_pair_where_the_live_tiles_straddle_the_widths() {
-    let ms = BenchShape::deepseek().moe_shape().unwrap();
-    let v = VARIANTS[0];
-    let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
-    let tactics =
-        MoeLayer::candidates(&config, &KernelSet::builtin(), 4096, Arch::Sm90, v.format).unwrap();
-    assert!(tactics.iter().any(|t| t.gemm1_wide().is_some()), "the pairs are candidates");
-    let table = DispatchTable::analytic(&ms, 4096, &tactics, &DeviceModel::h200()).unwrap();
+    let table = a16_table(BenchShape::deepseek());
     let at16 = table.choose(16).unwrap().1;
     assert_eq!(at16.to_string(), "t16:gemm1_sm90_t16n128|n256:gemm2_sm90_t16n128");
     let at256 = table.choose(256).unwrap().1;
@@ -235,12 +241,7 @@ fn the_model_picks_the_pair_where_the_live_tiles_straddle_the_widths() {
 /// width at every count it took the pair). At 16 tokens it picks the pair.
 #[test]
 fn the_pair_is_costed_by_the_devices_rule() {
-    let ms = BenchShape::gpt_oss().moe_shape().unwrap();
-    let v = VARIANTS[0];
-    let config = LayerConfig { activations: v.activations, ..LayerConfig::new(ms) };
-    let tactics =
-        MoeLayer::candidates(&config, &KernelSet::builtin(), 4096, Arch::Sm90, v.format).unwrap();
-    let table = DispatchTable::analytic(&ms, 4096, &tactics, &DeviceModel::h200()).unwrap();
+    let table = a16_table(BenchShape::gpt_oss());
     let at8 = table.choose(8).unwrap().1;
     assert_eq!(at8.to_string(), "t16:gemm1_sm90_t16n256:gemm2_sm90_t16n64");
     let at16 = table.choose(16).unwrap().1;
