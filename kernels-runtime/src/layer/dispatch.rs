@@ -195,11 +195,10 @@ impl DeviceModel {
 
 /// Estimated µs of one layer with `tactic` for `tokens` tokens, their routes spread as
 /// `dev.routes` says (with [`RouteSpread::UniformRandom`], the expectation over the live-tile
-/// counts; a paired GEMM1 runs the faster width at each): each GEMM is the slower of its
-/// weight traffic and its padded MMA work
-/// (plus, where the device dequantizes weights in software, that work and the unit's
-/// activation reads per unit, and the `exposed` share of the faster of the two) spread over
-/// whole waves of persistent
+/// counts; a paired GEMM1 runs at each count the width the device's mask gives it): each
+/// GEMM is the slower of its weight traffic and its padded MMA work (plus, where the device
+/// dequantizes weights in software, that work and the unit's activation reads per unit, and
+/// the `exposed` share of the faster of the two) spread over whole waves of persistent
 /// clusters, plus a fixed cost per launch. GEMM1 is costed as a gated layer's
 /// (N = 2I): for ReLU² (N = I) its units and weight bytes are counted twice, which moves
 /// only the ranking of tactics, never what a tactic computes.
@@ -264,8 +263,7 @@ fn estimate_spread_us(
         let [_, n] = g.mma_tiler();
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
-        // Whole cluster groups: a GEMM2 cluster's last group may hold a tile past H.
-        let units = live_tiles * ((n_dim / f64::from(n)).ceil() / cn).ceil();
+        let units = live_tiles * units_per_tile(g, n_dim) as f64;
         let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
         let waves = (units / clusters).ceil();
         // One unit: T × N·cn × K MACs on `ctas` SMs.
@@ -319,8 +317,7 @@ fn estimate_spread_us(
             let sms = u64::from(dev.gpu.sms);
             let spread_of = |g: &GemmTactic, per_sm: f64, n_dim: f64| {
                 let [_, n] = g.mma_tiler();
-                let cn = u64::from(g.cluster()[1]);
-                let per_tile = ((n_dim / f64::from(n)).ceil() as u64).div_ceil(cn.max(1));
+                let per_tile = units_per_tile(g, n_dim);
                 let cluster = u64::from(g.cluster_ctas()).max(1);
                 let clusters = (sms * per_sm as u64 / cluster).max(1);
                 let ctas = per_tile.saturating_mul(spread.bound).clamp(1, clusters) * cluster;
@@ -344,6 +341,14 @@ fn estimate_spread_us(
         None => expect(&|l| gemm_us(g1, s1, 2.0 * i, h, l)),
     };
     gemm1 + expect(&|l| gemm_us(g2, s2, h, i, l))
+}
+
+/// Work units of `g` per routing tile over an N of `n_dim`: whole cluster groups (a GEMM2
+/// cluster's last group may hold a tile past H), as `abi::persistent_units` counts them.
+fn units_per_tile(g: &GemmTactic, n_dim: f64) -> u64 {
+    let [_, n] = g.mma_tiler();
+    let cn = u64::from(g.cluster()[1]).max(1);
+    ((n_dim / f64::from(n)).ceil() as u64).div_ceil(cn)
 }
 
 /// CTAs of `g` resident per SM: the resource model's (1 for a GEMM it cannot plan, which
