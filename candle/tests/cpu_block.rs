@@ -80,7 +80,7 @@ fn gpt_oss_block_equals_the_cpu_reference_of_the_file() {
         1.0,
         &weights,
         &routing,
-        TileSize::T64,
+        TileSize::T64.into(),
         SwigluInput::F32,
         FinalizeMode::BulkReduceAdd,
     )

@@ -16,6 +16,8 @@ pub struct GemmReport {
     pub mma_tiler: [u32; 2],
     /// `[M, N]` cluster shape.
     pub cluster: [u32; 2],
+    /// CTAs of the cluster that split each unit's K (Hopper; 1: none).
+    pub split_k: u32,
     /// A/B pipeline stages.
     pub stages: u32,
     /// Accumulator stages.
@@ -67,6 +69,7 @@ fn gemm_report(
         name: g.to_string(),
         mma_tiler: g.mma_tiler(),
         cluster: g.cluster(),
+        split_k: g.split_k(),
         stages: budget.ab_stages,
         acc_stages: budget.acc_stages,
         smem_bytes: budget.smem_bytes,
@@ -114,7 +117,10 @@ fn gemm_cells(g: &GemmReport) -> String {
     let reference = g.reference.map_or("(-)".to_owned(), |r| format!("({})", r.ab_stages));
     gemm_columns(
         &format!("{}x{}", g.mma_tiler[0], g.mma_tiler[1]),
-        &format!("{}x{}", g.cluster[0], g.cluster[1]),
+        &match g.split_k {
+            1 => format!("{}x{}", g.cluster[0], g.cluster[1]),
+            k => format!("{}x{}k{k}", g.cluster[0], g.cluster[1]),
+        },
         &g.stages.to_string(),
         &reference,
         &g.acc_stages.to_string(),
@@ -129,8 +135,8 @@ pub fn render_tactics(r: &TacticsReport) -> String {
     let _ = writeln!(s, "NVFP4 MoE tactics for {} ({} tactics)", r.target, r.tactics.len());
     let _ = writeln!(
         s,
-        "per GEMM: MMA tile, cluster, A/B stages (production reference's), accumulator stages, \
-         dynamic shared memory (B), TMEM columns"
+        "per GEMM: MMA tile, cluster (kS: K split over S CTAs), A/B stages (production \
+         reference's), accumulator stages, dynamic shared memory (B), TMEM columns"
     );
     let head = gemm_columns("mma", "cluster", "ab", "(ref)", "acc", "smem", "tmem");
     let _ =

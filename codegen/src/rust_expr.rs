@@ -13,7 +13,7 @@ pub fn kernel_id(id: &KernelId) -> String {
             "{ABI}::KernelId::Gemm({ABI}::GemmKey {{ target: ::moegen_dsl::Target::{:?}, \
              gemm: ::moegen_dsl::GemmKind::{:?}, tile: ::moegen_dsl::TileSize::{:?}, \
              mma_n: {}, cluster_n: {}, raster: ::moegen_dsl::Raster::{:?}, \
-             schedule: ::moegen_dsl::Schedule::{:?}, \
+             schedule: ::moegen_dsl::Schedule::{:?}, split_k: {}, \
              format: {ABI}::WeightFormat::{:?}, swiglu_input: ::moegen_dsl::SwigluInput::{:?}, \
              activation: ::moegen_dsl::Activation::{:?}, bias: {}, \
              recipe: ::moegen_dsl::EpilogueRecipe::{:?}, finalize: ::moegen_dsl::FinalizeMode::{:?}, \
@@ -26,6 +26,7 @@ pub fn kernel_id(id: &KernelId) -> String {
             k.cluster_n,
             k.raster,
             k.schedule,
+            k.split_k,
             k.format,
             k.swiglu_input,
             k.activation,

@@ -40,11 +40,15 @@ fn tactics_json_lists_the_tactics_with_the_invariants() {
             assert!(t["gemm1_wide"].is_null(), "no SM100 tactic pairs GEMM1 widths");
         }
     }
-    // Hopper: 33 tactics, six of them GEMM1 N 128 with N 256 beside it (T 16 and 32), the
-    // text table showing the wide kernel on their rows.
+    // Hopper: 43 tactics, six of them GEMM1 N 128 with N 256 beside it (T 16 and 32), ten
+    // splitting K in one GEMM or both, the text table showing the wide kernel on their rows.
     let v = json(&["tactics", "--target", "sm_90a", "--json"]);
     let ts = v["tactics"].as_array().unwrap();
-    assert_eq!(ts.len(), 33);
+    assert_eq!(ts.len(), 43);
+    let split = |t: &&serde_json::Value| {
+        ["gemm1", "gemm2"].iter().any(|g| t[g]["split_k"].as_u64() != Some(1))
+    };
+    assert_eq!(ts.iter().filter(split).count(), 10);
     let paired: Vec<_> = ts.iter().filter(|t| !t["gemm1_wide"].is_null()).collect();
     assert_eq!(paired.len(), 6);
     for t in paired {
@@ -70,8 +74,8 @@ fn emit_writes_the_committed_crate_and_check_catches_drift() {
     let out = gen_cmd(&["emit", "--out", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("243 kernels (246 files)"), "{text}");
-    assert!(text.contains("246 written, 0 unchanged"), "{text}");
+    assert!(text.starts_with("287 kernels (290 files)"), "{text}");
+    assert!(text.contains("290 written, 0 unchanged"), "{text}");
     let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../generated");
     for rel in ["manifest.json", "src/lib.rs", "ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"] {
         assert_eq!(
@@ -117,11 +121,11 @@ fn emit_restores_deleted_files_and_rewrites_nothing_that_is_fresh() {
     let d = dir.to_str().unwrap();
     assert!(gen_cmd(&["emit", "--out", d]).status.success());
     let before = mtimes(&dir);
-    assert_eq!(before.len(), 246);
+    assert_eq!(before.len(), 290);
     // A second run touches nothing: every mtime stays, so cargo rebuilds nothing.
     let out = gen_cmd(&["emit", "--out", d]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("0 written, 246 unchanged, 0 stale removed"), "{text}");
+    assert!(text.contains("0 written, 290 unchanged, 0 stale removed"), "{text}");
     assert_eq!(mtimes(&dir), before);
     // Deleted and corrupted files come back, and only they are written.
     let gemm1: Vec<_> = std::fs::read_dir(dir.join("ptx"))
@@ -130,19 +134,19 @@ fn emit_restores_deleted_files_and_rewrites_nothing_that_is_fresh() {
         .filter(|e| e.file_name().to_string_lossy().contains("gemm1"))
         .map(|e| e.path())
         .collect();
-    // 16 SM100 (four tactics, Fast and Exact, NVFP4 and MXFP8 × MXFP4), 18 Hopper NVFP4
-    // (A16, A4; T 128 N 128 ping-pong among them) and 36 Hopper MXFP4 (A16, A8; plain and
-    // with gpt-oss's epilogue).
-    assert_eq!(gemm1.len(), 70);
+    // 16 SM100 (four tactics, Fast and Exact, NVFP4 and MXFP8 × MXFP4), 22 Hopper NVFP4
+    // (A16, A4; T 128 N 128 ping-pong and T 16 N 128 split over 2 and 4 among them) and 44
+    // Hopper MXFP4 (A16, A8; plain and with gpt-oss's epilogue).
+    assert_eq!(gemm1.len(), 82);
     for p in &gemm1 {
         std::fs::remove_file(p).unwrap();
     }
     std::fs::write(dir.join("src/lib.rs"), "garbage").unwrap();
     let out = gen_cmd(&["emit", "--out", d]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("71 written, 175 unchanged"), "{text}");
+    assert!(text.contains("83 written, 207 unchanged"), "{text}");
     let after = mtimes(&dir);
-    assert_eq!(after.len(), 246);
+    assert_eq!(after.len(), 290);
     for ((p, t0), (q, t1)) in before.iter().zip(&after) {
         assert_eq!(p, q);
         let rewritten = gemm1.contains(p) || p.ends_with("src/lib.rs");
@@ -157,7 +161,7 @@ fn check_passes_on_the_committed_crate() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains(
-            "is fresh; 243 kernels assembled in 359 ptxas runs with 0 spill and 0 stack bytes"
+            "is fresh; 287 kernels assembled in 403 ptxas runs with 0 spill and 0 stack bytes"
         ),
         "{text}"
     );
@@ -200,7 +204,7 @@ fn hopper_gemm(r: &Value, family: &str, kernel: &str, count: &dyn Fn(&Value, &st
 fn stats_reports_the_instruction_families_each_gemm_needs() {
     let v = json(&["stats", "--json"]);
     let rows = v.as_array().unwrap();
-    assert_eq!(rows.len(), 243);
+    assert_eq!(rows.len(), 287);
     // A family the kernel does not have counts 0.
     let count = |r: &Value, f: &str| {
         r["sass"]["families"]

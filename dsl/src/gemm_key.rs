@@ -28,6 +28,8 @@ pub struct GemmKey {
     pub raster: Raster,
     /// How the consumer warpgroups share units (Hopper; cooperative on SM100).
     pub schedule: Schedule,
+    /// CTAs of a cluster that split each unit's K (Hopper; 1 on SM100 and without a split).
+    pub split_k: u32,
     /// Operand format.
     pub format: WeightFormat,
     /// SwiGLU input precision (GEMM1; the default for GEMM2).
@@ -56,9 +58,9 @@ impl GemmKey {
     pub const fn arch(&self) -> Arch {
         self.target.arch()
     }
-    /// CTAs per cluster.
+    /// CTAs per cluster: the CTA group, the N ranks and the CTAs splitting K.
     pub const fn cluster_ctas(&self) -> u32 {
-        self.cta_group() * self.cluster_n
+        self.cta_group() * self.cluster_n * self.split_k
     }
     /// CTA-group size (cluster M).
     pub const fn cta_group(&self) -> u32 {
@@ -75,13 +77,15 @@ impl GemmKey {
                 [self.tile.rows(), self.mma_n],
                 [self.cta_group(), self.cluster_n],
                 self.raster,
-            ),
+            )?
+            .with_split_k(self.split_k),
             Arch::Sm90 => GemmTactic::new_sm90_scheduled(
                 self.gemm,
                 self.tile.rows(),
                 self.mma_n,
                 self.schedule,
-            ),
+            )?
+            .with_split_k(self.split_k),
         }
     }
     /// The kernel family name (`gemm1`, `gemm2`, `gemm2_deterministic`).
@@ -113,6 +117,9 @@ impl GemmKey {
         }
         if self.schedule == Schedule::PingPong {
             s.push_str("_pp");
+        }
+        if self.split_k > 1 {
+            s.push_str(&format!("_k{}", self.split_k));
         }
         if self.finalize == FinalizeMode::Deterministic {
             s.push_str("_det");

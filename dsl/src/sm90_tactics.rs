@@ -1,10 +1,22 @@
 //! The Hopper (sm_90a) corner of the tactic space: the weight rows per CTA, what a GEMM's N
-//! dimension must be a multiple of, and the 33 tactics.
+//! dimension must be a multiple of, the K splits, and the 43 tactics.
 
 use crate::tactic::{GemmKind, GemmTactic, MoeTactic, Schedule, TileSize};
 
 /// N values of the Hopper GEMMs: weight rows per CTA (64 per wgmma M).
 pub const SM90_MMA_N: [u32; 3] = [64, 128, 256];
+
+/// CTAs a Hopper cluster may split each unit's K over ([`GemmTactic::with_split_k`]).
+pub const SM90_SPLIT_K: [u32; 2] = [2, 4];
+
+/// The K stages `[begin, end)` that rank `rank` of a cluster of `split` CTAs accumulates when
+/// a unit has `k_tiles` stages: as even as whole stages allow, the longer ranges last. The
+/// kernels compute it so, and the CPU reference splits its sums at the same stages (the
+/// ranks' fp32 partial sums are then added in rank order). Needs `split · k_tiles` < 2^32
+/// (the kernels multiply in u32).
+pub const fn sm90_split_k_range(k_tiles: u32, split: u32, rank: u32) -> (u32, u32) {
+    (rank * k_tiles / split, (rank + 1) * k_tiles / split)
+}
 
 /// What a Hopper GEMM's N dimension must be a multiple of for every N of [`SM90_MMA_N`] to
 /// apply: GEMM2's 64-row weight tile (one wgmma M), GEMM1's 128 rows of one consumer (an up
@@ -35,13 +47,21 @@ fn sm90_gemm1_widths(tile: TileSize) -> Vec<(u32, Schedule)> {
 /// width from the live tiles").
 pub const SM90_GEMM1_PAIRED_TILES: [TileSize; 2] = [TileSize::T16, TileSize::T32];
 
+/// Routing tiles at which Hopper tactics split K ([`SM90_SPLIT_K`]): at a few tokens a
+/// layer has fewer units than the GPU has CTA slots, and each unit's K, dequantized in series
+/// by one consumer warpgroup, sets the time (docs/hopper.md, "Split K").
+pub const SM90_SPLIT_K_TILES: [TileSize; 1] = [TileSize::T16];
+
 /// The Hopper tactic space: T ∈ {16, 32, 64, 128} tokens per routing tile (the wgmma N);
 /// GEMM1 N ∈ {128, 256} weight rows per CTA (and N 128 ping-pong at T 128); GEMM2 N ∈ {64,
 /// 128, 256}; at T 16 and 32 also GEMM1 N 128 paired with N 256 (the live tiles choose,
-/// [`SM90_GEMM1_PAIRED_TILES`]). 4 · 2 · 3 + 3 + 2 · 3 = 33 tactics, in a fixed order (tile,
-/// GEMM1 N and schedule, GEMM2 N; the pairs after the tile's single-width tactics).
+/// [`SM90_GEMM1_PAIRED_TILES`]); at T 16 also GEMM1 N 128 with GEMM2 N 64 with K split
+/// over 1, 2 or 4 CTAs in each GEMM (not both 1), and with GEMM2 N 128 both split alike
+/// ([`SM90_SPLIT_K_TILES`]). 4 · 2 · 3 + 3 + 2 · 3 + 8 + 2 = 43 tactics, in a fixed order
+/// (tile, GEMM1 N and schedule, GEMM2 N; the pairs, then the splits, after the tile's
+/// single-width tactics).
 pub fn sm90_tactics() -> Vec<MoeTactic> {
-    let mut out = Vec::with_capacity(33);
+    let mut out = Vec::with_capacity(43);
     for tile in TileSize::SM90 {
         for (n1, schedule) in sm90_gemm1_widths(tile) {
             for n2 in SM90_MMA_N {
@@ -54,18 +74,56 @@ pub fn sm90_tactics() -> Vec<MoeTactic> {
                 }
             }
         }
-        if !SM90_GEMM1_PAIRED_TILES.contains(&tile) {
-            continue;
+        if SM90_GEMM1_PAIRED_TILES.contains(&tile) {
+            out.extend(paired(tile));
         }
-        for n2 in SM90_MMA_N {
-            let g1 = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), 128);
-            let wide = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), 256);
-            let g2 = GemmTactic::new_sm90(GemmKind::Gemm2, tile.rows(), n2);
-            if let (Ok(g1), Ok(wide), Ok(g2)) = (g1, wide, g2)
-                && let Ok(t) = MoeTactic::new(tile, g1, g2).and_then(|t| t.with_gemm1_wide(wide))
-            {
-                out.push(t);
+        if SM90_SPLIT_K_TILES.contains(&tile) {
+            out.extend(split(tile));
+        }
+    }
+    out
+}
+
+/// The tile's GEMM1 N 128 paired with N 256, with each GEMM2 N.
+fn paired(tile: TileSize) -> Vec<MoeTactic> {
+    let mut out = Vec::new();
+    for n2 in SM90_MMA_N {
+        let g1 = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), 128);
+        let wide = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), 256);
+        let g2 = GemmTactic::new_sm90(GemmKind::Gemm2, tile.rows(), n2);
+        if let (Ok(g1), Ok(wide), Ok(g2)) = (g1, wide, g2)
+            && let Ok(t) = MoeTactic::new(tile, g1, g2).and_then(|t| t.with_gemm1_wide(wide))
+        {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// The tile's split-K tactics: GEMM1 N 128 and GEMM2 N 64, each unsplit or split over each
+/// of [`SM90_SPLIT_K`] (a GEMM's best split follows its own unit count: at one DeepSeek token
+/// GEMM1 has 32 units and GEMM2 112), and GEMM1 N 128 with GEMM2 N 128, both split alike.
+fn split(tile: TileSize) -> Vec<MoeTactic> {
+    let splits = [1].into_iter().chain(SM90_SPLIT_K);
+    let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
+    for s1 in splits.clone() {
+        for s2 in splits.clone() {
+            if (s1, s2) != (1, 1) {
+                pairs.push((s1, 64, s2));
             }
+        }
+    }
+    pairs.extend(SM90_SPLIT_K.map(|s| (s, 128, s)));
+    let mut out = Vec::new();
+    for (s1, n2, s2) in pairs {
+        let g1 = GemmTactic::new_sm90(GemmKind::Gemm1, tile.rows(), 128)
+            .and_then(|g| g.with_split_k(s1));
+        let g2 =
+            GemmTactic::new_sm90(GemmKind::Gemm2, tile.rows(), n2).and_then(|g| g.with_split_k(s2));
+        if let (Ok(g1), Ok(g2)) = (g1, g2)
+            && let Ok(t) = MoeTactic::new(tile, g1, g2)
+        {
+            out.push(t);
         }
     }
     out

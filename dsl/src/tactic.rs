@@ -8,7 +8,9 @@
 
 use std::fmt;
 
-use crate::sm90_tactics::{SM90_MMA_N, sm90_n_granule, sm90_tactics};
+use crate::gemm_key::GemmKey;
+use crate::options::ActivationFormat;
+use crate::sm90_tactics::{SM90_MMA_N, SM90_SPLIT_K, sm90_n_granule, sm90_tactics};
 
 /// Rows of a routing tile.
 #[derive(
@@ -169,6 +171,8 @@ pub struct GemmTactic {
     cluster_n: u32,
     raster: Raster,
     schedule: Schedule,
+    /// Hopper: CTAs of a cluster that split each unit's K (1: no split).
+    split_k: u32,
 }
 
 impl GemmTactic {
@@ -213,6 +217,7 @@ impl GemmTactic {
             cluster_n: cluster[1],
             raster,
             schedule: Schedule::Cooperative,
+            split_k: 1,
         })
     }
 
@@ -235,6 +240,7 @@ impl GemmTactic {
             cluster_n: 1,
             raster: Raster::AlongN,
             schedule: Schedule::Cooperative,
+            split_k: 1,
         })
     }
 
@@ -254,18 +260,38 @@ impl GemmTactic {
         Ok(Self { schedule, ..t })
     }
 
+    /// This Hopper tactic with each unit's K split over a cluster of `split` CTAs
+    /// ([`SM90_SPLIT_K`]): each CTA dequantizes and multiplies its stages of K
+    /// ([`sm90_split_k_range`]), the others hand their fp32 accumulators to rank 0 through
+    /// distributed shared memory, and rank 0 adds them in rank order and runs the epilogue
+    /// (docs/hopper.md, "Split K"). Cooperative tactics only (a ping-pong consumer pair
+    /// would hand off two units at once); 1 is no split.
+    pub fn with_split_k(self, split: u32) -> Result<Self, TacticError> {
+        if split == 1 {
+            return Ok(Self { split_k: 1, ..self });
+        }
+        if self.arch != Arch::Sm90 || !SM90_SPLIT_K.contains(&split) {
+            return Err(TacticError::UnsupportedSplitK { tactic: self, split });
+        }
+        if self.schedule != Schedule::Cooperative {
+            return Err(TacticError::UnsupportedSplitK { tactic: self, split });
+        }
+        Ok(Self { split_k: split, ..self })
+    }
+
     /// The tactic of a kernel identity that [`GemmTactic::new`] or [`GemmTactic::new_sm90`]
     /// already accepted (a built [`crate::KernelDesc`]'s key), so it is not checked again.
-    pub(crate) const fn of_validated_key(
-        arch: Arch,
-        kind: GemmKind,
-        tile: TileSize,
-        mma_n: u32,
-        cluster_n: u32,
-        raster: Raster,
-        schedule: Schedule,
-    ) -> Self {
-        Self { arch, kind, tile, mma_n, cluster_n, raster, schedule }
+    pub(crate) const fn of_validated_key(k: &GemmKey) -> Self {
+        Self {
+            arch: k.arch(),
+            kind: k.gemm,
+            tile: k.tile,
+            mma_n: k.mma_n,
+            cluster_n: k.cluster_n,
+            raster: k.raster,
+            schedule: k.schedule,
+            split_k: k.split_k,
+        }
     }
 
     /// The generation this tactic is shaped for.
@@ -289,9 +315,20 @@ impl GemmTactic {
     pub fn cluster(&self) -> [u32; 2] {
         [self.tile.cta_group().size(), self.cluster_n]
     }
-    /// CTAs per cluster.
+    /// CTAs per cluster: the CTA group, the N ranks, and (Hopper) the CTAs splitting K.
     pub fn cluster_ctas(&self) -> u32 {
-        self.tile.cta_group().size() * self.cluster_n
+        self.tile.cta_group().size() * self.cluster_n * self.split_k
+    }
+    /// CTAs that split each unit's K (Hopper; 1: none, [`Self::with_split_k`]).
+    pub fn split_k(&self) -> u32 {
+        self.split_k
+    }
+    /// Whether the layer's K for this GEMM (H for GEMM1, I for GEMM2) gives every CTA of a
+    /// split at least one K stage: ⌈K / 128⌉ ≥ split (128 is the longest Hopper stage, A8's,
+    /// so this holds for every activation format).
+    pub fn fits_k(&self, k_dim: u64) -> bool {
+        let longest_stage = ActivationFormat::Fp8.sm90_k_stage();
+        k_dim.div_ceil(u64::from(longest_stage)) >= u64::from(self.split_k)
     }
     /// 1-CTA or 2-CTA MMA.
     pub fn cta_group(&self) -> CtaGroup {
@@ -332,6 +369,9 @@ impl fmt::Display for GemmTactic {
                 write!(f, "{}_sm90_t{m}n{n}", self.kind)?;
                 if self.schedule == Schedule::PingPong {
                     f.write_str("_pp")?;
+                }
+                if self.split_k > 1 {
+                    write!(f, "_k{}", self.split_k)?;
                 }
                 Ok(())
             }
@@ -392,6 +432,7 @@ impl MoeTactic {
             || wide.schedule != g.schedule
             || wide.cluster_n != g.cluster_n
             || wide.raster != g.raster
+            || wide.split_k != g.split_k
             || wide.mma_n <= g.mma_n
         {
             return Err(TacticError::NotAWiderSibling { gemm1: g, wide });
@@ -432,6 +473,8 @@ impl MoeTactic {
             && self.gemm1.fits_n(intermediate.saturating_mul(2))
             && self.gemm1_wide.is_none_or(|w| w.fits_n(intermediate.saturating_mul(2)))
             && self.gemm2.fits_n(hidden)
+            && self.gemm1.fits_k(hidden)
+            && self.gemm2.fits_k(intermediate)
     }
 }
 
@@ -552,6 +595,16 @@ pub enum TacticError {
         gemm1: GemmTactic,
         /// The GEMM1 given as its wider sibling.
         wide: GemmTactic,
+    },
+    /// A K split a tactic cannot have.
+    #[error(
+        "{tactic} cannot split K over {split} CTAs (Hopper cooperative tactics split over 2 or 4)"
+    )]
+    UnsupportedSplitK {
+        /// The tactic.
+        tactic: GemmTactic,
+        /// The split given.
+        split: u32,
     },
     /// A GEMM tactic of the wrong kind in a slot.
     #[error("expected a {expected} tactic, got a {actual} tactic")]

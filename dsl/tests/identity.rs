@@ -113,6 +113,15 @@ fn a_key_that_names_no_kernel_is_refused() {
         .unwrap()
         .key();
     not_a_kernel(GemmKey { cluster_n: 2, ..h });
+    // A K split no tactic has, and any split on SM100: the tactic's own refusal.
+    for bad in [GemmKey { split_k: 3, ..h }, GemmKey { split_k: 2, ..k }] {
+        let refused = bad.desc();
+        assert!(
+            matches!(refused, Err(DescError::Tactic(TacticError::UnsupportedSplitK { split, .. }))
+                if split == bad.split_k),
+            "{bad:?} gave {refused:?}"
+        );
+    }
     // What the builder refuses, the key refuses with the builder's error.
     let mx = GemmKey { format: WeightFormat::Mxfp4, ..k };
     assert!(matches!(mx.desc(), Err(DescError::Unsupported { .. })), "{:?}", mx.desc());

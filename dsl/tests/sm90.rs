@@ -12,11 +12,28 @@ use moegen_dsl::abi::{KernelId, launch_facts};
 use moegen_dsl::*;
 
 #[test]
-fn the_hopper_space_has_33_tactics_whose_wgmma_n_is_the_routing_tile() {
+fn the_hopper_space_has_43_tactics_whose_wgmma_n_is_the_routing_tile() {
     let ts = sm90_tactics();
-    assert_eq!(ts.len(), 33);
+    assert_eq!(ts.len(), 43);
     let names: HashSet<String> = ts.iter().map(|t| t.to_string()).collect();
-    assert_eq!(names.len(), 33);
+    assert_eq!(names.len(), 43);
+    // Split K at T 16: GEMM1 N 128 with GEMM2 N 64, each GEMM over 1, 2 or 4 CTAs (not
+    // both 1), and with GEMM2 N 128 both over 2 or 4; clusters of that many CTAs.
+    let split: Vec<&MoeTactic> =
+        ts.iter().filter(|t| t.gemm1().split_k() > 1 || t.gemm2().split_k() > 1).collect();
+    assert_eq!(split.len(), 10);
+    let mut combos = HashSet::new();
+    for t in &split {
+        let (s1, s2) = (t.gemm1().split_k(), t.gemm2().split_k());
+        assert_eq!(t.tile(), TileSize::T16, "{t}");
+        assert_eq!(t.gemm1().mma_tiler()[1], 128, "{t}");
+        assert_eq!((t.gemm1().cluster_ctas(), t.gemm2().cluster_ctas()), (s1, s2), "{t}");
+        assert!(t.gemm1_wide().is_none(), "{t}");
+        assert!(combos.insert((s1, t.gemm2().mma_tiler()[1], s2)), "{t}");
+        if t.gemm2().mma_tiler()[1] == 128 {
+            assert_eq!(s1, s2, "{t}");
+        }
+    }
     // GEMM1 N 128 paired with N 256 at T 16 and 32, with each GEMM2.
     let paired: Vec<&MoeTactic> = ts.iter().filter(|t| t.gemm1_wide().is_some()).collect();
     assert_eq!(paired.len(), 6);
@@ -103,12 +120,16 @@ fn wide_hopper_tactics_apply_to_dimensions_that_are_multiples_of_the_granule() {
     let ts = sm90_tactics();
     // gpt-oss: 2I = 5760 = 22 · 256 + 128, H = 2880 = 11 · 256 + 64 = 22 · 128 + 64.
     let gpt_oss = tactic::applicable_tactics(&ts, |_| 4, 2880, 2880);
-    assert_eq!(gpt_oss.len(), 33);
+    assert_eq!(gpt_oss.len(), 43);
     assert!(
         gpt_oss.iter().any(|t| t.gemm1().mma_tiler()[1] == 256 && t.gemm2().mma_tiler()[1] == 256)
     );
-    // H = 320, I = 192: 2I = 384 = 256 + 128 and H = 256 + 64.
-    assert_eq!(tactic::applicable_tactics(&ts, |_| 1, 192, 320).len(), 33);
+    // H = 320, I = 192: 2I = 384 = 256 + 128 and H = 256 + 64. K: GEMM1's 320 and GEMM2's
+    // 192 have 3 and 2 stages of 128, enough for a split of 2, not 4.
+    let small = tactic::applicable_tactics(&ts, |_| 1, 192, 320);
+    assert_eq!(small.len(), 33 + 4);
+    let at_most_2 = |t: &MoeTactic| t.gemm1().split_k() <= 2 && t.gemm2().split_k() <= 2;
+    assert!(small.iter().all(at_most_2), "a split of 4 needs 4 stages");
     // Below the granule nothing applies: H = 352 is not a multiple of 64, and I = 96 makes
     // 2I = 192 half a consumer short.
     assert!(tactic::applicable_tactics(&ts, |_| 1, 192, 352).is_empty());

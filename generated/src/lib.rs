@@ -12,7 +12,7 @@
 #[rustfmt::skip]
 pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n128_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1.ptx"),
@@ -20,7 +20,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n128_c1x1_exact.ptx"),
@@ -28,7 +28,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1.ptx"),
@@ -36,7 +36,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x1_det.ptx"),
@@ -44,7 +44,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2.ptx"),
@@ -52,7 +52,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n128_c1x2_det.ptx"),
@@ -60,7 +60,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 217712, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1.ptx"),
@@ -68,7 +68,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x1_det.ptx"),
@@ -76,7 +76,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2.ptx"),
@@ -84,7 +84,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t128_n256_c1x2_det.ptx"),
@@ -92,7 +92,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 232048, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n256_c1x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1.ptx"),
@@ -100,7 +100,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t128_n256_c1x1_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t128_n256_c1x1_exact.ptx"),
@@ -108,7 +108,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 229888, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n128_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1.ptx"),
@@ -116,7 +116,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n128_c2x1_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n128_c2x1_exact.ptx"),
@@ -124,7 +124,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205312, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1.ptx"),
@@ -132,7 +132,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x1_det.ptx"),
@@ -140,7 +140,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2.ptx"),
@@ -148,7 +148,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n128_c2x2_det.ptx"),
@@ -156,7 +156,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1.ptx"),
@@ -164,7 +164,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x1_det.ptx"),
@@ -172,7 +172,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x2",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2.ptx"),
@@ -180,7 +180,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm2_t256_n256_c2x2_det.ptx"),
@@ -188,7 +188,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 221808, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n256_c2x1",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1.ptx"),
@@ -196,7 +196,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_nvfp4_gemm1_t256_n256_c2x1_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_nvfp4_gemm1_t256_n256_c2x1_exact.ptx"),
@@ -204,7 +204,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 203264, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm1_t128_n128_c1x1_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm1_t128_n128_c1x1_mxa8.ptx"),
@@ -212,7 +212,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 211456, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm1_t128_n128_c1x1_mxa8_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm1_t128_n128_c1x1_mxa8_exact.ptx"),
@@ -220,7 +220,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 211456, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t128_n128_c1x1_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t128_n128_c1x1_mxa8.ptx"),
@@ -228,7 +228,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 202352, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t128_n128_c1x1_mxa8_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t128_n128_c1x1_mxa8_det.ptx"),
@@ -236,7 +236,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 202352, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t128_n128_c1x2_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t128_n128_c1x2_mxa8.ptx"),
@@ -244,7 +244,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 202352, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 5, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 5, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t128_n128_c1x2_mxa8_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t128_n128_c1x2_mxa8_det.ptx"),
@@ -252,7 +252,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 202352, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t128_n256_c1x1_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t128_n256_c1x1_mxa8.ptx"),
@@ -260,7 +260,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219760, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t128_n256_c1x1_mxa8_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t128_n256_c1x1_mxa8_det.ptx"),
@@ -268,7 +268,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219760, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t128_n256_c1x2_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t128_n256_c1x2_mxa8.ptx"),
@@ -276,7 +276,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 219760, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 3, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 3, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t128_n256_c1x2_mxa8_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t128_n256_c1x2_mxa8_det.ptx"),
@@ -284,7 +284,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 219760, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm1_t128_n256_c1x1_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm1_t128_n256_c1x1_mxa8.ptx"),
@@ -292,7 +292,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 221696, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm1_t128_n256_c1x1_mxa8_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm1_t128_n256_c1x1_mxa8_exact.ptx"),
@@ -300,7 +300,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 320, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 221696, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 8, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 8, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm1_t256_n128_c2x1_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm1_t256_n128_c2x1_mxa8.ptx"),
@@ -308,7 +308,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 213504, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 8, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 8, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm1_t256_n128_c2x1_mxa8_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm1_t256_n128_c2x1_mxa8_exact.ptx"),
@@ -316,7 +316,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 213504, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t256_n128_c2x1_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t256_n128_c2x1_mxa8.ptx"),
@@ -324,7 +324,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 212592, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t256_n128_c2x1_mxa8_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t256_n128_c2x1_mxa8_det.ptx"),
@@ -332,7 +332,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 212592, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t256_n128_c2x2_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t256_n128_c2x2_mxa8.ptx"),
@@ -340,7 +340,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 212592, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 7, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 128, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 7, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t256_n128_c2x2_mxa8_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t256_n128_c2x2_mxa8_det.ptx"),
@@ -348,7 +348,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 212592, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t256_n256_c2x1_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t256_n256_c2x1_mxa8.ptx"),
@@ -356,7 +356,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t256_n256_c2x1_mxa8_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t256_n256_c2x1_mxa8_det.ptx"),
@@ -364,7 +364,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t256_n256_c2x2_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t256_n256_c2x2_mxa8.ptx"),
@@ -372,7 +372,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 2, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 4, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm2_t256_n256_c2x2_mxa8_det",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm2_t256_n256_c2x2_mxa8_det.ptx"),
@@ -380,7 +380,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 192, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 205424, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Fast, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm1_t256_n256_c2x1_mxa8",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm1_t256_n256_c2x1_mxa8.ptx"),
@@ -388,7 +388,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 352, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 225792, per_local_expert: 0 }, tmem_columns: 512, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 6, acc_stages: 2, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm100f, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T256, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Mxfp8, ab_stages: 6, acc_stages: 2, planned_depths: true }),
         name: "moegen_sm100_mxfp4_gemm1_t256_n256_c2x1_mxa8_exact",
         ptx_target: "sm_100f",
         ptx: include_str!("../ptx/moegen_sm100_mxfp4_gemm1_t256_n256_c2x1_mxa8_exact.ptx"),
@@ -482,7 +482,7 @@ pub const SM100: &[::moegen_dsl::abi::KernelInfo] = &[
 #[rustfmt::skip]
 pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16.ptx"),
@@ -490,7 +490,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16.ptx"),
@@ -498,7 +498,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
@@ -506,7 +506,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16.ptx"),
@@ -514,7 +514,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
@@ -522,7 +522,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16.ptx"),
@@ -530,7 +530,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189696, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a16_det.ptx"),
@@ -538,7 +538,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189696, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a16.ptx"),
@@ -546,7 +546,87 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_k2_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_k2_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_k4_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a16_k4_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a16_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 71680, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 71808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k2_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k2_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 71808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 73856, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k4_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k4_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 73856, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a16.ptx"),
@@ -554,7 +634,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16.ptx"),
@@ -562,7 +642,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
@@ -570,7 +650,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16.ptx"),
@@ -578,7 +658,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
@@ -586,7 +666,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16.ptx"),
@@ -594,7 +674,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a16_det.ptx"),
@@ -602,7 +682,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a16.ptx"),
@@ -610,7 +690,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a16.ptx"),
@@ -618,7 +698,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16.ptx"),
@@ -626,7 +706,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
@@ -634,7 +714,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16.ptx"),
@@ -642,7 +722,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
@@ -650,7 +730,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16.ptx"),
@@ -658,7 +738,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a16_det.ptx"),
@@ -666,7 +746,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a16.ptx"),
@@ -674,7 +754,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16.ptx"),
@@ -682,7 +762,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16.ptx"),
@@ -690,7 +770,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
@@ -698,7 +778,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16.ptx"),
@@ -706,7 +786,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
@@ -714,7 +794,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16.ptx"),
@@ -722,7 +802,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a16_det.ptx"),
@@ -730,7 +810,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a16.ptx"),
@@ -738,7 +818,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16_pp",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a16_pp.ptx"),
@@ -746,7 +826,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4.ptx"),
@@ -754,7 +834,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4.ptx"),
@@ -762,7 +842,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_det.ptx"),
@@ -770,7 +850,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4.ptx"),
@@ -778,7 +858,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_det.ptx"),
@@ -786,7 +866,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4.ptx"),
@@ -794,7 +874,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189696, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n256_c1x1_a4_det.ptx"),
@@ -802,7 +882,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 189696, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n256_c1x1_a4.ptx"),
@@ -810,7 +890,87 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_k2_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_k2_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_k4_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n64_c1x1_a4_k4_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t16_n128_c1x1_a4_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A4,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 71680, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 71808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_k2_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_k2_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 71808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 73856, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_k4_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a4_k4_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 73856, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n128_c1x1_a4.ptx"),
@@ -818,7 +978,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4.ptx"),
@@ -826,7 +986,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n64_c1x1_a4_det.ptx"),
@@ -834,7 +994,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4.ptx"),
@@ -842,7 +1002,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n128_c1x1_a4_det.ptx"),
@@ -850,7 +1010,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4.ptx"),
@@ -858,7 +1018,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t32_n256_c1x1_a4_det.ptx"),
@@ -866,7 +1026,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 230912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t32_n256_c1x1_a4.ptx"),
@@ -874,7 +1034,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n128_c1x1_a4.ptx"),
@@ -882,7 +1042,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4.ptx"),
@@ -890,7 +1050,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n64_c1x1_a4_det.ptx"),
@@ -898,7 +1058,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4.ptx"),
@@ -906,7 +1066,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n128_c1x1_a4_det.ptx"),
@@ -914,7 +1074,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4.ptx"),
@@ -922,7 +1082,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t64_n256_c1x1_a4_det.ptx"),
@@ -930,7 +1090,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t64_n256_c1x1_a4.ptx"),
@@ -938,7 +1098,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4.ptx"),
@@ -946,7 +1106,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4.ptx"),
@@ -954,7 +1114,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n64_c1x1_a4_det.ptx"),
@@ -962,7 +1122,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4.ptx"),
@@ -970,7 +1130,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n128_c1x1_a4_det.ptx"),
@@ -978,7 +1138,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4.ptx"),
@@ -986,7 +1146,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm2_t128_n256_c1x1_a4_det.ptx"),
@@ -994,7 +1154,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a4",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n256_c1x1_a4.ptx"),
@@ -1002,7 +1162,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Nvfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Nvfp4, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4_pp",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_nvfp4_gemm1_t128_n128_c1x1_a4_pp.ptx"),
@@ -1010,7 +1170,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16.ptx"),
@@ -1018,7 +1178,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16.ptx"),
@@ -1026,7 +1186,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det.ptx"),
@@ -1034,7 +1194,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16.ptx"),
@@ -1042,7 +1202,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16.ptx"),
@@ -1050,7 +1210,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det.ptx"),
@@ -1058,7 +1218,55 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k2_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k2_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k4_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k4_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 71680, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16.ptx"),
@@ -1066,7 +1274,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16.ptx"),
@@ -1074,7 +1282,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det.ptx"),
@@ -1082,7 +1290,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16.ptx"),
@@ -1090,7 +1298,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16.ptx"),
@@ -1098,7 +1306,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det.ptx"),
@@ -1106,7 +1314,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16.ptx"),
@@ -1114,7 +1322,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16.ptx"),
@@ -1122,7 +1330,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det.ptx"),
@@ -1130,7 +1338,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16.ptx"),
@@ -1138,7 +1346,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16.ptx"),
@@ -1146,7 +1354,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det.ptx"),
@@ -1154,7 +1362,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16.ptx"),
@@ -1162,7 +1370,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16.ptx"),
@@ -1170,7 +1378,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det.ptx"),
@@ -1178,7 +1386,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16.ptx"),
@@ -1186,7 +1394,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16.ptx"),
@@ -1194,7 +1402,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det.ptx"),
@@ -1202,7 +1410,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16_pp",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16_pp.ptx"),
@@ -1210,7 +1418,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_swiglu_clamped_bias.ptx"),
@@ -1218,7 +1426,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_bias.ptx"),
@@ -1226,7 +1434,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 14, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_det_bias.ptx"),
@@ -1234,7 +1442,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a16_swiglu_clamped_bias.ptx"),
@@ -1242,7 +1450,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 185344, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_bias.ptx"),
@@ -1250,7 +1458,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a16_det_bias.ptx"),
@@ -1258,7 +1466,55 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k2_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k2_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k2_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k2_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k4_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k4_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k4_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a16_k4_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_k2_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_k2_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 76800, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_k4_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a16_k4_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A16_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 71680, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a16_swiglu_clamped_bias.ptx"),
@@ -1266,7 +1522,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69632, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_bias.ptx"),
@@ -1274,7 +1530,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a16_det_bias.ptx"),
@@ -1282,7 +1538,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 16, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a16_swiglu_clamped_bias.ptx"),
@@ -1290,7 +1546,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222208, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_bias.ptx"),
@@ -1298,7 +1554,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a16_det_bias.ptx"),
@@ -1306,7 +1562,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 73984, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a16_swiglu_clamped_bias.ptx"),
@@ -1314,7 +1570,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_bias.ptx"),
@@ -1322,7 +1578,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a16_det_bias.ptx"),
@@ -1330,7 +1586,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 12, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a16_swiglu_clamped_bias.ptx"),
@@ -1338,7 +1594,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 226304, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_bias.ptx"),
@@ -1346,7 +1602,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a16_det_bias.ptx"),
@@ -1354,7 +1610,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 111104, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16_swiglu_clamped_bias.ptx"),
@@ -1362,7 +1618,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 232448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_bias.ptx"),
@@ -1370,7 +1626,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a16_det_bias.ptx"),
@@ -1378,7 +1634,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 115712, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a16_swiglu_clamped_bias.ptx"),
@@ -1386,7 +1642,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 212992, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_bias.ptx"),
@@ -1394,7 +1650,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a16_det_bias.ptx"),
@@ -1402,7 +1658,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 228352, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Bf16, ab_stages: 9, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16_pp_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a16_pp_swiglu_clamped_bias.ptx"),
@@ -1410,7 +1666,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 227328, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8.ptx"),
@@ -1418,7 +1674,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 70720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8.ptx"),
@@ -1426,7 +1682,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det.ptx"),
@@ -1434,7 +1690,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8.ptx"),
@@ -1442,7 +1698,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219264, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8.ptx"),
@@ -1450,7 +1706,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det.ptx"),
@@ -1458,7 +1714,55 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k2_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k2_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k4_det",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k4_det.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_k2",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_k2.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 75840, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_k4",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_k4.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 114752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8.ptx"),
@@ -1466,7 +1770,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 71808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8.ptx"),
@@ -1474,7 +1778,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det.ptx"),
@@ -1482,7 +1786,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8.ptx"),
@@ -1490,7 +1794,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 224512, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8.ptx"),
@@ -1498,7 +1802,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76032, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det.ptx"),
@@ -1506,7 +1810,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76032, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8.ptx"),
@@ -1514,7 +1818,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 113920, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8.ptx"),
@@ -1522,7 +1826,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 102912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det.ptx"),
@@ -1530,7 +1834,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 102912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8.ptx"),
@@ -1538,7 +1842,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8.ptx"),
@@ -1546,7 +1850,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104960, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det.ptx"),
@@ -1554,7 +1858,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104960, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8.ptx"),
@@ -1562,7 +1866,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8.ptx"),
@@ -1570,7 +1874,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det.ptx"),
@@ -1578,7 +1882,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8.ptx"),
@@ -1586,7 +1890,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 203776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8.ptx"),
@@ -1594,7 +1898,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det.ptx"),
@@ -1602,7 +1906,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: false, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_pp",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_pp.ptx"),
@@ -1610,7 +1914,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
@@ -1618,7 +1922,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 70720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_bias.ptx"),
@@ -1626,7 +1930,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_det_bias.ptx"),
@@ -1634,7 +1938,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 74880, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 11, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
@@ -1642,7 +1946,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 219264, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_bias.ptx"),
@@ -1650,7 +1954,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n128_c1x1_a8_det_bias.ptx"),
@@ -1658,7 +1962,55 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 72832, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k2_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k2_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 9, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k2_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k2_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 75904, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k4_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k4_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T16, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k4_det_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t16_n64_c1x1_a8_k4_det_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM2_A8_DETERMINISTIC_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 69760, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 2, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_k2_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_k2_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 2, smem: ::moegen_dsl::abi::SmemRule { fixed: 75840, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T16, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 4, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        name: "moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_k4_swiglu_clamped_bias",
+        ptx_target: "sm_90a",
+        ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t16_n128_c1x1_a8_k4_swiglu_clamped_bias.ptx"),
+        params: ::moegen_dsl::abi::signature::SM90_GEMM1_A8_ACT_BIAS,
+        launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 4, smem: ::moegen_dsl::abi::SmemRule { fixed: 114752, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
+    },
+    ::moegen_dsl::abi::KernelInfo {
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
@@ -1666,7 +2018,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 71808, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_bias.ptx"),
@@ -1674,7 +2026,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n64_c1x1_a8_det_bias.ptx"),
@@ -1682,7 +2034,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 69888, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T32, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 10, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t32_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
@@ -1690,7 +2042,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 224512, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_bias.ptx"),
@@ -1698,7 +2050,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76032, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T32, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t32_n128_c1x1_a8_det_bias.ptx"),
@@ -1706,7 +2058,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 76032, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 3, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 6, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
@@ -1714,7 +2066,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 113920, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_bias.ptx"),
@@ -1722,7 +2074,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 102912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n64_c1x1_a8_det_bias.ptx"),
@@ -1730,7 +2082,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 102912, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T64, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t64_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
@@ -1738,7 +2090,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_bias.ptx"),
@@ -1746,7 +2098,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104960, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T64, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t64_n128_c1x1_a8_det_bias.ptx"),
@@ -1754,7 +2106,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104960, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 8, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_swiglu_clamped_bias.ptx"),
@@ -1762,7 +2114,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 222720, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_bias.ptx"),
@@ -1770,7 +2122,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 64, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 4, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n64_c1x1_a8_det_bias.ptx"),
@@ -1778,7 +2130,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 104448, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 2, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 256, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 5, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n256_c1x1_a8_swiglu_clamped_bias.ptx"),
@@ -1786,7 +2138,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 384, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 203776, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_bias.ptx"),
@@ -1794,7 +2146,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm2, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::Cooperative, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::Swiglu, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::Deterministic, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm2_t128_n128_c1x1_a8_det_bias.ptx"),
@@ -1802,7 +2154,7 @@ pub const SM90: &[::moegen_dsl::abi::KernelInfo] = &[
         launch: ::moegen_dsl::abi::LaunchFacts { threads: 256, cluster: 1, smem: ::moegen_dsl::abi::SmemRule { fixed: 214016, per_local_expert: 0 }, tmem_columns: 0, grid: ::moegen_dsl::abi::GridRule::Persistent, ctas_per_sm: 1, programmatic: true },
     },
     ::moegen_dsl::abi::KernelInfo {
-        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
+        id: ::moegen_dsl::abi::KernelId::Gemm(::moegen_dsl::abi::GemmKey { target: ::moegen_dsl::Target::Sm90a, gemm: ::moegen_dsl::GemmKind::Gemm1, tile: ::moegen_dsl::TileSize::T128, mma_n: 128, cluster_n: 1, raster: ::moegen_dsl::Raster::AlongN, schedule: ::moegen_dsl::Schedule::PingPong, split_k: 1, format: ::moegen_dsl::abi::WeightFormat::Mxfp4, swiglu_input: ::moegen_dsl::SwigluInput::F32, activation: ::moegen_dsl::Activation::SwigluClamped, bias: true, recipe: ::moegen_dsl::EpilogueRecipe::Exact, finalize: ::moegen_dsl::FinalizeMode::BulkReduceAdd, activations: ::moegen_dsl::ActivationFormat::Fp8, ab_stages: 7, acc_stages: 1, planned_depths: true }),
         name: "moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_pp_swiglu_clamped_bias",
         ptx_target: "sm_90a",
         ptx: include_str!("../ptx/moegen_sm90_mxfp4_gemm1_t128_n128_c1x1_a8_pp_swiglu_clamped_bias.ptx"),

@@ -301,6 +301,17 @@ pub enum RuntimeError {
         /// The code.
         code: u8,
     },
+    /// A K split no Hopper GEMM kernel has: each unit's K is split over 1 CTA (no split) or
+    /// over one of `moegen_dsl::sm90_tactics::SM90_SPLIT_K`, and the reference models only
+    /// the splits a kernel can run (`reference::SplitK`).
+    #[error(
+        "a Hopper GEMM cannot split K over {split} CTAs (1, or one of {:?})",
+        moegen_dsl::sm90_tactics::SM90_SPLIT_K
+    )]
+    UnsupportedSplitK {
+        /// The split given.
+        split: u32,
+    },
     /// An MXFP4 scale given per 16 values whose two halves of a 32-block differ.
     #[error("{what}: the scale codes at {offset} and {} differ; MXFP4 has one per 32 values", offset + 1)]
     SplitMxfp4Scale {

@@ -10,6 +10,8 @@ use moegen_dsl::abi::{
     tensor_map,
 };
 
+use moegen_dsl::GemmKind;
+
 use crate::backend::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec};
 
 /// A launch that cannot be built.
@@ -220,6 +222,21 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
                 persistent_units(&key, g.max_tiles, g.hidden, g.intermediate).ok_or_else(|| {
                     fail("the N tiles do not divide into this tactic's clusters".into())
                 })?;
+            if key.split_k > 1 {
+                // Every rank of a split needs a K stage of its own, or its accumulators would
+                // hold nothing of this unit.
+                let k = match key.gemm {
+                    GemmKind::Gemm1 => g.hidden,
+                    GemmKind::Gemm2 => g.intermediate,
+                };
+                let stages = k.div_ceil(u64::from(key.activations.sm90_k_stage()));
+                if stages < u64::from(key.split_k) {
+                    return Err(fail(format!(
+                        "K {k} has {stages} stages, fewer than the {} CTAs that split it",
+                        key.split_k
+                    )));
+                }
+            }
             let resident = u64::from(g.sm_count) * u64::from(f.ctas_per_sm.max(1));
             let clusters = (resident / u64::from(f.cluster.max(1))).max(1);
             units.min(clusters) * u64::from(f.cluster)

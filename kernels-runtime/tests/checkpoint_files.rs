@@ -355,7 +355,7 @@ fn gpt_oss_experts_run_the_layer_like_the_oracle() {
     let w = Sm90Weights::from_mxfp4(&shape, &tensors, ActivationFormat::Bf16, gs_x, gs_h).unwrap();
     let a16 = |w: &Sm90Weights| {
         let (tile, glu, det) = (TileSize::T64, SwigluInput::F32, FinalizeMode::Deterministic);
-        moe_reference_sm90(&shape, &xb, gs_x, w, &b.routing, tile, glu, det).unwrap().output
+        moe_reference_sm90(&shape, &xb, gs_x, w, &b.routing, tile.into(), glu, det).unwrap().output
     };
     let err16 = relative_l2_error(&to_f64(&a16(&w)), &oracle);
     // Blackwell: MXFP4 converted exactly to NVFP4, NVFP4 activations and h.
@@ -643,7 +643,7 @@ fn modelopt_experts_run_the_layer_like_the_oracle() {
         gs_x,
         &w,
         &b.routing,
-        TileSize::T64,
+        TileSize::T64.into(),
         SwigluInput::F32,
         FinalizeMode::Deterministic,
     )

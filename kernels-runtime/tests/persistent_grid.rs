@@ -46,3 +46,38 @@ fn small_tiles_fill_every_resident_slot_and_large_tiles_one_per_sm() {
     assert_eq!(large.launch.ctas_per_sm, 1);
     assert_eq!(launch_shape(&large, &inputs(100)).unwrap().grid, 132);
 }
+
+/// A split-K GEMM launches whole clusters of its split, one cluster per unit at most, and a K
+/// with fewer stages than the split is refused rather than launched (a rank would add
+/// nothing of the unit).
+#[test]
+fn split_k_grids_are_whole_clusters_and_need_a_stage_per_rank() {
+    for (split, kind) in [(2, GemmKind::Gemm1), (4, GemmKind::Gemm2)] {
+        let g = GemmTactic::new_sm90(kind, 16, 128).unwrap().with_split_k(split).unwrap();
+        let key = KernelDescBuilder::new(g).target(Target::Sm90a).build().unwrap().key();
+        let id = KernelId::Gemm(key);
+        let k = KernelInfo {
+            id,
+            name: "grid_test",
+            ptx_target: "sm_90a",
+            ptx: "",
+            params: &[],
+            launch: launch_facts(&id).unwrap(),
+        };
+        assert_eq!(k.launch.cluster, split);
+        let resident = 132 * k.launch.ctas_per_sm;
+        // 100 tiles: more units than clusters: every resident slot, in whole clusters.
+        let shape = launch_shape(&k, &inputs(100)).unwrap();
+        assert_eq!((shape.grid, shape.cluster), (resident / split * split, split));
+        // One tile: a cluster per unit (GEMM1 2I/128 = 16 units, GEMM2 H/128 = 16).
+        assert_eq!(launch_shape(&k, &inputs(1)).unwrap().grid, 16 * split);
+        // K of one stage per rank passes, one fewer is refused.
+        let short = |k_dim: u64| match kind {
+            GemmKind::Gemm1 => GridInputs { hidden: k_dim, ..inputs(1) },
+            GemmKind::Gemm2 => GridInputs { intermediate: k_dim, ..inputs(1) },
+        };
+        assert!(launch_shape(&k, &short(64 * u64::from(split))).is_ok());
+        let err = launch_shape(&k, &short(64 * u64::from(split - 1))).unwrap_err();
+        assert!(err.to_string().contains("fewer than the"), "{err}");
+    }
+}

@@ -196,9 +196,9 @@ fn the_a8_layer_tracks_the_unquantized_oracle_within_its_tolerance() {
 
     let a8w =
         Sm90A8Weights::from_sm90(&shape, &sm90(&shape, &mats, ActivationFormat::Fp8)).unwrap();
-    let run = |tile| {
-        moe_reference_sm90_a8(&shape, &xb, &a8w, &routing, tile, FinalizeMode::Deterministic)
-            .unwrap()
+    let run = |tile: TileSize| {
+        let det = FinalizeMode::Deterministic;
+        moe_reference_sm90_a8(&shape, &xb, &a8w, &routing, tile.into(), det).unwrap()
     };
     let a8 = run(TileSize::T64);
     let a16 = moe_reference_sm90(
@@ -207,7 +207,7 @@ fn the_a8_layer_tracks_the_unquantized_oracle_within_its_tolerance() {
         1.0,
         &sm90(&shape, &mats, ActivationFormat::Bf16),
         &routing,
-        TileSize::T64,
+        TileSize::T64.into(),
         SwigluInput::F32,
         FinalizeMode::Deterministic,
     )

@@ -157,7 +157,7 @@ fn a4_is_the_blackwell_arithmetic_up_to_accumulation_order() {
         p.gs_x,
         &w,
         &p.routing,
-        TileSize::T32,
+        TileSize::T32.into(),
         SwigluInput::F32,
         FinalizeMode::Deterministic,
     )
@@ -178,7 +178,7 @@ fn a4_is_the_blackwell_arithmetic_up_to_accumulation_order() {
         p.gs_x,
         &w,
         &p.routing,
-        TileSize::T16,
+        TileSize::T16.into(),
         SwigluInput::F32,
         FinalizeMode::Deterministic,
     )
@@ -188,7 +188,8 @@ fn a4_is_the_blackwell_arithmetic_up_to_accumulation_order() {
 
 /// The Hopper reference layer's output for `p` with weights `w`.
 fn layer(p: &Problem, x: &[bf16], w: &Sm90Weights, tile: TileSize, fin: FinalizeMode) -> Vec<bf16> {
-    let r = moe_reference_sm90(&p.shape, x, p.gs_x, w, &p.routing, tile, SwigluInput::F32, fin);
+    let t = Sm90Tiling::unsplit(tile);
+    let r = moe_reference_sm90(&p.shape, x, p.gs_x, w, &p.routing, t, SwigluInput::F32, fin);
     r.unwrap().output
 }
 
@@ -219,15 +220,16 @@ fn gemm2_refuses_a_sort_that_does_not_fit_the_routing() {
     let p = problem(4);
     let w = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Bf16).unwrap();
     let sort = moe_sort(&p.routing.experts, 4, &p.shape.window, TileSize::T16).unwrap();
-    let g1 = sm90_gemm1_reference(&p.shape, &bf16s(&p.x), &w, &sort, SwigluInput::F32).unwrap();
-    assert!(sm90_gemm2_contributions(&p.shape, &g1, &w, &sort, &p.routing).is_ok());
+    let (x, none) = (bf16s(&p.x), SplitK::NONE);
+    let g1 = sm90_gemm1_reference(&p.shape, &x, &w, &sort, SwigluInput::F32, none).unwrap();
+    assert!(sm90_gemm2_contributions(&p.shape, &g1, &w, &sort, &p.routing, none).is_ok());
     // The same sort against a routing of fewer tokens: its expanded indices point past it.
     let short = Routing {
         tokens: 1,
         experts: p.routing.experts[..2].to_vec(),
         weights: p.routing.weights[..2].to_vec(),
     };
-    let e = sm90_gemm2_contributions(&p.shape, &g1, &w, &sort, &short).unwrap_err();
+    let e = sm90_gemm2_contributions(&p.shape, &g1, &w, &sort, &short, none).unwrap_err();
     assert!(matches!(e, RuntimeError::SortMismatch { .. }), "{e}");
 }
 
@@ -242,7 +244,7 @@ fn the_fast_recipe_moves_h_by_ulps_and_refuses_a4() {
     let x = bf16s(&p.x);
     let h = |recipe| {
         let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe };
-        sm90_gemm1_h(&p.shape, &x, &w, &sort, opts).unwrap()
+        sm90_gemm1_h(&p.shape, &x, &w, &sort, opts, SplitK::NONE).unwrap()
     };
     let (fast, exact) = (h(Fast), h(Exact));
     let differ = fast.iter().zip(&exact).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
@@ -251,11 +253,12 @@ fn the_fast_recipe_moves_h_by_ulps_and_refuses_a4() {
         assert!((f - e).abs() <= 64.0 * f32::EPSILON * e.abs().max(f32::MIN_POSITIVE), "{f} {e}");
     }
     // The bf16 GEMM1 output is the rounded f32 h; the default entry point is Exact's.
-    let exact_out = sm90_gemm1_reference(&p.shape, &x, &w, &sort, SwigluInput::F32).unwrap();
+    let exact_out =
+        sm90_gemm1_reference(&p.shape, &x, &w, &sort, SwigluInput::F32, SplitK::NONE).unwrap();
     assert!(exact_out.values.iter().zip(&exact).all(|(o, &e)| *o == bf16::from_f32(e)));
     let a4 = Sm90Weights::from_prepared(&p.shape, &p.prepared, ActivationFormat::Nvfp4).unwrap();
     let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe: Fast };
-    let e = sm90_gemm1_reference_with(&p.shape, &x, &a4, &sort, opts).unwrap_err();
+    let e = sm90_gemm1_reference_with(&p.shape, &x, &a4, &sort, opts, SplitK::NONE).unwrap_err();
     assert!(matches!(e, RuntimeError::UnsupportedActivations { .. }), "{e}");
     assert!(e.to_string().contains("Fast"), "{e}");
 }

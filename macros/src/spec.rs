@@ -297,6 +297,7 @@ fn read_gemm(kind: GemmKind, v: &Value, span: Span) -> syn::Result<ReadGemm> {
             TacticError::WrongGemmKind { .. }
             | TacticError::MmaMNotTileSize { .. }
             | TacticError::NotAWiderSibling { .. }
+            | TacticError::UnsupportedSplitK { .. }
             | TacticError::MixedArch => span,
         };
         Error::new(span, e)

@@ -284,8 +284,8 @@ impl Layer {
     }
 
     /// moegen's CPU reference of this layer over host arrays: bf16 output bytes, computed
-    /// for the tactic the layer runs at this token count (its routing tile). Needs the
-    /// weights kept on the host (`keep_host_weights`).
+    /// for the tactic the layer runs at this token count (its routing tile and K splits).
+    /// Needs the weights kept on the host (`keep_host_weights`).
     fn reference<'py>(
         &self,
         py: Python<'py>,
@@ -301,9 +301,9 @@ impl Layer {
         };
         let HostInputs { tokens, x, ids, weights } = self.host_inputs(x, ids, weights)?;
         let out = py.detach(|| -> Result<Vec<bf16>> {
-            let tile = self.lock().layer.dispatch().choose(tokens as u64)?.1.tile();
+            let tactic = self.lock().layer.dispatch().choose(tokens as u64)?.1;
             let routing = Routing { tokens, experts: ids, weights };
-            reference::run(kept, &self.shape, &self.config, self.input_scale, tile, &x, &routing)
+            reference::run(kept, &self.shape, &self.config, self.input_scale, &tactic, &x, &routing)
         })?;
         Ok(PyBytes::new(py, &host::bf16_bytes(&out)))
     }

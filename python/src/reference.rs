@@ -2,7 +2,7 @@
 //! kernels compute, bit for bit (docs/reference.md), for tests and the GPU check.
 
 use moegen_runtime::prelude::*;
-use moegen_runtime::reference::{Sm90Weights, moe_reference_sm90};
+use moegen_runtime::reference::{Sm90Tiling, Sm90Weights, moe_reference_sm90};
 
 use crate::errors::Result;
 
@@ -17,17 +17,19 @@ pub(crate) enum HostWeights {
     Sm100Mx(Sm100MxWeights),
 }
 
-/// The reference's bf16 output `[tokens, hidden]` for bf16 `x` with routing tile `tile`
-/// (the one of the tactic the layer runs at this token count).
+/// The reference's bf16 output `[tokens, hidden]` for bf16 `x` computed for `tactic` (the one
+/// the layer runs at this token count): its routing tile and, on Hopper, its GEMMs' K splits
+/// (a split tactic's partial sums round on their own).
 pub(crate) fn run(
     kept: &HostWeights,
     shape: &MoeShape,
     c: &LayerConfig,
     input_scale: f32,
-    tile: TileSize,
+    tactic: &MoeTactic,
     x: &[bf16],
     routing: &Routing,
 ) -> Result<Vec<bf16>> {
+    let tile = tactic.tile();
     // What the SM100 kernels' GEMM1 epilogue and finalize do for this configuration.
     let sm100 = ReferenceOptions {
         swiglu_input: c.swiglu_input,
@@ -46,8 +48,18 @@ pub(crate) fn run(
             moe_reference_sm100_mx(shape, &acts, w, routing, tile, sm100)?.output
         }
         HostWeights::Sm90(w) => {
-            moe_reference_sm90(shape, x, input_scale, w, routing, tile, c.swiglu_input, c.finalize)?
-                .output
+            let tiling = Sm90Tiling::of(tactic)?;
+            moe_reference_sm90(
+                shape,
+                x,
+                input_scale,
+                w,
+                routing,
+                tiling,
+                c.swiglu_input,
+                c.finalize,
+            )?
+            .output
         }
     })
 }

@@ -91,8 +91,8 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
     let mx = moegen_codegen::kernel_set::sm90_mxfp4_tactics();
     assert_eq!(
         mx.len(),
-        10,
-        "two MXFP4 tactics per tile size (N 256/128 and 128/64), and T 128 ping-pong N 128 with GEMM2 N 64 and 128"
+        18,
+        "two MXFP4 tactics per tile size (N 256/128 and 128/64), T 128 ping-pong N 128 with GEMM2 N 64 and 128, and T 16's eight split-K N 128/64 ones"
     );
     for t in &mx {
         for act in ["a16", "a8"] {
@@ -101,10 +101,11 @@ fn the_set_covers_every_tactic_and_simt_kernel() {
             hopper_with("mxfp4", act, t, "_swiglu_clamped_bias", "_bias");
         }
     }
-    // NVFP4, A16 and A4: 9 GEMM1 (4 tiles × N 128, 256; T 128 N 128 ping-pong) and 12 GEMM2
-    // × 2 modes. MXFP4, A16 and A8 each, plain and with gpt-oss's epilogue: 9 GEMM1 and 8
-    // GEMM2 (4 tiles × N 64, 128) × 2 modes.
-    let sm90_gemms = 2 * (9 + 12 * 2) + 2 * 2 * (9 + 8 * 2);
+    // NVFP4, A16 and A4: 11 GEMM1 (4 tiles × N 128, 256; T 128 N 128 ping-pong; T 16 N 128
+    // split over 2 and 4) and 16 GEMM2 (4 tiles × 3 N; T 16 N 64 and 128 split over 2 and 4)
+    // × 2 modes. MXFP4, A16 and A8 each, plain and with gpt-oss's epilogue: 11 GEMM1 and 10
+    // GEMM2 (4 tiles × N 64, 128; T 16 N 64 split over 2 and 4) × 2 modes.
+    let sm90_gemms = 2 * (11 + 16 * 2) + 2 * 2 * (11 + 10 * 2);
     // SM100 per format: 4 GEMM1 × 2 recipes, 8 GEMM2 × 2 modes; SIMT 9 per target, with
     // SM100's MXFP8 quantizer and Hopper's quantize-dequantize and two A8 quantizers; the
     // 7 corpus kernels.

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use moegen_dsl::plan::TokenBuckets;
 use moegen_dsl::{ActivationFormat, Arch};
 use moegen_runtime::layer::{
-    DeviceModel, DispatchTable, LayerConfig, MoeLayer, MoeShape, MoeTactic, SoftwareDequant,
+    DeviceModel, DispatchTable, LayerConfig, MoeLayer, MoeShape, MoeTactic, SPLIT_HANDOFF_CLOCKS,
+    SoftwareDequant,
 };
 
 use crate::bench::{BenchShape, VARIANTS};
@@ -172,12 +173,15 @@ impl Records {
             // The paired GEMM1 tactics (`MoeTactic::gemm1_wide`) are candidates where the
             // record timed them: records from before them hold no trial of theirs. The model's
             // pick is judged against the record's fastest trial either way.
+            // Likewise the split-K tactics (`GemmTactic::split_k`), whose names carry `_k`.
             let pairs = trials.iter().any(|t| t.1.contains('|'));
+            let splits = trials.iter().any(|t| is_split(&t.1));
             let tactics: Vec<_> =
                 MoeLayer::candidates(&config, &kernels, max_tokens, Arch::Sm90, v.format)
                     .map_err(|e| FitError::Layer(e.to_string()))?
                     .into_iter()
                     .filter(|t| pairs || t.gemm1_wide().is_none())
+                    .filter(|t| splits || !is_split(&t.to_string()))
                     .collect();
             check_complete(&path, &trials, &tactics, max_tokens)?;
             loaded.push(Part {
@@ -297,6 +301,7 @@ impl Figures {
                 weights_per_clock_per_sm: 128.0 / 3.625,
                 exposed: 0.2,
                 activation_bytes_per_clock_per_sm: 0.0,
+                split_handoff_clocks: SPLIT_HANDOFF_CLOCKS,
             },
             a8_ratio: 3.625 / 1.375,
         }
@@ -311,6 +316,7 @@ impl Figures {
                 weights_per_clock_per_sm: a.weights_per_clock_per_sm * self.a8_ratio,
                 exposed: a.exposed,
                 activation_bytes_per_clock_per_sm: a.activation_bytes_per_clock_per_sm,
+                split_handoff_clocks: a.split_handoff_clocks,
             }
         } else {
             a
@@ -367,4 +373,9 @@ pub fn search(
         }
     }
     Ok((best, fared))
+}
+
+/// Whether a tactic's name is a split-K one (either GEMM's `_k2`/`_k4`).
+fn is_split(name: &str) -> bool {
+    name.split(':').any(|g| g.contains("_k"))
 }

@@ -19,9 +19,10 @@ use moegen_runtime::layer::{
 };
 use moegen_runtime::reference::{
     CheckpointScales, ExpertEpilogue, ExpertTensors, MoeShape, Mxfp4Tensor, PreparedWeights,
-    Routing, Sm90A8Weights, Sm90Weights, finalize, gemm1_reference, gemm2_contributions,
-    oracle_moe_epilogue, prepare_relu2_weights, prepare_weights, quantize_activations,
-    relative_l2_error, sm90_a8_gemm2_contributions, sm90_activations, sm90_gemm2_contributions,
+    Routing, Sm90A8Weights, Sm90Tiling, Sm90Weights, SplitK, finalize, gemm1_reference,
+    gemm2_contributions, oracle_moe_epilogue, prepare_relu2_weights, prepare_weights,
+    quantize_activations, relative_l2_error, sm90_a8_gemm2_contributions, sm90_activations,
+    sm90_gemm2_contributions,
 };
 use moegen_runtime::routing::moe_sort;
 
@@ -556,10 +557,12 @@ fn run_tactics(
     let (io, out, out_bytes) = (*io, *out, *out_bytes);
     let mut rows = Vec::with_capacity(tactics.len());
     // The reference's output does not depend on the tile size (rows only move; tested in
-    // moegen-runtime's reference tests), so it is computed once per case.
-    let mut reference: Option<(Vec<bf16>, Vec<f32>)> = None;
-    // Likewise the Fast recipe's model h and the weights its check reads.
-    let mut fast_model: Option<fast_recipe::FastModel> = None;
+    // moegen-runtime's reference tests) but does on each GEMM's K split (the ranks' partial
+    // sums round on their own), so it is computed once per case and pair of splits.
+    type Reference = (Vec<bf16>, Vec<f32>);
+    let mut references: Vec<((SplitK, SplitK), Reference)> = Vec::new();
+    // Likewise the Fast recipe's model h and the weights its check read, per GEMM1 split.
+    let mut fast_models: Vec<(SplitK, fast_recipe::FastModel)> = Vec::new();
     for t in tactics {
         // Stale output must not pass for a result: poison it first.
         let tactic_err = |e| LayerCheckError::Tactic {
@@ -578,22 +581,30 @@ fn run_tactics(
             .chunks_exact(2)
             .map(|h| bf16::from_bits(u16::from_le_bytes([h[0], h[1]])))
             .collect();
-        let (model, model_contrib) = match &reference {
-            Some(r) => r.clone(),
+        // The tactic's tiling: its tile and (Hopper) its GEMMs' splits.
+        let tiling = Sm90Tiling::of(t).map_err(|source| LayerCheckError::Reference {
+            case: c.label(),
+            source: Box::new(source),
+        })?;
+        let splits = (tiling.gemm1, tiling.gemm2);
+        let (model, model_contrib) = match references.iter().find(|(k, _)| *k == splits) {
+            Some((_, r)) => r.clone(),
             None => {
-                let r = p.reference_and_contributions(arch, t.tile())?;
-                reference = Some(r.clone());
+                let r = p.reference_and_contributions(arch, tiling)?;
+                references.push((splits, r.clone()));
                 r
             }
         };
         let fast = arch == Arch::Sm90 && c.recipe == Some(EpilogueRecipe::Fast);
         let (want, contrib, fast_h) = if fast {
-            let m = match fast_model.take() {
-                Some(m) => m,
-                None => fast_recipe::fast_model(p)?,
+            let at = match fast_models.iter().position(|(k, _)| *k == tiling.gemm1) {
+                Some(at) => at,
+                None => {
+                    fast_models.push((tiling.gemm1, fast_recipe::fast_model(p, tiling.gemm1)?));
+                    fast_models.len() - 1
+                }
             };
-            let f = fast_recipe::fast_pass(b, p, &m, ws, t.tile())?;
-            fast_model = Some(m);
+            let f = fast_recipe::fast_pass(b, p, &fast_models[at].1, ws, tiling)?;
             (f.want, f.contrib, Some(f.check))
         } else {
             (model.clone(), model_contrib, None)

@@ -10,9 +10,10 @@ use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::backend::{Backend, KernelArg, TensorMapSpec, TmaElement};
 use moegen_runtime::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape};
 
-/// A problem every kernel can be bound to: H 512, I 256, 8 local experts.
+/// A problem every kernel can be bound to: H 512, I 512 (four of A8's 128-element K stages in
+/// each GEMM, as a split of 4 needs), 8 local experts.
 const H: u64 = 512;
-const I: u64 = 256;
+const I: u64 = 512;
 const L: u64 = 8;
 const ROWS: u64 = 1024;
 

@@ -37,8 +37,9 @@ fn case(activations: ActivationFormat, epilogue: EpilogueSpec, seed: u64) -> Lay
 #[test]
 fn fast_gemm1s_are_generated_for_a16_and_a8_only_and_use_mufu() {
     let made = hopper_fast_gemm1s().unwrap();
-    // 9 GEMM1 tactics (T16..T128 × N128/N256, T128 N128 ping-pong) × A16, A8 × 2 epilogues.
-    assert_eq!(made.len(), 36, "{:?}", made.iter().map(|k| k.name).collect::<Vec<_>>());
+    // 11 GEMM1 tactics (T16..T128 × N128/N256, T128 N128 ping-pong, T16 N128 split over 2 and
+    // 4) × A16, A8 × 2 epilogues.
+    assert_eq!(made.len(), 44, "{:?}", made.iter().map(|k| k.name).collect::<Vec<_>>());
     for k in &made {
         assert!(k.name.contains("_fast"), "{}", k.name);
         assert!(k.name.contains("_a16") || k.name.contains("_a8"), "{}", k.name);
@@ -81,7 +82,7 @@ fn hopper_fast_layers_match_the_fast_reference_bit_for_bit() {
         // Both recipes are within a few f32 ulps of SwiGLU, so after h's bf16 rounding the
         // outputs rarely differ; the outputs stay close to the Exact ones.
         let exact = problem(LayerCase { recipe: None, ..p.case }).unwrap();
-        let e = exact.reference(Arch::Sm90, TileSize::T16).unwrap();
+        let e = exact.reference(Arch::Sm90, TileSize::T16.into()).unwrap();
         let l2 = |v: &[bf16]| v.iter().map(|x| f64::from(x.to_f32())).collect::<Vec<_>>();
         let rel = moegen_runtime::reference::relative_l2_error(&l2(&r.output), &l2(&e));
         assert!(rel < 1e-2, "{acts:?} {spec:?}: Fast vs Exact {rel}");
@@ -101,7 +102,7 @@ fn hopper_fast_layers_match_the_fast_reference_bit_for_bit() {
 /// How many f32 h values of the case differ between the two recipes.
 fn fast_vs_exact_h(p: &moegen_validation::layer_check::Problem) -> usize {
     use moegen_runtime::reference::{
-        Gemm1Options, sm90_a8_gemm1_h, sm90_activations, sm90_gemm1_h,
+        Gemm1Options, SplitK, sm90_a8_gemm1_h, sm90_activations, sm90_gemm1_h,
     };
     use moegen_runtime::routing::moe_sort;
     let c = &p.case;
@@ -109,13 +110,13 @@ fn fast_vs_exact_h(p: &moegen_validation::layer_check::Problem) -> usize {
     let h = |recipe| {
         if c.activations == ActivationFormat::Fp8 {
             let w = p.sm90_a8_weights().unwrap();
-            sm90_a8_gemm1_h(&c.shape, &p.x, &w, &sort, recipe).unwrap()
+            sm90_a8_gemm1_h(&c.shape, &p.x, &w, &sort, recipe, SplitK::NONE).unwrap()
         } else {
             let w = p.sm90_weights().unwrap();
             let a = sm90_activations(&p.x, c.tokens, c.shape.hidden, c.activations, p.input_scale)
                 .unwrap();
             let opts = Gemm1Options { recipe, ..Default::default() };
-            sm90_gemm1_h(&c.shape, &a, &w, &sort, opts).unwrap()
+            sm90_gemm1_h(&c.shape, &a, &w, &sort, opts, SplitK::NONE).unwrap()
         }
     };
     let (f, e) = (h(EpilogueRecipe::Fast), h(EpilogueRecipe::Exact));

@@ -74,7 +74,7 @@ fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
             assert!(r.reference_vs_oracle < 0.3, "{spec:?}: {}", r.reference_vs_oracle);
         }
         // Another activation on the same data is another layer: the reference is ReLU²'s.
-        let r = p.reference(Arch::Sm90, TileSize::T16).unwrap();
+        let r = p.reference(Arch::Sm90, TileSize::T16.into()).unwrap();
         let r: Vec<f64> = r.iter().map(|v| f64::from(v.to_f32())).collect();
         let swiglu = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
         assert!(relative_l2_error(&r, &swiglu.oracle) > 0.5, "{spec:?}");

@@ -16,6 +16,17 @@ pub fn mbar_wait(b: &mut KernelBuilder, bar: Reg, parity: impl Into<Operand>) {
     b.bra_unless(p, &top);
 }
 
+/// [`mbar_wait`] acquiring at cluster scope: what other CTAs wrote before their releasing
+/// arrivals (`mbar_arrive_cluster`) is visible after it.
+pub fn mbar_wait_cluster(b: &mut KernelBuilder, bar: Reg, parity: impl Into<Operand>) {
+    let top = b.new_label("wait");
+    let parity = parity.into();
+    b.label(&top);
+    let p = b.reg(RegClass::Pred);
+    b.push(MbarWait { kind: WaitKind::TryCluster, ready: p, bar, parity });
+    b.bra_unless(p, &top);
+}
+
 /// `mbarrier.init` with an arrival count.
 pub fn mbar_init(b: &mut KernelBuilder, bar: Reg, count: u32) {
     b.push(MbarInit { bar, count });

@@ -176,6 +176,7 @@ impl KernelDescBuilder {
             cluster_n: self.tactic.cluster()[1],
             raster: self.tactic.raster(),
             schedule: self.tactic.schedule(),
+            split_k: self.tactic.split_k(),
             format: self.format,
             swiglu_input,
             activation: self.activation,

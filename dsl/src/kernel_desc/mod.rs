@@ -95,16 +95,7 @@ impl KernelDesc {
     }
     /// GEMM tactic.
     pub fn tactic(&self) -> GemmTactic {
-        let k = &self.key;
-        GemmTactic::of_validated_key(
-            k.arch(),
-            k.gemm,
-            k.tile,
-            k.mma_n,
-            k.cluster_n,
-            k.raster,
-            k.schedule,
-        )
+        GemmTactic::of_validated_key(&self.key)
     }
     /// What the activations are.
     pub fn activations(&self) -> ActivationFormat {

@@ -139,6 +139,21 @@ pub enum Rejection {
         /// The next larger value of that dimension this GEMM serves, if one is near.
         next: Option<u64>,
     },
+    /// The GEMM splits K over more CTAs than the layer's K has 128-element stages
+    /// ([`GemmTactic::fits_k`]): a rank would have nothing to add.
+    #[error(
+        "{gemm} splits K over {} CTAs; the {dim} {value} has {} stages of 128",
+        gemm.split_k(),
+        value.div_ceil(128)
+    )]
+    ShortK {
+        /// The GEMM.
+        gemm: GemmTactic,
+        /// `hidden size` (GEMM1's K) or `intermediate size` (GEMM2's).
+        dim: &'static str,
+        /// Its value.
+        value: u64,
+    },
     /// The maximum token count gives no routing tile.
     #[error("no routing tile for {max_tokens} tokens: {source}")]
     Tokens {
@@ -165,6 +180,7 @@ impl Rejection {
             Rejection::Refused { .. } => "options the target cannot run",
             Rejection::Shape(_) => "shape not a multiple of the GEMMs' granularity",
             Rejection::NotCovered { .. } => "shape not covered by the GEMM's clusters",
+            Rejection::ShortK { .. } => "K too short for the GEMM's split",
             Rejection::Tokens { .. } => "token count",
         }
     }
@@ -357,6 +373,11 @@ fn check(
         cover_rows(w, "intermediate size", s.intermediate as u64, rows_per_column)?;
     }
     cover(tactic.gemm2(), "hidden size", s.hidden as u64)?;
+    let short = |gemm: &GemmTactic, dim, value: u64| {
+        if gemm.fits_k(value) { Ok(()) } else { Err(Rejection::ShortK { gemm: *gemm, dim, value }) }
+    };
+    short(tactic.gemm1(), "hidden size", s.hidden as u64)?;
+    short(tactic.gemm2(), "intermediate size", s.intermediate as u64)?;
     let routes = max_tokens.saturating_mul(s.top_k() as u64);
     let tiles = max_tiles(routes, s.local_experts() as u64, u64::from(tactic.tile().rows()))
         .map_err(|source| Rejection::Tokens { max_tokens, source })?;

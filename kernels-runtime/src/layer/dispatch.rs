@@ -98,7 +98,17 @@ pub struct SoftwareDequant {
     /// N 128 at large tiles where the tuner's fastest were N 128 and N 256 (docs/perf.md,
     /// 2026-12-07, session 12).
     pub activation_bytes_per_clock_per_sm: f64,
+    /// Clocks a split-K unit spends handing the other ranks' fp32 accumulators to rank 0
+    /// (their distributed-shared-memory stores, the cluster-scope release and acquire, rank
+    /// 0's loads and adds) before the epilogue. Not fitted: no record times a split tactic
+    /// yet (docs/hopper.md, "Split K").
+    pub split_handoff_clocks: f64,
 }
+
+/// [`SoftwareDequant::split_handoff_clocks`] of the shipped Hopper models: an estimate (a
+/// cluster-scope release and acquire of the order of a few hundred clocks each, plus the
+/// slots' loads), not a fit.
+pub const SPLIT_HANDOFF_CLOCKS: f64 = 1000.0;
 
 impl DeviceModel {
     /// A B200 ([`Gpu::B200`]): the MMA reads the 4-bit weights. Routes are spread evenly,
@@ -136,6 +146,7 @@ impl DeviceModel {
                 weights_per_clock_per_sm: 17.0,
                 exposed: 1.0,
                 activation_bytes_per_clock_per_sm: 32.0,
+                split_handoff_clocks: SPLIT_HANDOFF_CLOCKS,
             }),
             routes: RouteSpread::UniformRandom,
         }
@@ -156,6 +167,7 @@ impl DeviceModel {
             weights_per_clock_per_sm: 23.375,
             exposed: 1.0,
             activation_bytes_per_clock_per_sm: 32.0,
+            split_handoff_clocks: SPLIT_HANDOFF_CLOCKS,
         });
         m
     }
@@ -265,6 +277,9 @@ fn estimate_spread_us(
         let ctas = f64::from(g.cluster_ctas());
         let units = live_tiles * units_per_tile(g, n_dim) as f64;
         let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
+        // A split-K unit's CTAs each take their share of K's stages, the longest ⌈·⌉.
+        let split = f64::from(g.split_k());
+        let k_cta = k_dim / split;
         let waves = (units / clusters).ceil();
         // One unit: T × N·cn × K MACs on `ctas` SMs.
         let unit_macs = t * f64::from(n) * cn * k_dim;
@@ -284,7 +299,8 @@ fn estimate_spread_us(
                 .weights_per_clock_per_warpgroup
                 .min(d.weights_per_clock_per_sm / (resident * consumers));
             let step = d.step_clocks + rows * 16.0 / rate;
-            (k_dim / 16.0).ceil() * step / (dev.gpu.clock_ghz * 1e9)
+            let handoff = if split > 1.0 { d.split_handoff_clocks } else { 0.0 };
+            ((k_cta / 16.0).ceil() * step + handoff) / (dev.gpu.clock_ghz * 1e9)
         });
         let activations_s = software.map_or(0.0, |d| {
             if d.activation_bytes_per_clock_per_sm <= 0.0 {
@@ -293,7 +309,7 @@ fn estimate_spread_us(
             let bytes = if dev.activations == ActivationFormat::Fp8 { 1.0 } else { 2.0 };
             let sms = f64::from(dev.gpu.sms);
             let resident = per_sm.min((units * ctas / sms).ceil()).max(1.0);
-            t * k_dim * bytes * resident
+            t * k_cta * bytes * resident
                 / (d.activation_bytes_per_clock_per_sm * dev.gpu.clock_ghz * 1e9)
         });
         let mma_s = waves * (unit_s + dequant_s + activations_s);

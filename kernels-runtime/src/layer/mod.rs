@@ -18,7 +18,8 @@ mod workspace_refusal;
 
 pub use candidates::{CandidateReport, NoCandidates, Rejected, Rejection};
 pub use dispatch::{
-    ChoiceSource, DeviceModel, DispatchTable, RouteSpread, SoftwareDequant, applicable, estimate_us,
+    ChoiceSource, DeviceModel, DispatchTable, RouteSpread, SPLIT_HANDOFF_CLOCKS, SoftwareDequant,
+    applicable, estimate_us,
 };
 pub use error::LayerError;
 pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};

@@ -31,7 +31,7 @@ pub use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 pub use mx_dot::{E2m1Row, E4m3Row, MX_MMA_K, add_scaled_rn, mx_dot, mx_dot_bytes};
 pub use oracle::{oracle_moe, oracle_moe_epilogue, relative_l2_error};
 pub use sm90::{
-    KernelLayout, Sm90Gemm1Output, Sm90ReferenceRun, Sm90Weights, moe_reference_sm90,
+    KernelLayout, Sm90Gemm1Output, Sm90ReferenceRun, Sm90Tiling, Sm90Weights, moe_reference_sm90,
     sm90_activations, sm90_gemm1_h, sm90_gemm1_reference, sm90_gemm1_reference_with,
     sm90_gemm2_contributions,
 };
@@ -51,8 +51,8 @@ pub use weights::{
     Nvfp4Activations, PreparedWeights, prepare_relu2_weights, prepare_weights,
     quantize_activations, validate_weights, w1_scale_layout, w1_scale_layout_for, w2_scale_layout,
 };
-pub use wgmma_fp8_model::{wgmma_dot_e4m3, wgmma_step_e4m3};
-pub use wgmma_model::{wgmma_dot, wgmma_step};
+pub use wgmma_fp8_model::{wgmma_dot_e4m3, wgmma_dot_e4m3_split, wgmma_step_e4m3};
+pub use wgmma_model::{SplitK, wgmma_dot, wgmma_dot_split, wgmma_step};
 
 use half::bf16;
 use moegen_dsl::{EpilogueRecipe, FinalizeMode, SwigluInput, TileSize};

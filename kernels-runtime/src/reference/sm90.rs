@@ -3,7 +3,10 @@
 //! e2m1 · scale (A4, exact), each GEMM accumulates per 16-element K step as one `wgmma` does
 //! (exact sum, one f32 rounding), GEMM1's epilogue applies α1 and SwiGLU and writes bf16
 //! (A16) or NVFP4-requantized values dequantized to bf16 (A4), GEMM2 applies α2 · router
-//! weight and finalizes as on SM100.
+//! weight and finalizes as on SM100. A tactic that splits a GEMM's K over several CTAs
+//! ([`SplitK`]) has each output's dot accumulated per CTA range and the partial sums added in
+//! rank order (`wgmma_model::wgmma_dot_split`); [`Sm90Tiling`] carries what a layer's tactic
+//! fixes of the arithmetic.
 
 use half::bf16;
 use moegen_dsl::abi::WeightFormat;
@@ -20,7 +23,7 @@ use moegen_dsl::formats::{
 };
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
 use moegen_dsl::{
-    Activation, ActivationFormat, EpilogueRecipe, FinalizeMode, SwigluInput, TileSize,
+    Activation, ActivationFormat, EpilogueRecipe, FinalizeMode, MoeTactic, SwigluInput, TileSize,
 };
 
 use super::checkpoint::{ExpertTensors, Mxfp4Tensor, mxfp4_linear};
@@ -28,7 +31,7 @@ use super::gemm1::{Gemm1Options, check_sort};
 use super::gemm2::{Routing, finalize};
 use super::par::par_map;
 use super::weights::{PreparedWeights, validate_weights, w1_scale_layout_for, w2_scale_layout};
-use super::wgmma_model::wgmma_dot;
+use super::wgmma_model::{SplitK, wgmma_dot_split};
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::{SortOutputs, moe_sort_router};
 
@@ -464,27 +467,31 @@ pub(super) fn check_sm90_recipe(
     Ok(())
 }
 
-/// Hopper GEMM1 for every valid permuted row, with the Exact recipe (the Hopper default).
+/// Hopper GEMM1 for every valid permuted row, with the Exact recipe (the Hopper default) and
+/// K split over `split` CTAs (the tactic's `gemm1().split_k()`).
 pub fn sm90_gemm1_reference(
     shape: &MoeShape,
     x: &[bf16],
     w: &Sm90Weights,
     sort: &SortOutputs,
     swiglu_input: SwigluInput,
+    split: SplitK,
 ) -> Result<Sm90Gemm1Output> {
     let opts = Gemm1Options { swiglu_input, recipe: EpilogueRecipe::Exact };
-    sm90_gemm1_reference_with(shape, x, w, sort, opts)
+    sm90_gemm1_reference_with(shape, x, w, sort, opts, split)
 }
 
-/// Hopper GEMM1 for every valid permuted row with the given SwiGLU input and recipe.
+/// Hopper GEMM1 for every valid permuted row with the given SwiGLU input and recipe, K split
+/// over `split` CTAs.
 pub fn sm90_gemm1_reference_with(
     shape: &MoeShape,
     x: &[bf16],
     w: &Sm90Weights,
     sort: &SortOutputs,
     opts: Gemm1Options,
+    split: SplitK,
 ) -> Result<Sm90Gemm1Output> {
-    let hf = sm90_gemm1_h(shape, x, w, sort, opts)?;
+    let hf = sm90_gemm1_h(shape, x, w, sort, opts, split)?;
     let i = shape.intermediate;
     let rows = sort.permuted_idx_to_expanded_idx.len();
     let mut values = vec![bf16::ZERO; rows * i];
@@ -501,14 +508,16 @@ pub fn sm90_gemm1_reference_with(
     Ok(Sm90Gemm1Output { rows, cols: i, values })
 }
 
-/// GEMM1's h in f32 before its output rounding, `[permuted rows, I]` (padding rows zero): what
-/// a hardware tolerance for the Fast recipe is computed from (docs/reference.md).
+/// GEMM1's h in f32 before its output rounding, `[permuted rows, I]` (padding rows zero), with
+/// H split over `split` CTAs: what a hardware tolerance for the Fast recipe is computed from
+/// (docs/reference.md), so a split tactic's from its own split.
 pub fn sm90_gemm1_h(
     shape: &MoeShape,
     x: &[bf16],
     w: &Sm90Weights,
     sort: &SortOutputs,
     opts: Gemm1Options,
+    split: SplitK,
 ) -> Result<Vec<f32>> {
     let (h, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
     check_sm90_recipe(w.activations, opts.recipe)?;
@@ -535,13 +544,13 @@ pub fn sm90_gemm1_h(
                 .map(|j| {
                     if !gated {
                         // ReLU²: row j is h column j's only pre-activation.
-                        let x = wgmma_dot(&xr, &w1[j]);
+                        let x = wgmma_dot_split(&xr, &w1[j], split);
                         return h_of(shape, ep, e, j, alpha, x, x, opts);
                     }
                     let up_row =
                         (j / SWIGLU_INTERLEAVE) * 2 * SWIGLU_INTERLEAVE + j % SWIGLU_INTERLEAVE;
-                    let up = wgmma_dot(&xr, &w1[up_row]);
-                    let gate = wgmma_dot(&xr, &w1[up_row + SWIGLU_INTERLEAVE]);
+                    let up = wgmma_dot_split(&xr, &w1[up_row], split);
+                    let gate = wgmma_dot_split(&xr, &w1[up_row + SWIGLU_INTERLEAVE], split);
                     h_of(shape, ep, e, j, alpha, up, gate, opts)
                 })
                 .collect();
@@ -555,13 +564,15 @@ pub fn sm90_gemm1_h(
 }
 
 /// Hopper GEMM2: each route's `bf16(acc · (α2[e] · w))` (with a bias
-/// `bf16(fma(acc, α2[e], b2) · w)`), `[N·k, H]`.
+/// `bf16(fma(acc, α2[e], b2) · w)`), `[N·k, H]`, acc's I split over `split` CTAs (the
+/// tactic's `gemm2().split_k()`).
 pub fn sm90_gemm2_contributions(
     shape: &MoeShape,
     h_in: &Sm90Gemm1Output,
     w: &Sm90Weights,
     sort: &SortOutputs,
     routing: &Routing,
+    split: SplitK,
 ) -> Result<Vec<f32>> {
     let (hid, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
     w.validate(shape)?;
@@ -585,7 +596,8 @@ pub fn sm90_gemm2_contributions(
                 .enumerate()
                 .map(|(c, wrow)| {
                     let bias = w.epilogue.gemm2_bias(shape, e, c);
-                    round_to_bf16(gemm2_value(wgmma_dot(&a, wrow), alpha2[e], rw, bias))
+                    let acc = wgmma_dot_split(&a, wrow, split);
+                    round_to_bf16(gemm2_value(acc, alpha2[e], rw, bias))
                 })
                 .collect::<Vec<f32>>()
         });
@@ -608,7 +620,45 @@ pub struct Sm90ReferenceRun {
     pub output: Vec<bf16>,
 }
 
-/// The whole Hopper layer on the CPU: `x` is the bf16 input (A4 quantizes it with
+/// What a Hopper tactic fixes of the reference's arithmetic: the routing tile (where the sort
+/// places rows; the output does not depend on it) and each GEMM's K split (the partial sums'
+/// roundings; the output does). The GEMM1 width, schedule and a paired wide GEMM1 change
+/// nothing (a pair's widths share their split: `MoeTactic::with_gemm1_wide`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sm90Tiling {
+    /// Rows per routing tile.
+    pub tile: TileSize,
+    /// GEMM1's K (H) split.
+    pub gemm1: SplitK,
+    /// GEMM2's K (I) split.
+    pub gemm2: SplitK,
+}
+
+impl Sm90Tiling {
+    /// Tile `tile` with neither GEMM split (every tactic but the split ones).
+    pub const fn unsplit(tile: TileSize) -> Self {
+        Self { tile, gemm1: SplitK::NONE, gemm2: SplitK::NONE }
+    }
+
+    /// The tiling of `tactic`: its tile and its GEMMs' splits
+    /// ([`RuntimeError::UnsupportedSplitK`] for a split the reference does not model).
+    pub fn of(tactic: &MoeTactic) -> Result<Self> {
+        Ok(Self {
+            tile: tactic.tile(),
+            gemm1: SplitK::of(tactic.gemm1())?,
+            gemm2: SplitK::of(tactic.gemm2())?,
+        })
+    }
+}
+
+impl From<TileSize> for Sm90Tiling {
+    fn from(tile: TileSize) -> Self {
+        Self::unsplit(tile)
+    }
+}
+
+/// The whole Hopper layer on the CPU for a tactic of tiling `tiling` (`Sm90Tiling::of`, or
+/// a tile's `Sm90Tiling::unsplit`): `x` is the bf16 input (A4 quantizes it with
 /// `input_scale` first, as the device's quantize-dequantize kernel does).
 #[allow(clippy::too_many_arguments)]
 pub fn moe_reference_sm90(
@@ -617,14 +667,14 @@ pub fn moe_reference_sm90(
     input_scale: f32,
     w: &Sm90Weights,
     routing: &Routing,
-    tile: TileSize,
+    tiling: Sm90Tiling,
     swiglu_input: SwigluInput,
     finalize_mode: FinalizeMode,
 ) -> Result<Sm90ReferenceRun> {
     let acts = sm90_activations(x, routing.tokens, shape.hidden, w.activations, input_scale)?;
-    let sort = moe_sort_router(&routing.experts, routing.tokens, &shape.window, tile)?;
-    let gemm1 = sm90_gemm1_reference(shape, &acts, w, &sort, swiglu_input)?;
-    let contrib = sm90_gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
+    let sort = moe_sort_router(&routing.experts, routing.tokens, &shape.window, tiling.tile)?;
+    let gemm1 = sm90_gemm1_reference(shape, &acts, w, &sort, swiglu_input, tiling.gemm1)?;
+    let contrib = sm90_gemm2_contributions(shape, &gemm1, w, &sort, routing, tiling.gemm2)?;
     let output = finalize(&contrib, routing.tokens, shape.top_k(), shape.hidden, finalize_mode)?;
     Ok(Sm90ReferenceRun { sort, gemm1, output })
 }

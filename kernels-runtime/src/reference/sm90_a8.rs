@@ -1,7 +1,9 @@
 //! The Hopper A8 pipeline's arithmetic on the CPU (docs/reference.md, "Hopper A8"): MXFP4
 //! weights prepared as E4M3 tables (`abi::sm90_weights::a8`), activations and GEMM1's output
 //! quantized per row to E4M3 with one power-of-two scale, each GEMM accumulated per K32 step
-//! as one FP8 `wgmma` does (`wgmma_fp8_model`), the factors 2^ρ · 2^e applied before α.
+//! as one FP8 `wgmma` does (`wgmma_fp8_model`), the factors 2^ρ · 2^e applied before α. A
+//! split K adds the CTAs' partial sums in rank order before those factors, as the kernels'
+//! rank 0 does before its epilogue (`wgmma_fp8_model::wgmma_dot_e4m3_split`).
 
 use half::bf16;
 use moegen_dsl::SwigluInput;
@@ -15,13 +17,14 @@ use moegen_dsl::formats::{
     e2m1_to_f32, e4m3_scale_exponent, f32_to_e2m1, f32_to_e4m3, nibble_at, pow2,
 };
 use moegen_dsl::plan::{MoeShape, SWIGLU_INTERLEAVE};
-use moegen_dsl::{ActivationFormat, EpilogueRecipe, FinalizeMode, TileSize};
+use moegen_dsl::{ActivationFormat, EpilogueRecipe, FinalizeMode};
 
 use super::gemm1::{Gemm1Options, check_sort};
 use super::gemm2::{Routing, finalize};
 use super::par::par_map;
-use super::sm90::{Sm90Weights, rows_by_expert};
-use super::wgmma_fp8_model::dot_padded;
+use super::sm90::{Sm90Tiling, Sm90Weights, rows_by_expert};
+use super::wgmma_fp8_model::dot_padded_split;
+use super::wgmma_model::SplitK;
 use crate::error::{Result, RuntimeError, check_len};
 use crate::routing::{SortOutputs, moe_sort_router};
 
@@ -285,36 +288,41 @@ impl Sm90A8Weights {
 }
 
 /// Hopper A8 GEMM1 for every valid permuted row: bf16 h `[rows, I]` (padding rows zero),
-/// with the Exact recipe (the Hopper default).
+/// with the Exact recipe (the Hopper default) and H split over `split` CTAs (the tactic's
+/// `gemm1().split_k()`).
 pub fn sm90_a8_gemm1_reference(
     shape: &MoeShape,
     x: &[bf16],
     w: &Sm90A8Weights,
     sort: &SortOutputs,
+    split: SplitK,
 ) -> Result<Vec<bf16>> {
-    sm90_a8_gemm1_reference_with(shape, x, w, sort, EpilogueRecipe::Exact)
+    sm90_a8_gemm1_reference_with(shape, x, w, sort, EpilogueRecipe::Exact, split)
 }
 
-/// Hopper A8 GEMM1 with the given epilogue recipe.
+/// Hopper A8 GEMM1 with the given epilogue recipe, H split over `split` CTAs.
 pub fn sm90_a8_gemm1_reference_with(
     shape: &MoeShape,
     x: &[bf16],
     w: &Sm90A8Weights,
     sort: &SortOutputs,
     recipe: EpilogueRecipe,
+    split: SplitK,
 ) -> Result<Vec<bf16>> {
     // Padding rows hold +0 in the f32 h, so they stay zero, as the kernels leave them.
-    let hf = sm90_a8_gemm1_h(shape, x, w, sort, recipe)?;
+    let hf = sm90_a8_gemm1_h(shape, x, w, sort, recipe, split)?;
     Ok(hf.into_iter().map(bf16::from_f32).collect())
 }
 
-/// A8 GEMM1's h in f32 before its bf16 rounding, `[permuted rows, I]` (padding rows zero).
+/// A8 GEMM1's h in f32 before its bf16 rounding, `[permuted rows, I]` (padding rows zero),
+/// with H (padded to whole 128-element stages) split over `split` CTAs.
 pub fn sm90_a8_gemm1_h(
     shape: &MoeShape,
     x: &[bf16],
     w: &Sm90A8Weights,
     sort: &SortOutputs,
     recipe: EpilogueRecipe,
+    split: SplitK,
 ) -> Result<Vec<f32>> {
     let (h, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
     let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe };
@@ -338,7 +346,10 @@ pub fn sm90_a8_gemm1_h(
             let (xq, tau) = &quantized[token];
             (0..i)
                 .map(|j| {
-                    let v = |r: usize| dot_padded(xq, &w1[r]) * (w.w1_rows[base + r] * tau);
+                    // The factors scale the ranks' summed accumulator (rank 0's epilogue).
+                    let v = |r: usize| {
+                        dot_padded_split(xq, &w1[r], split) * (w.w1_rows[base + r] * tau)
+                    };
                     // ReLU²: row j is h column j's only pre-activation.
                     let (up, gate) = if gated {
                         let up_row =
@@ -360,13 +371,15 @@ pub fn sm90_a8_gemm1_h(
 }
 
 /// Hopper A8 GEMM2: h's rows quantized as `quant_fp8_rows` does, then each route's
-/// `bf16(acc · (2^ρ · 2^e) · (α2[e] · w))`, `[N·k, H]`.
+/// `bf16(acc · (2^ρ · 2^e) · (α2[e] · w))`, `[N·k, H]`, acc's I (padded to whole 128-element
+/// stages) split over `split` CTAs (the tactic's `gemm2().split_k()`).
 pub fn sm90_a8_gemm2_contributions(
     shape: &MoeShape,
     h_in: &[bf16],
     w: &Sm90A8Weights,
     sort: &SortOutputs,
     routing: &Routing,
+    split: SplitK,
 ) -> Result<Vec<f32>> {
     let (hid, i, k) = (shape.hidden, shape.intermediate, shape.top_k());
     w.validate(shape)?;
@@ -390,7 +403,7 @@ pub fn sm90_a8_gemm2_contributions(
             let rw = routing.weights[token * k + slot];
             (0..hid)
                 .map(|r| {
-                    let acc = dot_padded(&hq, &w2[r]) * (w.w2_rows[base + r] * tau);
+                    let acc = dot_padded_split(&hq, &w2[r], split) * (w.w2_rows[base + r] * tau);
                     let bias = w.epilogue.gemm2_bias(shape, e, r);
                     round_to_bf16(gemm2_value(acc, w.alpha2[e], rw, bias))
                 })
@@ -417,23 +430,25 @@ pub struct Sm90A8ReferenceRun {
     pub output: Vec<bf16>,
 }
 
-/// The whole Hopper A8 layer on the CPU from the bf16 input. SwiGLU's inputs are f32 (the
-/// only recipe the A8 kernels have).
+/// The whole Hopper A8 layer on the CPU from the bf16 input, for a tactic of tiling `tiling`
+/// (`Sm90Tiling::of`, or a tile's `Sm90Tiling::unsplit`). SwiGLU's inputs are f32 (the only
+/// recipe the A8 kernels have).
 pub fn moe_reference_sm90_a8(
     shape: &MoeShape,
     x: &[bf16],
     w: &Sm90A8Weights,
     routing: &Routing,
-    tile: TileSize,
+    tiling: Sm90Tiling,
     finalize_mode: FinalizeMode,
 ) -> Result<Sm90A8ReferenceRun> {
     let elements = routing.tokens.checked_mul(shape.hidden).ok_or(RuntimeError::from(
         moegen_dsl::plan::PlanError::Overflow { what: "tokens × hidden size" },
     ))?;
     check_len("activations", x.len(), elements)?;
-    let sort = moe_sort_router(&routing.experts, routing.tokens, &shape.window, tile)?;
-    let gemm1 = sm90_a8_gemm1_reference(shape, x, w, &sort)?;
-    let contributions = sm90_a8_gemm2_contributions(shape, &gemm1, w, &sort, routing)?;
+    let sort = moe_sort_router(&routing.experts, routing.tokens, &shape.window, tiling.tile)?;
+    let gemm1 = sm90_a8_gemm1_reference(shape, x, w, &sort, tiling.gemm1)?;
+    let contributions =
+        sm90_a8_gemm2_contributions(shape, &gemm1, w, &sort, routing, tiling.gemm2)?;
     let output =
         finalize(&contributions, routing.tokens, shape.top_k(), shape.hidden, finalize_mode)?;
     Ok(Sm90A8ReferenceRun { sort, gemm1, contributions, output })

@@ -17,8 +17,13 @@
 //! operand (an activation row with a NaN quantizes it to 0x7F) is taken to give the
 //! canonical NaN 0x7FFFFFFF, as the bf16 steps do (E4M3 has no ∞: an ∞ only comes from the
 //! accumulator, and is kept).
+//!
+//! A split K ([`SplitK`]) accumulates each CTA's range of 128-element stages so from zero and
+//! adds the CTAs' f32 results in rank order ([`wgmma_dot_e4m3_split`]).
 
-use super::wgmma_model::{Term, aligned_sum};
+use moegen_dsl::ActivationFormat;
+
+use super::wgmma_model::{SplitK, Term, add_partials, aligned_sum};
 use crate::error::check_len;
 
 /// Bits kept below the largest nominal exponent (measured on the H200).
@@ -78,6 +83,24 @@ pub fn wgmma_step_e4m3(acc: f32, x: &[u8; 32], w: &[u8; 32]) -> f32 {
 pub fn wgmma_dot_e4m3(x: &[u8], w: &[u8]) -> crate::error::Result<f32> {
     check_len("wgmma_dot_e4m3 weights", w.len(), x.len())?;
     Ok(dot_padded(x, w))
+}
+
+/// [`wgmma_dot_e4m3`] with K split over `split` CTAs as the split A8 GEMMs compute it: each
+/// rank's range of whole 128-element stages ([`SplitK::k_ranges`]; the A8 kernels' stage is
+/// one 128-byte row of E4M3 activations) accumulated per K32 step from 0, then the ranks'
+/// partial sums added in rank order in f32. Every range starts on a K32 step of the unsplit
+/// dot, and only the last may end in a zero-padded step, as the kernels pad K. With
+/// [`SplitK::NONE`] it is [`wgmma_dot_e4m3`] bit for bit.
+pub fn wgmma_dot_e4m3_split(x: &[u8], w: &[u8], split: SplitK) -> crate::error::Result<f32> {
+    check_len("wgmma_dot_e4m3_split weights", w.len(), x.len())?;
+    Ok(dot_padded_split(x, w, split))
+}
+
+/// [`wgmma_dot_e4m3_split`] for slices of the same length (the A8 GEMMs' rows, already
+/// padded to whole stages).
+pub(super) fn dot_padded_split(x: &[u8], w: &[u8], split: SplitK) -> f32 {
+    let k = x.len().min(w.len());
+    add_partials(split.k_ranges(k, ActivationFormat::Fp8).map(|r| dot_padded(&x[r.clone()], &w[r])))
 }
 
 /// [`wgmma_dot_e4m3`] for slices of the same length.

@@ -15,6 +15,17 @@
 //! operand's nominal exponent is the format's minimum, −126; a sum past f32's range is ±∞; a
 //! sum below the normal range truncates toward zero onto the subnormal grid. NaN operands,
 //! ∞·0 and ∞ of both signs give the canonical NaN 0x7FFFFFFF; ∞ of one sign gives ∞.
+//!
+//! A GEMM whose K is split over several CTAs ([`SplitK`]) runs this accumulation on each
+//! CTA's range of K from zero and adds the CTAs' f32 results in a fixed order
+//! ([`wgmma_dot_split`]; docs/reference.md, "Split K").
+
+use std::ops::Range;
+
+use moegen_dsl::sm90_tactics::{SM90_SPLIT_K, sm90_split_k_range};
+use moegen_dsl::{ActivationFormat, GemmTactic};
+
+use crate::error::RuntimeError;
 
 /// A finite nonzero term: `m · 2^lsb`, its nominal exponent, its sign.
 #[derive(Clone, Copy, Debug)]
@@ -132,4 +143,101 @@ pub(super) fn aligned_sum(terms: &[Term], keep: i32, result_bits: i32) -> f32 {
 /// A wgmma dot product: [`wgmma_step`] per 16-element K step, in K order, from 0.
 pub fn wgmma_dot(x: &[u16], w: &[u16]) -> f32 {
     x.chunks(16).zip(w.chunks(16)).fold(0f32, |acc, (xs, ws)| wgmma_step(acc, xs, ws))
+}
+
+/// The CTAs of a cluster that split each unit's K in one Hopper GEMM
+/// (`GemmTactic::split_k`): 1 (no split) or one of [`SM90_SPLIT_K`]. Only [`SplitK::new`]
+/// and [`SplitK::of`] make one, so every value is a split some kernel runs, and the
+/// functions that take one cannot be handed another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SplitK(u32);
+
+impl Default for SplitK {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl SplitK {
+    /// No split: one CTA accumulates the whole K (every tactic but the split ones).
+    pub const NONE: Self = Self(1);
+
+    /// `split` CTAs per unit; [`RuntimeError::UnsupportedSplitK`] unless it is 1 or one of
+    /// [`SM90_SPLIT_K`].
+    pub fn new(split: u32) -> crate::error::Result<Self> {
+        if split == 1 || SM90_SPLIT_K.contains(&split) {
+            Ok(Self(split))
+        } else {
+            Err(RuntimeError::UnsupportedSplitK { split })
+        }
+    }
+
+    /// The split of a GEMM tactic (1 for every SM100 tactic).
+    pub fn of(gemm: &GemmTactic) -> crate::error::Result<Self> {
+        Self::new(gemm.split_k())
+    }
+
+    /// The number of CTAs.
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The element ranges of a K of `k` elements that ranks 0, 1, … accumulate, in rank
+    /// order, for a GEMM whose activations are `activations` (its pipeline stage,
+    /// `ActivationFormat::sm90_k_stage`: 64 elements for bf16 operands, A16 and A4; 128 for
+    /// A8's E4M3). The kernels split K at whole stages (K zero-padded to the last one) by
+    /// `sm90_split_k_range`, so the ranges are those stages' elements, the last cut at `k`;
+    /// together they cover `0..k` once, and a rank with no stage gets an empty range. With
+    /// no split: `0..k`.
+    pub fn k_ranges(
+        self,
+        k: usize,
+        activations: ActivationFormat,
+    ) -> impl Iterator<Item = Range<usize>> {
+        let stage = activations.sm90_k_stage() as usize;
+        let k_tiles = k.div_ceil(stage);
+        let split = self.0;
+        // The dsl's function is the kernels' own u32 arithmetic; a K whose stages times the
+        // split pass u32 (2^36 elements or more: no kernel runs it) takes the same formula in
+        // u64, and the element bounds saturate, so no input panics or wraps.
+        let fits = u32::try_from(k_tiles).ok().filter(|t| t.checked_mul(split).is_some());
+        (0..split).map(move |rank| {
+            let (begin, end) = match fits {
+                Some(t) => {
+                    let (b, e) = sm90_split_k_range(t, split, rank);
+                    (b as usize, e as usize)
+                }
+                None => {
+                    let (t, s, r) = (k_tiles as u64, u64::from(split), u64::from(rank));
+                    ((r * t / s) as usize, ((r + 1) * t / s) as usize)
+                }
+            };
+            begin.saturating_mul(stage).min(k)..end.saturating_mul(stage).min(k)
+        })
+    }
+}
+
+/// Rank 0's sum of the ranks' fp32 partial sums, in rank order, `((p0 + p1) + p2) + p3`:
+/// the split kernels' fixed reduction (ordinary `add.f32`, round to nearest), so that the
+/// reference is bit-exact with them however the partial sums round. A NaN sum is the
+/// canonical 0x7FFFFFFF, as the GPU's adds give it (x86's ∞ − ∞ would be 0xFFC00000). One
+/// partial sum comes back as it is: no split is the unsplit dot bit for bit.
+pub(super) fn add_partials(mut partials: impl Iterator<Item = f32>) -> f32 {
+    let first = partials.next().unwrap_or(0.0);
+    partials.fold(first, |acc, p| {
+        let s = acc + p;
+        if s.is_nan() { f32::from_bits(0x7FFF_FFFF) } else { s }
+    })
+}
+
+/// A wgmma dot product with K split over `split` CTAs as the split Hopper GEMMs compute it:
+/// each rank's range of whole 64-element stages ([`SplitK::k_ranges`]) accumulated by
+/// [`wgmma_dot`] from 0 (a rank starts its own accumulator), then the ranks' partial sums
+/// added in rank order in f32 (`add_partials`). The stage is a multiple of 16, so every
+/// range starts on one of the unsplit dot's K16 steps: the split changes only where the
+/// accumulation restarts and how the pieces are added. With [`SplitK::NONE`] it is
+/// [`wgmma_dot`] bit for bit. As `wgmma_dot`, K is the shorter slice's length.
+pub fn wgmma_dot_split(x: &[u16], w: &[u16], split: SplitK) -> f32 {
+    let k = x.len().min(w.len());
+    add_partials(split.k_ranges(k, ActivationFormat::Bf16).map(|r| wgmma_dot(&x[r.clone()], &w[r])))
 }

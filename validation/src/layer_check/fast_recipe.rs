@@ -11,11 +11,16 @@
 //!
 //! ε_h = (2·d_e + 2·d_r + 8)·2^-24 with the H200's measured d_e = 2 (ex2) and d_r = 1 (rcp)
 //! ulps from the model (the MUFU sweep, docs/validation.md).
+//!
+//! A tactic that splits K is another arithmetic (the ranks' partial sums round on their own):
+//! its h is the model's h under its GEMM1 split, and its GEMM2 runs with its GEMM2 split.
 
 use super::*;
 use moegen_dsl::EpilogueRecipe;
 use moegen_dsl::abi::Buffer;
-use moegen_runtime::reference::{Gemm1Options, Sm90Gemm1Output, sm90_a8_gemm1_h, sm90_gemm1_h};
+use moegen_runtime::reference::{
+    Gemm1Options, Sm90Gemm1Output, Sm90Tiling, SplitK, sm90_a8_gemm1_h, sm90_gemm1_h,
+};
 use moegen_runtime::routing::SortOutputs;
 
 /// ex2's measured distance from the model, in ulps (H200, all 2^32 inputs).
@@ -134,30 +139,32 @@ enum FastWeights {
     A8(Sm90A8Weights),
 }
 
-/// What a case's Fast check needs from the CPU once, whatever the tactic: the weights and the
-/// model's f32 h in the row order of `sort` (a tactic's tile only moves rows).
+/// What a case's Fast check needs from the CPU once per GEMM1 split: the weights and the
+/// model's f32 h under that split, in the row order of `sort` (a tactic's tile only moves
+/// rows; its GEMM1 split changes h's roundings).
 pub(super) struct FastModel {
     sort: SortOutputs,
     h: Vec<f32>,
     weights: FastWeights,
 }
 
-/// The model's h of case `p` under the Fast recipe.
-pub(super) fn fast_model(p: &Problem) -> Result<FastModel, LayerCheckError> {
+/// The model's h of case `p` under the Fast recipe, with GEMM1's K split over `split1` CTAs
+/// (the tactic's: the tolerance is derived from the h that tactic computes).
+pub(super) fn fast_model(p: &Problem, split1: SplitK) -> Result<FastModel, LayerCheckError> {
     let c = &p.case;
     let (s, r) = (&c.shape, &p.routing);
     let e = |source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) };
     let sort = moe_sort(&r.experts, r.tokens, &s.window, TileSize::T16).map_err(e)?;
     let (h, weights) = if c.activations == ActivationFormat::Fp8 {
         let w = p.sm90_a8_weights()?;
-        let h = sm90_a8_gemm1_h(s, &p.x, &w, &sort, EpilogueRecipe::Fast).map_err(e)?;
+        let h = sm90_a8_gemm1_h(s, &p.x, &w, &sort, EpilogueRecipe::Fast, split1).map_err(e)?;
         (h, FastWeights::A8(w))
     } else {
         let w = p.sm90_weights()?;
         let acts =
             sm90_activations(&p.x, c.tokens, s.hidden, c.activations, p.input_scale).map_err(e)?;
         let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe: EpilogueRecipe::Fast };
-        (sm90_gemm1_h(s, &acts, &w, &sort, opts).map_err(e)?, FastWeights::A16(w))
+        (sm90_gemm1_h(s, &acts, &w, &sort, opts, split1).map_err(e)?, FastWeights::A16(w))
     };
     Ok(FastModel { sort, h, weights })
 }
@@ -185,20 +192,21 @@ pub(super) struct FastPass {
     pub contrib: Vec<f32>,
 }
 
-/// After a pass of a Hopper Fast tactic of tile `tile`: checks the device's h against the
-/// model and computes the reference's output on the device's h.
+/// After a pass of a Hopper Fast tactic of tiling `tiling`: checks the device's h against
+/// `model` (the model of the tactic's GEMM1 split) and computes the reference's output on the
+/// device's h with the tactic's GEMM2 split.
 pub(super) fn fast_pass(
     b: &mut dyn Backend,
     p: &Problem,
     model: &FastModel,
     ws: &Workspace,
-    tile: TileSize,
+    tiling: Sm90Tiling,
 ) -> Result<FastPass, LayerCheckError> {
     let c = &p.case;
     let (s, r) = (&c.shape, &p.routing);
     let e = |source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) };
     let be = |source| LayerCheckError::Backend { case: c.label(), source: Box::new(source) };
-    let sort = moe_sort(&r.experts, r.tokens, &s.window, tile).map_err(e)?;
+    let sort = moe_sort(&r.experts, r.tokens, &s.window, tiling.tile).map_err(e)?;
     let expanded = c.tokens * s.top_k();
     let e2p_bytes = download_buffer(b, ws, Buffer::ExpandedIdxToPermutedIdx).map_err(be)?;
     let gpu_e2p: Vec<i32> = e2p_bytes
@@ -218,10 +226,10 @@ pub(super) fn fast_pass(
     let rows = sort.permuted_idx_to_expanded_idx.len();
     let laid = relayout(&laid, model_e2p, &sort.expanded_idx_to_permuted_idx, rows, inter);
     let contrib = match &model.weights {
-        FastWeights::A8(w) => sm90_a8_gemm2_contributions(s, &laid, w, &sort, r),
+        FastWeights::A8(w) => sm90_a8_gemm2_contributions(s, &laid, w, &sort, r, tiling.gemm2),
         FastWeights::A16(w) => {
             let h = Sm90Gemm1Output { rows, cols: inter, values: laid };
-            sm90_gemm2_contributions(s, &h, w, &sort, r)
+            sm90_gemm2_contributions(s, &h, w, &sort, r, tiling.gemm2)
         }
     }
     .map_err(e)?;

@@ -5,9 +5,11 @@ use super::*;
 use crate::rng::Rng;
 use moegen_dsl::Target;
 use moegen_dsl::epilogue_math::ActivationParams;
+use moegen_runtime::RuntimeError;
 use moegen_runtime::reference::{
-    Gemm1Options, Sm100MxWeights, quantize_mxfp8_activations, sm90_a8_gemm1_reference_with,
-    sm90_gemm1_reference_with, sm100_mx_gemm1_reference, sm100_mx_gemm2_contributions,
+    Gemm1Options, Sm90Tiling, Sm100MxWeights, quantize_mxfp8_activations,
+    sm90_a8_gemm1_reference_with, sm90_gemm1_reference_with, sm100_mx_gemm1_reference,
+    sm100_mx_gemm2_contributions,
 };
 
 /// The synthetic problem of a case: data, quantized weights, routing and the oracle.
@@ -224,22 +226,31 @@ impl Problem {
         })
     }
 
-    /// The CPU reference of `arch`'s arithmetic for a tactic of tile `tile`.
-    pub fn reference(&self, arch: Arch, tile: TileSize) -> Result<Vec<bf16>, LayerCheckError> {
-        self.reference_and_contributions(arch, tile).map(|(out, _)| out)
+    /// The CPU reference of `arch`'s arithmetic for a tactic of tiling `tiling`: its routing
+    /// tile and, on Hopper, its GEMMs' K splits (`Sm90Tiling::of(&tactic)`; a tile alone,
+    /// `tile.into()`, is an unsplit tactic's). SM100 tactics never split K: a split tiling
+    /// with [`Arch::Sm100`] is refused.
+    pub fn reference(&self, arch: Arch, tiling: Sm90Tiling) -> Result<Vec<bf16>, LayerCheckError> {
+        self.reference_and_contributions(arch, tiling).map(|(out, _)| out)
     }
 
     /// The reference output and each route's GEMM2 contribution `[N·k, H]` (what the
-    /// finalize sums; the bulk reduce's bound is in terms of it).
+    /// finalize sums; the bulk reduce's bound is in terms of it), for a tactic of tiling
+    /// `tiling` ([`Self::reference`]).
     pub fn reference_and_contributions(
         &self,
         arch: Arch,
-        tile: TileSize,
+        tiling: Sm90Tiling,
     ) -> Result<(Vec<bf16>, Vec<f32>), LayerCheckError> {
         let c = &self.case;
         let (s, r) = (&c.shape, &self.routing);
         let e = |source| LayerCheckError::Reference { case: c.label(), source: Box::new(source) };
-        let sort = moe_sort(&r.experts, r.tokens, &s.window, tile).map_err(e)?;
+        if arch == Arch::Sm100 && tiling != Sm90Tiling::unsplit(tiling.tile) {
+            let split = tiling.gemm1.max(tiling.gemm2).get();
+            return Err(e(RuntimeError::UnsupportedSplitK { split }));
+        }
+        let (split1, split2) = (tiling.gemm1, tiling.gemm2);
+        let sort = moe_sort(&r.experts, r.tokens, &s.window, tiling.tile).map_err(e)?;
         let contrib = match arch {
             Arch::Sm100 if c.activations == ActivationFormat::Mxfp8 => {
                 let w = self.sm100_mx_weights()?;
@@ -264,8 +275,9 @@ impl Problem {
             Arch::Sm90 if c.activations == ActivationFormat::Fp8 => {
                 let w = self.sm90_a8_weights()?;
                 let recipe = c.recipe.unwrap_or(Target::Sm90a.default_recipe());
-                let h = sm90_a8_gemm1_reference_with(s, &self.x, &w, &sort, recipe).map_err(e)?;
-                sm90_a8_gemm2_contributions(s, &h, &w, &sort, r).map_err(e)?
+                let h = sm90_a8_gemm1_reference_with(s, &self.x, &w, &sort, recipe, split1)
+                    .map_err(e)?;
+                sm90_a8_gemm2_contributions(s, &h, &w, &sort, r, split2).map_err(e)?
             }
             Arch::Sm90 => {
                 let w = self.sm90_weights()?;
@@ -274,8 +286,8 @@ impl Problem {
                         .map_err(e)?;
                 let recipe = c.recipe.unwrap_or(Target::Sm90a.default_recipe());
                 let opts = Gemm1Options { swiglu_input: SwigluInput::F32, recipe };
-                let h = sm90_gemm1_reference_with(s, &acts, &w, &sort, opts).map_err(e)?;
-                sm90_gemm2_contributions(s, &h, &w, &sort, r).map_err(e)?
+                let h = sm90_gemm1_reference_with(s, &acts, &w, &sort, opts, split1).map_err(e)?;
+                sm90_gemm2_contributions(s, &h, &w, &sort, r, split2).map_err(e)?
             }
         };
         let out = finalize(&contrib, c.tokens, s.top_k(), s.hidden, c.finalize).map_err(e)?;

@@ -144,6 +144,9 @@ pub struct TileScheduler {
     pub tile: u32,
     /// This CTA's place in its cluster, if the cluster shares units.
     pub cluster: Option<ClusterPlace>,
+    /// Split K (Hopper): the stages `[begin, end)` of every unit this CTA accumulates
+    /// ([`Self::split_k`]); `None`: all `k_tiles`.
+    pub k_range: Option<(Reg, Reg)>,
 }
 
 impl TileScheduler {
@@ -232,6 +235,27 @@ impl TileScheduler {
             tile_limit,
             tile,
             cluster,
+            k_range: None,
+        }
+    }
+
+    /// This schedule for rank `rank` of a cluster of `split` CTAs that split every unit's K:
+    /// its K loops run the rank's stages (`moegen_dsl::sm90_split_k_range`, computed the
+    /// same way here). The units stay whole-cluster: every rank walks the same ones.
+    pub fn split_k(self, b: &mut KernelBuilder, rank: Reg, split: u32) -> Self {
+        let lo = b.mul_u32(rank, self.k_tiles);
+        let begin = b.div_u32(lo, split);
+        let hi = b.add_u32(lo, self.k_tiles);
+        let end = b.div_u32(hi, split);
+        Self { k_range: Some((begin, end)), ..self }
+    }
+
+    /// Whether stage `kk` is not the first this CTA accumulates for a unit (its wgmmas add
+    /// to the accumulators rather than start them).
+    pub fn accumulates(&self, b: &mut KernelBuilder, kk: Reg) -> Reg {
+        match self.k_range {
+            Some((begin, _)) => b.setp_u32(Cmp::Ne, kk, begin),
+            None => b.setp_u32(Cmp::Ne, kk, 0u32),
         }
     }
 
@@ -277,9 +301,12 @@ impl TileScheduler {
         b.label(&done);
     }
 
-    /// A runtime K-stage loop `for kk in 0..k_tiles`.
+    /// A runtime K-stage loop `for kk in 0..k_tiles` (with a split, over this CTA's range).
     pub fn k_loop(&self, b: &mut KernelBuilder, body: &mut dyn FnMut(&mut KernelBuilder, Reg)) {
-        self.k_loop_to(b, self.k_tiles, body);
+        match self.k_range {
+            Some((begin, end)) => self.k_loop_from(b, Some(begin), end, body),
+            None => self.k_loop_to(b, self.k_tiles, body),
+        }
     }
 
     /// `for kk in 0..bound`.
@@ -289,9 +316,23 @@ impl TileScheduler {
         bound: Reg,
         body: &mut dyn FnMut(&mut KernelBuilder, Reg),
     ) {
+        self.k_loop_from(b, None, bound, body);
+    }
+
+    /// `for kk in begin..bound` (`None`: from 0).
+    fn k_loop_from(
+        &self,
+        b: &mut KernelBuilder,
+        begin: Option<Reg>,
+        bound: Reg,
+        body: &mut dyn FnMut(&mut KernelBuilder, Reg),
+    ) {
         let top = b.new_label("k");
         let done = b.new_label("k_done");
-        let kk = b.mov_u32(0u32);
+        let kk = match begin {
+            Some(r) => b.mov_u32(r),
+            None => b.mov_u32(0u32),
+        };
         b.label(&top);
         let end = b.setp_u32(Cmp::Ge, kk, bound);
         b.bra_if(end, &done);

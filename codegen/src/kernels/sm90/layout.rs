@@ -50,6 +50,8 @@ pub struct Sm90Layout {
     pub tile_bytes: u32,
     /// Bytes of one m64 × stage scale tile.
     pub scale_tile_bytes: u32,
+    /// CTAs of the cluster that split each unit's K (`key.split_k`; 1: none).
+    pub split_k: u32,
 }
 
 impl Sm90Layout {
@@ -82,6 +84,7 @@ impl Sm90Layout {
             } else {
                 scale_tile_bytes(key.format) as u32
             },
+            split_k: key.split_k,
         }
     }
 
@@ -128,6 +131,16 @@ impl Sm90Layout {
     pub fn column_table_bytes(&self) -> u32 {
         sm90_column_table_bytes(self.kind, self.key.activations, self.tile)
     }
+    /// fp32 accumulator registers of one consumer thread (`tile / 2` per m64 block).
+    pub fn acc_regs(&self) -> u32 {
+        self.blocks * self.tile / 2
+    }
+    /// Bytes of one rank's slot of partial accumulators in a unit's leading CTA: every
+    /// consumer's threads' accumulators (T × N fp32).
+    pub fn split_slot_bytes(&self) -> u32 {
+        self.consumers * Self::warpgroup_threads() * self.acc_regs() * 4
+    }
+
     /// Epilogue staging bytes of one consumer: its output columns (64 h columns for GEMM1,
     /// its weight rows for GEMM2) for every token of the tile, bf16.
     pub fn staging_bytes(&self) -> u32 {

@@ -2,7 +2,8 @@
 //! fragment words (one per K16 step and m64 block) and its rows' scale words, then per K16
 //! step dequantize into fresh A registers and issue one `wgmma.m64nTk16` per m64 block, B
 //! being the stage's activation tile advanced 32 bytes per step within its 128-byte
-//! swizzle rows. Accumulation starts at zero: the tile's first wgmma has scale-d false.
+//! swizzle rows. Accumulation starts at zero: the tile's first wgmma (with split K, the first of this
+//! CTA's stages) has scale-d false.
 //!
 //! Each K16 step is its own wgmma group. Before a step rewrites its A registers,
 //! `wgmma.wait_group 3` retires the group that read them one stage earlier (the groups
@@ -24,7 +25,7 @@ use crate::kernels::pipeline::{self, Local, Waiter};
 use crate::ptx::instrs::{WgmmaMma, WgmmaMmaE4m3, WgmmaWait};
 use crate::ptx::ops::memory::ld;
 use crate::ptx::ops::{Access, Memory, Wgmma};
-use crate::ptx::{Accumulate, Cmp, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
+use crate::ptx::{Accumulate, KernelBuilder, Operand, Reg, RegClass, Space, Ty, VecWidth};
 
 /// K16 steps per 64-wide K stage.
 pub const STEPS: u32 = 4;
@@ -199,7 +200,7 @@ pub(super) fn mainloop(
             words.push(w);
             scales.push(s);
         }
-        let first = b.setp_u32(Cmp::Ne, kk, 0u32);
+        let first = c.sched.accumulates(b, kk);
         for j in 0..STEPS {
             wait_groups(b, 3);
             if j == STEPS - 1 {
@@ -284,7 +285,7 @@ pub(super) fn mainloop_fp8(
             words.push(halves);
             scales.push(s);
         }
-        let first = b.setp_u32(Cmp::Ne, kk, 0u32);
+        let first = c.sched.accumulates(b, kk);
         for j in 0..STEPS {
             wait_groups(b, 3);
             if j == STEPS - 1 {

@@ -12,6 +12,7 @@
 //!   `epilogue_finalize` (GEMM2: α2 · router weight, bulk reduce-add or scratch rows);
 //! - `columns`: the per-token-column values the epilogues read, loaded before the K loop;
 //! - `pingpong`: the order between consumers that take alternate units;
+//! - `split_k`: the hand-off of partial accumulators to rank 0 when a cluster splits K;
 //! - [`layout`], [`smem`], [`rings`]: shapes and register split, shared-memory regions,
 //!   the stage ring.
 //!
@@ -32,6 +33,7 @@ mod producer;
 mod prologue;
 pub mod rings;
 pub mod smem;
+mod split_k;
 
 pub use dequant::{dequant_step, mxfp4_pair_scales, nvfp4_row_scales, splat};
 pub use mainloop::{DESC_HI_SW128, DESC_LO_LBO, act_desc, issue_step, wait_groups};
@@ -92,6 +94,10 @@ pub fn build_layout(l: Sm90Layout) -> (KernelBuilder, Sm90Layout) {
     b.push(SetMaxNReg { inc: true, count: g.l.regs.consumer });
     consumer_role(&mut b, &g, &c, wg);
     b.label(&end);
+    if g.l.split_k > 1 {
+        // No CTA leaves while another may still arrive on its barriers or store into it.
+        b.cluster_sync();
+    }
     b.ret();
     (b, g.l)
 }
@@ -131,6 +137,25 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
         }
     };
     let (cur, rel) = (&cur, &rel);
+    let handoff = match (c.target, g.smem.split) {
+        (Some(rank), Some(s)) => Some(split_k::Handoff::new(b, g, c.smem, &k, rank, &s)),
+        _ => None,
+    };
+    // With split K, ranks 1.. hand their partials to rank 0 and skip the epilogue
+    // (`split_k`): the label after it, and the accumulators the epilogue reads.
+    let exchange = |b: &mut KernelBuilder, acc: &[Vec<Reg>]| match &handoff {
+        Some(h) => {
+            let skip = b.new_label("epilogue_done");
+            let sums = h.exchange(b, acc, &skip);
+            (sums, Some(skip))
+        }
+        None => (acc.to_vec(), None),
+    };
+    let skipped = |b: &mut KernelBuilder, skip: Option<Label>| {
+        if let Some(l) = skip {
+            b.label(&l);
+        }
+    };
     let k_loop = |b: &mut KernelBuilder, acc: &[Vec<Reg>]| {
         if let Some(t) = &k.turn {
             t.wait(b);
@@ -149,11 +174,13 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
             sched.units(b, Needs::ALL, &mut |b, u| {
                 let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
                 k_loop(b, &acc);
+                let (sums, skip) = exchange(b, &acc);
                 if l.ungated() {
-                    epilogue_relu2::epilogue_relu2(b, g, &k, &p, u, &acc, loads.as_ref());
+                    epilogue_relu2::epilogue_relu2(b, g, &k, &p, u, &sums, loads.as_ref());
                 } else {
-                    epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &acc, loads.as_ref());
+                    epilogue_swiglu::epilogue_swiglu(b, g, &k, &p, u, &sums, loads.as_ref());
                 }
+                skipped(b, skip);
                 skip_other(b);
             });
         }
@@ -162,7 +189,9 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
             sched.units(b, Needs::ALL, &mut |b, u| {
                 let loads = p.columns.as_ref().map(|cp| columns::load_columns(b, &k, cp, u));
                 k_loop(b, &acc);
-                epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &acc, loads.as_ref());
+                let (sums, skip) = exchange(b, &acc);
+                epilogue_finalize::epilogue_finalize(b, g, &k, &p, u, &sums, loads.as_ref());
+                skipped(b, skip);
                 skip_other(b);
             });
             epilogue_finalize::finalize_drain(b, &p);

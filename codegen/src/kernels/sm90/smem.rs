@@ -39,7 +39,25 @@ pub struct Sm90Smem {
     pub columns: Option<Region>,
     /// Bytes from one consumer's column table to the next.
     pub columns_stride: u32,
+    /// Split K: where the other ranks' partial accumulators land in rank 0 (`split_k`).
+    pub split: Option<SplitSmem>,
     leaves: Vec<Region>,
+}
+
+/// The shared memory of a split-K hand-off (`split_k`): the full barrier, which the other
+/// ranks' consumer threads arrive on once their partial accumulators are stored here (in the
+/// units this CTA leads), one empty barrier per rank (`empty + r · 8`: the rank-r leader's
+/// consumer threads arrive on it once they have read this CTA's slot), and the slots, one per
+/// rank (`Sm90Layout::split_slot_bytes`), rank r's at `slots + r · slot_bytes`. Every CTA has
+/// the same layout.
+#[derive(Clone, Copy, Debug)]
+pub struct SplitSmem {
+    /// The partials-stored barrier.
+    pub full: Region,
+    /// The slot-read barriers, one per leading rank.
+    pub empty: Region,
+    /// The slots.
+    pub slots: Region,
 }
 
 impl Sm90Smem {
@@ -55,6 +73,15 @@ impl Sm90Smem {
         let turns = if l.pingpong {
             let bytes = l.consumers * MBARRIER_BYTES;
             Some(reserved.alloc("consumer turn barriers", None, bytes, MBARRIER_BYTES)?)
+        } else {
+            None
+        };
+        let split_bars = if l.split_k > 1 {
+            let full =
+                reserved.alloc("split-K full barrier", None, MBARRIER_BYTES, MBARRIER_BYTES)?;
+            let bytes = l.split_k * MBARRIER_BYTES;
+            let empty = reserved.alloc("split-K empty barriers", None, bytes, MBARRIER_BYTES)?;
+            Some((full, empty))
         } else {
             None
         };
@@ -77,7 +104,8 @@ impl Sm90Smem {
 
         let size = l.staging_bytes();
         let table = l.column_table_bytes();
-        let needed = (size + table) * l.consumers;
+        let slots_bytes = if l.split_k > 1 { l.split_k * l.split_slot_bytes() } else { 0 };
+        let needed = (size + table) * l.consumers + slots_bytes;
         if bu.epilogue_bytes < needed {
             return Err(SmemError::TooSmall {
                 region: "epilogue staging",
@@ -105,11 +133,18 @@ impl Sm90Smem {
             [one] => (Some(*one), 0),
             [first, second, ..] => (Some(*first), second.offset - first.offset),
         };
-        leaves.extend(
-            all.regions()
-                .iter()
-                .filter(|r| r.name == "epilogue staging" || r.name == "epilogue column table"),
-        );
+        let split = match split_bars {
+            Some((full, empty)) => {
+                let slots = all.alloc("split-K partial slots", None, slots_bytes, 16)?;
+                Some(SplitSmem { full, empty, slots })
+            }
+            None => None,
+        };
+        leaves.extend(all.regions().iter().filter(|r| {
+            r.name == "epilogue staging"
+                || r.name == "epilogue column table"
+                || r.name == "split-K partial slots"
+        }));
         Ok(Sm90Smem {
             full,
             empty,
@@ -122,6 +157,7 @@ impl Sm90Smem {
             staging_stride,
             columns,
             columns_stride,
+            split,
             leaves,
         })
     }

@@ -84,6 +84,9 @@ impl TypedInstr for MbarExpectTx {
 pub enum WaitKind {
     /// `try_wait`: may suspend the thread for a while before answering.
     Try,
+    /// `try_wait.acquire.cluster`: as `Try`, acquiring at cluster scope (for a phase that
+    /// arrivals from other CTAs of the cluster complete, releasing their writes).
+    TryCluster,
     /// `test_wait`: answers at once (a peek).
     Test,
 }
@@ -117,6 +120,7 @@ impl TypedInstr for MbarWait {
         ];
         let op = match self.kind {
             WaitKind::Try => Mbarrier::TryWaitParity(Space::SharedCta),
+            WaitKind::TryCluster => Mbarrier::TryWaitParityCluster(Space::SharedCta),
             WaitKind::Test => Mbarrier::TestWaitParity(Space::SharedCta),
         };
         Ok((op.into(), ops))

@@ -29,6 +29,9 @@ pub enum Mbarrier {
     /// `mbarrier.try_wait.parity`: whether the phase of the given parity has completed
     /// (may suspend the thread for a while first).
     TryWaitParity(Space),
+    /// `mbarrier.try_wait.parity.acquire.cluster`: the wait acquires at cluster scope, so
+    /// what another CTA released with its arrival is visible after it.
+    TryWaitParityCluster(Space),
     /// `mbarrier.test_wait.parity`: the same test, never suspending (a peek).
     TestWaitParity(Space),
 }
@@ -153,6 +156,9 @@ impl fmt::Display for Mbarrier {
                 write!(f, "mbarrier.expect_tx{sem}{scope}{space}.b64")
             }
             Mbarrier::TryWaitParity(space) => write!(f, "mbarrier.try_wait.parity{space}.b64"),
+            Mbarrier::TryWaitParityCluster(space) => {
+                write!(f, "mbarrier.try_wait.parity.acquire.cluster{space}.b64")
+            }
             Mbarrier::TestWaitParity(space) => write!(f, "mbarrier.test_wait.parity{space}.b64"),
         }
     }
