@@ -18,6 +18,14 @@ pub const fn sm90_split_k_range(k_tiles: u32, split: u32, rank: u32) -> (u32, u3
     (rank * k_tiles / split, (rank + 1) * k_tiles / split)
 }
 
+/// Whether a K of `k_dim` elements in stages of `k_stage` gives each of `split` CTAs at least
+/// one stage (the last stage may be partial): a rank without one would add nothing of its
+/// unit. The launch checks it with the kernel's own stage, the layer's candidate check with
+/// the longest (A8's 128), as [`GemmTactic::fits_k`].
+pub const fn sm90_split_k_fits(k_dim: u64, k_stage: u32, split: u32) -> bool {
+    k_dim.div_ceil(k_stage as u64) >= split as u64
+}
+
 /// What a Hopper GEMM's N dimension must be a multiple of for every N of [`SM90_MMA_N`] to
 /// apply: GEMM2's 64-row weight tile (one wgmma M), GEMM1's 128 rows of one consumer (an up
 /// block and its gate block). The last N block of an expert may be partial, a whole number

@@ -10,7 +10,9 @@ use std::fmt;
 
 use crate::gemm_key::GemmKey;
 use crate::options::ActivationFormat;
-use crate::sm90_tactics::{SM90_MMA_N, SM90_SPLIT_K, sm90_n_granule, sm90_tactics};
+use crate::sm90_tactics::{
+    SM90_MMA_N, SM90_SPLIT_K, sm90_n_granule, sm90_split_k_fits, sm90_tactics,
+};
 
 /// Rows of a routing tile.
 #[derive(
@@ -262,9 +264,9 @@ impl GemmTactic {
 
     /// This Hopper tactic with each unit's K split over a cluster of `split` CTAs
     /// ([`SM90_SPLIT_K`]): each CTA dequantizes and multiplies its stages of K
-    /// ([`sm90_split_k_range`]), the others hand their fp32 accumulators to rank 0 through
-    /// distributed shared memory, and rank 0 adds them in rank order and runs the epilogue
-    /// (docs/hopper.md, "Split K"). Cooperative tactics only (a ping-pong consumer pair
+    /// ([`crate::sm90_tactics::sm90_split_k_range`]), and the unit's leading CTA (the ranks take turns) gathers
+    /// every rank's fp32 accumulators through distributed shared memory, adds them in rank
+    /// order and runs the epilogue (docs/hopper.md, "Split K"). Cooperative tactics only (a ping-pong consumer pair
     /// would hand off two units at once); 1 is no split.
     pub fn with_split_k(self, split: u32) -> Result<Self, TacticError> {
         if split == 1 {
@@ -327,8 +329,7 @@ impl GemmTactic {
     /// split at least one K stage: ⌈K / 128⌉ ≥ split (128 is the longest Hopper stage, A8's,
     /// so this holds for every activation format).
     pub fn fits_k(&self, k_dim: u64) -> bool {
-        let longest_stage = ActivationFormat::Fp8.sm90_k_stage();
-        k_dim.div_ceil(u64::from(longest_stage)) >= u64::from(self.split_k)
+        sm90_split_k_fits(k_dim, ActivationFormat::Fp8.sm90_k_stage(), self.split_k)
     }
     /// 1-CTA or 2-CTA MMA.
     pub fn cta_group(&self) -> CtaGroup {

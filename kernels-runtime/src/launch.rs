@@ -11,6 +11,7 @@ use moegen_dsl::abi::{
 };
 
 use moegen_dsl::GemmKind;
+use moegen_dsl::sm90_tactics::sm90_split_k_fits;
 
 use crate::backend::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec};
 
@@ -229,8 +230,9 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
                     GemmKind::Gemm1 => g.hidden,
                     GemmKind::Gemm2 => g.intermediate,
                 };
-                let stages = k.div_ceil(u64::from(key.activations.sm90_k_stage()));
-                if stages < u64::from(key.split_k) {
+                let stage = key.activations.sm90_k_stage();
+                if !sm90_split_k_fits(k, stage, key.split_k) {
+                    let stages = k.div_ceil(u64::from(stage));
                     return Err(fail(format!(
                         "K {k} has {stages} stages, fewer than the {} CTAs that split it",
                         key.split_k

@@ -6,7 +6,10 @@ use moegen_dsl::{GemmKind, GemmTactic, KernelDescBuilder, Target};
 use moegen_runtime::launch::{GridInputs, launch_shape};
 
 fn info(kind: GemmKind, tile: u32, n: u32) -> KernelInfo {
-    let g = GemmTactic::new_sm90(kind, tile, n).unwrap();
+    info_of(GemmTactic::new_sm90(kind, tile, n).unwrap())
+}
+
+fn info_of(g: GemmTactic) -> KernelInfo {
     let key = KernelDescBuilder::new(g).target(Target::Sm90a).build().unwrap().key();
     let id = KernelId::Gemm(key);
     KernelInfo {
@@ -54,16 +57,7 @@ fn small_tiles_fill_every_resident_slot_and_large_tiles_one_per_sm() {
 fn split_k_grids_are_whole_clusters_and_need_a_stage_per_rank() {
     for (split, kind) in [(2, GemmKind::Gemm1), (4, GemmKind::Gemm2)] {
         let g = GemmTactic::new_sm90(kind, 16, 128).unwrap().with_split_k(split).unwrap();
-        let key = KernelDescBuilder::new(g).target(Target::Sm90a).build().unwrap().key();
-        let id = KernelId::Gemm(key);
-        let k = KernelInfo {
-            id,
-            name: "grid_test",
-            ptx_target: "sm_90a",
-            ptx: "",
-            params: &[],
-            launch: launch_facts(&id).unwrap(),
-        };
+        let k = info_of(g);
         assert_eq!(k.launch.cluster, split);
         let resident = 132 * k.launch.ctas_per_sm;
         // 100 tiles: more units than clusters: every resident slot, in whole clusters.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use moegen_dsl::Arch;
 use moegen_runtime::layer::{
-    DeviceModel, DispatchTable, KernelSet, LayerConfig, MoeLayer, RouteSpread,
+    DeviceModel, DispatchTable, KernelSet, LayerConfig, MoeLayer, MoeTactic, RouteSpread,
 };
 use moegen_validation::bench::{BenchShape, VARIANTS};
 use moegen_validation::dispatch_fit::{Fared, Figures, Records, search};
@@ -258,4 +258,24 @@ fn the_model_out_of_sample_on_session_13() {
     let [large, small] = model_against_trials("perf-2026-12-07-h100-s13-tune", |d| d);
     expect(&large, (68, 68), 1.04..1.05, 1.005..1.011);
     assert_eq!((small.buckets, small.within), (20, 18), "{small:?}");
+}
+
+/// Split K (`GemmTactic::split_k`) is costed as S CTAs each dequantizing the longest share of
+/// K plus a fixed hand-off: where a batch's units are far fewer than the GPU's slots (one
+/// token: DeepSeek's GEMM1 has 32 units of K 7168, gpt-oss's 180 of K 2880) the model splits
+/// GEMM1 (the split of 4 for DeepSeek, of 2 for gpt-oss, whose 180 units would fill 720
+/// CTAs at 4), and from 64 tokens it splits neither GEMM.
+#[test]
+fn the_model_splits_k_where_units_are_few() {
+    let split = |t: &MoeTactic| (t.gemm1().split_k(), t.gemm2().split_k());
+    let ds = a16_table(BenchShape::deepseek());
+    assert_eq!(split(&ds.choose(1).unwrap().1).0, 4, "{}", ds.choose(1).unwrap().1);
+    let gpt = a16_table(BenchShape::gpt_oss());
+    assert_eq!(split(&gpt.choose(1).unwrap().1), (2, 2), "{}", gpt.choose(1).unwrap().1);
+    for tokens in [64, 256, 4096] {
+        for table in [&ds, &gpt] {
+            let t = table.choose(tokens).unwrap().1;
+            assert_eq!(split(&t), (1, 1), "{tokens}: {t}");
+        }
+    }
 }

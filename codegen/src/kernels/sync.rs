@@ -8,22 +8,20 @@ use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space,
 
 /// Spins on `mbarrier.try_wait.parity` until the phase with `parity` has completed.
 pub fn mbar_wait(b: &mut KernelBuilder, bar: Reg, parity: impl Into<Operand>) {
-    let top = b.new_label("wait");
-    let parity = parity.into();
-    b.label(&top);
-    let p = b.reg(RegClass::Pred);
-    b.push(MbarWait { kind: WaitKind::Try, ready: p, bar, parity });
-    b.bra_unless(p, &top);
+    spin(b, bar, parity.into(), WaitKind::Try);
 }
 
 /// [`mbar_wait`] acquiring at cluster scope: what other CTAs wrote before their releasing
 /// arrivals (`mbar_arrive_cluster`) is visible after it.
 pub fn mbar_wait_cluster(b: &mut KernelBuilder, bar: Reg, parity: impl Into<Operand>) {
+    spin(b, bar, parity.into(), WaitKind::TryCluster);
+}
+
+fn spin(b: &mut KernelBuilder, bar: Reg, parity: Operand, kind: WaitKind) {
     let top = b.new_label("wait");
-    let parity = parity.into();
     b.label(&top);
     let p = b.reg(RegClass::Pred);
-    b.push(MbarWait { kind: WaitKind::TryCluster, ready: p, bar, parity });
+    b.push(MbarWait { kind, ready: p, bar, parity });
     b.bra_unless(p, &top);
 }
 

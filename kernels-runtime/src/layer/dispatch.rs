@@ -98,17 +98,20 @@ pub struct SoftwareDequant {
     /// N 128 at large tiles where the tuner's fastest were N 128 and N 256 (docs/perf.md,
     /// 2026-12-07, session 12).
     pub activation_bytes_per_clock_per_sm: f64,
-    /// Clocks a split-K unit spends handing the other ranks' fp32 accumulators to rank 0
-    /// (their distributed-shared-memory stores, the cluster-scope release and acquire, rank
-    /// 0's loads and adds) before the epilogue. Not fitted: no record times a split tactic
-    /// yet (docs/hopper.md, "Split K").
+    /// Clocks a split-K unit spends handing the ranks' fp32 accumulators to its leading CTA
+    /// (the distributed-shared-memory stores, the cluster-scope releases and acquires, the
+    /// leader's loads and adds) before the epilogue.
     pub split_handoff_clocks: f64,
 }
 
-/// [`SoftwareDequant::split_handoff_clocks`] of the shipped Hopper models: an estimate (a
-/// cluster-scope release and acquire of the order of a few hundred clocks each, plus the
-/// slots' loads), not a fit.
-pub const SPLIT_HANDOFF_CLOCKS: f64 = 1000.0;
+/// [`SoftwareDequant::split_handoff_clocks`] of the shipped Hopper models, set by hand from
+/// the first split-K timings (H100, 2026-12-07 session 14, docs/perf.md): at DeepSeek's one
+/// token the layer with both GEMMs split gained about 3 µs (split of 2) to 7 µs (split of 4)
+/// less than its shorter K loops explain, and 5000 clocks per split GEMM lies in that range.
+/// Not a search over a tuner record (none holds the split tactics yet); at 1000 the model
+/// took GEMM1 split over 4 at every DeepSeek bucket up to 64 tokens, where that build's
+/// split of 4 ran up to 2× slower than the unsplit tactics.
+pub const SPLIT_HANDOFF_CLOCKS: f64 = 5000.0;
 
 impl DeviceModel {
     /// A B200 ([`Gpu::B200`]): the MMA reads the 4-bit weights. Routes are spread evenly,
@@ -277,9 +280,14 @@ fn estimate_spread_us(
         let ctas = f64::from(g.cluster_ctas());
         let units = live_tiles * units_per_tile(g, n_dim) as f64;
         let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
-        // A split-K unit's CTAs each take their share of K's stages, the longest ⌈·⌉.
+        // A split-K unit takes as long as its CTA with the most of K's stages.
         let split = f64::from(g.split_k());
-        let k_cta = k_dim / split;
+        let k_cta = if g.split_k() > 1 {
+            let stage = f64::from(dev.activations.sm90_k_stage());
+            ((k_dim / stage).ceil() / split).ceil() * stage
+        } else {
+            k_dim
+        };
         let waves = (units / clusters).ceil();
         // One unit: T × N·cn × K MACs on `ctas` SMs.
         let unit_macs = t * f64::from(n) * cn * k_dim;

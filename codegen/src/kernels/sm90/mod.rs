@@ -12,7 +12,8 @@
 //!   `epilogue_finalize` (GEMM2: α2 · router weight, bulk reduce-add or scratch rows);
 //! - `columns`: the per-token-column values the epilogues read, loaded before the K loop;
 //! - `pingpong`: the order between consumers that take alternate units;
-//! - `split_k`: the hand-off of partial accumulators to rank 0 when a cluster splits K;
+//! - `split_k`: the hand-off of partial accumulators to the unit's leading CTA when a
+//!   cluster splits K;
 //! - [`layout`], [`smem`], [`rings`]: shapes and register split, shared-memory regions,
 //!   the stage ring.
 //!
@@ -141,8 +142,9 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
         (Some(rank), Some(s)) => Some(split_k::Handoff::new(b, g, c.smem, &k, rank, &s)),
         _ => None,
     };
-    // With split K, ranks 1.. hand their partials to rank 0 and skip the epilogue
-    // (`split_k`): the label after it, and the accumulators the epilogue reads.
+    // With split K, the ranks that do not lead a unit hand their partials to the one that
+    // does and skip the epilogue (`split_k`): the label after it, and the accumulators the
+    // epilogue reads.
     let exchange = |b: &mut KernelBuilder, acc: &[Vec<Reg>]| match &handoff {
         Some(h) => {
             let skip = b.new_label("epilogue_done");

@@ -1,6 +1,6 @@
 //! Hopper set-up every role runs before its body: the skeleton's thread coordinates and
 //! barrier initialization, a CTA barrier that publishes it (a cluster barrier too when the
-//! cluster splits K: the other ranks arrive on rank 0's barriers), then the skeleton's
+//! cluster splits K: every rank arrives on the others' barriers), then the skeleton's
 //! schedule (CTA c takes units c, c + #CTAs, …; with split K, cluster c takes them and each
 //! rank its stages of K).
 
@@ -47,8 +47,8 @@ pub(super) fn prologue(b: &mut KernelBuilder, g: &Sm90) -> Common {
     });
     b.bar_sync(0u32);
     if split {
-        // Rank 0's barriers must be initialized before another rank arrives on them (the
-        // initialization's fence released them to the cluster).
+        // Every rank's barriers must be initialized before another rank arrives on them
+        // (the initialization's fence released them to the cluster).
         b.cluster_sync_relaxed();
     }
 

@@ -39,7 +39,8 @@ pub struct Sm90Smem {
     pub columns: Option<Region>,
     /// Bytes from one consumer's column table to the next.
     pub columns_stride: u32,
-    /// Split K: where the other ranks' partial accumulators land in rank 0 (`split_k`).
+    /// Split K: the hand-off's barriers and the slots where the ranks' partial accumulators
+    /// land in a unit's leading CTA (`split_k`).
     pub split: Option<SplitSmem>,
     leaves: Vec<Region>,
 }

@@ -67,10 +67,22 @@ pub(super) struct Handoff {
     empty: u32,
     split: u32,
     slot_bytes: u32,
-    vectors: u32,
 }
 
-/// `x ^= 1`.
+/// Stores a thread's accumulators into its place in a slot at `at` (this CTA's, or another's
+/// through `mapa`), four per 16-byte store.
+fn store_slot(b: &mut KernelBuilder, space: Space, at: Reg, acc: &[Reg]) {
+    for (v, regs) in acc.chunks_exact(4).enumerate() {
+        let off = v as u32 * VECTOR_STRIDE;
+        b.emit(
+            Memory::St(Access::vector(space, VecWidth::V4, Ty::F32)),
+            vec![Operand::Reg(at).at(i64::from(off)), Operand::regs(regs)],
+        );
+    }
+}
+
+/// Turns a turn's parity into the previous turn's: a rank waits for the leader to have read
+/// the slot it filled one turn earlier.
 fn flip(b: &mut KernelBuilder, x: Reg) {
     b.emit(Alu::Int(IntOp::Xor, Ty::B32), vec![x.into(), x.into(), 1u32.into()]);
 }
@@ -86,9 +98,8 @@ impl Handoff {
         s: &SplitSmem,
     ) -> Self {
         let l = &g.l;
-        let vectors = l.acc_regs() / 4;
         let slot_bytes = l.split_slot_bytes();
-        let consumer = b.mul_u32(k.ci, vectors * VECTOR_STRIDE);
+        let consumer = b.mul_u32(k.ci, l.acc_regs() / 4 * VECTOR_STRIDE);
         let thread = b.mad_u32(k.t, 16u32, consumer);
         let slots = b.add_u32(smem, s.slots.offset);
         let slot0 = b.add_u32(slots, thread);
@@ -102,7 +113,6 @@ impl Handoff {
             empty: s.empty.offset,
             split: l.split_k,
             slot_bytes,
-            vectors,
         }
     }
 
@@ -128,13 +138,7 @@ impl Handoff {
         b.bra_unless(leads, &other);
 
         // The leader: its own partials into its slot, then every rank's in rank order.
-        for (v, regs) in flat.chunks_exact(4).enumerate() {
-            let at = v as u32 * VECTOR_STRIDE;
-            b.emit(
-                Memory::St(Access::vector(Space::Shared, VecWidth::V4, Ty::F32)),
-                vec![Operand::Reg(own).at(i64::from(at)), Operand::regs(regs)],
-            );
-        }
+        store_slot(b, Space::Shared, own, &flat);
         mbar_wait_cluster(b, full, parity);
         // The sums go into the accumulator registers themselves: no wgmma is in flight after
         // the K loop's last wait, and a second set of 16–32 registers live through the
@@ -142,21 +146,16 @@ impl Handoff {
         for r in 0..self.split {
             for (v, regs) in flat.chunks_exact(4).enumerate() {
                 let at = r * self.slot_bytes + v as u32 * VECTOR_STRIDE;
-                let src = Operand::Reg(self.slot0).at(i64::from(at));
-                if r == 0 {
-                    b.emit(
-                        Memory::Ld(Access::vector(Space::Shared, VecWidth::V4, Ty::F32)),
-                        vec![Operand::regs(regs), src],
-                    );
-                    continue;
-                }
-                let p = b.regs(RegClass::F32, 4);
+                // Slot 0 lands in the accumulators, the others beside them to be added.
+                let dst = if r == 0 { regs.to_vec() } else { b.regs(RegClass::F32, 4) };
                 b.emit(
                     Memory::Ld(Access::vector(Space::Shared, VecWidth::V4, Ty::F32)),
-                    vec![Operand::regs(&p), src],
+                    vec![Operand::regs(&dst), Operand::Reg(self.slot0).at(i64::from(at))],
                 );
-                for (&d, &pj) in regs.iter().zip(&p) {
-                    b.accumulate_f32(d, pj);
+                if r > 0 {
+                    for (&d, &pj) in regs.iter().zip(&dst) {
+                        b.accumulate_f32(d, pj);
+                    }
                 }
             }
         }
@@ -177,13 +176,7 @@ impl Handoff {
         flip(b, parity);
         mbar_wait_cluster(b, free, parity);
         let remote = map_to_rank(b, own, leader);
-        for (v, regs) in flat.chunks_exact(4).enumerate() {
-            let at = v as u32 * VECTOR_STRIDE;
-            b.emit(
-                Memory::St(Access::vector(Space::SharedCluster, VecWidth::V4, Ty::F32)),
-                vec![Operand::Reg(remote).at(i64::from(at)), Operand::regs(regs)],
-            );
-        }
+        store_slot(b, Space::SharedCluster, remote, &flat);
         mbar_arrive_cluster(b, full, leader);
         b.bra(skip);
         b.label(&done);
