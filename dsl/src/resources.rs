@@ -224,16 +224,12 @@ pub fn sm90_column_table_bytes(kind: GemmKind, activations: ActivationFormat, ti
     }
 }
 
-/// Bytes a Hopper split-K CTA sets aside for the ranks' partial accumulators: one slot of
-/// T × N fp32 per rank of the cluster (the unit's leading CTA, which takes turns, gathers
-/// every rank's partials there, its own included, and sums them in rank order). 0 without a
-/// split.
+/// Bytes a Hopper split-K CTA sets aside for the other ranks' partial accumulators: one
+/// slot of T × N fp32 per rank besides rank 0 (every CTA of the cluster has the same layout;
+/// only rank 0's slots are written). 0 without a split.
 pub fn sm90_split_k_bytes(tactic: &GemmTactic) -> u32 {
     let [t, n] = tactic.mma_tiler();
-    match tactic.split_k() {
-        1 => 0,
-        s => s * t * n * 4,
-    }
+    (tactic.split_k() - 1) * t * n * 4
 }
 
 /// Hopper (swap-AB): per stage, the routing tile's bf16 activations (T × 64 × 2 B), the
@@ -274,8 +270,8 @@ fn plan_sm90(
     // column table.
     let rows = roles.consumers * roles.rows_per_consumer;
     let columns = roles.consumers * sm90_column_table_bytes(tactic.kind(), activations, t);
-    // A split unit's leading CTA gathers the ranks' fp32 accumulators (T × N each) before
-    // its epilogue (`sm90_split_k_bytes`).
+    // A split's rank 0 receives the other ranks' fp32 accumulators (T × N each) before its
+    // epilogue (`sm90_split_k_bytes`).
     let epilogue = columns
         + sm90_split_k_bytes(tactic)
         + match tactic.kind() {

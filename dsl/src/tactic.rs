@@ -264,9 +264,9 @@ impl GemmTactic {
 
     /// This Hopper tactic with each unit's K split over a cluster of `split` CTAs
     /// ([`SM90_SPLIT_K`]): each CTA dequantizes and multiplies its stages of K
-    /// ([`crate::sm90_tactics::sm90_split_k_range`]), and the unit's leading CTA (the ranks take turns) gathers
-    /// every rank's fp32 accumulators through distributed shared memory, adds them in rank
-    /// order and runs the epilogue (docs/hopper.md, "Split K"). Cooperative tactics only (a ping-pong consumer pair
+    /// ([`crate::sm90_tactics::sm90_split_k_range`]), the others hand their fp32
+    /// accumulators to rank 0 through distributed shared memory, and rank 0 adds them in
+    /// rank order and runs the epilogue (docs/hopper.md, "Split K"). Cooperative tactics only (a ping-pong consumer pair
     /// would hand off two units at once); 1 is no split.
     pub fn with_split_k(self, split: u32) -> Result<Self, TacticError> {
         if split == 1 {

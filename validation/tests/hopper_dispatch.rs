@@ -260,11 +260,12 @@ fn the_model_out_of_sample_on_session_13() {
     assert_eq!((small.buckets, small.within), (20, 18), "{small:?}");
 }
 
-/// Split K (`GemmTactic::split_k`) is costed as S CTAs each dequantizing the longest share of
-/// K plus a fixed hand-off: where a batch's units are far fewer than the GPU's slots (one
-/// token: DeepSeek's GEMM1 has 32 units of K 7168, gpt-oss's 180 of K 2880) the model splits
-/// GEMM1 (the split of 4 for DeepSeek, of 2 for gpt-oss, whose 180 units would fill 720
-/// CTAs at 4), and from 64 tokens it splits neither GEMM.
+/// Split K (`GemmTactic::split_k`) is costed as S CTAs each running the longest share of K's
+/// stages plus a hand-off per rank besides rank 0: where a batch's units are far fewer than
+/// the GPU's slots (one token: DeepSeek's GEMM1 has 32 units of K 7168, gpt-oss's 180 of
+/// K 2880) the model splits GEMM1 (over 4 for DeepSeek, 2 for gpt-oss, whose 180 units would
+/// fill 720 CTAs at 4; both within 0.3 % of the tuner's fastest on an H100, docs/perf.md
+/// session 14), and from 64 tokens it splits neither GEMM.
 #[test]
 fn the_model_splits_k_where_units_are_few() {
     let split = |t: &MoeTactic| (t.gemm1().split_k(), t.gemm2().split_k());

@@ -1,7 +1,6 @@
 //! The split-K Hopper tactics (`GemmTactic::split_k`) on the simulated Hopper: each unit's K
-//! split over a cluster of 2 or 4 CTAs, every rank's fp32 accumulators gathered by the unit's
-//! leading CTA (the ranks take turns) through distributed shared memory and added in rank
-//! order. The layer's output is the
+//! split over a cluster of 2 or 4 CTAs, the other ranks' fp32 accumulators handed to rank 0
+//! through distributed shared memory and added in rank order. The layer's output is the
 //! split reference's bit for bit (each rank's stages accumulated by the wgmma model from
 //! zero, then the partial sums added in rank order), for A16 and A8, with K not a multiple
 //! of the split and GEMM2's last N block partial; and the split reference is not the

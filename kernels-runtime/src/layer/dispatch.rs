@@ -98,19 +98,18 @@ pub struct SoftwareDequant {
     /// N 128 at large tiles where the tuner's fastest were N 128 and N 256 (docs/perf.md,
     /// 2026-12-07, session 12).
     pub activation_bytes_per_clock_per_sm: f64,
-    /// Clocks a split-K unit spends handing the ranks' fp32 accumulators to its leading CTA
-    /// (the distributed-shared-memory stores, the cluster-scope releases and acquires, the
-    /// leader's loads and adds) before the epilogue.
+    /// Clocks a split-K unit spends per rank besides rank 0 handing its fp32 accumulators to
+    /// rank 0 (the distributed-shared-memory stores, the cluster-scope release and acquire,
+    /// rank 0's loads and adds) and waiting on rank 0's epilogue.
     pub split_handoff_clocks: f64,
 }
 
 /// [`SoftwareDequant::split_handoff_clocks`] of the shipped Hopper models, set by hand from
 /// the first split-K timings (H100, 2026-12-07 session 14, docs/perf.md): at DeepSeek's one
-/// token the layer with both GEMMs split gained about 3 µs (split of 2) to 7 µs (split of 4)
-/// less than its shorter K loops explain, and 5000 clocks per split GEMM lies in that range.
-/// Not a search over a tuner record (none holds the split tactics yet); at 1000 the model
-/// took GEMM1 split over 4 at every DeepSeek bucket up to 64 tokens, where that build's
-/// split of 4 ran up to 2× slower than the unsplit tactics.
+/// token the layer with both GEMMs split gained about 3 µs (split of 2) and 7 µs (split of 4)
+/// less than its shorter K loops explain; 5000 clocks per rank besides rank 0 is 2.5 and 7.6
+/// µs at the model's clock. Not a search over a tuner record (none holds the split tactics
+/// under this model yet).
 pub const SPLIT_HANDOFF_CLOCKS: f64 = 5000.0;
 
 impl DeviceModel {
@@ -307,7 +306,9 @@ fn estimate_spread_us(
                 .weights_per_clock_per_warpgroup
                 .min(d.weights_per_clock_per_sm / (resident * consumers));
             let step = d.step_clocks + rows * 16.0 / rate;
-            let handoff = if split > 1.0 { d.split_handoff_clocks } else { 0.0 };
+            // Rank 0 takes the other ranks' partials one rank after another, and they wait
+            // for its epilogue before their next unit.
+            let handoff = (split - 1.0) * d.split_handoff_clocks;
             ((k_cta / 16.0).ceil() * step + handoff) / (dev.gpu.clock_ghz * 1e9)
         });
         let activations_s = software.map_or(0.0, |d| {

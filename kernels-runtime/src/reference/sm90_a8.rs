@@ -3,7 +3,7 @@
 //! quantized per row to E4M3 with one power-of-two scale, each GEMM accumulated per K32 step
 //! as one FP8 `wgmma` does (`wgmma_fp8_model`), the factors 2^ρ · 2^e applied before α. A
 //! split K adds the CTAs' partial sums in rank order before those factors, as the kernels'
-//! leading CTA does before its epilogue (`wgmma_fp8_model::wgmma_dot_e4m3_split`).
+//! rank 0 does before its epilogue (`wgmma_fp8_model::wgmma_dot_e4m3_split`).
 
 use half::bf16;
 use moegen_dsl::SwigluInput;
@@ -346,7 +346,7 @@ pub fn sm90_a8_gemm1_h(
             let (xq, tau) = &quantized[token];
             (0..i)
                 .map(|j| {
-                    // The factors scale the ranks' summed accumulator (the leader's epilogue).
+                    // The factors scale the ranks' summed accumulator (rank 0's epilogue).
                     let v = |r: usize| {
                         dot_padded_split(xq, &w1[r], split) * (w.w1_rows[base + r] * tau)
                     };

@@ -135,7 +135,7 @@ impl Sm90Layout {
     pub fn acc_regs(&self) -> u32 {
         self.blocks * self.tile / 2
     }
-    /// Bytes of one rank's slot of partial accumulators in a unit's leading CTA: every
+    /// Bytes of one rank's slot of partial accumulators in rank 0's shared memory: every
     /// consumer's threads' accumulators (T × N fp32).
     pub fn split_slot_bytes(&self) -> u32 {
         self.consumers * Self::warpgroup_threads() * self.acc_regs() * 4

@@ -12,8 +12,7 @@
 //!   `epilogue_finalize` (GEMM2: α2 · router weight, bulk reduce-add or scratch rows);
 //! - `columns`: the per-token-column values the epilogues read, loaded before the K loop;
 //! - `pingpong`: the order between consumers that take alternate units;
-//! - `split_k`: the hand-off of partial accumulators to the unit's leading CTA when a
-//!   cluster splits K;
+//! - `split_k`: the hand-off of partial accumulators to rank 0 when a cluster splits K;
 //! - [`layout`], [`smem`], [`rings`]: shapes and register split, shared-memory regions,
 //!   the stage ring.
 //!

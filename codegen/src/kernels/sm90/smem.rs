@@ -39,23 +39,22 @@ pub struct Sm90Smem {
     pub columns: Option<Region>,
     /// Bytes from one consumer's column table to the next.
     pub columns_stride: u32,
-    /// Split K: the hand-off's barriers and the slots where the ranks' partial accumulators
-    /// land in a unit's leading CTA (`split_k`).
+    /// Split K: the hand-off's barriers and the slots where the other ranks' partial
+    /// accumulators land in rank 0 (`split_k`).
     pub split: Option<SplitSmem>,
     leaves: Vec<Region>,
 }
 
-/// The shared memory of a split-K hand-off (`split_k`): the full barrier, which the other
-/// ranks' consumer threads arrive on once their partial accumulators are stored here (in the
-/// units this CTA leads), one empty barrier per rank (`empty + r · 8`: the rank-r leader's
-/// consumer threads arrive on it once they have read this CTA's slot), and the slots, one per
-/// rank (`Sm90Layout::split_slot_bytes`), rank r's at `slots + r · slot_bytes`. Every CTA has
-/// the same layout.
+/// The shared memory of a split-K hand-off (`split_k`): rank 0's full barrier, which the
+/// other ranks' consumer threads arrive on once their partial accumulators are stored, each
+/// other rank's empty barrier, which rank 0's consumer threads arrive on once they have read
+/// it, and the slots, one per rank besides 0 (`Sm90Layout::split_slot_bytes`), rank r's at
+/// `slots + (r − 1) · slot_bytes`. Every CTA has the same layout.
 #[derive(Clone, Copy, Debug)]
 pub struct SplitSmem {
-    /// The partials-stored barrier.
+    /// The partials-stored barrier (used in rank 0).
     pub full: Region,
-    /// The slot-read barriers, one per leading rank.
+    /// The slot-read barrier (used in ranks 1..).
     pub empty: Region,
     /// The slots.
     pub slots: Region,
@@ -80,8 +79,8 @@ impl Sm90Smem {
         let split_bars = if l.split_k > 1 {
             let full =
                 reserved.alloc("split-K full barrier", None, MBARRIER_BYTES, MBARRIER_BYTES)?;
-            let bytes = l.split_k * MBARRIER_BYTES;
-            let empty = reserved.alloc("split-K empty barriers", None, bytes, MBARRIER_BYTES)?;
+            let empty =
+                reserved.alloc("split-K empty barrier", None, MBARRIER_BYTES, MBARRIER_BYTES)?;
             Some((full, empty))
         } else {
             None
@@ -105,7 +104,7 @@ impl Sm90Smem {
 
         let size = l.staging_bytes();
         let table = l.column_table_bytes();
-        let slots_bytes = if l.split_k > 1 { l.split_k * l.split_slot_bytes() } else { 0 };
+        let slots_bytes = (l.split_k - 1) * l.split_slot_bytes();
         let needed = (size + table) * l.consumers + slots_bytes;
         if bu.epilogue_bytes < needed {
             return Err(SmemError::TooSmall {
