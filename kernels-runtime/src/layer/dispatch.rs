@@ -107,9 +107,11 @@ pub struct SoftwareDequant {
 /// [`SoftwareDequant::split_handoff_clocks`] of the shipped Hopper models, set by hand from
 /// the first split-K timings (H100, 2026-12-07 session 14, docs/perf.md): at DeepSeek's one
 /// token the layer with both GEMMs split gained about 3 µs (split of 2) and 7 µs (split of 4)
-/// less than its shorter K loops explain; 5000 clocks per rank besides rank 0 is 2.5 and 7.6
-/// µs at the model's clock. Not a search over a tuner record (none holds the split tactics
-/// under this model yet).
+/// less than its shorter K loops explain. The model charges 5000 clocks per rank besides
+/// rank 0 in each split GEMM (2.7 and 8.2 µs at its clock), so that layer 5.5 and 16.4 µs:
+/// more than measured, which keeps the split of 4 (1.7–2.3× slower than unsplit wherever its
+/// clusters have several units) to the one-token buckets. Not a search over a tuner record
+/// (none holds the shipped split kernels yet).
 pub const SPLIT_HANDOFF_CLOCKS: f64 = 5000.0;
 
 impl DeviceModel {
@@ -306,8 +308,9 @@ fn estimate_spread_us(
                 .weights_per_clock_per_warpgroup
                 .min(d.weights_per_clock_per_sm / (resident * consumers));
             let step = d.step_clocks + rows * 16.0 / rate;
-            // Rank 0 takes the other ranks' partials one rank after another, and they wait
-            // for its epilogue before their next unit.
+            // Rank 0 takes the other ranks' partials one rank after another, and its epilogue
+            // sets the cluster's pace: ranks 1.. store their next unit's only once rank 0
+            // has read the last.
             let handoff = (split - 1.0) * d.split_handoff_clocks;
             ((k_cta / 16.0).ceil() * step + handoff) / (dev.gpu.clock_ghz * 1e9)
         });

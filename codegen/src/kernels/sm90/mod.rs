@@ -141,9 +141,8 @@ fn consumer_role(b: &mut KernelBuilder, g: &Sm90, c: &Common, wg: Reg) {
         (Some(rank), Some(s)) => Some(split_k::Handoff::new(b, g, c.smem, &k, rank, &s)),
         _ => None,
     };
-    // With split K, the ranks that do not lead a unit hand their partials to the one that
-    // does and skip the epilogue (`split_k`): the label after it, and the accumulators the
-    // epilogue reads.
+    // With split K, ranks 1.. hand their partials to rank 0 and skip the epilogue
+    // (`split_k`): the label after it, and the accumulators the epilogue reads.
     let exchange = |b: &mut KernelBuilder, acc: &[Vec<Reg>]| match &handoff {
         Some(h) => {
             let skip = b.new_label("epilogue_done");

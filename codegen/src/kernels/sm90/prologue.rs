@@ -1,6 +1,7 @@
 //! Hopper set-up every role runs before its body: the skeleton's thread coordinates and
 //! barrier initialization, a CTA barrier that publishes it (a cluster barrier too when the
-//! cluster splits K: every rank arrives on the others' barriers), then the skeleton's
+//! cluster splits K: ranks 1.. arrive on rank 0's full barrier, rank 0 on their empty
+//! ones), then the skeleton's
 //! schedule (CTA c takes units c, c + #CTAs, …; with split K, cluster c takes them and each
 //! rank its stages of K).
 

@@ -13,7 +13,7 @@
 //! acquire at cluster scope: the stores of one CTA are read by another.
 //!
 //! Rank 0 leads every unit. A build where the ranks took turns (to spread the epilogues) was
-//! bit-exact on the simulator and an H100 but no faster (the split of 4 stayed 2.3–2.5×
+//! bit-exact on the simulator and an H100 but no faster (the split of 4 stayed 2.1–2.5×
 //! slower than unsplit wherever clusters had several units), and compute-sanitizer's
 //! racecheck reported hazards in its GEMM1 that were not explained (docs/perf.md and
 //! docs/validation.md, session 14), so it was not kept.
@@ -48,7 +48,8 @@ pub(super) fn init(b: &mut KernelBuilder, l: &Sm90Layout, smem: Reg, s: &SplitSm
     mbar_init(b, empty, threads);
 }
 
-/// `phase ^= 1`.
+/// Moves a thread's hand-off phase to the next unit's: each barrier completes one phase
+/// per unit.
 fn flip(b: &mut KernelBuilder, phase: Reg) {
     b.emit(Alu::Int(IntOp::Xor, Ty::B32), vec![phase.into(), phase.into(), 1u32.into()]);
 }
@@ -136,7 +137,9 @@ impl Handoff {
         let done = b.new_label("split_done");
         b.bra(&done);
 
-        // Ranks 1..: wait until rank 0 has read this slot's last partials, store, arrive.
+        // Ranks 1..: wait until rank 0 has read this slot's last partials, store, arrive. The
+        // wait is on the previous phase's parity: a fresh barrier's parity-1 phase counts as
+        // complete, so the first unit's store does not wait.
         b.label(&partner);
         let free = b.xor_b32(self.phase, 1u32);
         mbar_wait_cluster(b, self.empty, free);
