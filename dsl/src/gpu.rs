@@ -21,6 +21,9 @@ pub struct Gpu {
     pub hbm_efficiency: f64,
     /// Launch, prologue and pipeline fill of one kernel (µs).
     pub launch_us: f64,
+    /// SMs of each GPC, where the model assumes a layout: a cluster's CTAs run on one GPC,
+    /// so clusters pack per GPC ([`Gpu::resident_clusters`]). `None`: the SMs as one pool.
+    pub gpc_sms: Option<&'static [u32]>,
 }
 
 impl Gpu {
@@ -33,10 +36,12 @@ impl Gpu {
         hbm_bytes_per_s: 8.0e12,
         hbm_efficiency: 0.9,
         launch_us: 2.0,
+        // Its only clusters are CTA pairs, which a GPC of whole TPCs always packs.
+        gpc_sms: None,
     };
 
     /// H200: 132 SMs, 1.83 GHz, 2048 dense bf16 MAC/clk/SM (989 TFLOP/s), HBM 4.8 TB/s × 0.9,
-    /// 2 µs fixed per kernel.
+    /// 2 µs fixed per kernel; [`GH100_132_GPC_SMS`] for its GPCs.
     pub const H200: Gpu = Gpu {
         sms: 132,
         clock_ghz: 1.83,
@@ -44,6 +49,7 @@ impl Gpu {
         hbm_bytes_per_s: 4.8e12,
         hbm_efficiency: 0.9,
         launch_us: 2.0,
+        gpc_sms: Some(&GH100_132_GPC_SMS),
     };
 
     /// The GPU moegen models for a generation: the B200 for SM100, the H200 for Hopper.
@@ -58,4 +64,37 @@ impl Gpu {
     pub fn achievable_hbm_bytes_per_s(&self) -> f64 {
         self.hbm_bytes_per_s * self.hbm_efficiency
     }
+
+    /// The same GPU with `sms` SMs; the GPC layout stays only if it holds that many SMs
+    /// (another count is another part, whose layout the model does not know).
+    pub fn with_sms(mut self, sms: u32) -> Gpu {
+        let sms = sms.max(1);
+        if self.gpc_sms.is_some_and(|g| g.iter().sum::<u32>() != sms) {
+            self.gpc_sms = None;
+        }
+        self.sms = sms;
+        self
+    }
+
+    /// Clusters of `cluster` CTAs the GPU runs at once at `ctas_per_sm` CTAs per SM (at
+    /// least 1). A cluster's CTAs share a GPC, so each GPC holds ⌊its SMs × `ctas_per_sm` /
+    /// `cluster`⌋ and the CTA slots left over in a GPC hold none. A persistent grid of more
+    /// clusters leaves the rest waiting for a second wave.
+    pub fn resident_clusters(&self, ctas_per_sm: u32, cluster: u32) -> u32 {
+        let (per_sm, cluster) = (ctas_per_sm.max(1), cluster.max(1));
+        let pool = |sms: u32| sms.saturating_mul(per_sm) / cluster;
+        let n = match self.gpc_sms {
+            Some(gpcs) => gpcs.iter().map(|&s| pool(s)).sum(),
+            None => pool(self.sms),
+        };
+        n.max(1)
+    }
 }
+
+/// The GPCs of a 132-SM GH100 (H100 SXM, H200) as the model assumes them. The die has 8 GPCs
+/// of 9 TPCs (two SMs each); 66 TPCs stay enabled, and which ones varies from chip to chip.
+/// An odd TPC count leaves a GPC at 2 mod 4 SMs, and 66 TPCs over 8 GPCs of at most 9 need
+/// at least two such GPCs: this layout, the most even, loses the fewest slots to clusters of
+/// 4 (98 clusters at 3 CTAs per SM, not 99; 32 at 1, not 33). The runtime sizes its grids
+/// from the driver's count for the chip at hand (`cuOccupancyMaxActiveClusters`).
+pub const GH100_132_GPC_SMS: [u32; 8] = [18, 18, 16, 16, 16, 16, 16, 16];

@@ -13,7 +13,7 @@ use moegen_dsl::plan::{PlanError, max_permuted_rows, max_tiles};
 use crate::backend::{Backend, BackendError, DevicePtr};
 use crate::error::RuntimeError;
 use crate::error_record::{RESET, RecordError, decode};
-use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape};
+use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape_on};
 use crate::reference::Nvfp4Activations;
 use crate::routing::{ExpertWindow, SortOutputs};
 
@@ -64,7 +64,7 @@ pub fn run(
     grid: &GridInputs,
 ) -> Result<(), DeviceOpError> {
     let args = kernel_args(b, k, bind)?;
-    let shape = launch_shape(k, grid)?;
+    let shape = launch_shape_on(b, k, grid)?;
     b.launch(k, shape, &args)?;
     Ok(())
 }

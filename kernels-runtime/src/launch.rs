@@ -191,8 +191,37 @@ pub struct GridInputs {
 }
 
 /// The launch shape of `k` for a problem: a persistent GEMM gets as many CTAs as the SMs
-/// hold at once (`ctas_per_sm` each, whole clusters), at most one per work unit.
+/// hold at once (`ctas_per_sm` each, whole clusters), at most one per work unit. On a
+/// device whose GPCs hold fewer clusters than that, [`launch_shape_on`].
 pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, LaunchError> {
+    launch_shape_holding(k, g, None)
+}
+
+/// [`launch_shape`] for the device `b` runs it on: a persistent grid of clusters holds at
+/// most the clusters `b` runs at once (`Backend::resident_clusters`). The static schedule
+/// gives every cluster of the grid its share of the units, so a cluster beyond those would
+/// start its share only when another cluster has finished all of its own, doubling the
+/// kernel's time (a GH100's 132 SMs hold 98 clusters of 4 at 3 CTAs per SM, not 99).
+pub fn launch_shape_on(
+    b: &mut dyn Backend,
+    k: &'static KernelInfo,
+    g: &GridInputs,
+) -> Result<LaunchShape, LaunchError> {
+    let shape = launch_shape(k, g)?;
+    if shape.cluster <= 1 || k.launch.grid != GridRule::Persistent {
+        return Ok(shape);
+    }
+    let held = b.resident_clusters(k, shape.dynamic_smem)?;
+    launch_shape_holding(k, g, held)
+}
+
+/// [`launch_shape`] on a device that runs at most `resident_clusters` clusters of `k` at
+/// once (`None`: as many as its SMs hold, `sm_count` × `ctas_per_sm` / cluster).
+pub fn launch_shape_holding(
+    k: &KernelInfo,
+    g: &GridInputs,
+    resident_clusters: Option<u32>,
+) -> Result<LaunchShape, LaunchError> {
     let fail = |reason: String| LaunchError::Grid { kernel: k.name, reason };
     let f = &k.launch;
     let grid: u64 = match f.grid {
@@ -240,7 +269,16 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
                 }
             }
             let resident = u64::from(g.sm_count) * u64::from(f.ctas_per_sm.max(1));
-            let clusters = (resident / u64::from(f.cluster.max(1))).max(1);
+            let mut clusters = (resident / u64::from(f.cluster.max(1))).max(1);
+            if let Some(held) = resident_clusters {
+                if held == 0 {
+                    return Err(fail(format!(
+                        "the device runs no cluster of {} of its CTAs at once",
+                        f.cluster
+                    )));
+                }
+                clusters = clusters.min(u64::from(held));
+            }
             units.min(clusters) * u64::from(f.cluster)
         }
     };

@@ -202,6 +202,13 @@ impl Backend for ReplayFails {
     fn sm_count(&self) -> u32 {
         self.sim.sm_count()
     }
+    fn resident_clusters(
+        &mut self,
+        kernel: &'static KernelInfo,
+        dynamic_smem: u32,
+    ) -> Result<Option<u32>, BackendError> {
+        self.sim.resident_clusters(kernel, dynamic_smem)
+    }
     fn memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError> {
         self.sim.memset(ptr, value, bytes)
     }

@@ -91,3 +91,49 @@ fn tiling(name: &str) -> Sm90Tiling {
     let t = sm90_tactics().into_iter().find(|t| t.to_string() == name).unwrap();
     Sm90Tiling::of(&t).unwrap()
 }
+
+/// On a device whose GPCs hold fewer clusters than its SMs' slots (two GPCs of 2 SMs: one
+/// cluster of 4 each at 3 CTAs per SM, where 4 SMs as one pool would hold 3), a split of 4
+/// launches only the clusters that run at once, each taking more units, and the layer still
+/// matches the split reference bit for bit; a split of 2 keeps every slot (3 per GPC).
+#[test]
+fn split_k_grids_hold_only_the_clusters_the_gpcs_run_and_stay_exact() {
+    use moegen_runtime::backend::Backend;
+    use moegen_runtime::launch::{GridInputs, launch_shape, launch_shape_on};
+    let mut sim = SimBackend::hopper().with_gpcs(&[2, 2]);
+    assert_eq!(sim.sm_count(), 4);
+    let grid = GridInputs {
+        routes: 64,
+        tokens: 32,
+        hidden: 576,
+        intermediate: 512,
+        max_tiles: 8,
+        local_experts: 4,
+        sm_count: sim.sm_count(),
+        permuted_rows: 8 * 16,
+    };
+    let k4 = moegen_kernels::kernel("moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k4").unwrap();
+    let k2 = moegen_kernels::kernel("moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16_k2").unwrap();
+    let plain = moegen_kernels::kernel("moegen_sm90_nvfp4_gemm2_t16_n128_c1x1_a16").unwrap();
+    assert_eq!(sim.resident_clusters(k4, 0).unwrap(), Some(2));
+    assert_eq!(launch_shape(k4, &grid).unwrap().grid, 3 * 4);
+    assert_eq!(launch_shape_on(&mut sim, k4, &grid).unwrap().grid, 2 * 4);
+    assert_eq!(launch_shape_on(&mut sim, k2, &grid).unwrap().grid, 6 * 2);
+    assert_eq!(sim.resident_clusters(plain, 0).unwrap(), None);
+    assert_eq!(launch_shape_on(&mut sim, plain, &grid).unwrap().grid, 12);
+
+    let p = problem(case(
+        WeightFormat::Nvfp4,
+        ActivationFormat::Bf16,
+        FinalizeMode::BulkReduceAdd,
+        32,
+        13,
+    ))
+    .unwrap();
+    let rows =
+        check_tactics_picked(&mut sim, &p, None, Some("_k4"), &KernelSet::builtin()).unwrap();
+    assert!(rows.len() >= 3, "{} tactics", rows.len());
+    for r in &rows {
+        assert_eq!(r.identical, r.elements, "{}: max ulp {}", r.tactic, r.max_ulp);
+    }
+}

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaGraph, CudaModule, CudaStream, DriverError, result, sys,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, DriverError, result,
+    sys,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -89,6 +90,8 @@ pub struct CudaBackend {
     /// Allocations this backend made (address → bytes); freed on drop.
     owned: HashMap<u64, usize>,
     modules: HashMap<usize, Arc<CudaModule>>,
+    /// `resident_clusters`' answers, by kernel text and dynamic shared memory.
+    resident: HashMap<(usize, u32), u32>,
     /// Each graph with the kernel launches it holds (counted on replay, as the simulator does).
     /// `None` once dropped (ids are never reused).
     graphs: Vec<Option<(CudaGraph, u64)>>,
@@ -156,6 +159,7 @@ impl CudaBackend {
             stream,
             owned: HashMap::new(),
             modules: HashMap::new(),
+            resident: HashMap::new(),
             graphs: Vec::new(),
             captured_launches: 0,
             events: Vec::new(),
@@ -197,6 +201,31 @@ impl CudaBackend {
             return Err(UsageError::ForeignStream.into());
         }
         Ok(std::mem::replace(&mut self.stream, stream))
+    }
+
+    /// `info`'s function (its module loaded on first use), allowed `dynamic_smem` bytes.
+    fn function(
+        &mut self,
+        info: &'static KernelInfo,
+        dynamic_smem: u32,
+    ) -> Result<CudaFunction, BackendError> {
+        let key = info.ptx.as_ptr() as usize;
+        let module = match self.modules.entry(key) {
+            std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let m = self.ctx.load_module(Ptx::from_src(info.ptx));
+                slot.insert(m.map_err(driver("cuModuleLoadData"))?)
+            }
+        };
+        let f = module.load_function(info.name).map_err(driver("cuModuleGetFunction"))?;
+        if dynamic_smem > 48 * 1024 {
+            f.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                dynamic_smem as i32,
+            )
+            .map_err(driver("cuFuncSetAttribute"))?;
+        }
+        Ok(f)
     }
 
     fn not_capturing(&self, what: &'static str) -> Result<(), BackendError> {
@@ -340,6 +369,51 @@ impl Backend for CudaBackend {
         self.sm_count
     }
 
+    fn resident_clusters(
+        &mut self,
+        info: &'static KernelInfo,
+        dynamic_smem: u32,
+    ) -> Result<Option<u32>, BackendError> {
+        let cluster = info.launch.cluster;
+        if cluster <= 1 {
+            return Ok(None);
+        }
+        let key = (info.ptx.as_ptr() as usize, dynamic_smem);
+        if let Some(&n) = self.resident.get(&key) {
+            return Ok(Some(n));
+        }
+        let f = self.function(info, dynamic_smem)?;
+        let mut attr = zeroed_attribute();
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = cluster;
+        attr.value.clusterDim.y = 1;
+        attr.value.clusterDim.z = 1;
+        // One cluster's grid: the driver counts how many such clusters fit at once, from
+        // the function's registers, the shared memory and the GPCs' SMs.
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: cluster,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: info.launch.threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: dynamic_smem,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        let mut n: std::ffi::c_int = 0;
+        // SAFETY: `n` and `cfg` (with its one attribute) outlive the call, which only reads
+        // `cfg` and writes one int; the function belongs to this context.
+        unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, f.cu_function(), &cfg) }
+            .result()
+            .map_err(driver("cuOccupancyMaxActiveClusters"))?;
+        let n = u32::try_from(n).unwrap_or(0);
+        self.resident.insert(key, n);
+        Ok(Some(n))
+    }
+
     fn device_key(&self) -> String {
         format!(
             "{} sm_{}{} driver {}",
@@ -428,22 +502,7 @@ impl Backend for CudaBackend {
             }
             .into());
         }
-        let key = info.ptx.as_ptr() as usize;
-        let module = match self.modules.entry(key) {
-            std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                let m = self.ctx.load_module(Ptx::from_src(info.ptx));
-                slot.insert(m.map_err(driver("cuModuleLoadData"))?)
-            }
-        };
-        let f = module.load_function(kernel).map_err(driver("cuModuleGetFunction"))?;
-        if shape.dynamic_smem > 48 * 1024 {
-            f.set_attribute(
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                shape.dynamic_smem as i32,
-            )
-            .map_err(driver("cuFuncSetAttribute"))?;
-        }
+        let f = self.function(info, shape.dynamic_smem)?;
         // Argument storage that outlives the launch call; the driver copies the values when
         // the launch is enqueued (or recorded into a graph).
         let mut held: Vec<ArgStorage> = args.iter().map(ArgStorage::new).collect();

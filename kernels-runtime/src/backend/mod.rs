@@ -132,6 +132,17 @@ pub trait Backend {
     fn simt_target(&self) -> SimtTarget;
     /// Streaming multiprocessors (persistent grids are sized from it).
     fn sm_count(&self) -> u32;
+    /// How many clusters of `kernel` (launched with `dynamic_smem` bytes) the device runs at
+    /// once, for a kernel of clusters of several CTAs: a cluster's CTAs share one GPC, so
+    /// GPCs whose CTA slots do not divide into clusters hold fewer than `sm_count` ×
+    /// CTAs per SM / cluster, and a persistent grid sized that way would leave clusters
+    /// waiting for a second wave. `None` for a kernel without clusters, or where the device
+    /// packs clusters over all its SMs.
+    fn resident_clusters(
+        &mut self,
+        kernel: &'static KernelInfo,
+        dynamic_smem: u32,
+    ) -> Result<Option<u32>, BackendError>;
     /// Sets `bytes` bytes at `ptr` to `value`, in stream order (capturable).
     fn memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError>;
     /// Waits until the stream's work is done.

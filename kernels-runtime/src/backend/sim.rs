@@ -29,6 +29,8 @@ pub struct SimBackend {
     replaced: HashMap<String, Module>,
     target: SimtTarget,
     sm_count: u32,
+    /// SMs of each GPC, when set: clusters pack per GPC (`resident_clusters`).
+    gpc_sms: Option<Vec<u32>>,
     seed: Option<u64>,
     capture: Option<Vec<Recorded>>,
     /// Recorded graphs; `None` once dropped (ids are never reused).
@@ -53,6 +55,7 @@ impl Default for SimBackend {
             replaced: HashMap::new(),
             target: SimtTarget::Sm100f,
             sm_count: DEFAULT_SM_COUNT,
+            gpc_sms: None,
             seed: None,
             capture: None,
             graphs: Vec::new(),
@@ -86,6 +89,18 @@ impl SimBackend {
     /// SMs means fewer simulated CTAs, each looping over more work).
     pub fn with_sm_count(mut self, sm_count: u32) -> Self {
         self.sm_count = sm_count.max(1);
+        self.gpc_sms = None;
+        self
+    }
+
+    /// The same device with its SMs in GPCs of `gpc_sms` SMs each (their sum becomes the SM
+    /// count): a cluster's CTAs share a GPC, so a GPC holds ⌊its SMs × CTAs per SM /
+    /// cluster⌋ clusters at once, as a GH100 does (`Backend::resident_clusters`). Without
+    /// it the simulated device packs clusters over all its SMs.
+    pub fn with_gpcs(mut self, gpc_sms: &[u32]) -> Self {
+        let gpcs: Vec<u32> = gpc_sms.iter().map(|&s| s.max(1)).collect();
+        self.sm_count = gpcs.iter().sum::<u32>().max(1);
+        self.gpc_sms = (!gpcs.is_empty()).then_some(gpcs);
         self
     }
 
@@ -236,6 +251,23 @@ impl Backend for SimBackend {
 
     fn sm_count(&self) -> u32 {
         self.sm_count
+    }
+
+    fn resident_clusters(
+        &mut self,
+        kernel: &'static KernelInfo,
+        _dynamic_smem: u32,
+    ) -> Result<Option<u32>, BackendError> {
+        // The simulator runs any grid; what a GPC would hold follows from the kernel's
+        // resource model (its CTAs per SM), as on the hardware from its registers and memory.
+        let cluster = kernel.launch.cluster;
+        Ok(match &self.gpc_sms {
+            Some(gpcs) if cluster > 1 => {
+                let per_sm = kernel.launch.ctas_per_sm.max(1);
+                Some(gpcs.iter().map(|&s| s.saturating_mul(per_sm) / cluster).sum())
+            }
+            _ => None,
+        })
     }
 
     fn memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError> {

@@ -202,9 +202,10 @@ impl DeviceModel {
             _ => Self::for_arch(arch),
         }
     }
-    /// The same device with `sms` SMs.
+    /// The same device with `sms` SMs (`Gpu::with_sms`: its GPC layout only if that is its
+    /// count).
     pub fn with_sms(mut self, sms: u32) -> Self {
-        self.gpu.sms = sms.max(1);
+        self.gpu = self.gpu.with_sms(sms);
         self
     }
 }
@@ -280,7 +281,8 @@ fn estimate_spread_us(
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
         let units = live_tiles * units_per_tile(g, n_dim) as f64;
-        let clusters = (f64::from(dev.gpu.sms) * per_sm / ctas).floor().max(1.0);
+        // A persistent grid holds as many clusters as the GPCs do at once (the runtime's grid).
+        let clusters = f64::from(dev.gpu.resident_clusters(per_sm as u32, g.cluster_ctas()));
         // A split-K unit takes as long as its CTA with the most of K's stages.
         let split = f64::from(g.split_k());
         let k_cta = if g.split_k() > 1 {
@@ -347,7 +349,8 @@ fn estimate_spread_us(
                 let [_, n] = g.mma_tiler();
                 let per_tile = units_per_tile(g, n_dim);
                 let cluster = u64::from(g.cluster_ctas()).max(1);
-                let clusters = (sms * per_sm as u64 / cluster).max(1);
+                let clusters =
+                    u64::from(dev.gpu.resident_clusters(per_sm as u32, g.cluster_ctas()));
                 let ctas = per_tile.saturating_mul(spread.bound).clamp(1, clusters) * cluster;
                 UnitSpread { rows_per_unit: u64::from(n), units_per_tile: per_tile, ctas }
             };

@@ -25,7 +25,7 @@ use super::live_tiles::{UnitSpread, wide_gemm1_mask};
 use super::memory::{DeviceSlice, LayerWeights, Workspace};
 use crate::backend::{Backend, DevicePtr, GraphId};
 use crate::error::RuntimeError;
-use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape};
+use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape_on};
 
 /// The options of a layer's kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -513,7 +513,7 @@ impl MoeLayer {
                 } else {
                     kernel_args(b, k, &bind.clone().live_tile_mask(mask))?
                 };
-                let shape = launch_shape(k, &grid)?;
+                let shape = launch_shape_on(b, k, &grid)?;
                 b.launch(k, shape, &args)?;
                 Ok(())
             };
@@ -523,7 +523,9 @@ impl MoeLayer {
         let gemm1_masks = match r.gemm1_wide {
             None => None,
             Some(wide) => {
-                let spread = |k: &'static KernelInfo| -> Result<UnitSpread, LayerError> {
+                let spread = |b: &mut dyn Backend,
+                              k: &'static KernelInfo|
+                 -> Result<UnitSpread, LayerError> {
                     let fail = |reason: &str| LaunchError::Grid {
                         kernel: k.name,
                         reason: format!("pairing GEMM1 widths: {reason}"),
@@ -533,7 +535,7 @@ impl MoeLayer {
                     };
                     let per_tile = persistent_units(&key, 1, grid.hidden, grid.intermediate)
                         .ok_or_else(|| fail("the N tiles do not divide into its clusters"))?;
-                    let ctas = u64::from(launch_shape(k, &grid)?.grid);
+                    let ctas = u64::from(launch_shape_on(b, k, &grid)?.grid);
                     Ok(UnitSpread {
                         rows_per_unit: u64::from(key.mma_n),
                         units_per_tile: per_tile,
@@ -541,7 +543,7 @@ impl MoeLayer {
                     })
                 };
                 let sms = u64::from(grid.sm_count);
-                let mask = wide_gemm1_mask(spread(r.gemm1)?, spread(wide)?, sms, tiles);
+                let mask = wide_gemm1_mask(spread(b, r.gemm1)?, spread(b, wide)?, sms, tiles);
                 Some((wide, mask))
             }
         };
@@ -616,7 +618,7 @@ impl MoeLayer {
             permuted_rows: 0,
         };
         let args = kernel_args(b, k, &bind)?;
-        let shape = launch_shape(k, &grid)?;
+        let shape = launch_shape_on(b, k, &grid)?;
         b.launch(k, shape, &args)?;
         Ok(())
     }

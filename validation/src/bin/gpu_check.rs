@@ -5,7 +5,9 @@
 //! the f64 oracle, with a few tactics also against the simulator and, with the deterministic
 //! finalize, the dispatched tactic's CUDA-graph replay against its eager run; and the MUFU sweep
 //! (`ex2.approx`, `rcp.approx`) against the simulator's models over every f32 input (or a
-//! spread of them with `--mufu-step`). Prints a table per part,
+//! spread of them with `--mufu-step`); and, as a fact about the device rather than a check,
+//! how many clusters of each clustered persistent GEMM it runs at once (the driver's count,
+//! which sizes those grids) beside the model's GPC layout. Prints a table per part,
 //! writes every figure as JSON, exits 1 on an error and 2 when a check fails.
 //!
 //! Build here with `cargo build --release -p moegen-validation --bin gpu-check`; run on any
@@ -41,6 +43,9 @@ enum Part {
     Layer,
     /// `ex2.approx`/`rcp.approx` (ftz and not) against the simulator's models.
     Mufu,
+    /// The clusters the device runs at once of each clustered persistent GEMM (one kernel per
+    /// cluster size, CTAs per SM and shared memory), beside the model's count.
+    Clusters,
 }
 
 /// Checks moegen's kernels on this machine's GPU (device 0).
@@ -51,7 +56,7 @@ struct Args {
     #[arg(long, default_value = "gpu-check.json")]
     json: PathBuf,
     /// The parts to run (comma separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Part::Simt, Part::Corpus, Part::Layer, Part::Mufu])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Part::Clusters, Part::Simt, Part::Corpus, Part::Layer, Part::Mufu])]
     parts: Vec<Part>,
     /// At most this many tactics per layer case (spread over the list; over the single-width
     /// tactics unless `--layer-tactic` names only paired GEMM1s); default: all.
@@ -117,6 +122,22 @@ fn verdict(case: &LayerCase, row: &TacticRow) -> (&'static str, bool) {
     }
 }
 
+/// How many clusters of one clustered persistent GEMM the device runs at once.
+#[derive(serde::Serialize)]
+struct ClusterRow {
+    kernel: &'static str,
+    cluster: u32,
+    ctas_per_sm: u32,
+    dynamic_smem: u32,
+    /// The driver's count (`cuOccupancyMaxActiveClusters`), which the runtime's grid takes.
+    driver: u32,
+    /// The dispatch model's (`Gpu::resident_clusters`: its GPC layout, if it has one for
+    /// this SM count).
+    model: u32,
+    /// SMs × CTAs per SM / cluster: the grid before GPCs were counted.
+    slots: u32,
+}
+
 #[derive(serde::Serialize)]
 struct Record {
     device: String,
@@ -129,6 +150,7 @@ struct Record {
     mufu: Vec<OpTally>,
     layer: Vec<LayerRow>,
     graph: Vec<GraphCheck>,
+    clusters: Vec<ClusterRow>,
 }
 
 fn main() -> ExitCode {
@@ -232,6 +254,38 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
     })
 }
 
+/// One row per clustered persistent GEMM of the device's generation with a new cluster
+/// size, CTAs per SM or shared memory.
+fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error::Error>> {
+    use moegen_dsl::abi::{GridRule, KernelId};
+    let arch = arch_of(gpu);
+    let model = moegen_dsl::gpu::Gpu::for_arch(arch).with_sms(gpu.sm_count());
+    let mut seen = std::collections::BTreeSet::new();
+    let mut rows = Vec::new();
+    for k in moegen_kernels::kernels() {
+        let f = &k.launch;
+        let KernelId::Gemm(key) = k.id else { continue };
+        if key.arch() != arch || f.cluster <= 1 || f.grid != GridRule::Persistent {
+            continue;
+        }
+        let smem = f.smem.bytes(0).ok_or("shared memory overflows")?;
+        if !seen.insert((f.cluster, f.ctas_per_sm, smem)) {
+            continue;
+        }
+        let driver = gpu.resident_clusters(k, smem)?.ok_or("a clustered kernel without a count")?;
+        rows.push(ClusterRow {
+            kernel: k.name,
+            cluster: f.cluster,
+            ctas_per_sm: f.ctas_per_sm,
+            dynamic_smem: smem,
+            driver,
+            model: model.resident_clusters(f.ctas_per_sm, f.cluster),
+            slots: gpu.sm_count() * f.ctas_per_sm.max(1) / f.cluster,
+        });
+    }
+    Ok(rows)
+}
+
 fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let mut gpu = CudaBackend::new(0)?;
     let target = gpu.simt_target();
@@ -254,6 +308,7 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         mufu: Vec::new(),
         layer: Vec::new(),
         graph: Vec::new(),
+        clusters: Vec::new(),
     };
     let show = |b: bool| if b { "identical" } else { "DIFFERS" };
     // The record is rewritten after each part, so a run cut short keeps what it finished.
@@ -262,6 +317,22 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         std::fs::write(&args.json, text)
             .map_err(|e| format!("writing {}: {e}", args.json.display()).into())
     };
+    if args.parts.contains(&Part::Clusters) {
+        record.clusters = clusters(&mut gpu)?;
+        println!(
+            "\n{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6}",
+            "clustered GEMM", "cluster", "/SM", "smem", "driver", "model", "slots"
+        );
+        for r in &record.clusters {
+            // A kernel the device cannot hold one cluster of would fail every launch.
+            ok &= r.driver > 0;
+            println!(
+                "{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6}",
+                r.kernel, r.cluster, r.ctas_per_sm, r.dynamic_smem, r.driver, r.model, r.slots
+            );
+        }
+        save(&record)?;
+    }
     if args.parts.contains(&Part::Simt) {
         println!("\n{:<52} {:>12} {:>12}", "SIMT kernel case", "GPU = CPU", "sim = CPU");
         for &(case, simulate) in CASES {
