@@ -197,18 +197,20 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
     launch_shape_holding(k, g, None)
 }
 
-/// [`launch_shape`] for the device `b` runs it on: a persistent grid of clusters holds at
-/// most the clusters `b` runs at once (`Backend::resident_clusters`). The static schedule
-/// gives every cluster of the grid its share of the units, so a cluster beyond those would
-/// start its share only when another cluster has finished all of its own, doubling the
-/// kernel's time (a GH100's 132 SMs hold 98 clusters of 4 at 3 CTAs per SM, not 99).
+/// [`launch_shape`] for the device `b` runs it on: a persistent grid holds at most the
+/// clusters (CTAs, without clusters) `b` runs at once (`Backend::resident_clusters`). The
+/// static schedule gives every cluster of the grid its share of the units, so a cluster
+/// beyond those would start its share only when another cluster has finished all of its
+/// own, doubling the kernel's time (a GH100's 132 SMs hold 98 clusters of 4 at 3 CTAs per
+/// SM, not 99; and a device holding fewer CTAs per SM than the resource model's would do
+/// the same to any persistent GEMM).
 pub fn launch_shape_on(
     b: &mut dyn Backend,
     k: &'static KernelInfo,
     g: &GridInputs,
 ) -> Result<LaunchShape, LaunchError> {
     let shape = launch_shape(k, g)?;
-    if shape.cluster <= 1 || k.launch.grid != GridRule::Persistent {
+    if k.launch.grid != GridRule::Persistent {
         return Ok(shape);
     }
     let held = b.resident_clusters(k, shape.dynamic_smem)?;
@@ -224,6 +226,10 @@ pub fn launch_shape_holding(
 ) -> Result<LaunchShape, LaunchError> {
     let fail = |reason: String| LaunchError::Grid { kernel: k.name, reason };
     let f = &k.launch;
+    let smem = f
+        .smem
+        .bytes(usize::try_from(g.local_experts).unwrap_or(usize::MAX))
+        .ok_or_else(|| fail("shared memory overflows".into()))?;
     let grid: u64 = match f.grid {
         GridRule::PerRoutes { per_block } => g.routes.div_ceil(u64::from(per_block.max(1))),
         GridRule::Single => 1,
@@ -273,8 +279,10 @@ pub fn launch_shape_holding(
             if let Some(held) = resident_clusters {
                 if held == 0 {
                     return Err(fail(format!(
-                        "the device runs no cluster of {} of its CTAs at once",
-                        f.cluster
+                        "the device runs no cluster of {} of its CTAs at once ({} bytes of \
+                         shared memory each)",
+                        f.cluster.max(1),
+                        smem
                     )));
                 }
                 clusters = clusters.min(u64::from(held));
@@ -286,9 +294,5 @@ pub fn launch_shape_holding(
         return Err(fail("no work: the grid would be empty".into()));
     }
     let grid = u32::try_from(grid).map_err(|_| fail(format!("grid of {grid} CTAs")))?;
-    let smem = f
-        .smem
-        .bytes(usize::try_from(g.local_experts).unwrap_or(usize::MAX))
-        .ok_or_else(|| fail("shared memory overflows".into()))?;
     Ok(LaunchShape { grid, block: f.threads, cluster: f.cluster, dynamic_smem: smem })
 }

@@ -119,7 +119,8 @@ fn split_k_grids_hold_only_the_clusters_the_gpcs_run_and_stay_exact() {
     assert_eq!(launch_shape(k4, &grid).unwrap().grid, 3 * 4);
     assert_eq!(launch_shape_on(&mut sim, k4, &grid).unwrap().grid, 2 * 4);
     assert_eq!(launch_shape_on(&mut sim, k2, &grid).unwrap().grid, 6 * 2);
-    assert_eq!(sim.resident_clusters(plain, 0).unwrap(), None);
+    assert_eq!(sim.resident_clusters(plain, 0).unwrap(), Some(12));
+    assert_eq!(SimBackend::hopper().with_sm_count(4).resident_clusters(k4, 0).unwrap(), None);
     assert_eq!(launch_shape_on(&mut sim, plain, &grid).unwrap().grid, 12);
 
     let p = problem(case(

@@ -375,14 +375,29 @@ impl Backend for CudaBackend {
         dynamic_smem: u32,
     ) -> Result<Option<u32>, BackendError> {
         let cluster = info.launch.cluster;
-        if cluster <= 1 {
-            return Ok(None);
-        }
         let key = (info.ptx.as_ptr() as usize, dynamic_smem);
         if let Some(&n) = self.resident.get(&key) {
             return Ok(Some(n));
         }
         let f = self.function(info, dynamic_smem)?;
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        if cluster <= 1 {
+            let mut per_sm: std::ffi::c_int = 0;
+            // SAFETY: writes one int; the function belongs to the bound context.
+            unsafe {
+                sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    &mut per_sm,
+                    f.cu_function(),
+                    info.launch.threads as std::ffi::c_int,
+                    dynamic_smem as usize,
+                )
+            }
+            .result()
+            .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+            let n = u32::try_from(per_sm).unwrap_or(0).saturating_mul(self.sm_count);
+            self.resident.insert(key, n);
+            return Ok(Some(n));
+        }
         let mut attr = zeroed_attribute();
         attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         attr.value.clusterDim.x = cluster;
@@ -402,7 +417,6 @@ impl Backend for CudaBackend {
             attrs: &mut attr,
             numAttrs: 1,
         };
-        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         let mut n: std::ffi::c_int = 0;
         // SAFETY: `n` and `cfg` (with its one attribute) outlive the call, which only reads
         // `cfg` and writes one int; the function belongs to this context.

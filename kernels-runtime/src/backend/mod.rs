@@ -132,12 +132,12 @@ pub trait Backend {
     fn simt_target(&self) -> SimtTarget;
     /// Streaming multiprocessors (persistent grids are sized from it).
     fn sm_count(&self) -> u32;
-    /// How many clusters of `kernel` (launched with `dynamic_smem` bytes) the device runs at
-    /// once, for a kernel of clusters of several CTAs: a cluster's CTAs share one GPC, so
-    /// GPCs whose CTA slots do not divide into clusters hold fewer than `sm_count` ×
-    /// CTAs per SM / cluster, and a persistent grid sized that way would leave clusters
-    /// waiting for a second wave. `None` for a kernel without clusters, or where the device
-    /// packs clusters over all its SMs.
+    /// How many clusters of `kernel` (launched with `dynamic_smem` bytes; CTAs, for a kernel
+    /// without clusters) the device runs at once. A cluster's CTAs share one GPC, so GPCs
+    /// whose CTA slots do not divide into clusters hold fewer than `sm_count` × CTAs per SM
+    /// / cluster, and a persistent grid sized that way would leave clusters waiting for a
+    /// second wave. `None` where the backend has no count of its own (the simulator without
+    /// GPCs): `sm_count` × the kernel's CTAs per SM / cluster then.
     fn resident_clusters(
         &mut self,
         kernel: &'static KernelInfo,

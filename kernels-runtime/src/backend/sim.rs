@@ -260,13 +260,13 @@ impl Backend for SimBackend {
     ) -> Result<Option<u32>, BackendError> {
         // The simulator runs any grid; what a GPC would hold follows from the kernel's
         // resource model (its CTAs per SM), as on the hardware from its registers and memory.
-        let cluster = kernel.launch.cluster;
+        let cluster = kernel.launch.cluster.max(1);
         Ok(match &self.gpc_sms {
-            Some(gpcs) if cluster > 1 => {
+            Some(gpcs) => {
                 let per_sm = kernel.launch.ctas_per_sm.max(1);
                 Some(gpcs.iter().map(|&s| s.saturating_mul(per_sm) / cluster).sum())
             }
-            _ => None,
+            None => None,
         })
     }
 

@@ -6,8 +6,8 @@
 //! finalize, the dispatched tactic's CUDA-graph replay against its eager run; and the MUFU sweep
 //! (`ex2.approx`, `rcp.approx`) against the simulator's models over every f32 input (or a
 //! spread of them with `--mufu-step`); and, as a fact about the device rather than a check,
-//! how many clusters of each clustered persistent GEMM it runs at once (the driver's count,
-//! which sizes those grids) beside the model's GPC layout. Prints a table per part,
+//! how many clusters (CTAs, without clusters) of each persistent GEMM it runs at once (the
+//! driver's count, which sizes those grids) beside the resource model's and the GPC layout's. Prints a table per part,
 //! writes every figure as JSON, exits 1 on an error and 2 when a check fails.
 //!
 //! Build here with `cargo build --release -p moegen-validation --bin gpu-check`; run on any
@@ -43,8 +43,8 @@ enum Part {
     Layer,
     /// `ex2.approx`/`rcp.approx` (ftz and not) against the simulator's models.
     Mufu,
-    /// The clusters the device runs at once of each clustered persistent GEMM (one kernel per
-    /// cluster size, CTAs per SM and shared memory), beside the model's count.
+    /// The clusters (CTAs, without clusters) the device runs at once of each persistent GEMM
+    /// (one kernel per cluster size, CTAs per SM and shared memory), beside the model's count.
     Clusters,
 }
 
@@ -122,7 +122,7 @@ fn verdict(case: &LayerCase, row: &TacticRow) -> (&'static str, bool) {
     }
 }
 
-/// How many clusters of one clustered persistent GEMM the device runs at once.
+/// How many clusters (CTAs, without clusters) of one persistent GEMM the device runs at once.
 #[derive(serde::Serialize)]
 struct ClusterRow {
     kernel: &'static str,
@@ -254,8 +254,8 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
     })
 }
 
-/// One row per clustered persistent GEMM of the device's generation with a new cluster
-/// size, CTAs per SM or shared memory.
+/// One row per persistent GEMM of the device's generation with a new cluster size, CTAs per
+/// SM or shared memory.
 fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error::Error>> {
     use moegen_dsl::abi::{GridRule, KernelId};
     let arch = arch_of(gpu);
@@ -265,14 +265,14 @@ fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error
     for k in moegen_kernels::kernels() {
         let f = &k.launch;
         let KernelId::Gemm(key) = k.id else { continue };
-        if key.arch() != arch || f.cluster <= 1 || f.grid != GridRule::Persistent {
+        if key.arch() != arch || f.grid != GridRule::Persistent {
             continue;
         }
         let smem = f.smem.bytes(0).ok_or("shared memory overflows")?;
         if !seen.insert((f.cluster, f.ctas_per_sm, smem)) {
             continue;
         }
-        let driver = gpu.resident_clusters(k, smem)?.ok_or("a clustered kernel without a count")?;
+        let driver = gpu.resident_clusters(k, smem)?.ok_or("the CUDA backend gave no count")?;
         rows.push(ClusterRow {
             kernel: k.name,
             cluster: f.cluster,
@@ -280,7 +280,7 @@ fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error
             dynamic_smem: smem,
             driver,
             model: model.resident_clusters(f.ctas_per_sm, f.cluster),
-            slots: gpu.sm_count() * f.ctas_per_sm.max(1) / f.cluster,
+            slots: gpu.sm_count() * f.ctas_per_sm.max(1) / f.cluster.max(1),
         });
     }
     Ok(rows)
@@ -321,11 +321,14 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         record.clusters = clusters(&mut gpu)?;
         println!(
             "\n{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6}",
-            "clustered GEMM", "cluster", "/SM", "smem", "driver", "model", "slots"
+            "persistent GEMM", "cluster", "/SM", "smem", "driver", "model", "slots"
         );
         for r in &record.clusters {
-            // A kernel the device cannot hold one cluster of would fail every launch.
-            ok &= r.driver > 0;
+            // A kernel the device cannot hold one cluster of would fail every launch; without
+            // clusters the count is the resource model's CTAs per SM on every SM, and fewer is
+            // an error of that model (the grid follows the driver, the dispatch model does
+            // not). With clusters the GPCs decide, which the row shows beside the model's.
+            ok &= r.driver > 0 && (r.cluster > 1 || r.driver >= r.slots);
             println!(
                 "{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6}",
                 r.kernel, r.cluster, r.ctas_per_sm, r.dynamic_smem, r.driver, r.model, r.slots
