@@ -133,6 +133,12 @@ impl Records {
         Self::load_parts(prefix, &parts)
     }
 
+    /// The tactics judged, part by part (variant, shape, candidates): the paired and
+    /// split-K ones only where the part's record timed them.
+    pub fn tactics(&self) -> impl Iterator<Item = (&str, &str, &[MoeTactic])> {
+        self.parts.iter().map(|p| (p.variant, p.shape, &p.tactics[..]))
+    }
+
     /// These records and `other`'s, judged together: their buckets counted side by side.
     pub fn merged(mut self, other: Records) -> Self {
         self.parts.extend(other.parts);
@@ -172,17 +178,25 @@ impl Records {
             };
             // The paired GEMM1 tactics (`MoeTactic::gemm1_wide`) are candidates where the
             // record timed them: records from before them hold no trial of theirs. The model's
-            // pick is judged against the record's fastest trial either way.
-            // Likewise the split-K tactics (`GemmTactic::split_k`), whose names carry `_k`.
-            let pairs = trials.iter().any(|t| t.1.contains('|'));
-            let splits = trials.iter().any(|t| is_split(&t.1));
-            let tactics: Vec<_> =
+            // pick is judged against the record's fastest trial either way. Likewise the
+            // split-K tactics (`GemmTactic::split_k`). A trial is recognised by the candidate
+            // whose name it carries, not by the name's spelling.
+            let candidates =
                 MoeLayer::candidates(&config, &kernels, max_tokens, Arch::Sm90, v.format)
-                    .map_err(|e| FitError::Layer(e.to_string()))?
-                    .into_iter()
-                    .filter(|t| pairs || t.gemm1_wide().is_none())
-                    .filter(|t| splits || !is_split(&t.to_string()))
-                    .collect();
+                    .map_err(|e| FitError::Layer(e.to_string()))?;
+            let timed = |kind: fn(&MoeTactic) -> bool| {
+                candidates.iter().filter(|t| kind(t)).any(|t| {
+                    let name = t.to_string();
+                    trials.iter().any(|trial| trial.1 == name)
+                })
+            };
+            let pairs = timed(|t| t.gemm1_wide().is_some());
+            let splits = timed(is_split);
+            let tactics: Vec<_> = candidates
+                .into_iter()
+                .filter(|t| pairs || t.gemm1_wide().is_none())
+                .filter(|t| splits || !is_split(t))
+                .collect();
             check_complete(&path, &trials, &tactics, max_tokens)?;
             loaded.push(Part {
                 variant: v.name,
@@ -375,7 +389,7 @@ pub fn search(
     Ok((best, fared))
 }
 
-/// Whether a tactic's name is a split-K one (either GEMM's `_k2`/`_k4`).
-fn is_split(name: &str) -> bool {
-    name.split(':').any(|g| g.contains("_k"))
+/// Whether a tactic splits either GEMM's K over a cluster.
+fn is_split(t: &MoeTactic) -> bool {
+    t.gemm1().split_k() > 1 || t.gemm2().split_k() > 1
 }

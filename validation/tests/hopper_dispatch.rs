@@ -285,3 +285,31 @@ fn the_model_splits_k_where_units_are_few() {
         }
     }
 }
+
+/// The split-K tactics are judged only on records that timed them, recognised by tactic, not
+/// by name spelling: session 14's tuner record (every split at 1–64 tokens) brings them in on
+/// every part, session 13's (before them) on none, and paired GEMM1s likewise from session
+/// 11 on.
+#[test]
+fn split_and_paired_tactics_are_judged_only_where_their_record_timed_them() {
+    let splits = |record: &str| -> Vec<usize> {
+        Records::load(&docs(record))
+            .unwrap()
+            .tactics()
+            .map(|(_, _, t)| {
+                t.iter().filter(|t| t.gemm1().split_k() > 1 || t.gemm2().split_k() > 1).count()
+            })
+            .collect()
+    };
+    assert!(splits("perf-2026-12-07-h100-s14-turns-tune").iter().all(|&n| n > 0));
+    assert!(splits("perf-2026-12-07-h100-s13-tune").iter().all(|&n| n == 0));
+    let pairs = |record: &str| -> usize {
+        Records::load(&docs(record))
+            .unwrap()
+            .tactics()
+            .map(|(_, _, t)| t.iter().filter(|t| t.gemm1_wide().is_some()).count())
+            .sum()
+    };
+    assert!(pairs(S11_RECORD) > 0);
+    assert_eq!(pairs(H100_RECORD), 0);
+}
