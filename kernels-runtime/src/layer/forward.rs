@@ -98,6 +98,35 @@ struct Resolved {
     gemm2: &'static KernelInfo,
 }
 
+/// What a layer looks up once, when it is built.
+struct Lookups {
+    resolved: Vec<Resolved>,
+    simt: [&'static KernelInfo; 5],
+    activation_kernel: Option<&'static KernelInfo>,
+    hidden_kernel: Option<&'static KernelInfo>,
+}
+
+/// A layer [`MoeLayer::try_new`] refused, with the weights it was given.
+#[derive(Debug)]
+pub struct Refused {
+    /// Why.
+    pub error: LayerError,
+    /// The weights, untouched: release them or build another layer on them.
+    pub weights: LayerWeights,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for Refused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
 /// One MoE layer.
 #[derive(Debug)]
 pub struct MoeLayer {
@@ -152,7 +181,8 @@ impl MoeLayer {
 
     /// Builds a layer: resolves the kernels of every tactic the kernel set can run for it
     /// (the dispatch table must choose among those) and the SIMT kernels for `b`'s flavour,
-    /// so the run path looks nothing up.
+    /// so the run path looks nothing up. On an error the weights are dropped unreleased (the
+    /// backend frees what it allocated when it is dropped); [`Self::try_new`] gives them back.
     pub fn new(
         b: &dyn Backend,
         config: LayerConfig,
@@ -160,6 +190,42 @@ impl MoeLayer {
         kernels: &KernelSet,
         dispatch: DispatchTable,
     ) -> Result<Self, LayerError> {
+        Self::try_new(b, config, weights, kernels, dispatch).map_err(|r| r.error)
+    }
+
+    /// [`Self::new`], giving the weights back with the error when the layer is refused, so
+    /// the caller can release them (`LayerWeights::release`) or build another layer on them.
+    pub fn try_new(
+        b: &dyn Backend,
+        config: LayerConfig,
+        weights: LayerWeights,
+        kernels: &KernelSet,
+        dispatch: DispatchTable,
+    ) -> Result<Self, Refused> {
+        match Self::resolve(b, &config, &weights, kernels, &dispatch) {
+            Ok(r) => Ok(Self {
+                config,
+                weights,
+                dispatch,
+                resolved: r.resolved,
+                simt: r.simt,
+                activation_kernel: r.activation_kernel,
+                hidden_kernel: r.hidden_kernel,
+                print_tactic: std::env::var_os("MOEGEN_PRINT_TACTIC").is_some_and(|v| v != "0"),
+                printed: Mutex::new(BTreeSet::new()),
+            }),
+            Err(error) => Err(Refused { error, weights }),
+        }
+    }
+
+    /// Everything [`Self::try_new`] checks and looks up.
+    fn resolve(
+        b: &dyn Backend,
+        config: &LayerConfig,
+        weights: &LayerWeights,
+        kernels: &KernelSet,
+        dispatch: &DispatchTable,
+    ) -> Result<Lookups, LayerError> {
         if weights.shape != config.shape {
             return Err(LayerError::WorkspaceMismatch {
                 reason: "the weights were prepared for another shape".into(),
@@ -281,17 +347,7 @@ impl MoeLayer {
             ActivationFormat::Fp8 => Some(simt_kernel(SimtFamily::QuantFp8Rows)?),
             _ => None,
         };
-        Ok(Self {
-            config,
-            weights,
-            dispatch,
-            resolved,
-            simt,
-            activation_kernel,
-            hidden_kernel,
-            print_tactic: std::env::var_os("MOEGEN_PRINT_TACTIC").is_some_and(|v| v != "0"),
-            printed: Mutex::new(BTreeSet::new()),
-        })
+        Ok(Lookups { resolved, simt, activation_kernel, hidden_kernel })
     }
 
     /// Drops the layer and gives its weights' memory back ([`LayerWeights::release`]: what

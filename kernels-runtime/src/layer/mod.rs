@@ -22,7 +22,7 @@ pub use dispatch::{
     applicable, estimate_us,
 };
 pub use error::LayerError;
-pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};
+pub use forward::{ForwardIo, LayerConfig, MoeLayer, Refused, arch_of};
 pub use host_buffers::{DeviceElement, HostBufferError, HostBuffers};
 pub use kernel_set::KernelSet;
 pub use live_tiles::{LIVE_TILE_MASK_BITS, UnitSpread, wide_gemm1_mask};
