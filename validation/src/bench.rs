@@ -345,10 +345,15 @@ pub fn bench_variant(
     };
     // The host-side work that can fail is done before the weights go up; from here each path
     // gives back what it made (the next variant uploads its own weights), reporting the first
-    // error. Only `MoeLayer::new` refusing the weights (it takes them, and cannot free them)
-    // leaves them to the backend, which frees them when it is dropped.
+    // error.
     let lw = upload_weights(b, &ms, weights, v, gs_x, &epilogue)?;
-    let mut layer = MoeLayer::new(b, config, lw, &kernels, table).map_err(s)?;
+    let mut layer = match MoeLayer::try_new(b, config, lw, &kernels, table) {
+        Ok(layer) => layer,
+        Err(refused) => {
+            let _ = refused.weights.release(b);
+            return Err(s(refused.error));
+        }
+    };
     let ws = match Workspace::new(b, &kernels, spec).map_err(s) {
         Ok(ws) => ws,
         Err(e) => {
