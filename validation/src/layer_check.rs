@@ -165,6 +165,48 @@ pub struct LayerCase {
 }
 
 impl LayerCase {
+    /// A case planned for exactly `tokens`, with the plain epilogue and the target's default
+    /// recipe. Most cases differ only in the arguments, so they are written without the three
+    /// defaults; [`planned`](Self::planned), [`with_epilogue`](Self::with_epilogue) and
+    /// [`with_recipe`](Self::with_recipe) change those where a case needs it.
+    pub fn new(
+        shape: MoeShape,
+        tokens: usize,
+        activations: ActivationFormat,
+        format: WeightFormat,
+        finalize: FinalizeMode,
+        seed: u64,
+        routes: RoutePattern,
+    ) -> Self {
+        LayerCase {
+            shape,
+            tokens,
+            planned_tokens: tokens,
+            activations,
+            format,
+            finalize,
+            seed,
+            routes,
+            epilogue: EpilogueSpec::PLAIN,
+            recipe: None,
+        }
+    }
+
+    /// Plans for `planned_tokens`, as an engine plans for its largest batch and runs this one.
+    pub fn planned(self, planned_tokens: usize) -> Self {
+        LayerCase { planned_tokens, ..self }
+    }
+
+    /// Uses `epilogue`, whose kernels the built-in set may lack (see [`LayerCase::epilogue`]).
+    pub fn with_epilogue(self, epilogue: EpilogueSpec) -> Self {
+        LayerCase { epilogue, ..self }
+    }
+
+    /// Uses `recipe` rather than the target's default (see [`LayerCase::recipe`]).
+    pub fn with_recipe(self, recipe: EpilogueRecipe) -> Self {
+        LayerCase { recipe: Some(recipe), ..self }
+    }
+
     /// A short label: `a16 mxfp4 det N=5`.
     pub fn label(&self) -> String {
         let a = self.activations.tag();

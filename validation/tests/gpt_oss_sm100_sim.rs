@@ -38,18 +38,16 @@ fn a_gpt_oss_shaped_layer_matches_the_reference_bit_for_bit() {
     // both, GEMM2's 12 blocks in 2-wide clusters.
     let tactics = [tactic(128, 256, [128, 2]), tactic(256, 256, [256, 2])];
     let spec = EpilogueSpec::GPT_OSS;
-    let case = LayerCase {
+    let case = LayerCase::new(
         shape,
-        tokens: 6,
-        planned_tokens: 6,
-        activations: ActivationFormat::Nvfp4,
-        format: WeightFormat::Nvfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 2880,
-        routes: RoutePattern::Spread,
-        epilogue: spec,
-        recipe: None,
-    };
+        6,
+        ActivationFormat::Nvfp4,
+        WeightFormat::Nvfp4,
+        FinalizeMode::Deterministic,
+        2880,
+        RoutePattern::Spread,
+    )
+    .with_epilogue(spec);
     let p = problem(case).unwrap();
     runs_bit_for_bit(&p, &tactics, 0.3);
 }
@@ -238,18 +236,16 @@ fn a_gpt_oss_checkpoint_runs_on_sm100_bit_for_bit() {
         .unwrap()
         .with_epilogue(&shape, epilogue.clone())
         .unwrap();
-    let case = LayerCase {
+    let case = LayerCase::new(
         shape,
         tokens,
-        planned_tokens: tokens,
-        activations: ActivationFormat::Nvfp4,
-        format: WeightFormat::Nvfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 0,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::GPT_OSS,
-        recipe: None,
-    };
+        ActivationFormat::Nvfp4,
+        WeightFormat::Nvfp4,
+        FinalizeMode::Deterministic,
+        0,
+        RoutePattern::Spread,
+    )
+    .with_epilogue(EpilogueSpec::GPT_OSS);
     // The MXFP8 × MXFP4 leg takes the file's codes and scales as they are (no conversion).
     let mxfp4 = loaded
         .experts

@@ -20,18 +20,17 @@ fn case(activations: ActivationFormat, epilogue: EpilogueSpec, seed: u64) -> Lay
     // H 320 and I 192: K ends in a partial 128-wide stage in both GEMMs; 2I = 384 leaves
     // the N 256 GEMM1's second unit half past the rows.
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    LayerCase {
+    LayerCase::new(
         shape,
-        tokens: 29,
-        planned_tokens: 29,
+        29,
         activations,
-        format: WeightFormat::Mxfp4,
-        finalize: FinalizeMode::Deterministic,
+        WeightFormat::Mxfp4,
+        FinalizeMode::Deterministic,
         seed,
-        routes: RoutePattern::Spread,
-        epilogue,
-        recipe: Some(EpilogueRecipe::Fast),
-    }
+        RoutePattern::Spread,
+    )
+    .with_epilogue(epilogue)
+    .with_recipe(EpilogueRecipe::Fast)
 }
 
 #[test]

@@ -15,18 +15,16 @@ use moegen_validation::layer_check::{LayerCase, RoutePattern, check_tactics_pick
 
 fn case(epilogue: EpilogueSpec, seed: u64) -> LayerCase {
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    LayerCase {
+    LayerCase::new(
         shape,
-        tokens: 29,
-        planned_tokens: 29,
-        activations: ActivationFormat::Bf16,
-        format: WeightFormat::Mxfp4,
-        finalize: FinalizeMode::Deterministic,
+        29,
+        ActivationFormat::Bf16,
+        WeightFormat::Mxfp4,
+        FinalizeMode::Deterministic,
         seed,
-        routes: RoutePattern::Spread,
-        epilogue,
-        recipe: None,
-    }
+        RoutePattern::Spread,
+    )
+    .with_epilogue(epilogue)
 }
 
 #[test]

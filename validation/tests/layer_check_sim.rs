@@ -22,18 +22,15 @@ fn spread(
     format: WeightFormat,
     seed: u64,
 ) -> LayerCase {
-    LayerCase {
+    LayerCase::new(
         shape,
         tokens,
-        planned_tokens: tokens,
         activations,
         format,
-        finalize: FinalizeMode::Deterministic,
+        FinalizeMode::Deterministic,
         seed,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    }
+        RoutePattern::Spread,
+    )
 }
 
 #[test]
@@ -113,18 +110,15 @@ fn routing_edge_cases_match_the_reference() {
         (RoutePattern::SomeEmpty, FinalizeMode::BulkReduceAdd),
         (RoutePattern::NoneLocal, FinalizeMode::BulkReduceAdd),
     ] {
-        let case = LayerCase {
+        let case = LayerCase::new(
             shape,
-            tokens: 7,
-            planned_tokens: 7,
-            activations: ActivationFormat::Nvfp4,
-            format: WeightFormat::Nvfp4,
+            7,
+            ActivationFormat::Nvfp4,
+            WeightFormat::Nvfp4,
             finalize,
-            seed: 4,
+            4,
             routes,
-            epilogue: EpilogueSpec::PLAIN,
-            recipe: None,
-        };
+        );
         let p = problem(case).unwrap();
         let local = |e: &i32| (2..6).contains(e);
         let ids = &p.routing.experts;
@@ -249,18 +243,16 @@ fn a_layer_planned_for_a_larger_batch_runs_a_small_one_exactly() {
         (MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(), 5, false),
     ];
     for (shape, tokens, sm100) in cases {
-        let case = LayerCase {
+        let case = LayerCase::new(
             shape,
             tokens,
-            planned_tokens: 4096,
-            activations: ActivationFormat::Nvfp4,
-            format: WeightFormat::Nvfp4,
-            finalize: FinalizeMode::Deterministic,
-            seed: 16,
-            routes: RoutePattern::Spread,
-            epilogue: EpilogueSpec::PLAIN,
-            recipe: None,
-        };
+            ActivationFormat::Nvfp4,
+            WeightFormat::Nvfp4,
+            FinalizeMode::Deterministic,
+            16,
+            RoutePattern::Spread,
+        )
+        .planned(4096);
         let p = problem(case).unwrap();
         let mut sim = if sm100 { SimBackend::new() } else { SimBackend::hopper() }.with_sm_count(4);
         let before = sim.stats();
@@ -330,18 +322,16 @@ fn gpt_oss_epilogue_matches_the_reference_bit_for_bit() {
         (ActivationFormat::Bf16, FinalizeMode::Deterministic, 31),
         (ActivationFormat::Fp8, FinalizeMode::BulkReduceAdd, 32),
     ] {
-        let case = LayerCase {
+        let case = LayerCase::new(
             shape,
-            tokens: 19,
-            planned_tokens: 19,
+            19,
             activations,
-            format: WeightFormat::Mxfp4,
+            WeightFormat::Mxfp4,
             finalize,
             seed,
-            routes: RoutePattern::Spread,
-            epilogue: EpilogueSpec::GPT_OSS,
-            recipe: None,
-        };
+            RoutePattern::Spread,
+        )
+        .with_epilogue(EpilogueSpec::GPT_OSS);
         let p = problem(case).unwrap();
         let mut sim = SimBackend::hopper().with_sm_count(4);
         // Every shipped tactic: GEMM1 N 128 (one consumer) and N 256 (two, the second past 2I
@@ -417,18 +407,16 @@ fn generated_epilogue_variants_match_the_reference_bit_for_bit() {
             b.target(Target::Sm90a).format(WeightFormat::Nvfp4).activations(activations)
         })
         .unwrap();
-        let case = LayerCase {
+        let case = LayerCase::new(
             shape,
-            tokens: 23,
-            planned_tokens: 23,
+            23,
             activations,
-            format: WeightFormat::Nvfp4,
-            finalize: FinalizeMode::Deterministic,
-            seed: 40 + i as u64,
-            routes: RoutePattern::Spread,
-            epilogue: spec,
-            recipe: None,
-        };
+            WeightFormat::Nvfp4,
+            FinalizeMode::Deterministic,
+            40 + i as u64,
+            RoutePattern::Spread,
+        )
+        .with_epilogue(spec);
         let p = problem(case).unwrap();
         let mut sim = SimBackend::hopper().with_sm_count(4);
         let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
@@ -482,18 +470,16 @@ fn sm100_epilogues_match_the_reference_bit_for_bit() {
     .enumerate()
     {
         let gemms: Vec<_> = tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
-        let case = LayerCase {
+        let case = LayerCase::new(
             shape,
-            tokens: 5,
-            planned_tokens: 5,
-            activations: ActivationFormat::Nvfp4,
-            format: WeightFormat::Nvfp4,
-            finalize: FinalizeMode::Deterministic,
-            seed: 50 + i as u64,
-            routes: RoutePattern::Spread,
-            epilogue: spec,
-            recipe: None,
-        };
+            5,
+            ActivationFormat::Nvfp4,
+            WeightFormat::Nvfp4,
+            FinalizeMode::Deterministic,
+            50 + i as u64,
+            RoutePattern::Spread,
+        )
+        .with_epilogue(spec);
         let plain = problem(LayerCase { epilogue: EpilogueSpec::PLAIN, ..case }).unwrap();
         let r = plain.reference(Arch::Sm100, TileSize::T128.into()).unwrap();
         let r: Vec<f64> = r.iter().map(|v| f64::from(v.to_f32())).collect();
@@ -615,18 +601,15 @@ fn hopper_pingpong_gemm1_matches_the_reference_bit_for_bit() {
             KernelSet::new(others().chain([generated(g1.depths(shallow, 1), "sm_90a")])),
         ];
         for (depths, set) in ["planned", "shallow"].into_iter().zip(&sets) {
-            let case = LayerCase {
+            let case = LayerCase::new(
                 shape,
-                tokens: 37,
-                planned_tokens: 37,
+                37,
                 activations,
                 format,
-                finalize: FinalizeMode::Deterministic,
+                FinalizeMode::Deterministic,
                 seed,
-                routes: RoutePattern::Spread,
-                epilogue: EpilogueSpec::PLAIN,
-                recipe: None,
-            };
+                RoutePattern::Spread,
+            );
             let p = problem(case).unwrap();
             let mut sim = SimBackend::hopper().with_sm_count(4);
             let rows = check_tactics_in(&mut sim, &p, Some(1), set).unwrap();
@@ -671,19 +654,16 @@ fn a_padding_id_in_device_ids_is_reported_with_its_route_on_both_targets() {
     use moegen_dsl::abi::ep::NO_ROUTE;
     use moegen_runtime::RuntimeError;
     use moegen_runtime::layer::LayerError;
-    let sm100 = LayerCase {
-        shape: MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(),
-        tokens: 4,
-        planned_tokens: 4,
-        activations: ActivationFormat::Nvfp4,
-        format: WeightFormat::Nvfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 5,
+    let sm100 = LayerCase::new(
+        MoeShape::new(512, 256, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(),
+        4,
+        ActivationFormat::Nvfp4,
+        WeightFormat::Nvfp4,
+        FinalizeMode::Deterministic,
+        5,
         // No local route: the GEMMs have no tile, the sort is what is tested.
-        routes: RoutePattern::NoneLocal,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+        RoutePattern::NoneLocal,
+    );
     let sm90 = LayerCase {
         shape: MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap(),
         activations: ActivationFormat::Bf16,

@@ -4,7 +4,7 @@
 //! and the refusals of a format mismatch between weights, workspace and layer.
 
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::{ActivationFormat, Arch, EpilogueSpec, FinalizeMode, TileSize};
+use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, TileSize};
 use moegen_runtime::backend::Backend;
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::*;
@@ -16,18 +16,15 @@ fn case(tokens: usize, finalize: FinalizeMode, seed: u64) -> LayerCase {
     // K tails in both GEMMs (320 and 192 are not multiples of the 128-wide K stage) and N
     // tails at N 256.
     let shape = MoeShape::new(320, 192, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    LayerCase {
+    LayerCase::new(
         shape,
         tokens,
-        planned_tokens: tokens,
-        activations: ActivationFormat::Mxfp8,
-        format: WeightFormat::Mxfp4,
+        ActivationFormat::Mxfp8,
+        WeightFormat::Mxfp4,
         finalize,
         seed,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    }
+        RoutePattern::Spread,
+    )
 }
 
 #[test]

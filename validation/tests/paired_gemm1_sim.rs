@@ -5,7 +5,7 @@
 //! pair costs one width's layer plus the other kernel's prologue, not both GEMMs.
 
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::{ActivationFormat, EpilogueSpec, FinalizeMode, TileSize};
+use moegen_dsl::{ActivationFormat, FinalizeMode, TileSize};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::{KernelSet, UnitSpread, wide_gemm1_mask};
 use moegen_runtime::reference::MoeShape;
@@ -32,18 +32,15 @@ fn run(
     activations: ActivationFormat,
     sms: u32,
 ) -> (Vec<TacticRow>, u64) {
-    let case = LayerCase {
+    let case = LayerCase::new(
         shape,
         tokens,
-        planned_tokens: tokens,
         activations,
-        format: WeightFormat::Mxfp4,
-        finalize: FinalizeMode::Deterministic,
-        seed: 7,
+        WeightFormat::Mxfp4,
+        FinalizeMode::Deterministic,
+        7,
         routes,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
+    );
     let p = problem(case).unwrap();
     let sort = moe_sort(&p.routing.experts, tokens, &shape.window, TileSize::T16).unwrap();
     let tiles = u64::try_from(sort.num_non_exiting_tiles).unwrap();

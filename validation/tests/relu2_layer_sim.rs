@@ -48,18 +48,16 @@ fn hopper_relu2_layers_match_the_reference_bit_for_bit() {
             b.target(Target::Sm90a).format(format).activations(activations)
         })
         .unwrap();
-        let case = LayerCase {
+        let case = LayerCase::new(
             shape,
-            tokens: 23,
-            planned_tokens: 23,
+            23,
             activations,
             format,
-            finalize: FinalizeMode::Deterministic,
-            seed: 70 + i as u64,
-            routes: RoutePattern::Spread,
-            epilogue: spec,
-            recipe: None,
-        };
+            FinalizeMode::Deterministic,
+            70 + i as u64,
+            RoutePattern::Spread,
+        )
+        .with_epilogue(spec);
         let p = problem(case).unwrap();
         let mut sim = SimBackend::hopper().with_sm_count(4);
         let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();
@@ -142,18 +140,16 @@ fn sm100_relu2_layers_match_the_reference_bit_for_bit() {
         let gemms: Vec<GemmTactic> =
             tactics.iter().flat_map(|t| [*t.gemm1(), *t.gemm2()]).collect();
         let set = builtin_with_epilogue(&gemms, spec, "sm_100f", |b| b).unwrap();
-        let case = LayerCase {
+        let case = LayerCase::new(
             shape,
-            tokens: 5,
-            planned_tokens: 5,
-            activations: ActivationFormat::Nvfp4,
-            format: WeightFormat::Nvfp4,
-            finalize: FinalizeMode::Deterministic,
-            seed: 80 + i as u64,
-            routes: RoutePattern::Spread,
-            epilogue: spec,
-            recipe: None,
-        };
+            5,
+            ActivationFormat::Nvfp4,
+            WeightFormat::Nvfp4,
+            FinalizeMode::Deterministic,
+            80 + i as u64,
+            RoutePattern::Spread,
+        )
+        .with_epilogue(spec);
         let p = problem(case).unwrap();
         let mut sim = SimBackend::new().with_sm_count(4);
         let rows = check_tactics_in(&mut sim, &p, None, &set).unwrap();

@@ -7,7 +7,7 @@
 //! unsplit one, so the comparison sees the hand-off's order.
 
 use moegen_dsl::abi::WeightFormat;
-use moegen_dsl::{ActivationFormat, Arch, EpilogueSpec, FinalizeMode, TileSize, sm90_tactics};
+use moegen_dsl::{ActivationFormat, Arch, FinalizeMode, TileSize, sm90_tactics};
 use moegen_runtime::backend::sim::SimBackend;
 use moegen_runtime::layer::KernelSet;
 use moegen_runtime::reference::{MoeShape, Sm90Tiling};
@@ -24,18 +24,7 @@ fn case(
     seed: u64,
 ) -> LayerCase {
     let shape = MoeShape::new(576, 512, ExpertWindow::new(8, 2, 4, 2).unwrap()).unwrap();
-    LayerCase {
-        shape,
-        tokens,
-        planned_tokens: tokens,
-        activations,
-        format,
-        finalize,
-        seed,
-        routes: RoutePattern::Spread,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    }
+    LayerCase::new(shape, tokens, activations, format, finalize, seed, RoutePattern::Spread)
 }
 
 /// The split tactics' names with GEMM2 N of `widths`, in the tactic space's order.

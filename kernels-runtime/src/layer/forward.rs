@@ -201,7 +201,7 @@ impl MoeLayer {
         weights: LayerWeights,
         kernels: &KernelSet,
         dispatch: DispatchTable,
-    ) -> Result<Self, Refused> {
+    ) -> Result<Self, Box<Refused>> {
         match Self::resolve(b, &config, &weights, kernels, &dispatch) {
             Ok(r) => Ok(Self {
                 config,
@@ -214,7 +214,7 @@ impl MoeLayer {
                 print_tactic: std::env::var_os("MOEGEN_PRINT_TACTIC").is_some_and(|v| v != "0"),
                 printed: Mutex::new(BTreeSet::new()),
             }),
-            Err(error) => Err(Refused { error, weights }),
+            Err(error) => Err(Box::new(Refused { error, weights })),
         }
     }
 
@@ -260,8 +260,8 @@ impl MoeLayer {
         }
         let format = weights.format;
         let max_tokens = dispatch.buckets().max_tokens();
-        let report = CandidateReport::new(&config, kernels, max_tokens, arch, format);
-        let kernel = |g| find_kernel(kernels, g, &config, format);
+        let report = CandidateReport::new(config, kernels, max_tokens, arch, format);
+        let kernel = |g| find_kernel(kernels, g, config, format);
         let mut resolved = Vec::with_capacity(report.accepted.len());
         for t in &report.accepted {
             let (gemm1, gemm2) = match (kernel(t.gemm1()), kernel(t.gemm2())) {

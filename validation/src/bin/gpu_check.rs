@@ -185,21 +185,9 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
     use FinalizeMode::{BulkReduceAdd as Bulk, Deterministic as Det};
     use RoutePattern::{NoneLocal, OneExpert, SomeEmpty, Spread};
     use WeightFormat::{Mxfp4, Nvfp4 as W4};
-    let case = |shape, tokens, activations, format, finalize, seed, routes| LayerCase {
-        shape,
-        tokens,
-        planned_tokens: tokens,
-        activations,
-        format,
-        finalize,
-        seed,
-        routes,
-        epilogue: EpilogueSpec::PLAIN,
-        recipe: None,
-    };
-    let planned = |c: LayerCase, planned_tokens| LayerCase { planned_tokens, ..c };
-    let gpt = |c: LayerCase| LayerCase { epilogue: EpilogueSpec::GPT_OSS, ..c };
-    let fast = |c: LayerCase| LayerCase { recipe: Some(EpilogueRecipe::Fast), ..c };
+    let case = LayerCase::new;
+    let gpt = |c: LayerCase| c.with_epilogue(EpilogueSpec::GPT_OSS);
+    let fast = |c: LayerCase| c.with_recipe(EpilogueRecipe::Fast);
     Ok(match arch {
         Arch::Sm90 => {
             let small = shape(320, 192, 8, 2, 4, 2)?;
@@ -216,22 +204,22 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
                 (case(mid, 300, Bf16, W4, Det, 14, OneExpert), false),
                 (case(gpt_oss, 48, Bf16, Mxfp4, Det, 11, Spread), false),
                 // Planned for a large batch, run with one token (moe-bench's decode case).
-                (planned(case(gpt_oss, 1, Bf16, Mxfp4, Bulk, 13, Spread), 16384), false),
-                (planned(case(gpt_oss, 1, Bf16, Mxfp4, Det, 15, Spread), 16384), false),
-                (planned(case(mid, 5, Nvfp4, W4, Det, 16, Spread), 4096), true),
+                (case(gpt_oss, 1, Bf16, Mxfp4, Bulk, 13, Spread).planned(16384), false),
+                (case(gpt_oss, 1, Bf16, Mxfp4, Det, 15, Spread).planned(16384), false),
+                (case(mid, 5, Nvfp4, W4, Det, 16, Spread).planned(4096), true),
                 // A8: FP8 activations on the E4M3 tensor cores (MXFP4 weights).
                 (case(small, 37, Fp8, Mxfp4, Det, 17, Spread), true),
                 (case(small, 29, Fp8, Mxfp4, Bulk, 18, OneExpert), true),
                 (case(mid, 150, Fp8, Mxfp4, Det, 19, SomeEmpty), false),
                 (case(gpt_oss, 48, Fp8, Mxfp4, Det, 20, Spread), false),
-                (planned(case(gpt_oss, 1, Fp8, Mxfp4, Det, 21, Spread), 16384), false),
+                (case(gpt_oss, 1, Fp8, Mxfp4, Det, 21, Spread).planned(16384), false),
                 // gpt-oss's epilogue: clamped SwiGLU (per-expert α, β, limit) and both biases.
                 (gpt(case(small, 37, Bf16, Mxfp4, Det, 22, Spread)), true),
                 (gpt(case(small, 29, Fp8, Mxfp4, Bulk, 23, OneExpert)), true),
                 (gpt(case(mid, 150, Bf16, Mxfp4, Bulk, 24, SomeEmpty)), false),
                 (gpt(case(gpt_oss, 48, Bf16, Mxfp4, Det, 25, Spread)), false),
                 (gpt(case(gpt_oss, 48, Fp8, Mxfp4, Det, 26, Spread)), false),
-                (gpt(planned(case(gpt_oss, 1, Bf16, Mxfp4, Bulk, 27, Spread), 16384)), false),
+                (gpt(case(gpt_oss, 1, Bf16, Mxfp4, Bulk, 27, Spread).planned(16384)), false),
                 // The Fast recipe (MUFU ex2/rcp in GEMM1's activation; A16 and A8): h within
                 // the recipe's tolerance of the model, the rest as the reference.
                 (fast(case(small, 37, Bf16, Mxfp4, Det, 30, Spread)), true),
@@ -248,7 +236,7 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
                 (case(small, 37, Nvfp4, W4, Det, 3, Spread), true),
                 (case(small, 37, Nvfp4, W4, Bulk, 5, SomeEmpty), true),
                 (case(small, 29, Nvfp4, W4, Det, 8, OneExpert), true),
-                (planned(case(small, 3, Nvfp4, W4, Bulk, 16, Spread), 4096), true),
+                (case(small, 3, Nvfp4, W4, Bulk, 16, Spread).planned(4096), true),
             ]
         }
     })
