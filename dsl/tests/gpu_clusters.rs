@@ -32,7 +32,9 @@ fn any_132_sm_gh100_layout_loses_a_cluster_of_four() {
             }
             return;
         }
-        for t in 0..=left.min(9) {
+        // The GPCs after this one hold at most 9 TPCs each: leave them no more.
+        let rest = 9 * (7 - i as u32);
+        for t in left.saturating_sub(rest)..=left.min(9) {
             tpcs[i] = t;
             walk(i + 1, left - t, tpcs, f);
         }

@@ -217,8 +217,10 @@ pub fn launch_shape_on(
     launch_shape_holding(k, g, held)
 }
 
-/// [`launch_shape`] on a device that runs at most `resident_clusters` clusters of `k` at
-/// once (`None`: as many as its SMs hold, `sm_count` × `ctas_per_sm` / cluster).
+/// [`launch_shape`] on a device that runs at most `resident_clusters` clusters (CTAs,
+/// without clusters) of `k` at once (`None`: as many as its SMs hold, `sm_count` ×
+/// `ctas_per_sm` / cluster). Only a persistent grid is held to it: the other grid rules size
+/// work, not residency.
 pub fn launch_shape_holding(
     k: &KernelInfo,
     g: &GridInputs,
@@ -278,11 +280,13 @@ pub fn launch_shape_holding(
             let mut clusters = (resident / u64::from(f.cluster.max(1))).max(1);
             if let Some(held) = resident_clusters {
                 if held == 0 {
+                    let what = match f.cluster {
+                        0 | 1 => "CTA".to_owned(),
+                        n => format!("cluster of {n} CTAs"),
+                    };
                     return Err(fail(format!(
-                        "the device runs no cluster of {} of its CTAs at once ({} bytes of \
-                         shared memory each)",
-                        f.cluster.max(1),
-                        smem
+                        "the device runs no {what} of this kernel at once ({smem} bytes of \
+                         shared memory each)"
                     )));
                 }
                 clusters = clusters.min(u64::from(held));

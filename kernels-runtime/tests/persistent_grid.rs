@@ -96,5 +96,8 @@ fn clustered_grids_hold_only_the_clusters_the_device_runs_at_once() {
     // The driver's count never raises the grid above the resource model's residency.
     assert_eq!(launch_shape_holding(&k, &inputs(100), Some(500)).unwrap().grid, 99 * 4);
     let err = launch_shape_holding(&k, &inputs(100), Some(0)).unwrap_err();
-    assert!(err.to_string().contains("runs no cluster of 4"), "{err}");
+    assert!(err.to_string().contains("runs no cluster of 4 CTAs"), "{err}");
+    let plain = info(GemmKind::Gemm1, 16, 128);
+    let err = launch_shape_holding(&plain, &inputs(100), Some(0)).unwrap_err();
+    assert!(err.to_string().contains("runs no CTA of this kernel"), "{err}");
 }

@@ -313,3 +313,37 @@ fn split_and_paired_tactics_are_judged_only_where_their_record_timed_them() {
     assert!(pairs(S11_RECORD) > 0);
     assert_eq!(pairs(H100_RECORD), 0);
 }
+
+/// A record's trial whose name only looks like a split tactic's (`_k` in a GEMM's name, of no
+/// candidate) brings no split tactic in: the record is judged on the candidates it timed,
+/// where a check on the names' spelling would have demanded every split trial of it.
+#[test]
+fn a_name_that_only_looks_split_brings_no_split_tactic_in() {
+    let dir = std::env::temp_dir().join(format!("moegen-fit-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for variant in ["mxfp4-a16", "mxfp4-fast-a8"] {
+        for shape in ["deepseek", "gpt-oss"] {
+            let from = docs(&format!("perf-2026-12-07-h100-s13-tune-{variant}-{shape}.json"));
+            let mut trials: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(from).unwrap()).unwrap();
+            trials.as_array_mut().unwrap().push(serde_json::json!({
+                "bucket": 1,
+                "ms": 1.0e9,
+                "tactic": "t16:gemm1_sm90_t16n128_kx:gemm2_sm90_t16n64",
+            }));
+            let to = dir.join(format!("rec-{variant}-{shape}.json"));
+            std::fs::write(to, serde_json::to_string(&trials).unwrap()).unwrap();
+        }
+    }
+    let records = Records::load(&dir.join("rec")).unwrap();
+    for (variant, shape, tactics) in records.tactics() {
+        let split = tactics.iter().filter(|t| t.gemm1().split_k() > 1 || t.gemm2().split_k() > 1);
+        assert_eq!(split.count(), 0, "{variant} {shape}");
+        assert!(!tactics.is_empty(), "{variant} {shape}");
+    }
+    // Judged as session 13's own record is: the extra trial is never the fastest.
+    let [large, _] = records.judge(|d| d).unwrap();
+    let [own, _] = model_against_trials("perf-2026-12-07-h100-s13-tune", |d| d);
+    assert_eq!((large.buckets, large.within), (own.buckets, own.within));
+    std::fs::remove_dir_all(&dir).ok();
+}

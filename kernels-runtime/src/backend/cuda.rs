@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, DriverError, result,
-    sys,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, DriverError,
+    LaunchConfig, result, sys,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -381,49 +381,28 @@ impl Backend for CudaBackend {
         }
         let f = self.function(info, dynamic_smem)?;
         self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
-        if cluster <= 1 {
-            let mut per_sm: std::ffi::c_int = 0;
-            // SAFETY: writes one int; the function belongs to the bound context.
-            unsafe {
-                sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                    &mut per_sm,
-                    f.cu_function(),
-                    info.launch.threads as std::ffi::c_int,
+        let n = if cluster <= 1 {
+            let per_sm = f
+                .occupancy_max_active_blocks_per_multiprocessor(
+                    info.launch.threads,
                     dynamic_smem as usize,
+                    None,
                 )
-            }
-            .result()
-            .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
-            let n = u32::try_from(per_sm).unwrap_or(0).saturating_mul(self.sm_count);
-            self.resident.insert(key, n);
-            return Ok(Some(n));
-        }
-        let mut attr = zeroed_attribute();
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cluster;
-        attr.value.clusterDim.y = 1;
-        attr.value.clusterDim.z = 1;
-        // One cluster's grid: the driver counts how many such clusters fit at once, from
-        // the function's registers, the shared memory and the GPCs' SMs.
-        let cfg = sys::CUlaunchConfig {
-            gridDimX: cluster,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: info.launch.threads,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: dynamic_smem,
-            hStream: self.stream.cu_stream(),
-            attrs: &mut attr,
-            numAttrs: 1,
+                .map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?;
+            per_sm.saturating_mul(self.sm_count)
+        } else {
+            // One cluster's grid: the driver counts how many such clusters fit at once from
+            // the function's registers, the shared memory and the GPCs' SMs. The cluster's
+            // size is the kernel's own `.reqnctapercluster` (validation/tests/abi_launch.rs
+            // holds every clustered kernel to it), so the query names none.
+            let cfg = LaunchConfig {
+                grid_dim: (cluster, 1, 1),
+                block_dim: (info.launch.threads, 1, 1),
+                shared_mem_bytes: dynamic_smem,
+            };
+            f.occupancy_max_active_clusters(cfg, &self.stream)
+                .map_err(driver("cuOccupancyMaxActiveClusters"))?
         };
-        let mut n: std::ffi::c_int = 0;
-        // SAFETY: `n` and `cfg` (with its one attribute) outlive the call, which only reads
-        // `cfg` and writes one int; the function belongs to this context.
-        unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, f.cu_function(), &cfg) }
-            .result()
-            .map_err(driver("cuOccupancyMaxActiveClusters"))?;
-        let n = u32::try_from(n).unwrap_or(0);
         self.resident.insert(key, n);
         Ok(Some(n))
     }

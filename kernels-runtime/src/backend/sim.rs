@@ -86,7 +86,8 @@ impl SimBackend {
     }
 
     /// The same device reporting `sm_count` SMs (persistent grids are sized from it; fewer
-    /// SMs means fewer simulated CTAs, each looping over more work).
+    /// SMs means fewer simulated CTAs, each looping over more work), as one pool: GPCs given
+    /// before ([`Self::with_gpcs`]) are dropped.
     pub fn with_sm_count(mut self, sm_count: u32) -> Self {
         self.sm_count = sm_count.max(1);
         self.gpc_sms = None;
@@ -96,11 +97,16 @@ impl SimBackend {
     /// The same device with its SMs in GPCs of `gpc_sms` SMs each (their sum becomes the SM
     /// count): a cluster's CTAs share a GPC, so a GPC holds ⌊its SMs × CTAs per SM /
     /// cluster⌋ clusters at once, as a GH100 does (`Backend::resident_clusters`). Without
-    /// it the simulated device packs clusters over all its SMs.
+    /// it the simulated device packs clusters over all its SMs. GPCs of no SM are left out;
+    /// with none left the device keeps its SM count as one pool.
     pub fn with_gpcs(mut self, gpc_sms: &[u32]) -> Self {
-        let gpcs: Vec<u32> = gpc_sms.iter().map(|&s| s.max(1)).collect();
-        self.sm_count = gpcs.iter().sum::<u32>().max(1);
-        self.gpc_sms = (!gpcs.is_empty()).then_some(gpcs);
+        let gpcs: Vec<u32> = gpc_sms.iter().copied().filter(|&s| s > 0).collect();
+        if gpcs.is_empty() {
+            self.gpc_sms = None;
+        } else {
+            self.sm_count = gpcs.iter().sum();
+            self.gpc_sms = Some(gpcs);
+        }
         self
     }
 

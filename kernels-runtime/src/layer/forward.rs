@@ -23,6 +23,7 @@ use super::error::LayerError;
 use super::kernel_set::KernelSet;
 use super::live_tiles::{UnitSpread, wide_gemm1_mask};
 use super::memory::{DeviceSlice, LayerWeights, Workspace};
+use super::refused::Refused;
 use crate::backend::{Backend, DevicePtr, GraphId};
 use crate::error::RuntimeError;
 use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape_on};
@@ -104,27 +105,6 @@ struct Lookups {
     simt: [&'static KernelInfo; 5],
     activation_kernel: Option<&'static KernelInfo>,
     hidden_kernel: Option<&'static KernelInfo>,
-}
-
-/// A layer [`MoeLayer::try_new`] refused, with the weights it was given.
-#[derive(Debug)]
-pub struct Refused {
-    /// Why.
-    pub error: LayerError,
-    /// The weights, untouched: release them or build another layer on them.
-    pub weights: LayerWeights,
-}
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.error.fmt(f)
-    }
-}
-
-impl std::error::Error for Refused {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
 }
 
 /// One MoE layer.
@@ -687,7 +667,27 @@ impl MoeLayer {
         ws: &Workspace,
         io: &ForwardIo,
     ) -> Result<GraphId, LayerError> {
+        let (_, tactic) = self.dispatch.choose(io.tokens as u64)?;
+        self.warm(b, &tactic)?;
         captured(b, &mut |b| self.forward(b, ws, io).map(|_| ()))
+    }
+
+    /// Asks `b` now, outside any capture, what the launches of `tactic`'s GEMMs ask it
+    /// (`Backend::resident_clusters`: on the CUDA backend a module load and an occupancy query,
+    /// answered once per kernel), so a captured pass makes no driver call but launches.
+    pub(crate) fn warm(&self, b: &mut dyn Backend, tactic: &MoeTactic) -> Result<(), LayerError> {
+        let r = self.resolved.iter().find(|r| r.tactic == *tactic).ok_or_else(|| {
+            LayerError::NoTactic(format!("{tactic} is not resolved by this layer"))
+        })?;
+        let local = self.config.shape.local_experts();
+        for k in [Some(r.gemm1), r.gemm1_wide, Some(r.gemm2)].into_iter().flatten() {
+            let smem = k.launch.smem.bytes(local).ok_or_else(|| LaunchError::Grid {
+                kernel: k.name,
+                reason: "shared memory overflows".into(),
+            })?;
+            b.resident_clusters(k, smem)?;
+        }
+        Ok(())
     }
 
     /// Reads the workspace's error record (waits for the stream): expert ids outside

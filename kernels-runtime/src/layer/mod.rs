@@ -12,6 +12,7 @@ mod host_pass;
 mod kernel_set;
 mod live_tiles;
 mod memory;
+mod refused;
 mod route_counts;
 mod tune;
 mod workspace_refusal;
@@ -22,11 +23,12 @@ pub use dispatch::{
     applicable, estimate_us,
 };
 pub use error::LayerError;
-pub use forward::{ForwardIo, LayerConfig, MoeLayer, Refused, arch_of};
+pub use forward::{ForwardIo, LayerConfig, MoeLayer, arch_of};
 pub use host_buffers::{DeviceElement, HostBufferError, HostBuffers};
 pub use kernel_set::KernelSet;
 pub use live_tiles::{LIVE_TILE_MASK_BITS, UnitSpread, wide_gemm1_mask};
 pub use memory::{DeviceSlice, LayerWeights, WORKSPACE_ALIGN, Workspace, WorkspaceSpec};
+pub use refused::Refused;
 pub use tune::{
     LOCAL_ROUTES_PER_BUCKET, MAX_ROUTING_DRAWS, ROUTING_GENERATOR, TUNE_ROUTING_SEED, TUNE_TIMING,
     Trial, TuneKey, TuneOptions, TuneReport, autotune, balanced_routing, routing_draws, tune_key,

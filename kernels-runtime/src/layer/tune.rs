@@ -398,6 +398,7 @@ fn capture_draws(
     ios: &[ForwardIo],
     tactic: &MoeTactic,
 ) -> Result<Vec<GraphId>, LayerError> {
+    layer.warm(b, tactic)?;
     let mut graphs = Vec::with_capacity(ios.len());
     for io in ios {
         match captured(b, &mut |b| layer.forward_with(b, ws, io, tactic)) {

@@ -5,9 +5,10 @@
 //! the f64 oracle, with a few tactics also against the simulator and, with the deterministic
 //! finalize, the dispatched tactic's CUDA-graph replay against its eager run; and the MUFU sweep
 //! (`ex2.approx`, `rcp.approx`) against the simulator's models over every f32 input (or a
-//! spread of them with `--mufu-step`); and, as a fact about the device rather than a check,
-//! how many clusters (CTAs, without clusters) of each persistent GEMM it runs at once (the
-//! driver's count, which sizes those grids) beside the resource model's and the GPC layout's. Prints a table per part,
+//! spread of them with `--mufu-step`); and how many clusters (CTAs, without clusters) of each
+//! persistent GEMM the device runs at once (the driver's count, which sizes those grids)
+//! beside the dispatch model's GPC layout, failing where a kernel fits no cluster or, without
+//! clusters, fewer CTAs per SM than the resource model says. Prints a table per part,
 //! writes every figure as JSON, exits 1 on an error and 2 when a check fails.
 //!
 //! Build here with `cargo build --release -p moegen-validation --bin gpu-check`; run on any
@@ -44,7 +45,8 @@ enum Part {
     /// `ex2.approx`/`rcp.approx` (ftz and not) against the simulator's models.
     Mufu,
     /// The clusters (CTAs, without clusters) the device runs at once of each persistent GEMM
-    /// (one kernel per cluster size, CTAs per SM and shared memory), beside the model's count.
+    /// (one kernel per occupancy key: cluster size, CTAs per SM, shared memory, threads,
+    /// register cap), beside the model's count.
     Clusters,
 }
 
@@ -136,6 +138,10 @@ struct ClusterRow {
     model: u32,
     /// SMs × CTAs per SM / cluster: the grid before GPCs were counted.
     slots: u32,
+    /// Why the driver gave no count.
+    error: Option<String>,
+    /// A count, at least one cluster, and without clusters at least `slots`.
+    pass: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -242,8 +248,10 @@ fn layer_cases(arch: Arch) -> Result<Vec<(LayerCase, bool)>, PlanError> {
     })
 }
 
-/// One row per persistent GEMM of the device's generation with a new cluster size, CTAs per
-/// SM or shared memory.
+/// One row per persistent GEMM of the device's generation with a new occupancy key: cluster
+/// size, CTAs per SM, shared memory, threads and the PTX's register cap (`.maxnreg`), which
+/// with the kernel's resources decide what the driver answers. A failed query is a row that
+/// fails, not the end of the run.
 fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error::Error>> {
     use moegen_dsl::abi::{GridRule, KernelId};
     let arch = arch_of(gpu);
@@ -257,10 +265,21 @@ fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error
             continue;
         }
         let smem = f.smem.bytes(0).ok_or("shared memory overflows")?;
-        if !seen.insert((f.cluster, f.ctas_per_sm, smem)) {
+        let maxnreg = k.ptx.lines().find_map(|l| l.trim().strip_prefix(".maxnreg ")).map(str::trim);
+        if !seen.insert((f.cluster, f.ctas_per_sm, smem, f.threads, maxnreg)) {
             continue;
         }
-        let driver = gpu.resident_clusters(k, smem)?.ok_or("the CUDA backend gave no count")?;
+        let slots = gpu.sm_count() * f.ctas_per_sm.max(1) / f.cluster.max(1);
+        let (driver, error) = match gpu.resident_clusters(k, smem) {
+            Ok(Some(n)) => (n, None),
+            Ok(None) => (0, Some("the CUDA backend gave no count".to_owned())),
+            Err(e) => (0, Some(e.to_string())),
+        };
+        // A kernel the device cannot hold one cluster of would fail every launch; without
+        // clusters the count is the resource model's CTAs per SM on every SM, and fewer is an
+        // error of that model (the grid follows the driver, the dispatch model does not).
+        // With clusters the GPCs decide: the row shows the driver's count beside the model's.
+        let pass = error.is_none() && driver > 0 && (f.cluster > 1 || driver >= slots);
         rows.push(ClusterRow {
             kernel: k.name,
             cluster: f.cluster,
@@ -268,7 +287,9 @@ fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error
             dynamic_smem: smem,
             driver,
             model: model.resident_clusters(f.ctas_per_sm, f.cluster),
-            slots: gpu.sm_count() * f.ctas_per_sm.max(1) / f.cluster.max(1),
+            slots,
+            error,
+            pass,
         });
     }
     Ok(rows)
@@ -308,18 +329,25 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     if args.parts.contains(&Part::Clusters) {
         record.clusters = clusters(&mut gpu)?;
         println!(
-            "\n{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6}",
+            "\n{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6} verdict",
             "persistent GEMM", "cluster", "/SM", "smem", "driver", "model", "slots"
         );
         for r in &record.clusters {
-            // A kernel the device cannot hold one cluster of would fail every launch; without
-            // clusters the count is the resource model's CTAs per SM on every SM, and fewer is
-            // an error of that model (the grid follows the driver, the dispatch model does
-            // not). With clusters the GPCs decide, which the row shows beside the model's.
-            ok &= r.driver > 0 && (r.cluster > 1 || r.driver >= r.slots);
+            ok &= r.pass;
             println!(
-                "{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6}",
-                r.kernel, r.cluster, r.ctas_per_sm, r.dynamic_smem, r.driver, r.model, r.slots
+                "{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6} {}",
+                r.kernel,
+                r.cluster,
+                r.ctas_per_sm,
+                r.dynamic_smem,
+                r.driver,
+                r.model,
+                r.slots,
+                match (&r.error, r.pass) {
+                    (Some(e), _) => format!("FAIL: {e}"),
+                    (None, true) => "ok".to_owned(),
+                    (None, false) => "FAIL".to_owned(),
+                }
             );
         }
         save(&record)?;
