@@ -95,6 +95,9 @@ impl Gpu {
 /// of 9 TPCs (two SMs each); 66 TPCs stay enabled, and which ones varies from chip to chip.
 /// An odd TPC count leaves a GPC at 2 mod 4 SMs, and 66 TPCs over 8 GPCs of at most 9 need
 /// at least two such GPCs: this layout, the most even, loses the fewest slots to clusters of
-/// 4 (98 clusters at 3 CTAs per SM, not 99; 32 at 1, not 33). The runtime sizes its grids
-/// from the driver's count for the chip at hand (`cuOccupancyMaxActiveClusters`).
+/// 4 (98 clusters at 3 CTAs per SM, not 99; 32 at 1, not 33). That is a bound, not the
+/// hardware's rule: an H100's driver counted 92 clusters of 4 at 3 CTAs per SM (and 198 of 2,
+/// as modelled; docs/validation.md, 2026-12-07 session 15), so the GPUs pack clusters of 4
+/// less densely than whole CTA slots per GPC. The runtime sizes its grids from the driver's
+/// count for the chip at hand (`cuOccupancyMaxActiveClusters`); the model's 98 overstates it.
 pub const GH100_132_GPC_SMS: [u32; 8] = [18, 18, 16, 16, 16, 16, 16, 16];
