@@ -81,14 +81,20 @@ impl Gpu {
     /// `cluster`⌋ and the CTA slots left over in a GPC hold none. A persistent grid of more
     /// clusters leaves the rest waiting for a second wave.
     pub fn resident_clusters(&self, ctas_per_sm: u32, cluster: u32) -> u32 {
-        let (per_sm, cluster) = (ctas_per_sm.max(1), cluster.max(1));
-        let pool = |sms: u32| sms.saturating_mul(per_sm) / cluster;
         let n = match self.gpc_sms {
-            Some(gpcs) => gpcs.iter().map(|&s| pool(s)).sum(),
-            None => pool(self.sms),
+            Some(gpcs) => clusters_on_gpcs(gpcs, ctas_per_sm, cluster),
+            None => clusters_on_gpcs(&[self.sms], ctas_per_sm, cluster),
         };
         n.max(1)
     }
+}
+
+/// Clusters of `cluster` CTAs that GPCs of `gpc_sms` SMs hold at once at `ctas_per_sm` CTAs
+/// per SM, a cluster's CTAs on one GPC: Σ ⌊SMs × `ctas_per_sm` / `cluster`⌋ (0 and 1 count
+/// as 1). A bound from whole CTA slots; hardware may hold fewer ([`GH100_132_GPC_SMS`]).
+pub fn clusters_on_gpcs(gpc_sms: &[u32], ctas_per_sm: u32, cluster: u32) -> u32 {
+    let (per_sm, cluster) = (ctas_per_sm.max(1), cluster.max(1));
+    gpc_sms.iter().map(|&s| s.saturating_mul(per_sm) / cluster).sum()
 }
 
 /// The GPCs of a 132-SM GH100 (H100 SXM, H200) as the model assumes them. The die has 8 GPCs

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use moegen_dsl::abi::{KernelInfo, SimtTarget};
+use moegen_dsl::gpu::clusters_on_gpcs;
 use moegen_sim::{Arg, Device, LaunchConfig, Module, TensorMap, TmaDataType, launch, parse_module};
 
 use super::{
@@ -266,14 +267,8 @@ impl Backend for SimBackend {
     ) -> Result<Option<u32>, BackendError> {
         // The simulator runs any grid; what a GPC would hold follows from the kernel's
         // resource model (its CTAs per SM), as on the hardware from its registers and memory.
-        let cluster = kernel.launch.cluster.max(1);
-        Ok(match &self.gpc_sms {
-            Some(gpcs) => {
-                let per_sm = kernel.launch.ctas_per_sm.max(1);
-                Some(gpcs.iter().map(|&s| s.saturating_mul(per_sm) / cluster).sum())
-            }
-            None => None,
-        })
+        let f = &kernel.launch;
+        Ok(self.gpc_sms.as_deref().map(|g| clusters_on_gpcs(g, f.ctas_per_sm, f.cluster)))
     }
 
     fn memset(&mut self, ptr: DevicePtr, value: u8, bytes: usize) -> Result<(), BackendError> {
