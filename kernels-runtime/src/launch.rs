@@ -201,8 +201,8 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
 /// clusters (CTAs, without clusters) `b` runs at once (`Backend::resident_clusters`). The
 /// static schedule gives every cluster of the grid its share of the units, so a cluster
 /// beyond those would start its share only when another cluster has finished all of its
-/// own, doubling the kernel's time (a GH100's 132 SMs hold 98 clusters of 4 at 3 CTAs per
-/// SM, not 99; and a device holding fewer CTAs per SM than the resource model's would do
+/// own, up to doubling the kernel's time (an H100's driver runs 92 clusters of 4 at 3 CTAs
+/// per SM, not 99; and a device holding fewer CTAs per SM than the resource model's would do
 /// the same to any persistent GEMM).
 pub fn launch_shape_on(
     b: &mut dyn Backend,

@@ -77,7 +77,8 @@ fn split_k_grids_are_whole_clusters_and_need_a_stage_per_rank() {
 }
 
 /// On a device whose GPCs hold fewer clusters than `sm_count` × CTAs per SM / cluster (a
-/// GH100's 132 SMs: 98 clusters of 4 at 3 CTAs per SM), the grid holds only those: a
+/// GH100's 132 SMs: at most 98 clusters of 4 at 3 CTAs per SM, the model's bound; an H100's
+/// driver counted 92), the grid holds only those: a
 /// cluster past them would wait for a second wave with its whole share of the units. A
 /// device that holds none is refused.
 #[test]
