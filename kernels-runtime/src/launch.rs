@@ -11,6 +11,7 @@ use moegen_dsl::abi::{
 };
 
 use moegen_dsl::GemmKind;
+use moegen_dsl::gpu::clusters_on_gpcs;
 use moegen_dsl::sm90_tactics::sm90_split_k_fits;
 
 use crate::backend::{Backend, BackendError, DevicePtr, KernelArg, LaunchShape, TensorMapSpec};
@@ -197,6 +198,14 @@ pub fn launch_shape(k: &KernelInfo, g: &GridInputs) -> Result<LaunchShape, Launc
     launch_shape_holding(k, g, None)
 }
 
+/// The dynamic shared memory `k` launches with for `local_experts` local experts.
+pub fn dynamic_smem(k: &KernelInfo, local_experts: usize) -> Result<u32, LaunchError> {
+    k.launch.smem.bytes(local_experts).ok_or_else(|| LaunchError::Grid {
+        kernel: k.name,
+        reason: "shared memory overflows".into(),
+    })
+}
+
 /// [`launch_shape`] for the device `b` runs it on: a persistent grid holds at most the
 /// clusters (CTAs, without clusters) `b` runs at once (`Backend::resident_clusters`). The
 /// static schedule gives every cluster of the grid its share of the units, so a cluster
@@ -228,10 +237,7 @@ pub fn launch_shape_holding(
 ) -> Result<LaunchShape, LaunchError> {
     let fail = |reason: String| LaunchError::Grid { kernel: k.name, reason };
     let f = &k.launch;
-    let smem = f
-        .smem
-        .bytes(usize::try_from(g.local_experts).unwrap_or(usize::MAX))
-        .ok_or_else(|| fail("shared memory overflows".into()))?;
+    let smem = dynamic_smem(k, usize::try_from(g.local_experts).unwrap_or(usize::MAX))?;
     let grid: u64 = match f.grid {
         GridRule::PerRoutes { per_block } => g.routes.div_ceil(u64::from(per_block.max(1))),
         GridRule::Single => 1,
@@ -276,8 +282,9 @@ pub fn launch_shape_holding(
                     )));
                 }
             }
-            let resident = u64::from(g.sm_count) * u64::from(f.ctas_per_sm.max(1));
-            let mut clusters = (resident / u64::from(f.cluster.max(1))).max(1);
+            // Whole CTA slots of the SMs, GPCs aside: the driver's count bounds it below.
+            let slots = clusters_on_gpcs(&[g.sm_count], f.ctas_per_sm, f.cluster);
+            let mut clusters = u64::from(slots.max(1));
             if let Some(held) = resident_clusters {
                 if held == 0 {
                     let what = match f.cluster {

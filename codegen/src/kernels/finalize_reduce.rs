@@ -2,6 +2,7 @@
 //! f32 in slot order over the local routes, one rounding at the end (the reference's
 //! `FinalizeMode::Deterministic`).
 
+use super::local_route::local_route;
 use super::sync::grid_stride;
 use moegen_dsl::abi::launch::FINALIZE_THREADS;
 use moegen_dsl::abi::{Buffer, Scalar};
@@ -36,12 +37,8 @@ pub fn build(target: SimtTarget) -> KernelBuilder {
         b.label(&slots);
         let sd = b.setp_u32(Cmp::Ge, s, k);
         b.bra_if(sd, &slots_done);
-        let route = b.mad_u32(t, k, s);
-        let ra = b.index_addr(e2p, route, 4);
-        let perm = b.ld_global(Ty::U32, RegClass::B32, ra);
-        let nonlocal = b.setp_s32(Cmp::Lt, perm, 0i32);
         let next = b.new_label("next_slot");
-        b.bra_if(nonlocal, &next);
+        let route = local_route(b, e2p, t, k, s, &next).route;
         let elem = b.mad_u32(route, pairs, p);
         let ea = b.index_addr(scratch, elem, 4);
         let w = b.ld_global(Ty::B32, RegClass::B32, ea);

@@ -8,6 +8,7 @@ pub mod ep_copy;
 pub mod ep_pack;
 pub mod epilogue_math;
 pub mod finalize_reduce;
+pub mod local_route;
 pub mod moe_sort;
 pub mod moe_sort_single;
 pub mod pipeline;

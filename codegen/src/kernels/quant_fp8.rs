@@ -17,6 +17,7 @@ use moegen_dsl::abi::launch::QUANT_FP8_THREADS;
 use moegen_dsl::abi::{Buffer, Scalar, SimtFamily, SimtTarget};
 
 use super::e4m3_scale::{e4m3_scale_exponent, e4m3_words, pow2_neg};
+use super::local_route::local_route;
 use crate::ptx::instrs::Shfl;
 use crate::ptx::ops::{Access, Memory, ShflMode};
 use crate::ptx::{Cmp, Guard, KernelBuilder, Operand, Reg, RegClass, SReg, Space, Ty, VecWidth};
@@ -194,11 +195,7 @@ pub fn build(family: SimtFamily, target: SimtTarget) -> KernelBuilder {
         let skip = b.new_label("no_route");
         let mine = b.setp_u32(Cmp::Lt, tid, top_k);
         b.bra_unless(mine, &skip);
-        let route = b.mad_u32(row, top_k, tid);
-        let at = b.index_addr(e2p, route, 4);
-        let p = b.ld_global(Ty::S32, RegClass::B32, at);
-        let local = b.setp_s32(Cmp::Ge, p, 0u32);
-        b.bra_unless(local, &skip);
+        let p = local_route(&mut b, e2p, row, top_k, tid, &skip).permuted;
         let at = b.index_addr(scales, p, 4);
         b.st_global(Ty::F32, at, scale);
         b.label(&skip);

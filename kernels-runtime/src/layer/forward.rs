@@ -26,7 +26,9 @@ use super::memory::{DeviceSlice, LayerWeights, Workspace};
 use super::refused::Refused;
 use crate::backend::{Backend, DevicePtr, GraphId};
 use crate::error::RuntimeError;
-use crate::launch::{Bindings, GridInputs, LaunchError, kernel_args, launch_shape_on};
+use crate::launch::{
+    Bindings, GridInputs, LaunchError, dynamic_smem, kernel_args, launch_shape_on,
+};
 
 /// The options of a layer's kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -681,11 +683,7 @@ impl MoeLayer {
         })?;
         let local = self.config.shape.local_experts();
         for k in [Some(r.gemm1), r.gemm1_wide, Some(r.gemm2)].into_iter().flatten() {
-            let smem = k.launch.smem.bytes(local).ok_or_else(|| LaunchError::Grid {
-                kernel: k.name,
-                reason: "shared memory overflows".into(),
-            })?;
-            b.resident_clusters(k, smem)?;
+            b.resident_clusters(k, dynamic_smem(k, local)?)?;
         }
         Ok(())
     }

@@ -269,7 +269,7 @@ fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error
         if !seen.insert((f.cluster, f.ctas_per_sm, smem, f.threads, maxnreg)) {
             continue;
         }
-        let slots = gpu.sm_count() * f.ctas_per_sm.max(1) / f.cluster.max(1);
+        let slots = moegen_dsl::gpu::clusters_on_gpcs(&[gpu.sm_count()], f.ctas_per_sm, f.cluster);
         let (driver, error) = match gpu.resident_clusters(k, smem) {
             Ok(Some(n)) => (n, None),
             Ok(None) => (0, Some("the CUDA backend gave no count".to_owned())),

@@ -33,7 +33,8 @@ pub(super) struct ColumnParams {
     routes: Option<(Reg, Reg)>,
     /// A8: f32 2^e per permuted row.
     scales: Option<Reg>,
-    /// Thread t < T owns column t.
+    /// Thread t < T owns column t; with split K only on rank 0, the one rank that runs the
+    /// epilogue (the others' loads would be thrown away).
     owner: Reg,
 }
 
@@ -52,12 +53,14 @@ fn offsets(g: &Sm90) -> Offsets {
     }
 }
 
-/// The column parameters of a kernel, if it has a column table.
+/// The column parameters of a kernel, if it has a column table; `rank` is the CTA's rank in
+/// a split-K cluster.
 pub(super) fn column_params(
     b: &mut KernelBuilder,
     g: &Sm90,
     smem: Reg,
     k: &Consumer,
+    rank: Option<Reg>,
 ) -> Option<ColumnParams> {
     let region = g.smem.columns?;
     let base = b.mad_u32(k.ci, g.smem.columns_stride, region.offset);
@@ -71,7 +74,14 @@ pub(super) fn column_params(
             GemmKind::Gemm2 => Buffer::Gemm1OutputRowScales,
         })
     });
-    let owner = b.setp_u32(Cmp::Lt, k.t, g.l.tile);
+    let column = b.setp_u32(Cmp::Lt, k.t, g.l.tile);
+    let owner = match rank {
+        Some(rank) => {
+            let leader = b.setp_u32(Cmp::Eq, rank, 0u32);
+            b.and_pred(column, leader)
+        }
+        None => column,
+    };
     Some(ColumnParams { table, routes, scales, owner })
 }
 

@@ -76,7 +76,7 @@ pub(super) fn finalize_params(
     let bias = g.l.key.bias.then(|| (b.ld_buffer(Buffer::Gemm2Bias), hidden));
     let hidden = ends_partial(&g.l).then_some(hidden);
     let a8 = a8_params(b, g);
-    let columns = column_params(b, g, c.smem, k);
+    let columns = column_params(b, g, c.smem, k, c.target);
     FinalizeParams {
         alpha,
         out,

@@ -100,7 +100,7 @@ pub(super) fn swiglu_params(
         ActivationFormat::Bf16 | ActivationFormat::Fp8 | ActivationFormat::Mxfp8 => None,
     };
     let a8 = a8_params(b, g);
-    let columns = column_params(b, g, c.smem, k);
+    let columns = column_params(b, g, c.smem, k, c.target);
     let act_params = l.key.activation.has_params().then(|| b.ld_buffer(Buffer::ActivationParams));
     let bias = l.key.bias.then(|| b.ld_buffer(Buffer::Gemm1Bias));
     let base = b.mad_u32(k.ci, g.smem.staging_stride, g.smem.staging.offset);
