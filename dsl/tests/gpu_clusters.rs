@@ -1,7 +1,7 @@
 //! How many clusters a modelled GPU runs at once (`Gpu::resident_clusters`): a cluster's CTAs
 //! share one GPC, so each GPC's CTA slots pack whole clusters and the rest stay empty.
 
-use moegen_dsl::gpu::{GH100_132_GPC_SMS, Gpu};
+use moegen_dsl::gpu::{GH100_132_GPC_SMS, GH100_132_MEASURED_CLUSTERS, Gpu};
 
 #[test]
 fn gh100_gpcs_hold_fewer_clusters_of_four_than_its_slots() {
@@ -12,9 +12,26 @@ fn gh100_gpcs_hold_fewer_clusters_of_four_than_its_slots() {
     assert_eq!(h.resident_clusters(3, 2), 198);
     assert_eq!(h.resident_clusters(1, 2), 66);
     // Clusters of 4: the two 18-SM GPCs each leave 2 slots (3 per SM) or 2 SMs (1 per SM).
-    assert_eq!(h.resident_clusters(3, 4), 98);
+    assert_eq!(h.gpc_clusters(3, 4), 98);
     assert_eq!(h.resident_clusters(1, 4), 32);
     assert_eq!(h.resident_clusters(2, 4), 66);
+}
+
+#[test]
+fn the_drivers_counts_come_before_the_gpc_bound_and_never_exceed_it() {
+    let h = Gpu::H200;
+    // An H100's driver ran 92 clusters of 4 at 3 CTAs per SM, where the layout packs 98.
+    assert_eq!(h.resident_clusters(3, 4), 92);
+    assert_eq!(h.resident_clusters(3, 2), 198);
+    for m in GH100_132_MEASURED_CLUSTERS {
+        assert_eq!(h.resident_clusters(m.ctas_per_sm, m.cluster), m.clusters);
+        assert!(m.clusters <= h.gpc_clusters(m.ctas_per_sm, m.cluster), "{m:?}");
+    }
+    // Another SM count is another part: neither its layout nor its counts are known.
+    let cut = h.with_sms(114);
+    assert!(cut.measured_clusters.is_empty());
+    assert_eq!(cut.resident_clusters(3, 4), 85);
+    assert_eq!(h.with_sms(132).measured_clusters, &GH100_132_MEASURED_CLUSTERS[..]);
 }
 
 #[test]
@@ -46,7 +63,7 @@ fn any_132_sm_gh100_layout_loses_a_cluster_of_four() {
         best = best.max(held);
     });
     assert!(layouts > 0);
-    assert_eq!(best, Gpu::H200.resident_clusters(3, 4));
+    assert_eq!(best, Gpu::H200.gpc_clusters(3, 4));
 }
 
 #[test]

@@ -77,8 +77,8 @@ fn split_k_grids_are_whole_clusters_and_need_a_stage_per_rank() {
 }
 
 /// On a device whose GPCs hold fewer clusters than `sm_count` × CTAs per SM / cluster (a
-/// GH100's 132 SMs: at most 98 clusters of 4 at 3 CTAs per SM, the model's bound; an H100's
-/// driver counted 92), the grid holds only those: a
+/// GH100's 132 SMs: at most 98 clusters of 4 at 3 CTAs per SM by its GPCs; an H100's driver
+/// counted 92, the model's figure since), the grid holds only those: a
 /// cluster past them would wait for a second wave with its whole share of the units. A
 /// device that holds none is refused.
 #[test]
@@ -89,9 +89,9 @@ fn clustered_grids_hold_only_the_clusters_the_device_runs_at_once() {
     let k = info_of(g);
     assert_eq!((k.launch.cluster, k.launch.ctas_per_sm), (4, 3));
     let held = Gpu::H200.resident_clusters(k.launch.ctas_per_sm, k.launch.cluster);
-    assert_eq!(held, 98);
+    assert_eq!(held, 92);
     assert_eq!(launch_shape(&k, &inputs(100)).unwrap().grid, 99 * 4);
-    assert_eq!(launch_shape_holding(&k, &inputs(100), Some(held)).unwrap().grid, 98 * 4);
+    assert_eq!(launch_shape_holding(&k, &inputs(100), Some(held)).unwrap().grid, 92 * 4);
     // Fewer units than clusters: one cluster per unit, whatever the device holds.
     assert_eq!(launch_shape_holding(&k, &inputs(1), Some(held)).unwrap().grid, 16 * 4);
     // The driver's count never raises the grid above the resource model's residency.
