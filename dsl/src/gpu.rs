@@ -93,8 +93,9 @@ impl Gpu {
         self.hbm_bytes_per_s * self.hbm_efficiency
     }
 
-    /// The same GPU with `sms` SMs; the GPC layout stays only if it holds that many SMs
-    /// (another count is another part, whose layout the model does not know).
+    /// The same GPU with `sms` SMs; the GPC layout stays only if it holds that many SMs, and
+    /// the measured cluster counts only for the same count (another count is another part,
+    /// whose layout and counts the model does not know).
     pub fn with_sms(mut self, sms: u32) -> Gpu {
         let sms = sms.max(1);
         if self.gpc_sms.is_some_and(|g| g.iter().sum::<u32>() != sms) {

@@ -202,8 +202,8 @@ impl DeviceModel {
             _ => Self::for_arch(arch),
         }
     }
-    /// The same device with `sms` SMs (`Gpu::with_sms`: its GPC layout only if that is its
-    /// count).
+    /// The same device with `sms` SMs (`Gpu::with_sms`: its GPC layout and measured cluster
+    /// counts only if that is its count).
     pub fn with_sms(mut self, sms: u32) -> Self {
         self.gpu = self.gpu.with_sms(sms);
         self
@@ -281,7 +281,8 @@ fn estimate_spread_us(
         let cn = f64::from(g.cluster()[1]);
         let ctas = f64::from(g.cluster_ctas());
         let units = live_tiles * units_per_tile(g, n_dim) as f64;
-        // A persistent grid holds as many clusters as the GPCs do at once (the runtime's grid).
+        // A persistent grid holds as many clusters as the device runs at once (the runtime's
+        // grid): the driver's recorded count, else the GPCs' bound.
         let clusters = f64::from(dev.gpu.resident_clusters(per_sm as u32, g.cluster_ctas()));
         // A split-K unit takes as long as its CTA with the most of K's stages.
         let split = f64::from(g.split_k());

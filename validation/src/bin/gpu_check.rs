@@ -133,9 +133,12 @@ struct ClusterRow {
     dynamic_smem: u32,
     /// The driver's count (`cuOccupancyMaxActiveClusters`), which the runtime's grid takes.
     driver: u32,
-    /// The dispatch model's (`Gpu::resident_clusters`: its GPC layout, if it has one for
-    /// this SM count).
+    /// The dispatch model's (`Gpu::resident_clusters`: a driver's count recorded for this
+    /// part where there is one, otherwise `gpc`).
     model: u32,
+    /// The GPC layout's bound (`Gpu::gpc_clusters`: whole clusters per GPC, where the model
+    /// has a layout for this SM count; otherwise the SMs as one pool).
+    gpc: u32,
     /// SMs × CTAs per SM / cluster: the grid before GPCs were counted.
     slots: u32,
     /// Why the driver gave no count.
@@ -287,6 +290,7 @@ fn clusters(gpu: &mut CudaBackend) -> Result<Vec<ClusterRow>, Box<dyn std::error
             dynamic_smem: smem,
             driver,
             model: model.resident_clusters(f.ctas_per_sm, f.cluster),
+            gpc: model.gpc_clusters(f.ctas_per_sm, f.cluster),
             slots,
             error,
             pass,
@@ -329,19 +333,20 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     if args.parts.contains(&Part::Clusters) {
         record.clusters = clusters(&mut gpu)?;
         println!(
-            "\n{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6} verdict",
-            "persistent GEMM", "cluster", "/SM", "smem", "driver", "model", "slots"
+            "\n{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6} {:>6} verdict",
+            "persistent GEMM", "cluster", "/SM", "smem", "driver", "model", "gpc", "slots"
         );
         for r in &record.clusters {
             ok &= r.pass;
             println!(
-                "{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6} {}",
+                "{:<52} {:>7} {:>6} {:>7} {:>7} {:>6} {:>6} {:>6} {}",
                 r.kernel,
                 r.cluster,
                 r.ctas_per_sm,
                 r.dynamic_smem,
                 r.driver,
                 r.model,
+                r.gpc,
                 r.slots,
                 match (&r.error, r.pass) {
                     (Some(e), _) => format!("FAIL: {e}"),

@@ -4,7 +4,8 @@
 //! Every thread needs the values of its 2·T/8 columns, and loading them after the K loop
 //! put one dependent global round trip per n8 block in front of the epilogue's arithmetic
 //! (ncu on the H200, 2026-12-03: a fifth of GEMM2's consumer samples and a tenth of A8
-//! GEMM1's were those loads' `long_scoreboard` stalls). So thread t < T loads column t's
+//! GEMM1's were those loads' `long_scoreboard` stalls). So thread t < T (of rank 0 in a
+//! split-K cluster, the one rank with an epilogue) loads column t's
 //! values before the unit's K loop, which hides their latency, keeps them in two or three
 //! registers through it, and writes them to its consumer's table before the epilogue's
 //! first barrier; the epilogue reads each column pair with one `ld.shared.v2`.
@@ -95,7 +96,8 @@ pub(super) struct ColumnLoads {
 }
 
 impl ColumnLoads {
-    /// This thread's route (token t's, for its bulk store), 0 past the valid rows.
+    /// This thread's route (token t's, for its bulk store), 0 past the valid rows and on
+    /// ranks 1.. of a split (which store nothing).
     pub fn route(&self) -> Option<Reg> {
         self.routes.map(|(_, r)| r)
     }
