@@ -125,11 +125,8 @@ impl Gpu {
 
     /// The GPC bound of [`Gpu::resident_clusters`], whatever was measured.
     pub fn gpc_clusters(&self, ctas_per_sm: u32, cluster: u32) -> u32 {
-        let n = match self.gpc_sms {
-            Some(gpcs) => clusters_on_gpcs(gpcs, ctas_per_sm, cluster),
-            None => clusters_on_gpcs(&[self.sms], ctas_per_sm, cluster),
-        };
-        n.max(1)
+        let pool = [self.sms];
+        clusters_on_gpcs(self.gpc_sms.unwrap_or(&pool), ctas_per_sm, cluster).max(1)
     }
 }
 
